@@ -1,0 +1,118 @@
+"""What every block type is, and what a running block can ask of the engine.
+
+A block type is a class with a Pydantic `Config` (extra fields forbidden, a
+docstring per field: they feed the JSON Schema, the pipeline generator and
+any UI) and an async `run(context, config) -> output`.  Registering one with
+`@register_block` is all it takes: the engine never names a block type.
+
+The engine hands each run a `BlockContext` (defined here as a protocol, built
+by the engine) so blocks stay below the engine in the layering and container
+blocks can still run child graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from flowforge.errors import Problem
+from flowforge.workflow.graph import Graph, Node
+from flowforge.workflow.model import BlockSpec
+
+__all__ = ["BlockConfig", "BlockType", "BlockContext", "Routed", "ChildOutcome"]
+
+
+class BlockConfig(BaseModel):
+    """Base of every block's config: unknown fields are errors, field
+    docstrings become JSON-Schema descriptions."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """Returned by routing blocks: the output, and the ids of the outgoing
+    blocks whose edges become active (the others are skipped)."""
+
+    output: Any
+    targets: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class ChildOutcome:
+    """What running a child graph produced."""
+
+    outputs: dict[str, Any]             # child id -> output (succeeded ones)
+    statuses: dict[str, str]            # child id -> succeeded | failed | skipped | cancelled
+    errors: dict[str, str]              # child id -> error message (unhandled failures)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors)
+
+
+class BlockContext(Protocol):
+    """What a running block may use. Built by the engine for each execution."""
+
+    run_id: str
+    workflow_id: str
+    block_id: str
+    node: Node
+    scope: Mapping[str, Any]          # template roots: input, vars, env, memory, user, loop, blocks
+    defaults: Mapping[str, Any]       # the workflow's `defaults:`
+    env: Mapping[str, str]            # process environment over the workflow's `env:`
+    user: Mapping[str, Any]
+
+    def emit(self, event_type: str, **data: Any) -> None:
+        """Publish an event (progress, llm_delta, tool_called, ...) for this block."""
+
+    def successors(self) -> list[Node]:
+        """The blocks this block's outgoing edges lead to (a router's candidates)."""
+
+    async def run_children(self, graph: Graph, extra_scope: dict[str, Any],
+                           label: str) -> ChildOutcome:
+        """Run a child graph (a loop pass, a parallel item) in a nested scope."""
+
+    async def run_workflow(self, reference: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Run another workflow (by path or id) nested in this run; returns its outputs."""
+
+
+class BlockType:
+    """Base class of block types. Subclasses set `type_name`, `Config`, and
+    implement `run`; containers and routers set the flags."""
+
+    type_name: ClassVar[str] = ""
+    Config: ClassVar[type[BaseModel]] = BlockConfig
+    container: ClassVar[bool] = False
+    routes: ClassVar[bool] = False
+    holds_slot: ClassVar[bool] = True      # counts against the run's concurrency limit
+    raw_fields: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
+        return []
+
+    @classmethod
+    def implied_targets(cls, spec: BlockSpec) -> list[str]:
+        return []
+
+    @classmethod
+    def scope_names(cls, spec: BlockSpec) -> set[str]:
+        return set()
+
+    @classmethod
+    def expressions(cls, spec: BlockSpec) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def is_eager(cls, config: Any) -> bool:
+        """True when `run` is known not to depend on running inside its own
+        Task (no `asyncio.timeout`, no anyio cancel scopes): the engine may then
+        start it inline and only make a Task if it suspends."""
+        return False
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError

@@ -1,0 +1,27 @@
+"""`input`: the trigger. Its output is the run's validated inputs, the same
+values every block reads as `{{input.*}}` whether or not this block exists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.registry import register_block
+
+
+class InputConfig(BlockConfig):
+    """The input block takes no settings: inputs are declared in `inputs:`."""
+
+
+@register_block
+class InputBlock(BlockType):
+    type_name = "input"
+    Config = InputConfig
+
+    @classmethod
+    def is_eager(cls, config: Any) -> bool:
+        return True
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: InputConfig) -> Any:
+        return dict(context.scope.get("input") or {})

@@ -1,0 +1,99 @@
+"""`loop`: run child blocks repeatedly — over a list (`for_each`), a number
+of `times`, or `until` an expression holds (checked after each pass, with a
+`max_iterations` cap so a loop always ends).
+
+Children see `{{loop.index}}` (from 0), `{{loop.item}}` and
+`{{loop.previous.<child>...}}` (the previous pass's outputs).  The output is
+the last pass's child outputs by id, plus `iterations` (every pass's child
+outputs, in order) and `count` (passes run).  A child failure fails the loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.registry import register_block
+from flowforge.errors import Problem
+from flowforge.workflow import expressions
+from flowforge.workflow.model import BlockSpec
+
+
+class LoopConfig(BlockConfig):
+    for_each: Any = None
+    """A list (usually a template such as `{{input.items}}`) to iterate over."""
+    times: int | None = Field(None, ge=0)
+    """Run the children this many times."""
+    until: str | None = None
+    """Expression checked after each pass; the loop stops once it is true."""
+    max_iterations: int = Field(10, ge=1, le=100_000)
+    """Upper bound on passes, whatever the other settings say."""
+
+    @model_validator(mode="after")
+    def _one_driver(self) -> "LoopConfig":
+        if self.for_each is None and self.times is None and self.until is None:
+            raise ValueError("a loop needs `for_each`, `times` or `until`")
+        return self
+
+
+@register_block
+class LoopBlock(BlockType):
+    type_name = "loop"
+    Config = LoopConfig
+    container = True
+    holds_slot = False
+    raw_fields = frozenset({"until"})
+
+    @classmethod
+    def expressions(cls, spec: BlockSpec) -> list[tuple[str, str]]:
+        until = spec.with_.get("until")
+        return [("until", until)] if isinstance(until, str) else []
+
+    @classmethod
+    def scope_names(cls, spec: BlockSpec) -> set[str]:
+        return {"loop"}
+
+    @classmethod
+    def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
+        until = spec.with_.get("until")
+        if isinstance(until, str):
+            try:
+                expressions.compile_expression(until)
+            except expressions.ExpressionError as exc:
+                return [Problem(f"{where}.with.until", str(exc))]
+        return []
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: LoopConfig) -> Any:
+        items = config.for_each
+        if items is not None and not isinstance(items, (list, tuple)):
+            if isinstance(items, dict):
+                items = list(items.items())
+            else:
+                raise ValueError(f"for_each must be a list, got {type(items).__name__}")
+        passes = config.max_iterations
+        if items is not None:
+            passes = min(passes, len(items))
+        if config.times is not None:
+            passes = min(passes, config.times)
+        until = expressions.compile_expression(config.until) if config.until else None
+
+        iterations: list[dict[str, Any]] = []
+        previous: dict[str, Any] | None = None
+        for index in range(passes):
+            loop_scope = {"index": index, "previous": previous, "iteration": index + 1,
+                          "item": items[index] if items is not None else None,
+                          "items": items}
+            outcome = await context.run_children(
+                context.node.children, {"loop": loop_scope}, f"{context.block_id}[{index}]")
+            if outcome.failed:
+                detail = "; ".join(f"{cid}: {err}" for cid, err in outcome.errors.items())
+                raise RuntimeError(f"pass {index} failed: {detail}")
+            previous = outcome.outputs
+            iterations.append(outcome.outputs)
+            if until is not None:
+                scope = {**context.scope, **outcome.outputs, "loop": loop_scope}
+                if until.evaluate(scope):
+                    break
+        return {**(previous or {}), "iterations": iterations, "count": len(iterations)}

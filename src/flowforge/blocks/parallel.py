@@ -1,0 +1,58 @@
+"""`parallel`: map child blocks over a list, at most `max_concurrency`
+items at a time. Children see `{{loop.item}}` and `{{loop.index}}`.
+`output.results` lists each item's child outputs in the order of the items
+(not of completion), so results line up with inputs. A failed item fails the
+block, after the other items have finished, naming every failed item."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import Field
+
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome
+from flowforge.blocks.registry import register_block
+from flowforge.workflow.model import BlockSpec
+
+
+class ParallelConfig(BlockConfig):
+    for_each: Any
+    """The list to map over, usually a template such as `{{input.topics}}`."""
+    max_concurrency: int = Field(4, ge=1, le=10_000)
+    """How many items run at once."""
+
+
+@register_block
+class ParallelBlock(BlockType):
+    type_name = "parallel"
+    Config = ParallelConfig
+    container = True
+    holds_slot = False
+
+    @classmethod
+    def scope_names(cls, spec: BlockSpec) -> set[str]:
+        return {"loop"}
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: ParallelConfig) -> Any:
+        items = config.for_each
+        if isinstance(items, dict):
+            items = list(items.items())
+        if not isinstance(items, (list, tuple)):
+            raise ValueError(f"for_each must be a list, got {type(items).__name__}")
+        gate = asyncio.Semaphore(config.max_concurrency)
+
+        async def one(index: int, item: Any) -> ChildOutcome:
+            async with gate:
+                scope = {"loop": {"index": index, "item": item, "items": items}}
+                return await context.run_children(context.node.children, scope,
+                                                   f"{context.block_id}[{index}]")
+
+        outcomes = await asyncio.gather(*(one(i, item) for i, item in enumerate(items)))
+        failures = [f"item {i}: " + "; ".join(f"{cid}: {err}" for cid, err in o.errors.items())
+                    for i, o in enumerate(outcomes) if o.failed]
+        if failures:
+            raise RuntimeError(f"{len(failures)} of {len(items)} item(s) failed - "
+                               + " | ".join(failures))
+        return {"results": [o.outputs for o in outcomes], "count": len(outcomes)}

@@ -1,0 +1,31 @@
+"""`workflow`: run another workflow, by path (relative to this document) or
+by id, as one block. Its inputs are this block's `inputs`; its output is
+the nested run's outputs. Nesting depth is limited so a workflow that
+includes itself fails clearly instead of recursing forever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.registry import register_block
+
+
+class WorkflowConfig(BlockConfig):
+    workflow: str
+    """Path of a workflow file (relative to this document) or a workflow id."""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    """Inputs of the nested run (templates allowed)."""
+
+
+@register_block
+class WorkflowBlock(BlockType):
+    type_name = "workflow"
+    Config = WorkflowConfig
+    holds_slot = False
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: WorkflowConfig) -> Any:
+        return await context.run_workflow(config.workflow, config.inputs)

@@ -1,0 +1,81 @@
+"""The `BlockContext` the engine hands each running block.
+
+It is deliberately small: what the block may read (its scope, the run's
+defaults and environment) and the few things it may ask of the engine
+(publish an event, see its successors, run a child graph or another
+workflow).  Blocks never reach into the scheduler's state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from flowforge.blocks.base import ChildOutcome
+from flowforge.workflow.graph import Graph, Node
+
+if TYPE_CHECKING:
+    from flowforge.engine.runner import Run
+    from flowforge.engine.scheduler import Scope
+
+__all__ = ["RunContext"]
+
+
+class RunContext:
+    __slots__ = ("run", "_scope", "node", "block_id")
+
+    def __init__(self, run: Run, scope: Scope, node: Node) -> None:
+        self.run = run
+        self._scope = scope
+        self.node = node
+        self.block_id = node.id
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def workflow_id(self) -> str:
+        return self.run.workflow.id
+
+    @property
+    def scope(self) -> Mapping[str, Any]:
+        return self._scope.values
+
+    @property
+    def scope_label(self) -> str | None:
+        return self._scope.label
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        return self.run.defaults
+
+    @property
+    def model_override(self) -> str | None:
+        """`--model` from the command line: replaces every LLM block's model."""
+        return self.run.model_override
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self.run.env
+
+    @property
+    def user(self) -> Mapping[str, Any]:
+        return self.run.user
+
+    @property
+    def services(self) -> Mapping[str, Any]:
+        """Objects the caller made available to blocks (storage, knowledge, ...)."""
+        return self.run.services
+
+    def emit(self, event_type: str, **data: Any) -> None:
+        self.run.bus.publish(event_type, self.block_id, scope=self._scope.label, **data)
+
+    def successors(self) -> list[Node]:
+        nodes = self._scope.graph.nodes
+        return [nodes[dep] for dep in self.node.dependants]
+
+    async def run_children(self, graph: Graph, extra_scope: dict[str, Any],
+                           label: str) -> ChildOutcome:
+        return await self.run.run_child_scope(self._scope, graph, extra_scope, label)
+
+    async def run_workflow(self, reference: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        return await self.run.run_nested(self._scope, self.node, reference, inputs)

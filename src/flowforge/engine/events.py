@@ -1,0 +1,74 @@
+"""One event stream per run, any number of consumers.
+
+Producers (the scheduler, blocks, providers) publish plain dicts; consumers
+(the CLI's live view, the stored log, SSE, WebSocket, webhooks, tracing)
+subscribe without the producers knowing them.  Publishing is synchronous and
+cheap: a callback consumer must not block; an async consumer takes a queue
+through `stream()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator, Callable
+
+__all__ = ["EventBus", "EVENT_TYPES", "TERMINAL_EVENT"]
+
+EVENT_TYPES = ("run_started", "block_started", "block_succeeded", "block_failed",
+               "block_skipped", "block_cancelled", "block_retrying", "llm_delta",
+               "tool_called", "progress", "run_finished")
+TERMINAL_EVENT = "run_finished"
+
+Subscriber = Callable[[dict], None]
+
+
+class EventBus:
+    """Collects a run's events in order and fans them out to subscribers."""
+
+    __slots__ = ("run_id", "events", "_subscribers", "_seq")
+
+    def __init__(self, run_id: str = "") -> None:
+        self.run_id = run_id
+        self.events: list[dict] = []
+        self._subscribers: list[Subscriber] = []
+        self._seq = 0
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback(event)` for every later event; returns an unsubscribe."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def publish(self, event_type: str, block_id: str | None = None, **data: Any) -> dict:
+        self._seq += 1
+        event = {"seq": self._seq, "type": event_type, "run_id": self.run_id,
+                 "time": time.time()}
+        if block_id is not None:
+            event["block_id"] = block_id
+        if data:
+            event.update(data)
+        self.events.append(event)
+        for callback in self._subscribers:
+            callback(event)
+        return event
+
+    async def stream(self, replay: bool = True) -> AsyncIterator[dict]:
+        """Every event (past ones first when `replay`), ending after run_finished."""
+        queue: asyncio.Queue[dict] = asyncio.Queue()
+        if replay:
+            for event in self.events:
+                queue.put_nowait(event)
+        unsubscribe = self.subscribe(queue.put_nowait)
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if event["type"] == TERMINAL_EVENT:
+                    return
+        finally:
+            unsubscribe()

@@ -1,0 +1,50 @@
+"""Checking run inputs against the workflow's `inputs` (JSON Schema
+properties). An input without `default` is required; defaults are filled in.
+Every problem is reported at once, each naming the input."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonschema
+
+from flowforge.errors import InputError
+
+__all__ = ["validate_inputs", "inputs_schema"]
+
+
+def inputs_schema(declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    required = [name for name, schema in declared.items()
+                if "default" not in schema and not schema.get("optional", False)]
+    properties = {name: {k: v for k, v in schema.items() if k != "optional"}
+                  for name, schema in declared.items()}
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def validate_inputs(declared: dict[str, dict[str, Any]], given: dict[str, Any] | None
+                    ) -> dict[str, Any]:
+    """Return the inputs with defaults applied, or raise InputError."""
+    given = dict(given or {})
+    if not declared:
+        return given
+    values = {name: copy.deepcopy(schema["default"]) for name, schema in declared.items()
+              if "default" in schema and name not in given}
+    values.update(given)
+    validator = jsonschema.Draft202012Validator(inputs_schema(declared))
+    problems = []
+    for error in sorted(validator.iter_errors(values), key=lambda e: list(e.path)):
+        if error.validator == "required":
+            missing = error.message.split("'")[1] if "'" in error.message else error.message
+            problems.append(f"input '{missing}' is required (declared in `inputs:`); "
+                            f"pass it with --input {missing}=...")
+        else:
+            where = ".".join(str(p) for p in error.path) or "inputs"
+            problems.append(f"input '{where}': {error.message}")
+    unknown = sorted(set(given) - set(declared))
+    for name in unknown:
+        problems.append(f"input '{name}' is not declared in `inputs:` "
+                        f"(declared: {', '.join(declared)})")
+    if problems:
+        raise InputError(problems)
+    return values

@@ -1,0 +1,175 @@
+"""One run of a compiled workflow: inputs in, `RunResult` out.
+
+`Run` wires the pieces the scheduler does not own: input validation, the
+template scope (`input`, `vars`, `env`, `memory`, `user`, `run`), nested
+workflows and child scopes, memory write-back, and the result.  Storage is
+not touched here; a recorder subscribed to the event bus persists the run,
+so the engine works the same with or without a database."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any, Callable
+
+from flowforge.blocks.base import ChildOutcome
+from flowforge.engine.context import RunContext
+from flowforge.engine.events import EventBus
+from flowforge.engine.inputs import validate_inputs
+from flowforge.engine.result import RunResult
+from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
+from flowforge.errors import BlockError, FlowforgeError, InputError
+from flowforge.workflow.graph import CompiledWorkflow, Graph, Node
+
+__all__ = ["Run", "MAX_NESTING", "WorkflowResolver"]
+
+MAX_NESTING = 8
+
+#: (reference, the referring document's path or None) -> CompiledWorkflow
+WorkflowResolver = Callable[[str, Any], CompiledWorkflow]
+
+
+def _make_context(scheduler: Scheduler, scope: Scope, node: Node) -> RunContext:
+    return RunContext(scheduler.owner, scope, node)
+
+
+class Run:
+    """A single execution. Create, then `await execute()`; `cancel()` any time."""
+
+    def __init__(self, workflow: CompiledWorkflow, inputs: dict[str, Any] | None = None, *,
+                 user: str | dict[str, Any] | None = None, run_id: str | None = None,
+                 memory: dict[str, Any] | None = None, concurrency: int | None = None,
+                 resolver: WorkflowResolver | None = None, model: str | None = None,
+                 bus: EventBus | None = None, checkpoint: dict[str, tuple[str, Any]] | None = None,
+                 services: dict[str, Any] | None = None) -> None:
+        self.workflow = workflow
+        self.doc = workflow.doc
+        self.run_id = run_id or uuid.uuid4().hex
+        self.raw_inputs = dict(inputs or {})
+        if isinstance(user, str):
+            user = {"id": user}
+        self.user: dict[str, Any] = dict(user or {"id": "default"})
+        self.memory = dict(memory or {})
+        self.bus = bus or EventBus(self.run_id)
+        self.bus.run_id = self.run_id
+        self.resolver = resolver
+        self.model_override = model
+        self.defaults = dict(self.doc.defaults)
+        self.env = {**self.doc.env, **os.environ}
+        self.checkpoint = checkpoint or {}
+        self.services = services or {}
+        self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, _make_context)
+        self.scheduler.owner = self
+        self.status = "pending"
+        self.error: str | None = None
+        self.inputs: dict[str, Any] = {}
+
+    def cancel(self) -> None:
+        """Cancel in-flight blocks; finished results are kept, the rest marked cancelled."""
+        self.scheduler.cancel()
+
+    async def execute(self) -> RunResult:
+        started = time.time()
+        self.bus.publish("run_started", workflow_id=self.doc.id, inputs=self.raw_inputs,
+                         user=self.user.get("id"))
+        top = None
+        try:
+            self.inputs = validate_inputs(self.doc.inputs, self.raw_inputs)
+        except InputError as exc:
+            self.status, self.error = "failed", str(exc)
+        else:
+            values = self._root_values(self.doc, self.inputs, self.memory)
+            top = Scope(self.scheduler, self.workflow.graph, values, None,
+                        source=self.workflow.source, top=True)
+            await self.scheduler.run_scope(top, self.checkpoint)
+            if self.scheduler.cancelled:
+                self.status = "cancelled"
+                self.error = "the run was cancelled"
+            elif top.errors:
+                self.status = "failed"
+                self.error = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items())
+            else:
+                self.status = "succeeded"
+        result = self._result(top)
+        self.bus.publish("run_finished", status=self.status, error=self.error,
+                         duration_ms=round((time.time() - started) * 1000, 3),
+                         outputs=result.outputs, usage=result.usage, memory=result.memory)
+        result.events = self.bus.events
+        return result
+
+    # -- scopes ----------------------------------------------------------------
+    def _root_values(self, doc: Any, inputs: dict[str, Any], memory: dict[str, Any]
+                     ) -> dict[str, Any]:
+        return {"input": inputs, "vars": doc.variables, "env": self.env, "memory": memory,
+                "user": self.user, "run": {"id": self.run_id, "workflow_id": doc.id}}
+
+    async def run_child_scope(self, parent: Scope, graph: Graph, extra: dict[str, Any],
+                              label: str) -> ChildOutcome:
+        full = f"{parent.label}/{label}" if parent.label else label
+        child = Scope(self.scheduler, graph, {**parent.values, **extra}, full,
+                      depth=parent.depth, source=parent.source)
+        await self.scheduler.run_scope(child)
+        return child.outcome()
+
+    async def run_nested(self, parent: Scope, node: Node, reference: str,
+                         inputs: dict[str, Any]) -> dict[str, Any]:
+        if parent.depth + 1 > MAX_NESTING:
+            raise BlockError(node.id, node.type, f"workflows nested deeper than {MAX_NESTING} "
+                             f"levels (does '{reference}' include itself?)")
+        if self.resolver is None:
+            raise BlockError(node.id, node.type, "nested workflows need a workflow resolver")
+        try:
+            nested = self.resolver(reference, parent.source)
+            nested_inputs = validate_inputs(nested.doc.inputs, inputs)
+        except FlowforgeError as exc:
+            raise BlockError(node.id, node.type, str(exc)) from None
+        values = self._root_values(nested.doc, nested_inputs, {})
+        label = f"{parent.label}/{node.id}" if parent.label else node.id
+        child = Scope(self.scheduler, nested.graph, values, label, depth=parent.depth + 1,
+                      source=nested.source)
+        await self.scheduler.run_scope(child)
+        if child.errors:
+            detail = "; ".join(f"{bid}: {err}" for bid, err in child.errors.items())
+            raise BlockError(node.id, node.type, f"nested workflow '{nested.id}' failed: {detail}")
+        return _outputs_of(child)
+
+    # -- result ------------------------------------------------------------------
+    def _result(self, top: Scope | None) -> RunResult:
+        usage_blocks = self.scheduler.usage
+        tokens = {"prompt": 0, "completion": 0, "total": 0}
+        cost = 0.0
+        for entry in usage_blocks.values():
+            for key in tokens:
+                tokens[key] += entry["tokens"][key]
+            cost += entry["cost"]
+        usage = {"tokens": tokens, "cost": round(cost, 10), "blocks": usage_blocks}
+        if top is None:
+            return RunResult(self.run_id, self.doc.id, self.status, {}, {}, {}, usage,
+                             dict(self.memory), error=self.error)
+        memory = dict(self.memory)
+        for key in self.doc.memory:
+            for bid, record in top.records.items():   # settle order: the last writer wins
+                output = top.outputs.get(bid)
+                if record.status == SUCCEEDED and isinstance(output, dict) and key in output:
+                    memory[key] = output[key]
+        records = top.records
+        if self.status == CANCELLED:
+            for bid in top.graph.nodes:
+                if bid not in records:
+                    from flowforge.engine.result import BlockRecord
+                    records[bid] = BlockRecord(CANCELLED, type=top.graph.nodes[bid].type)
+        ordered = {bid: records[bid] for bid in top.graph.nodes if bid in records}
+        return RunResult(self.run_id, self.doc.id, self.status, _outputs_of(top),
+                         dict(top.outputs), ordered, usage, memory, error=self.error)
+
+
+def _outputs_of(scope: Scope) -> dict[str, Any]:
+    """Response blocks that ran; when there are none, the sink blocks that succeeded."""
+    nodes = scope.graph.nodes
+    responses = {bid: out for bid, out in scope.outputs.items()
+                 if nodes[bid].type == "response" and scope.records[bid].status == SUCCEEDED}
+    if responses or any(node.type == "response" for node in nodes.values()):
+        return responses
+    return {bid: scope.outputs[bid] for bid in scope.graph.sinks()
+            if bid in scope.outputs and scope.records[bid].status == SUCCEEDED}

@@ -1,0 +1,326 @@
+"""The scheduler: a ready queue over the compiled graph.
+
+A block starts the moment its last dependency settles (never level by level),
+up to the run's concurrency limit.  When a block settles, each outgoing edge
+is marked active or not — a data edge is active when its source succeeded
+(and, for a router or condition, was chosen); an `on_error` edge when its
+source failed — and a block whose dependencies have all settled runs if at
+least one incoming edge is active, else it is skipped and the skip
+propagates.  An unhandled failure poisons its dependants: they are skipped
+"because X failed", even where another edge is active, so a join never runs
+on half its inputs.
+
+The queue is drained by a loop, not by recursion, so a chain of thousands of
+blocks that finish inline never deepens the stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import traceback
+from collections import deque
+from typing import Any
+
+from pydantic import ValidationError
+
+from flowforge.blocks.base import ChildOutcome, Routed
+from flowforge.engine.eager import Finished, start_eagerly
+from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
+from flowforge.engine.result import BlockRecord
+from flowforge.workflow.compile import format_loc
+from flowforge.workflow.graph import DATA, Graph, Node
+from flowforge.workflow.templates import normalize_name
+
+__all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED"]
+
+SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cancelled"
+_EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "block_skipped",
+              CANCELLED: "block_cancelled"}
+
+
+class Scope:
+    """One graph being run: the workflow itself, a loop pass, a parallel item."""
+
+    __slots__ = ("scheduler", "graph", "values", "label", "pending", "active", "poisoned",
+                 "records", "outputs", "errors", "remaining", "done", "depth", "source",
+                 "top")
+
+    def __init__(self, scheduler: Scheduler, graph: Graph, values: dict[str, Any],
+                 label: str | None, depth: int = 0, source: Any = None, top: bool = False):
+        self.scheduler = scheduler
+        self.graph = graph
+        self.values = values                   # template roots visible to this graph
+        self.label = label                     # None for the top scope, else e.g. "refine[2]"
+        self.pending = {nid: len(node.inputs) for nid, node in graph.nodes.items()}
+        self.active = dict.fromkeys(graph.nodes, 0)
+        self.poisoned: dict[str, str] = {}
+        self.records: dict[str, BlockRecord] = {}
+        self.outputs: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        self.remaining = len(graph.nodes)
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.depth = depth
+        self.source = source                   # the document path, for nested workflows
+        self.top = top
+
+    def outcome(self) -> ChildOutcome:
+        return ChildOutcome(self.outputs, {k: r.status for k, r in self.records.items()},
+                            dict(self.errors))
+
+
+class Scheduler:
+    """Runs graphs for one run: owns the concurrency limit, the tasks, the events."""
+
+    def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
+        self.bus = bus
+        self.limit = limit
+        self.running = 0
+        self.waiting: deque[tuple[Scope, str]] = deque()
+        self.queue: deque[tuple[Scope, str]] = deque()
+        self.pumping = False
+        self.tasks: set[asyncio.Task] = set()
+        self.cancelled = False
+        self.usage: dict[str, dict[str, Any]] = {}
+        self.make_context = make_context       # (scheduler, scope, node) -> BlockContext
+
+    # -- public ---------------------------------------------------------------
+    async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None
+                        ) -> Scope:
+        """Run every block of `scope`; `preset` settles blocks from a checkpoint."""
+        if not scope.graph.nodes:
+            return scope
+        if preset:
+            for nid, (status, output) in preset.items():
+                if nid in scope.graph.nodes and status == SUCCEEDED:
+                    scope.pending[nid] = -1    # never dispatched again
+                    self._settle(scope, nid, SUCCEEDED, output, None, resumed=True)
+        for nid, node in scope.graph.nodes.items():
+            if not node.inputs and scope.pending[nid] == 0:
+                self.queue.append((scope, nid))
+        self._pump()
+        await scope.done
+        return scope
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        for task in list(self.tasks):
+            task.cancel()
+
+    # -- the ready queue ------------------------------------------------------
+    def _pump(self) -> None:
+        if self.pumping:
+            return
+        self.pumping = True
+        try:
+            queue = self.queue
+            while queue:
+                scope, nid = queue.popleft()
+                self._dispatch(scope, nid)
+        finally:
+            self.pumping = False
+
+    def _dispatch(self, scope: Scope, nid: str) -> None:
+        node = scope.graph.nodes[nid]
+        if self.cancelled:
+            self._settle(scope, nid, CANCELLED, None, "the run was cancelled")
+            return
+        reason = scope.poisoned.get(nid)
+        if reason is not None:
+            self._settle(scope, nid, SKIPPED, None, None, reason=reason)
+            return
+        if node.inputs and not scope.active[nid]:
+            self._settle(scope, nid, SKIPPED, None, None, reason="not on the chosen route")
+            return
+        if node.info.holds_slot:
+            if self.running >= self.limit:
+                self.waiting.append((scope, nid))
+                return
+            self.running += 1
+        self._launch(scope, node)
+
+    def _launch(self, scope: Scope, node: Node) -> None:
+        nid = node.id
+        record = scope.records[nid] = BlockRecord("running", time.time(), type=node.type)
+        if node.resolve is None:
+            config, inputs = node.config, node.spec.with_
+        else:
+            try:
+                inputs = node.resolve(scope.values)
+                config = self._validate(node, inputs)
+            except Exception as exc:  # noqa: BLE001 - reported as the block's failure
+                self.bus.publish("block_started", nid, block_type=node.type, scope=scope.label)
+                self._finish(scope, node, FAILED, None, _message(exc), exc)
+                return
+        self.bus.publish("block_started", nid, block_type=node.type, scope=scope.label,
+                         inputs=inputs)
+        context = self.make_context(self, scope, node)
+        try:
+            if node.timeout is None and node.retry is None and node.info.is_eager(config):
+                started = start_eagerly(node.info.run(context, config))
+            else:
+                started = asyncio.get_running_loop().create_task(
+                    self._guarded(node, context, config))
+        except Exception as exc:  # noqa: BLE001
+            self._finish(scope, node, FAILED, None, _message(exc), exc)
+            return
+        if type(started) is Finished:
+            self._finish(scope, node, SUCCEEDED, started.value, None, None)
+            return
+        self.tasks.add(started)
+        started.add_done_callback(lambda task: self._task_done(scope, node, task))
+
+    @staticmethod
+    def _validate(node: Node, resolved: Any) -> Any:
+        try:
+            return node.info.Config.model_validate(resolved)
+        except ValidationError as exc:
+            details = "; ".join(f"{format_loc(tuple(e['loc']), 'with')}: {e['msg']}"
+                                for e in exc.errors())
+            raise BlockError(node.id, node.type, f"invalid configuration after "
+                             f"resolving templates: {details}") from None
+
+    async def _guarded(self, node: Node, context: Any, config: Any) -> Any:
+        """Run with the block's timeout and retry policy."""
+        policy = node.retry
+        attempts = policy.attempts if policy else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                if node.timeout is None:
+                    return await node.info.run(context, config)
+                try:
+                    return await asyncio.wait_for(node.info.run(context, config), node.timeout)
+                except asyncio.TimeoutError:
+                    raise BlockTimeout(node.id, node.type,
+                                       f"timed out after {node.timeout:g}s") from None
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - retried, then reported
+                if attempt >= attempts:
+                    raise
+                delay = min(policy.backoff * (2 ** (attempt - 1)), policy.max_backoff)
+                delay += delay * policy.jitter * random.random()
+                self.bus.publish("block_retrying", node.id, attempt=attempt,
+                                 error=_message(exc), delay=round(delay, 3))
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _task_done(self, scope: Scope, node: Node, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        if task.cancelled():
+            self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
+        else:
+            exc = task.exception()
+            if exc is None:
+                self._finish(scope, node, SUCCEEDED, task.result(), None, None)
+            elif isinstance(exc, asyncio.CancelledError):
+                self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
+            else:
+                self._finish(scope, node, FAILED, None, _message(exc), exc)
+        self._pump()
+
+    def _finish(self, scope: Scope, node: Node, status: str, output: Any, error: str | None,
+                exc: BaseException | None) -> None:
+        if node.info.holds_slot:
+            self.running -= 1
+            if self.waiting:
+                waiting_scope, waiting_id = self.waiting.popleft()
+                self.queue.append((waiting_scope, waiting_id))
+                # re-take the slot when dispatched
+        self._settle(scope, node.id, status, output, error, exc=exc)
+
+    # -- settling and edges ---------------------------------------------------
+    def _settle(self, scope: Scope, nid: str, status: str, output: Any, error: str | None,
+                exc: BaseException | None = None, reason: str | None = None,
+                resumed: bool = False) -> None:
+        node = scope.graph.nodes[nid]
+        targets = None
+        if type(output) is Routed:
+            targets = output.targets
+            output = output.output
+        now = time.time()
+        record = scope.records.get(nid)
+        if record is None:
+            record = scope.records[nid] = BlockRecord(status, None, now, type=node.type)
+        record.status = status
+        record.finished_at = now
+        record.error = error
+        record.reason = reason
+        bus = self.bus
+        if status == SUCCEEDED:
+            scope.outputs[nid] = output
+            scope.values[nid] = output
+            if node.spec.name:
+                scope.values.setdefault(normalize_name(node.spec.name), output)
+            if type(output) is dict and ("tokens" in output or "cost" in output):
+                self._add_usage(nid, output)
+            if resumed:
+                bus.publish("block_succeeded", nid, output=output, resumed=True,
+                            scope=scope.label)
+            else:
+                bus.publish("block_succeeded", nid, output=output, scope=scope.label,
+                            duration_ms=record.duration_ms)
+        elif status == FAILED:
+            failure = {"error": error}
+            scope.outputs[nid] = failure
+            scope.values[nid] = failure
+            if node.spec.on_error is None:
+                scope.errors[nid] = error or "failed"
+            detail = "".join(traceback.format_exception(exc)) if exc is not None and \
+                not isinstance(exc, FlowforgeError) else None
+            bus.publish("block_failed", nid, error=error, scope=scope.label,
+                        handled_by=node.spec.on_error, traceback=detail)
+        elif status == SKIPPED:
+            bus.publish("block_skipped", nid, reason=reason, scope=scope.label)
+        else:
+            bus.publish("block_cancelled", nid, reason=error, scope=scope.label)
+
+        poison = None
+        if status == FAILED and node.spec.on_error is None:
+            poison = f"dependency '{nid}' failed"
+        elif status == SKIPPED and reason is not None and nid in scope.poisoned:
+            poison = reason
+        nodes = scope.graph.nodes
+        for dep_id in node.dependants:
+            dep = nodes[dep_id]
+            kind = dep.inputs[nid]
+            if kind == DATA:
+                if status == SUCCEEDED and (targets is None or dep_id in targets):
+                    scope.active[dep_id] += 1
+                elif poison is not None and dep_id not in scope.poisoned:
+                    scope.poisoned[dep_id] = poison
+            elif status == FAILED:
+                scope.active[dep_id] += 1
+            left = scope.pending[dep_id] - 1
+            scope.pending[dep_id] = left
+            if left == 0:
+                self.queue.append((scope, dep_id))
+        scope.remaining -= 1
+        if scope.remaining == 0 and not scope.done.done():
+            scope.done.set_result(None)
+
+    def _add_usage(self, nid: str, output: dict) -> None:
+        tokens = output.get("tokens")
+        cost = output.get("cost")
+        entry = self.usage.setdefault(nid, {"tokens": {"prompt": 0, "completion": 0,
+                                                       "total": 0}, "cost": 0.0})
+        if isinstance(tokens, dict):
+            for key in ("prompt", "completion", "total"):
+                value = tokens.get(key)
+                if isinstance(value, (int, float)):
+                    entry["tokens"][key] += value
+        if isinstance(cost, dict):
+            cost = cost.get("total")
+        if isinstance(cost, (int, float)):
+            entry["cost"] += cost
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, BlockError):
+        return exc.message
+    if isinstance(exc, FlowforgeError):
+        return str(exc)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+

@@ -1,0 +1,145 @@
+"""Every error flowforge raises, in one place, so callers can catch by meaning.
+
+Two families are kept apart on purpose: a *workflow* error is a mistake in
+what the user wrote (fix the document or the command line), a *run* error is
+something that went wrong while a valid workflow ran (a block raised, a
+provider answered 500, a key is missing).  Cancellation and retry signals are
+not errors and do not appear here.
+
+    FlowforgeError
+    ├── WorkflowError             the document or the command line is invalid
+    │   └── ValidationFailed      several located problems, all reported at once
+    ├── InputError                run inputs do not match the workflow's `inputs`
+    ├── RunError                  something failed while running
+    │   ├── BlockError            names the block id and type
+    │   │   └── BlockTimeout      the block exceeded its `timeout`
+    │   ├── ProviderError         an LLM back end failed (status, retryable)
+    │   │   └── MissingCredentials  says which environment variable to set
+    │   └── ToolError             a tool call failed or was rejected
+    ├── StorageError              the database could not be read or written
+    └── NotFound                  a run, workflow or record id that does not exist
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "FlowforgeError",
+    "WorkflowError",
+    "Problem",
+    "ValidationFailed",
+    "InputError",
+    "RunError",
+    "BlockError",
+    "BlockTimeout",
+    "ProviderError",
+    "MissingCredentials",
+    "ToolError",
+    "StorageError",
+    "NotFound",
+]
+
+
+class FlowforgeError(Exception):
+    """Base of every error flowforge raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One located problem in a workflow document: `where` is a path such as
+    `blocks[3].with.prompt`, `message` says what is wrong and how to fix it."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class WorkflowError(FlowforgeError):
+    """The workflow document (or the command line) is invalid."""
+
+    def __init__(self, message: str, where: str = "", source: str | None = None):
+        self.where = where
+        self.source = source
+        text = f"{where}: {message}" if where else message
+        if source:
+            text = f"{source}: {text}"
+        super().__init__(text)
+        self.message = message
+
+
+class ValidationFailed(WorkflowError):
+    """Validation found one or more problems; all of them are listed."""
+
+    def __init__(self, problems: list[Problem], source: str | None = None):
+        self.problems = list(problems)
+        head = f"{len(self.problems)} problem(s) in the workflow"
+        body = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{head}:\n{body}", source=source)
+
+
+class InputError(FlowforgeError):
+    """Run inputs do not match the workflow's declared `inputs`."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid run inputs:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class RunError(FlowforgeError):
+    """Something failed while a valid workflow was running."""
+
+
+class BlockError(RunError):
+    """A block failed; names the block so the user can find it."""
+
+    def __init__(self, block_id: str, block_type: str, message: str):
+        self.block_id = block_id
+        self.block_type = block_type
+        self.message = message
+        super().__init__(f"block '{block_id}' ({block_type}): {message}")
+
+
+class BlockTimeout(BlockError):
+    """The block ran longer than its `timeout`."""
+
+
+class ProviderError(RunError):
+    """An LLM provider failed. `retryable` is true for 429, 5xx, timeouts and
+    connection errors; `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, provider: str = "", status: int | None = None,
+                 retryable: bool = False, retry_after: float | None = None):
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+        prefix = f"{provider}: " if provider else ""
+        suffix = f" (HTTP {status})" if status else ""
+        super().__init__(f"{prefix}{message}{suffix}")
+
+
+class MissingCredentials(ProviderError):
+    """A provider needs a key that is not set; the message names the variable."""
+
+    def __init__(self, provider: str, variable: str):
+        self.variable = variable
+        super().__init__(
+            f"no API key found - set the {variable} environment variable "
+            f"(or `env: {{{variable}: ...}}` in the workflow)",
+            provider=provider,
+        )
+
+
+class ToolError(RunError):
+    """A tool call failed or its arguments were rejected."""
+
+
+class StorageError(FlowforgeError):
+    """The database could not be opened, read or written."""
+
+
+class NotFound(FlowforgeError):
+    """An id that names nothing: a run, a workflow, a registered function."""

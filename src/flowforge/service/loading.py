@@ -1,0 +1,81 @@
+"""Loading workflows: from a file, text or data, to a `CompiledWorkflow`,
+and resolving the references of nested `workflow` blocks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flowforge.blocks.registry import block_types
+from flowforge.errors import NotFound, WorkflowError
+from flowforge.workflow.compile import compile_workflow
+from flowforge.workflow.graph import CompiledWorkflow
+from flowforge.workflow.loader import document_from_data, parse_text, read_document
+from flowforge.workflow.model import Workflow
+
+__all__ = ["load", "load_text", "compile_document", "register_workflow", "resolve_workflow"]
+
+_REGISTERED: dict[str, CompiledWorkflow] = {}
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def compile_document(doc: Workflow, source: Any = None) -> CompiledWorkflow:
+    graph = compile_workflow(doc, block_types(), str(source) if source else None)
+    return CompiledWorkflow(doc, graph, Path(source) if source else None)
+
+
+def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWorkflow:
+    """A workflow from a path, a dict, a Workflow model; validated and compiled.
+    Raises WorkflowError / ValidationFailed with every located problem."""
+    if isinstance(target, CompiledWorkflow):
+        return target
+    if isinstance(target, Workflow):
+        return compile_document(target)
+    if isinstance(target, dict):
+        return compile_document(document_from_data(target))
+    path = Path(target)
+    return compile_document(read_document(path), path)
+
+
+def load_text(text: str, source: str = "<text>") -> CompiledWorkflow:
+    return compile_document(document_from_data(parse_text(text, source), source))
+
+
+def register_workflow(workflow: CompiledWorkflow | str | Path | dict) -> CompiledWorkflow:
+    """Make a workflow reachable by id from nested `workflow` blocks."""
+    compiled = load(workflow)
+    _REGISTERED[compiled.id] = compiled
+    return compiled
+
+
+def resolve_workflow(reference: str, base: Path | None) -> CompiledWorkflow:
+    """A nested workflow: a path (relative to the referring document), else an
+    id registered in this process, else a file in the referring document's
+    folder whose `id` matches."""
+    looks_like_path = reference.endswith(_SUFFIXES) or "/" in reference
+    folder = base.parent if base is not None else Path.cwd()
+    if looks_like_path:
+        path = Path(reference)
+        if not path.is_absolute():
+            path = folder / path
+        if not path.exists():
+            raise WorkflowError(f"nested workflow file not found: {path}")
+        return load(path)
+    if reference in _REGISTERED:
+        return _REGISTERED[reference]
+    for suffix in _SUFFIXES:
+        candidate = folder / f"{reference}{suffix}"
+        if candidate.exists():
+            compiled = load(candidate)
+            if compiled.id == reference:
+                return compiled
+    for candidate in sorted(folder.glob("*")):
+        if candidate.suffix in _SUFFIXES:
+            try:
+                compiled = load(candidate)
+            except WorkflowError:
+                continue
+            if compiled.id == reference:
+                return compiled
+    raise NotFound(f"no workflow with id '{reference}': register it with "
+                   f"flowforge.register_workflow(...) or give a path such as './{reference}.yaml'")

@@ -1,0 +1,210 @@
+"""The embedded default: one SQLite file, nothing to start.
+
+WAL mode with `synchronous=NORMAL`: readers never block the writer, several
+`flowforge` processes can share the file, and a commit does not fsync (a
+power cut may lose the last commits, never corrupt the file).  Calls run
+inline on the event loop: a local insert costs microseconds, less than a
+hop to a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from flowforge.errors import StorageError
+from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, Migration, Storage
+from flowforge.storage.migrations import SQLITE_MIGRATIONS
+
+__all__ = ["SQLiteStorage"]
+
+_JSON_RUN = {"inputs", "outputs", "usage", "memory", "document"}
+_JSON_BLOCK = {"inputs", "output"}
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+class SQLiteStorage(Storage):
+    def __init__(self, path: str | Path, migrations: list[Migration] | None = None) -> None:
+        self.path = str(path)
+        self.url = f"sqlite:///{self.path}"
+        self.migrations = migrations or SQLITE_MIGRATIONS
+        self.db: sqlite3.Connection | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+    async def open(self) -> None:
+        if self.db is not None:
+            return
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=10000")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.row_factory = sqlite3.Row
+            self.db = db
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"cannot open the database {self.path}: {exc} "
+                               f"(set FLOWFORGE_DATABASE_URL to use another file)") from None
+
+    def _migrate(self) -> None:
+        db = self._conn()
+        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                   "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+        done = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
+        for migration in self.migrations:
+            if migration.name in done:
+                continue
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if db.execute("SELECT 1 FROM schema_migrations WHERE name = ?",
+                              (migration.name,)).fetchone() is None:
+                    for statement in migration.statements:
+                        db.execute(statement)
+                    db.execute("INSERT INTO schema_migrations VALUES (?, ?)",
+                               (migration.name, time.time()))
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+
+    async def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self.db is None:
+            raise StorageError("storage is not open: call `await storage.open()` first")
+        return self.db
+
+    # -- runs --------------------------------------------------------------------
+    async def create_run(self, run: dict[str, Any]) -> None:
+        row = [(_dumps(run.get(f)) if f in _JSON_RUN else run.get(f)) for f in RUN_FIELDS]
+        self._conn().execute(
+            f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(row))})",
+            row)
+
+    async def update_run(self, run_id: str, **fields: Any) -> None:
+        unknown = set(fields) - set(RUN_FIELDS)
+        if unknown:
+            raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
+        if not fields:
+            return
+        names = list(fields)
+        values = [(_dumps(fields[n]) if n in _JSON_RUN else fields[n]) for n in names]
+        self._conn().execute(
+            f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)} WHERE run_id = ?",
+            [*values, run_id])
+
+    async def get_run(self, run_id: str) -> dict[str, Any] | None:
+        row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return _run_row(row) if row else None
+
+    async def list_runs(self, *, workflow_id: str | None = None, status: str | None = None,
+                        user_id: str | None = None, limit: int = 50, offset: int = 0
+                        ) -> list[dict[str, Any]]:
+        where, args = [], []
+        for column, value in (("workflow_id", workflow_id), ("status", status),
+                              ("user_id", user_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        columns = ", ".join(f for f in RUN_FIELDS if f != "document")
+        rows = self._conn().execute(
+            f"SELECT {columns} FROM runs {clause} ORDER BY created_at DESC, rowid DESC "
+            f"LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+        return [_run_row(row) for row in rows]
+
+    # -- events and blocks ---------------------------------------------------------
+    async def record(self, run_id: str, events: list[dict[str, Any]],
+                     blocks: list[dict[str, Any]]) -> None:
+        db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if events:
+                db.executemany(
+                    "INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"),
+                      _dumps(e)) for e in events])
+            if blocks:
+                placeholders = ", ".join("?" * len(BLOCK_FIELDS))
+                updates = ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
+                                    for f in BLOCK_FIELDS if f not in ("run_id", "scope",
+                                                                       "block_id"))
+                db.executemany(
+                    f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) VALUES ({placeholders}) "
+                    f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET {updates}",
+                    [[run_id if f == "run_id" else
+                      (_dumps(b.get(f)) if f in _JSON_BLOCK else b.get(f))
+                      for f in BLOCK_FIELDS] for b in blocks])
+            db.execute("COMMIT")
+        except Exception as exc:
+            db.execute("ROLLBACK")
+            raise StorageError(f"could not record run {run_id}: {exc}") from exc
+
+    async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            "SELECT data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq",
+            (run_id, after_seq)).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    async def get_blocks(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks WHERE run_id = ? ORDER BY rowid",
+            (run_id,)).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            for key in _JSON_BLOCK:
+                item[key] = _loads(item[key])
+            out.append(item)
+        return out
+
+    # -- memory ------------------------------------------------------------------
+    async def get_memory(self, user_id: str, keys: list[str] | None = None) -> dict[str, Any]:
+        rows = self._conn().execute("SELECT key, value FROM memory WHERE user_id = ?",
+                                    (user_id,)).fetchall()
+        values = {row[0]: json.loads(row[1]) for row in rows}
+        if keys is not None:
+            values = {k: v for k, v in values.items() if k in keys}
+        return values
+
+    async def save_memory(self, user_id: str, values: dict[str, Any]) -> None:
+        if not values:
+            return
+        now = time.time()
+        db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(
+                "INSERT INTO memory (user_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value, "
+                "updated_at = excluded.updated_at",
+                [(user_id, k, _dumps(v), now) for k, v in values.items()])
+            db.execute("COMMIT")
+        except Exception:
+            db.execute("ROLLBACK")
+            raise
+
+
+def _run_row(row: sqlite3.Row) -> dict[str, Any]:
+    item = dict(row)
+    for key in _JSON_RUN:
+        if key in item:
+            item[key] = _loads(item[key])
+    return item

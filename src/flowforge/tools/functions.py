@@ -1,0 +1,69 @@
+"""Python callables registered by name: `@flowforge.function("explode")`.
+
+The `function` block calls them, and agents can use them as tools, so the
+registry lives in the tools layer below both.  A function's parameters,
+type hints and docstring are kept so a tool schema can be derived from them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from flowforge.errors import NotFound
+
+__all__ = ["RegisteredFunction", "function", "get_function", "registered_functions",
+           "unregister_function"]
+
+
+@dataclass(frozen=True)
+class RegisteredFunction:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    description: str
+
+    @property
+    def signature(self) -> inspect.Signature:
+        return inspect.signature(self.fn)
+
+
+_FUNCTIONS: dict[str, RegisteredFunction] = {}
+
+
+def function(name: str | None = None, *, description: str | None = None):
+    """Register a callable under `name` (default: its own name).
+
+        @flowforge.function("explode")
+        def explode(n: int) -> dict: ...
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        key = name or fn.__name__
+        _FUNCTIONS[key] = RegisteredFunction(
+            name=key, fn=fn, is_async=inspect.iscoroutinefunction(fn),
+            description=description or inspect.getdoc(fn) or "")
+        return fn
+
+    if callable(name):  # used bare: @function
+        fn, name = name, None
+        return decorate(fn)
+    return decorate
+
+
+def get_function(name: str) -> RegisteredFunction:
+    try:
+        return _FUNCTIONS[name]
+    except KeyError:
+        known = ", ".join(sorted(_FUNCTIONS)) or "none"
+        raise NotFound(f"no function registered as '{name}' (registered: {known}); register "
+                       f"it with @flowforge.function({name!r}) before the run") from None
+
+
+def registered_functions() -> dict[str, RegisteredFunction]:
+    return dict(_FUNCTIONS)
+
+
+def unregister_function(name: str) -> None:
+    _FUNCTIONS.pop(name, None)

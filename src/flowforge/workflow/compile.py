@@ -1,0 +1,331 @@
+"""Validate a workflow and compile it into a `Graph`, reporting every problem.
+
+A user fixing a document wants the whole list at once, each problem located
+(`blocks[3].with.prompt: unknown block 'serach' in {{serach.context}} - did
+you mean 'search'?`), not the first one per attempt.  So every check appends
+to one list and compiling stops only at the end.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+
+from flowforge.errors import Problem, ValidationFailed
+from flowforge.workflow import expressions, templates
+from flowforge.workflow.graph import DATA, ERROR, NAMESPACES, Graph, Node
+from flowforge.workflow.model import BlockSpec, Workflow
+
+__all__ = ["compile_workflow", "format_loc"]
+
+
+def format_loc(loc: tuple[Any, ...], prefix: str = "") -> str:
+    """Pydantic's ("blocks", 3, "with") -> "blocks[3].with"."""
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            part = "with" if part == "with_" else part
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
+                     source: str | None = None) -> Graph:
+    """Check `doc` against the known block types and compile it.
+
+    Raises ValidationFailed listing every problem found."""
+    problems: list[Problem] = []
+    all_ids: dict[str, str] = {}
+    for where, spec in doc.iter_blocks():
+        if spec.id in all_ids:
+            problems.append(Problem(f"{where}.id", f"duplicate block id '{spec.id}' "
+                                    f"(first used at {all_ids[spec.id]}); ids must be unique"))
+        else:
+            all_ids[spec.id] = where
+        if spec.id in NAMESPACES and not (spec.id == "input" and spec.type == "input"):
+            problems.append(Problem(f"{where}.id", f"'{spec.id}' is a reserved template "
+                                    f"namespace; choose another block id"))
+    compiler = _Compiler(doc, block_types, problems, set(all_ids))
+    graph = compiler.compile_scope(doc.blocks, "", outer={}, in_container=False)
+    if not problems:
+        compiler.check_cycles(graph, "")
+    if problems:
+        raise ValidationFailed(problems, source=source)
+    return graph
+
+
+class _Compiler:
+    def __init__(self, doc: Workflow, block_types: Mapping[str, Any],
+                 problems: list[Problem], all_ids: set[str]):
+        self.doc = doc
+        self.types = block_types
+        self.problems = problems
+        self.all_ids = all_ids
+
+    def add(self, where: str, message: str) -> None:
+        self.problems.append(Problem(where, message))
+
+    # -- scopes ---------------------------------------------------------------
+    def compile_scope(self, specs: list[BlockSpec], prefix: str,
+                      outer: dict[str, str], in_container: bool) -> Graph:
+        """Compile sibling blocks. `outer` maps visible enclosing names to ids."""
+        local: dict[str, str] = {}
+        for spec in specs:
+            local[spec.id] = spec.id
+            if spec.name:
+                local.setdefault(templates.normalize_name(spec.name), spec.id)
+        visible = {**outer, **local}
+        graph = Graph(nodes={}, names=local)
+        for index, spec in enumerate(specs):
+            where = f"{prefix}blocks[{index}]"
+            node = self.compile_block(spec, where, visible, local, in_container, graph)
+            if node is not None:
+                graph.nodes[spec.id] = node
+        self.link(graph, specs, prefix)
+        return graph
+
+    def compile_block(self, spec: BlockSpec, where: str, visible: dict[str, str],
+                      local: dict[str, str], in_container: bool, graph: Graph) -> Node | None:
+        type_name = spec.type or ("registry" if spec.uses else None)
+        if type_name is None:
+            self.add(f"{where}.type", "missing block type (e.g. `type: agent`)")
+            return None
+        info = self.types.get(type_name)
+        if info is None:
+            hint = _did_you_mean(type_name, self.types)
+            self.add(f"{where}.type", f"unknown block type '{type_name}'{hint}; known types: "
+                     f"{', '.join(sorted(self.types))}")
+            return None
+        node = Node(id=spec.id, type=type_name, spec=spec, where=where, info=info,
+                    retry=spec.retry_policy(), timeout=spec.timeout)
+        self.compile_config(node, info)
+        for problem in info.check(spec, where, self.all_ids):
+            self.problems.append(problem)
+
+        if spec.blocks is not None and not info.container:
+            self.add(f"{where}.blocks", f"block type '{type_name}' cannot hold child blocks")
+        children_names: dict[str, str] = {}
+        if info.container:
+            if not spec.blocks:
+                self.add(f"{where}.blocks", f"a {type_name} block needs child `blocks:`")
+            else:
+                inner_outer = {k: v for k, v in visible.items() if v != spec.id}
+                node.children = self.compile_scope(spec.blocks, f"{where}.", inner_outer, True)
+                children_names = node.children.names
+
+        # Edges from template and expression references in `with`.
+        own_scope = set(children_names) | set(info.scope_names(spec))
+        env_refs: set[str] = set()
+        refs = list(templates.references_in(
+            {k: v for k, v in spec.with_.items() if k not in info.raw_fields}, f"{where}.with"))
+        for location, source in info.expressions(spec):
+            try:
+                refs.extend(templates.Reference(f"{where}.with.{location}", path, source)
+                            for path in expressions.names_in(source))
+            except expressions.ExpressionError as exc:
+                self.add(f"{where}.with.{location}", str(exc))
+        for ref in refs:
+            target = self.resolve_ref(ref, visible, own_scope, in_container or info.container,
+                                      spec.id)
+            if ref.root == "env" and len(ref.path) > 1:
+                env_refs.add(ref.path[1])
+            if target is not None:
+                node.inputs[target] = DATA
+        node.env_refs = frozenset(env_refs)
+        for dep in spec.after:
+            if dep not in visible:
+                self.add(f"{where}.after", f"unknown block '{dep}' in after{self.hint(dep, visible)}")
+            elif dep == spec.id:
+                self.add(f"{where}.after", f"block '{dep}' cannot come after itself")
+            else:
+                node.inputs[visible[dep]] = DATA
+        if node.children is not None:
+            for ref_id in node.children.outer_refs:
+                if ref_id in local:
+                    node.inputs[ref_id] = DATA
+                else:
+                    graph.outer_refs.add(ref_id)
+        for target in node.inputs:
+            if target not in local:
+                graph.outer_refs.add(target)
+        node.inputs = {k: v for k, v in node.inputs.items() if k in local}
+        return node
+
+    def compile_config(self, node: Node, info: Any) -> None:
+        spec = node.spec
+        config_model = info.Config
+        templated = {k: v for k, v in spec.with_.items() if k not in info.raw_fields}
+        try:
+            if templates.has_templates(templated):
+                raw = {k: v for k, v in spec.with_.items() if k in info.raw_fields}
+                resolve_templated = templates.compile_value(templated)
+                node.resolve = (lambda scope: {**resolve_templated(scope), **raw}) if raw \
+                    else resolve_templated
+                config_model.model_validate({**_placeholders(templated), **raw})
+            else:
+                node.config = config_model.model_validate(spec.with_)
+        except expressions.ExpressionError as exc:
+            self.add(f"{node.where}.with", str(exc))
+        except ValidationError as exc:
+            for error in exc.errors():
+                loc = error["loc"]
+                if _is_placeholder_error(spec.with_, loc, error):
+                    continue
+                self.add(format_loc(loc, f"{node.where}.with"), _explain(error, config_model, loc))
+
+    def resolve_ref(self, ref: templates.Reference, visible: dict[str, str],
+                    own_scope: set[str], in_container: bool, self_id: str) -> str | None:
+        root = ref.root
+        if not root:
+            self.add(ref.where, f"empty template reference {ref.text}")
+            return None
+        if root in NAMESPACES:
+            self.check_namespace(ref, in_container)
+            return None
+        if root in own_scope:
+            return None
+        normalized = templates.normalize_name(root)
+        target = visible.get(root) or visible.get(normalized)
+        if target is None:
+            if root in self.all_ids:
+                self.add(ref.where, f"block '{root}' in {ref.text} is inside a container and not "
+                         f"visible here; read it through the container's output")
+            else:
+                self.add(ref.where, f"unknown block '{root}' in {ref.text}{self.hint(root, visible)}")
+            return None
+        if target == self_id:
+            self.add(ref.where, f"block '{self_id}' cannot read its own output ({ref.text})")
+            return None
+        return target
+
+    def check_namespace(self, ref: templates.Reference, in_container: bool) -> None:
+        root, path = ref.root, ref.path
+        if root == "loop" and not in_container:
+            self.add(ref.where, f"{ref.text}: `loop` is only available inside a loop or "
+                     f"parallel block")
+        elif root == "input" and len(path) > 1 and self.doc.inputs and path[1] not in self.doc.inputs:
+            self.add(ref.where, f"unknown input '{path[1]}' in {ref.text}; declared inputs: "
+                     f"{', '.join(self.doc.inputs)}")
+        elif root == "vars" and len(path) > 1 and path[1] not in self.doc.variables:
+            self.add(ref.where, f"unknown variable '{path[1]}' in {ref.text}"
+                     f"{_did_you_mean(path[1], self.doc.variables)}; add it under `variables:`")
+        elif root == "memory" and len(path) > 1 and path[1] not in self.doc.memory:
+            self.add(ref.where, f"memory key '{path[1]}' in {ref.text} is not declared; "
+                     f"add it to `memory:`")
+
+    def hint(self, name: str, visible: dict[str, str]) -> str:
+        return _did_you_mean(name, visible)
+
+    # -- edges ----------------------------------------------------------------
+    def link(self, graph: Graph, specs: list[BlockSpec], prefix: str) -> None:
+        for index, spec in enumerate(specs):
+            node = graph.nodes.get(spec.id)
+            if node is None:
+                continue
+            where = f"{prefix}blocks[{index}]"
+            for target in node.info.implied_targets(spec):
+                target_node = graph.nodes.get(target)
+                if target_node is None:
+                    if target in graph.nodes or target in self.all_ids:
+                        self.add(f"{where}.with", f"target '{target}' must be a sibling block")
+                    else:
+                        self.add(f"{where}.with", f"unknown target block '{target}'"
+                                 f"{_did_you_mean(target, graph.nodes)}")
+                elif target == spec.id:
+                    self.add(f"{where}.with", f"block '{target}' cannot route to itself")
+                else:
+                    target_node.inputs.setdefault(spec.id, DATA)
+            if spec.on_error is not None:
+                handler = graph.nodes.get(spec.on_error)
+                if handler is None:
+                    self.add(f"{where}.on_error", f"unknown block '{spec.on_error}'"
+                             f"{_did_you_mean(spec.on_error, graph.nodes)}; on_error names a "
+                             f"sibling block that runs if this one fails")
+                elif spec.on_error == spec.id:
+                    self.add(f"{where}.on_error", "a block cannot be its own on_error handler")
+                else:
+                    handler.inputs[spec.id] = ERROR
+        for node_id, node in graph.nodes.items():
+            for source in node.inputs:
+                if source in graph.nodes:
+                    graph.nodes[source].dependants.append(node_id)
+
+    def check_cycles(self, graph: Graph, prefix: str) -> None:
+        state: dict[str, int] = {}
+        stack: list[str] = []
+
+        def visit(node_id: str) -> bool:
+            state[node_id] = 1
+            stack.append(node_id)
+            for dep in graph.nodes[node_id].dependants:
+                if state.get(dep) == 1:
+                    cycle = stack[stack.index(dep):] + [dep]
+                    node = graph.nodes[dep]
+                    self.add(node.where, "cycle: " + " -> ".join(cycle))
+                    return True
+                if dep not in state and visit(dep):
+                    return True
+            stack.pop()
+            state[node_id] = 2
+            return False
+
+        for node_id in graph.nodes:
+            if node_id not in state and visit(node_id):
+                return
+        for node in graph.nodes.values():
+            if node.children is not None:
+                self.check_cycles(node.children, f"{node.where}.")
+
+
+_PLACEHOLDER = object()
+
+
+def _placeholders(value: Any) -> Any:
+    """`with` with every templated value swapped for a marker, so the config
+    model checks the structure (unknown and missing fields, static types)."""
+    if isinstance(value, str):
+        return _PLACEHOLDER if templates.has_templates(value) else value
+    if isinstance(value, dict):
+        if templates.has_templates(value) and len(value) == 1 and "expr" in value:
+            return _PLACEHOLDER
+        return {k: _placeholders(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placeholders(v) for v in value]
+    return value
+
+
+def _is_placeholder_error(with_: dict, loc: tuple, error: dict) -> bool:
+    if error.get("input") is _PLACEHOLDER:
+        return True
+    value: Any = _placeholders(with_)
+    for part in loc:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+            value = value[part]
+        else:
+            break
+        if value is _PLACEHOLDER:
+            return True
+    return False
+
+
+def _explain(error: dict, model: Any, loc: tuple) -> str:
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        fields = ", ".join(model.model_fields)
+        field = loc[-1] if loc else "?"
+        return f"unknown field '{field}'{_did_you_mean(str(field), model.model_fields)}; " \
+               f"allowed: {fields}"
+    if kind == "missing":
+        return "required field is missing"
+    return error.get("msg", "invalid value")
+
+
+def _did_you_mean(name: str, options: Any) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f" - did you mean '{close[0]}'?" if close else ""

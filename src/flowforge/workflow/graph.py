@@ -1,0 +1,108 @@
+"""The compiled form of a workflow: nodes, edges and pre-compiled configs.
+
+Compiling once at load time is what lets the scheduler stay thin: a run only
+counts settled dependencies, resolves pre-compiled templates and calls
+blocks.  What a block type must tell the compiler is the small
+`BlockTypeInfo` protocol, so the workflow layer knows nothing of the blocks
+layer above it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Protocol
+
+from pydantic import BaseModel
+
+from flowforge.errors import Problem
+from flowforge.workflow.model import BlockSpec, RetryPolicy
+
+__all__ = ["BlockTypeInfo", "CompiledWorkflow", "Node", "Graph", "NAMESPACES", "DATA", "ERROR"]
+
+#: Template roots that are not blocks.
+NAMESPACES = frozenset({"input", "vars", "env", "memory", "user", "loop", "run"})
+
+DATA = "data"      # a template reference or `after`: active when the source succeeds
+ERROR = "error"    # an `on_error` edge: active only when the source fails
+
+
+class BlockTypeInfo(Protocol):
+    """What compiling needs to know of a block type."""
+
+    type_name: ClassVar[str]
+    Config: ClassVar[type[BaseModel]]
+    container: ClassVar[bool]      # holds child `blocks:`
+    routes: ClassVar[bool]         # chooses which outgoing edges are active
+
+    @classmethod
+    def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
+        """Type-specific checks beyond the config model (may be empty)."""
+
+    @classmethod
+    def implied_targets(cls, spec: BlockSpec) -> list[str]:
+        """Blocks this block points at itself (a condition's `goto`s)."""
+
+    @classmethod
+    def scope_names(cls, spec: BlockSpec) -> set[str]:
+        """Extra template roots visible in this block's own `with` (a loop's children)."""
+
+    @classmethod
+    def expressions(cls, spec: BlockSpec) -> list[tuple[str, str]]:
+        """(location under `with`, source) of each expression in a raw field;
+        their names become edges like template references do."""
+
+    #: top-level `with` keys passed to the block unresolved (expressions it evaluates itself)
+    raw_fields: ClassVar[frozenset[str]]
+
+
+@dataclass(eq=False)
+class Node:
+    """One block, compiled."""
+
+    id: str
+    type: str
+    spec: BlockSpec
+    where: str
+    info: Any                                  # the block type (BlockTypeInfo)
+    config: Any = None                         # validated Config when `with` is static
+    resolve: Callable[[dict], Any] | None = None   # else: scope -> resolved `with`
+    inputs: dict[str, str] = field(default_factory=dict)     # source id -> DATA | ERROR
+    dependants: list[str] = field(default_factory=list)
+    children: Graph | None = None
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
+    env_refs: frozenset[str] = frozenset()     # env variables its templates read
+
+    @property
+    def name(self) -> str:
+        return self.spec.name or self.id
+
+
+@dataclass(eq=False)
+class Graph:
+    """A set of nodes in one scope (the workflow, or a container's children)."""
+
+    nodes: dict[str, Node]
+    names: dict[str, str]          # normalised name -> id (ids included)
+    outer_refs: set[str] = field(default_factory=set)   # blocks read from enclosing scopes
+
+    @property
+    def roots(self) -> list[str]:
+        return [node_id for node_id, node in self.nodes.items() if not node.inputs]
+
+    def sinks(self) -> list[str]:
+        return [node_id for node_id, node in self.nodes.items() if not node.dependants]
+
+
+@dataclass(eq=False)
+class CompiledWorkflow:
+    """A validated document, its compiled graph, and where it came from
+    (nested `workflow` blocks resolve relative paths against `source`)."""
+
+    doc: Any                     # Workflow
+    graph: Graph
+    source: Any = None           # pathlib.Path of the file, when loaded from one
+
+    @property
+    def id(self) -> str:
+        return self.doc.id

@@ -1,0 +1,117 @@
+"""The workflow document as Pydantic models: the one source of truth for the
+format. `flowforge schema` exports their JSON Schema so editors autocomplete,
+and the field docstrings become the schema's descriptions."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["RetryPolicy", "BlockSpec", "Workflow"]
+
+_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
+
+
+class RetryPolicy(BaseModel):
+    """How a failing block is tried again before it counts as failed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attempts: int = Field(2, ge=1, le=100)
+    """Total tries, the first included (`attempts: 3` = up to two retries)."""
+    backoff: float = Field(0.5, ge=0)
+    """Seconds before the first retry; doubles at each further retry."""
+    max_backoff: float = Field(30.0, ge=0)
+    """Upper bound of one wait between tries, in seconds."""
+    jitter: float = Field(0.1, ge=0, le=1)
+    """Random fraction added to each wait, so retries of many runs spread out."""
+
+
+class BlockSpec(BaseModel):
+    """One block of a workflow, as written."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    id: str = Field(pattern=_ID_PATTERN)
+    """Unique id in the whole document; templates read its output as `{{id.field}}`."""
+    type: str | None = None
+    """Block type: agent, router, condition, set, function, loop, parallel, ..."""
+    name: str | None = None
+    """Display name; templates may also use its normalised form (`Customer Agent` -> `customeragent`)."""
+    description: str | None = None
+    """What the block is for; routers show it to the model when choosing a branch."""
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    """The block's configuration; values may hold `{{templates}}` and `{expr: ...}`."""
+    after: list[str] = Field(default_factory=list)
+    """Blocks that must settle first, beyond those the templates reference."""
+    on_error: str | None = None
+    """Id of a block that runs instead of this block's dependants if this block fails."""
+    timeout: float | None = Field(None, gt=0)
+    """Seconds the block may run (every retry included in one try's budget)."""
+    retry: RetryPolicy | int | None = None
+    """Retry policy, or just the number of attempts."""
+    uses: str | None = None
+    """Run a block from the block registry by its id (its schemas are checked)."""
+    blocks: list[BlockSpec] | None = None
+    """Child blocks of a container (loop, parallel)."""
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after_as_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("with_", mode="before")
+    @classmethod
+    def _with_none_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    def retry_policy(self) -> RetryPolicy | None:
+        if self.retry is None:
+            return None
+        if isinstance(self.retry, int):
+            return RetryPolicy(attempts=max(1, self.retry))
+        return self.retry
+
+
+class Workflow(BaseModel):
+    """A workflow document (version 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1] = 1
+    """Format version; only 1 exists."""
+    id: str = Field(pattern=_ID_PATTERN)
+    """Stable id: runs, versions and nested `workflow` blocks refer to it."""
+    name: str | None = None
+    description: str | None = None
+    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Run inputs as JSON Schema properties; an input without `default` is required."""
+    variables: dict[str, Any] = Field(default_factory=dict)
+    """Constants for templates: `{{vars.company}}`."""
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    """Defaults for every LLM block (model, temperature, max_tokens, ...)."""
+    memory: list[str] = Field(default_factory=list)
+    """Per-user keys loaded before a run and saved after it (from block outputs of that name)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Values for `{{env.X}}` and provider credentials; the process environment wins."""
+    concurrency: int = Field(32, ge=1, le=10_000)
+    """How many blocks may run at once in one run."""
+    webhook: str | None = None
+    """URL that receives a signed JSON POST when a run ends."""
+    blocks: list[BlockSpec] = Field(default_factory=list)
+    """The graph: edges come from template references and `after`."""
+
+    def iter_blocks(self) -> list[tuple[str, BlockSpec]]:
+        """Every block with its location, children included, depth first."""
+        found: list[tuple[str, BlockSpec]] = []
+
+        def walk(blocks: list[BlockSpec], prefix: str) -> None:
+            for index, block in enumerate(blocks):
+                where = f"{prefix}blocks[{index}]"
+                found.append((where, block))
+                if block.blocks:
+                    walk(block.blocks, f"{where}.")
+
+        walk(self.blocks, "")
+        return found

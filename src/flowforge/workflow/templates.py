@@ -1,0 +1,196 @@
+"""`{{ns.dotted.path}}` templates, compiled once and resolved many times.
+
+A block's `with` mapping is compiled when the workflow is loaded into a tree
+of resolvers, so a run does no parsing: a value with no template at all is
+returned as it is, a whole-string reference returns the raw value (a list
+stays a list), mixed text interpolates (dicts and lists as JSON), and a
+mapping written `{expr: "..."}` is evaluated as an expression.  A missing
+path inside a known root resolves to None (the safe fallback users rely on);
+unknown roots are caught earlier, by validation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from flowforge.workflow import expressions
+
+__all__ = [
+    "TEMPLATE_RE",
+    "Reference",
+    "normalize_name",
+    "parse_path",
+    "references_in",
+    "compile_value",
+    "lookup",
+    "interpolate_value",
+    "has_templates",
+]
+
+TEMPLATE_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_INDEX_RE = re.compile(r"^-?\d+$")
+_NORMALIZE_RE = re.compile(r"[^a-z0-9_]")
+
+
+def normalize_name(name: str) -> str:
+    """`Customer Support Agent` -> `customersupportagent` (Sim's convention)."""
+    return _NORMALIZE_RE.sub("", name.lower())
+
+
+def parse_path(text: str) -> tuple[str, ...]:
+    """`results.0.content` -> ("results", "0", "content"); brackets accepted."""
+    text = text.replace("[", ".").replace("]", "")
+    return tuple(part.strip() for part in text.split(".") if part.strip() != "")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference found in a document: where it was and what it names."""
+
+    where: str
+    path: tuple[str, ...]
+    text: str
+
+    @property
+    def root(self) -> str:
+        return self.path[0] if self.path else ""
+
+
+def lookup(value: Any, path: tuple[str, ...] | list[str]) -> Any:
+    """Walk `path` into nested dicts/lists; anything missing gives None."""
+    for key in path:
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            value = value.get(key)
+        elif isinstance(value, (list, tuple)):
+            if not _INDEX_RE.match(key):
+                if key == "length":
+                    value = len(value)
+                    continue
+                return None
+            index = int(key)
+            value = value[index] if -len(value) <= index < len(value) else None
+        else:
+            value = getattr(value, key, None) if not key.startswith("_") else None
+    return value
+
+
+def interpolate_value(value: Any) -> str:
+    """How a resolved value reads inside text."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, tuple, bool)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def has_templates(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{{" in value and TEMPLATE_RE.search(value) is not None
+    if isinstance(value, dict):
+        if _is_expr(value):
+            return True
+        return any(has_templates(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_templates(v) for v in value)
+    return False
+
+
+def _is_expr(value: dict) -> bool:
+    return len(value) == 1 and "expr" in value and isinstance(value["expr"], str)
+
+
+def references_in(value: Any, where: str) -> Iterator[Reference]:
+    """Every template and expression reference inside `value`, located."""
+    if isinstance(value, str):
+        for match in TEMPLATE_RE.finditer(value):
+            yield Reference(where, parse_path(match.group(1)), match.group(0))
+    elif isinstance(value, dict):
+        if _is_expr(value):
+            for path in expressions.names_in(value["expr"]):
+                yield Reference(f"{where}.expr", path, value["expr"])
+            return
+        for key, item in value.items():
+            yield from references_in(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from references_in(item, f"{where}[{index}]")
+
+
+Resolver = Callable[[dict], Any]
+
+
+def compile_value(value: Any) -> Resolver | None:
+    """Compile `value` into `resolver(scope) -> resolved`, or None when the
+    value holds no template and can be used as it is."""
+    if isinstance(value, str):
+        return _compile_string(value)
+    if isinstance(value, dict):
+        if _is_expr(value):
+            compiled = expressions.compile_expression(value["expr"])
+            return compiled.evaluate
+        parts = {key: compile_value(item) for key, item in value.items()}
+        if all(part is None for part in parts.values()):
+            return None
+        static = dict(value)
+        dynamic = [(key, fn) for key, fn in parts.items() if fn is not None]
+
+        def resolve_dict(scope: dict) -> dict:
+            out = dict(static)
+            for key, fn in dynamic:
+                out[key] = fn(scope)
+            return out
+
+        return resolve_dict
+    if isinstance(value, list):
+        items = [compile_value(item) for item in value]
+        if all(item is None for item in items):
+            return None
+        pairs = list(zip(value, items))
+
+        def resolve_list(scope: dict) -> list:
+            return [item if fn is None else fn(scope) for item, fn in pairs]
+
+        return resolve_list
+    return None
+
+
+def _compile_string(text: str) -> Resolver | None:
+    if "{{" not in text:
+        return None
+    matches = list(TEMPLATE_RE.finditer(text))
+    if not matches:
+        return None
+    if len(matches) == 1 and matches[0].span() == (0, len(text)):
+        path = parse_path(matches[0].group(1))
+        root, rest = path[0], path[1:]
+        if not rest:
+            return lambda scope: scope.get(root)
+        return lambda scope: lookup(scope.get(root), rest)
+    pieces: list[str | tuple[str, tuple[str, ...]]] = []
+    last = 0
+    for match in matches:
+        if match.start() > last:
+            pieces.append(text[last:match.start()])
+        path = parse_path(match.group(1))
+        pieces.append((path[0], path[1:]))
+        last = match.end()
+    if last < len(text):
+        pieces.append(text[last:])
+
+    def resolve_text(scope: dict) -> str:
+        out = []
+        for piece in pieces:
+            if isinstance(piece, str):
+                out.append(piece)
+            else:
+                out.append(interpolate_value(lookup(scope.get(piece[0]), piece[1])))
+        return "".join(out)
+
+    return resolve_text
