@@ -1,0 +1,203 @@
+"""One request and one response shape for every LLM back end.
+
+A provider implements a single async method, `complete(request, on_delta)`.
+Blocks build an `LLMRequest` (messages, tools, JSON-Schema response format,
+temperature, max tokens, stream) and get back an `LLMResponse` (text, tool
+calls, usage, timing), whatever the vendor.  Optional features a back end
+lacks raise `ProviderError("... not supported by X")`, never a silent no-op.
+
+`ALLOW_MODEL_REQUESTS` is the global switch tests turn off: providers that
+would leave the machine check it (pydantic-ai's habit), so a test can never
+call a hosted API by accident.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Literal
+
+from flowforge.errors import ProviderError
+
+__all__ = [
+    "ALLOW_MODEL_REQUESTS",
+    "Message",
+    "ToolSpec",
+    "ToolCall",
+    "LLMRequest",
+    "Usage",
+    "Timing",
+    "LLMResponse",
+    "Provider",
+    "DeltaCallback",
+    "check_model_requests_allowed",
+]
+
+#: Set to False (tests do) to make every non-local provider refuse to send requests.
+ALLOW_MODEL_REQUESTS = True
+
+Role = Literal["system", "user", "assistant", "tool"]
+DeltaCallback = Callable[[str], None]
+
+
+@dataclass
+class ToolCall:
+    """A call the model asked for. `arguments` is parsed JSON (a dict)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass
+class Message:
+    """One chat message. `tool_calls` on assistant messages, `tool_call_id`
+    (and `name`) on tool results."""
+
+    role: Role
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        calls = data.get("tool_calls")
+        return cls(role=data["role"], content=data.get("content"),
+                   tool_calls=[ToolCall(c.get("id") or f"call_{i}", c["name"],
+                                        _as_arguments(c.get("arguments")))
+                               for i, c in enumerate(calls)] if calls else None,
+                   tool_call_id=data.get("tool_call_id"), name=data.get("name"))
+
+
+@dataclass
+class ToolSpec:
+    """A tool offered to the model: name, description, JSON Schema of parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object",
+                                                                "properties": {}})
+
+
+@dataclass
+class LLMRequest:
+    """What every provider takes. `model` is the name after the provider
+    prefix (`gpt-4o` for `openai/gpt-4o`)."""
+
+    model: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    response_format: dict[str, Any] | None = None     # a JSON Schema the answer must match
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stream: bool = False
+    tool_choice: str | None = None                     # "auto" | "required" | "none" | a tool name
+    stop: list[str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)   # provider-specific options
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly what was asked, for the run record."""
+        out = asdict(self)
+        out["messages"] = [m.to_dict() for m in self.messages]
+        return out
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
+                "total": self.total_tokens}
+
+
+@dataclass
+class Timing:
+    """Epoch seconds; `first_token` is set when streaming."""
+
+    start: float
+    end: float
+    first_token: float | None = None
+
+    @property
+    def duration_ms(self) -> float:
+        return round((self.end - self.start) * 1000, 3)
+
+
+@dataclass
+class LLMResponse:
+    """What every provider returns."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None
+    timing: Timing = field(default_factory=lambda: Timing(time.time(), time.time()))
+    cost: float = 0.0
+    raw: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly what came back, for the run record (without `raw`)."""
+        return {"text": self.text, "tool_calls": [c.to_dict() for c in self.tool_calls],
+                "usage": self.usage.to_dict(), "model": self.model,
+                "finish_reason": self.finish_reason, "duration_ms": self.timing.duration_ms,
+                "cost": self.cost}
+
+
+class Provider(abc.ABC):
+    """An LLM back end. `name` is the model-string prefix (`openai`, `local`, ...)."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    async def complete(self, request: LLMRequest,
+                       on_delta: DeltaCallback | None = None) -> LLMResponse:
+        """Answer one request. When `request.stream` and `on_delta` are set,
+        call `on_delta(text)` for each text fragment as it arrives."""
+
+    async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
+        raise ProviderError(f"embeddings are not supported by {self.name or type(self).__name__}",
+                            provider=self.name)
+
+    async def aclose(self) -> None:
+        """Release connections or loaded weights (optional)."""
+
+
+def check_model_requests_allowed(provider: str) -> None:
+    if not ALLOW_MODEL_REQUESTS:
+        raise ProviderError("model requests are disabled (providers.base.ALLOW_MODEL_REQUESTS "
+                            "is False, as in tests); use a scripted/ model", provider=provider)
+
+
+def _as_arguments(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError:
+            return {"_raw": value}
+        return parsed if isinstance(parsed, dict) else {"value": parsed}
+    return {}
