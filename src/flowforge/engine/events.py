@@ -28,11 +28,11 @@ class EventBus:
 
     __slots__ = ("run_id", "events", "_subscribers", "_seq")
 
-    def __init__(self, run_id: str = "") -> None:
+    def __init__(self, run_id: str = "", start_seq: int = 0) -> None:
         self.run_id = run_id
         self.events: list[dict] = []
         self._subscribers: list[Subscriber] = []
-        self._seq = 0
+        self._seq = start_seq          # a resumed run continues its stored sequence
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(event)` for every later event; returns an unsubscribe."""

@@ -6,7 +6,10 @@ is marked active or not — a data edge is active when its source succeeded
 (and, for a router or condition, was chosen); an `on_error` edge when its
 source failed — and a block whose dependencies have all settled runs if at
 least one incoming edge is active, else it is skipped and the skip
-propagates.  An unhandled failure poisons its dependants: they are skipped
+propagates.  A block fed by a router or condition runs only if one of them
+chose it, whatever other edges it has: `{{answer.content}}` in a response
+does not make that response run when the router picked the other one.  An
+unhandled failure poisons its dependants: they are skipped
 "because X failed", even where another edge is active, so a join never runs
 on half its inputs.
 
@@ -43,7 +46,7 @@ _EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "bl
 class Scope:
     """One graph being run: the workflow itself, a loop pass, a parallel item."""
 
-    __slots__ = ("scheduler", "graph", "values", "label", "pending", "active", "poisoned",
+    __slots__ = ("scheduler", "graph", "values", "label", "pending", "active", "chosen", "poisoned",
                  "records", "outputs", "errors", "remaining", "done", "depth", "source",
                  "top")
 
@@ -55,6 +58,7 @@ class Scope:
         self.label = label                     # None for the top scope, else e.g. "refine[2]"
         self.pending = {nid: len(node.inputs) for nid, node in graph.nodes.items()}
         self.active = dict.fromkeys(graph.nodes, 0)
+        self.chosen: set[str] = set()          # blocks a router or condition picked
         self.poisoned: dict[str, str] = {}
         self.records: dict[str, BlockRecord] = {}
         self.outputs: dict[str, Any] = {}
@@ -130,7 +134,7 @@ class Scheduler:
         if reason is not None:
             self._settle(scope, nid, SKIPPED, None, None, reason=reason)
             return
-        if node.inputs and not scope.active[nid]:
+        if (node.routed and nid not in scope.chosen) or (node.inputs and not scope.active[nid]):
             self._settle(scope, nid, SKIPPED, None, None, reason="not on the chosen route")
             return
         if node.info.holds_slot:
@@ -288,6 +292,8 @@ class Scheduler:
             if kind == DATA:
                 if status == SUCCEEDED and (targets is None or dep_id in targets):
                     scope.active[dep_id] += 1
+                    if targets is not None:
+                        scope.chosen.add(dep_id)
                 elif poison is not None and dep_id not in scope.poisoned:
                     scope.poisoned[dep_id] = poison
             elif status == FAILED:

@@ -250,9 +250,11 @@ class _Compiler:
                 else:
                     handler.inputs[spec.id] = ERROR
         for node_id, node in graph.nodes.items():
-            for source in node.inputs:
+            for source, kind in node.inputs.items():
                 if source in graph.nodes:
                     graph.nodes[source].dependants.append(node_id)
+                    if kind == DATA and graph.nodes[source].info.routes:
+                        node.routed = True
 
     def check_cycles(self, graph: Graph, prefix: str) -> None:
         state: dict[str, int] = {}

@@ -72,6 +72,7 @@ class Node:
     retry: RetryPolicy | None = None
     timeout: float | None = None
     env_refs: frozenset[str] = frozenset()     # env variables its templates read
+    routed: bool = False                       # a router/condition feeds it: it runs only if chosen
 
     @property
     def name(self) -> str:

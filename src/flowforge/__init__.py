@@ -1,0 +1,55 @@
+"""flowforge: run LLM agent workflows, offline by default.
+
+    import flowforge
+
+    @flowforge.function("double")
+    def double(n: int) -> dict:
+        return {"value": n * 2}
+
+    workflow = flowforge.load("examples/branch_join.yaml")
+    result = flowforge.run_sync(workflow, {"n": 3}, user="alice")
+    print(result.status, result.outputs)
+"""
+
+from flowforge.engine.events import EventBus
+from flowforge.engine.result import BlockRecord, RunResult
+from flowforge.errors import (BlockError, BlockTimeout, FlowforgeError, InputError,
+                              MissingCredentials, NotFound, Problem, ProviderError, RunError,
+                              StorageError, ToolError, ValidationFailed, WorkflowError)
+from flowforge.service.loading import load, load_text, register_workflow
+from flowforge.service.runs import RunHandle, resume, run, run_sync, start_run
+from flowforge.tools.functions import function
+from flowforge.workflow.graph import CompiledWorkflow
+from flowforge.workflow.model import Workflow
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BlockError",
+    "BlockRecord",
+    "BlockTimeout",
+    "CompiledWorkflow",
+    "EventBus",
+    "FlowforgeError",
+    "InputError",
+    "MissingCredentials",
+    "NotFound",
+    "Problem",
+    "ProviderError",
+    "RunError",
+    "RunHandle",
+    "RunResult",
+    "StorageError",
+    "ToolError",
+    "ValidationFailed",
+    "Workflow",
+    "WorkflowError",
+    "function",
+    "load",
+    "load_text",
+    "register_workflow",
+    "resume",
+    "run",
+    "run_sync",
+    "start_run",
+]

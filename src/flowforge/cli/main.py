@@ -1,0 +1,205 @@
+"""The `flowforge` command: parse, call the service, render. Nothing else.
+
+Exit codes are part of the interface: 0 the run succeeded, 1 it failed or
+was cancelled, 2 the workflow or the command line is invalid.  `--json`
+prints the RunResult and nothing else on stdout, so scripts can pipe it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+
+from flowforge.cli.progress import LiveProgress, print_summary
+from flowforge.errors import FlowforgeError, InputError, StorageError, WorkflowError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(help="Run LLM agent workflows, offline by default.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
+    """`k=v` pairs (each value JSON when it parses as JSON, else a string)
+    over an optional JSON/YAML file of inputs."""
+    values: dict[str, Any] = {}
+    if inputs_file is not None:
+        from flowforge.workflow.loader import parse_text
+        try:
+            data = parse_text(inputs_file.read_text(encoding="utf-8"), str(inputs_file))
+        except FileNotFoundError:
+            fail(f"--inputs-file: no such file: {inputs_file}")
+        if not isinstance(data, dict):
+            fail(f"--inputs-file {inputs_file}: expected a mapping of input names to values")
+        values.update(data)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            fail(f"--input {pair!r}: write it as name=value, e.g. --input query='refund policy'")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        values[key.strip()] = value
+    return values
+
+
+@app.command("run")
+def run_command(
+    file: Path = typer.Argument(..., help="Workflow file (YAML or JSON)."),
+    input: List[str] = typer.Option([], "--input", "-i", help="An input as name=value (repeatable)."),
+    inputs_file: Optional[Path] = typer.Option(None, "--inputs-file", help="JSON/YAML file of inputs."),
+    model: Optional[str] = typer.Option(None, "--model", "-m",
+                                        help="Model for every LLM block, e.g. openai/gpt-4o."),
+    as_json: bool = typer.Option(False, "--json", help="Print the RunResult as JSON, nothing else."),
+    user: str = typer.Option("default", "--user", "-u", help="User id (per-user memory)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: FLOWFORGE_DATABASE_URL "
+                                     "or the user data directory)."),
+    no_store: bool = typer.Option(False, "--no-store", help="Do not record the run."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1,
+                                              help="Blocks running at once (default: the workflow's)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress view."),
+) -> None:
+    """Run a workflow and show its blocks live."""
+    from flowforge.service.loading import load
+    from flowforge.service.runs import run
+
+    inputs = parse_inputs(input, inputs_file)
+    try:
+        workflow = load(file)
+    except WorkflowError as exc:
+        fail(str(exc))
+    progress = None if (as_json or quiet) else LiveProgress(workflow, err)
+    try:
+        if progress:
+            progress.start()
+        try:
+            result = asyncio.run(run(workflow, inputs, user=user, model=model,
+                                     storage=False if no_store else db, concurrency=concurrency,
+                                     on_event=progress.on_event if progress else None))
+        finally:
+            if progress:
+                progress.stop()
+    except KeyboardInterrupt:
+        fail("interrupted", 1)
+    except StorageError as exc:
+        fail(str(exc), 1)
+    except FlowforgeError as exc:
+        fail(str(exc))
+    if result.status == "failed" and not result.blocks and result.error:
+        # Nothing ran: the inputs were rejected before the first block.
+        if as_json:
+            print(json.dumps(result.to_dict(), default=str))
+        fail(result.error, 2)
+    if as_json:
+        print(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
+    else:
+        print_summary(result, out, stored=not no_store)
+    raise typer.Exit(0 if result.status == "succeeded" else 1)
+
+
+@app.command("validate")
+def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML or JSON).")) -> None:
+    """Check a workflow without running it; lists every problem with its place."""
+    from flowforge.service.loading import load
+
+    try:
+        compiled = load(file)
+    except WorkflowError as exc:
+        fail(str(exc))
+    count = sum(1 for _ in compiled.doc.iter_blocks())
+    out.print(f"[green]ok[/] {file}: workflow '{compiled.id}', {count} block(s)")
+
+
+@app.command("schema")
+def schema_command(output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                                         help="Write to a file instead of stdout.")) -> None:
+    """Print the JSON Schema of the workflow format (for editor autocomplete)."""
+    from flowforge.service.schema import workflow_json_schema
+
+    text = json.dumps(workflow_json_schema(), indent=2)
+    if output:
+        output.write_text(text + "\n", encoding="utf-8")
+        err.print(f"wrote {output}")
+    else:
+        print(text)
+
+
+@runs_app.command("list")
+def runs_list(
+    workflow: Optional[str] = typer.Option(None, "--workflow", "-w"),
+    status: Optional[str] = typer.Option(None, "--status", "-s"),
+    user: Optional[str] = typer.Option(None, "--user", "-u"),
+    limit: int = typer.Option(20, "--limit", "-n", min=1),
+    db: Optional[str] = typer.Option(None, "--db"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List stored runs, newest first."""
+    from flowforge.cli.runs_view import list_runs
+
+    _storage_call(list_runs(db, workflow, status, user, limit, as_json, out))
+
+
+@runs_app.command("show")
+def runs_show(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
+              as_json: bool = typer.Option(False, "--json"),
+              events: bool = typer.Option(False, "--events", help="Also list every event.")) -> None:
+    """Show a stored run: every block's inputs, output, status and timing."""
+    from flowforge.cli.runs_view import show_run
+
+    _storage_call(show_run(db, run_id, as_json, events, out))
+
+
+@runs_app.command("resume")
+def runs_resume(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
+                as_json: bool = typer.Option(False, "--json")) -> None:
+    """Finish a run that was cut off, without re-running blocks that succeeded."""
+    from flowforge.service.runs import resume
+
+    result = _storage_call(resume(run_id, storage=db))
+    if as_json:
+        print(json.dumps(result.to_dict(), default=str))
+    else:
+        print_summary(result, out, stored=True)
+    raise typer.Exit(0 if result.status == "succeeded" else 1)
+
+
+def _storage_call(coro: Any) -> Any:
+    from flowforge.errors import NotFound
+
+    try:
+        return asyncio.run(coro)
+    except NotFound as exc:
+        fail(str(exc), 1)
+    except (StorageError, InputError) as exc:
+        fail(str(exc), 1)
+    except WorkflowError as exc:
+        fail(str(exc))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,97 @@
+"""`flowforge runs list|show`: the stored record, rendered."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from flowforge.cli.progress import STATUS_STYLE
+from flowforge.errors import NotFound
+from flowforge.service.runs import open_storage
+
+__all__ = ["list_runs", "show_run"]
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _short(value: Any, width: int = 100) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+async def list_runs(db: str | None, workflow: str | None, status: str | None, user: str | None,
+                    limit: int, as_json: bool, console: Console) -> None:
+    async with open_storage(db) as storage:
+        rows = await storage.list_runs(workflow_id=workflow, status=status, user_id=user,
+                                       limit=limit)
+    if as_json:
+        print(json.dumps(rows, default=str))
+        return
+    if not rows:
+        console.print("no runs stored yet")
+        return
+    table = Table(box=None, padding=(0, 1))
+    for column in ("run id", "workflow", "user", "status", "started", "duration"):
+        table.add_column(column)
+    for row in rows:
+        duration = ""
+        if row.get("finished_at") and row.get("started_at"):
+            duration = f"{(row['finished_at'] - row['started_at']) * 1000:,.0f} ms"
+        table.add_row(row["run_id"], row["workflow_id"], row.get("user_id") or "",
+                      Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
+                      _when(row.get("started_at")), duration)
+    console.print(table)
+
+
+async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool,
+                   console: Console) -> None:
+    async with open_storage(db) as storage:
+        row = await storage.get_run(run_id)
+        if row is None:
+            raise NotFound(f"no run with id '{run_id}' in {storage.url}")
+        blocks = await storage.get_blocks(run_id)
+        events = await storage.get_events(run_id) if (with_events or as_json) else []
+    if as_json:
+        row = {k: v for k, v in row.items() if k != "document"}
+        print(json.dumps({**row, "blocks": blocks, "events": events}, default=str))
+        return
+    console.print(Text.assemble(("run ", "bold"), row["run_id"], "  workflow ", row["workflow_id"],
+                                "  user ", str(row.get("user_id")), "  ",
+                                (row["status"], STATUS_STYLE.get(row["status"], ""))))
+    console.print(f"started {_when(row.get('started_at'))}  finished {_when(row.get('finished_at'))}")
+    console.print(f"inputs: {_short(row.get('inputs'), 400)}")
+    if row.get("error"):
+        console.print(Text(f"error: {row['error']}", style="red"))
+    for block in blocks:
+        scope = f"{block['scope']}/" if block["scope"] else ""
+        duration = f"{block['duration_ms']:,.1f} ms" if block.get("duration_ms") is not None else ""
+        console.print(Text.assemble(("● ", STATUS_STYLE.get(block["status"] or "", "")),
+                                    (f"{scope}{block['block_id']}", "bold"),
+                                    f" ({block.get('type') or '?'}) ",
+                                    (block["status"] or "", STATUS_STYLE.get(block["status"] or "", "")),
+                                    f" {duration}"))
+        if block.get("inputs") is not None:
+            console.print(f"    inputs: {_short(block['inputs'], 300)}", highlight=False)
+        if block.get("output") is not None:
+            console.print(f"    output: {_short(block['output'], 300)}", highlight=False)
+        if block.get("error"):
+            console.print(Text(f"    error: {block['error']}", style="red"))
+        if block.get("reason"):
+            console.print(Text(f"    skipped: {block['reason']}", style="yellow"))
+    if row.get("usage"):
+        tokens = row["usage"].get("tokens", {})
+        console.print(f"usage: {tokens.get('total', 0)} tokens, cost ${row['usage'].get('cost', 0):.6f}")
+    if row.get("outputs"):
+        console.print(f"outputs: {_short(row['outputs'], 600)}")
+    for event in events:
+        console.print(f"  {event['seq']:>4} {event['type']:<16} {event.get('block_id') or ''}",
+                      highlight=False)

@@ -1,0 +1,8 @@
+"""Run, resume, cancel and list: the service joins storage, engine and events."""
+
+from flowforge.service.loading import (compile_document, load, load_text, register_workflow,
+                                       resolve_workflow)
+from flowforge.service.runs import RunHandle, open_storage, resume, run, run_sync, start_run
+
+__all__ = ["RunHandle", "compile_document", "load", "load_text", "open_storage",
+           "register_workflow", "resolve_workflow", "resume", "run", "run_sync", "start_run"]

@@ -1,0 +1,187 @@
+"""Run, resume and cancel workflows with storage wired in.
+
+This is the one place that joins the engine and storage: it creates the run
+row, loads per-user memory, attaches a `Recorder` to the event bus, and
+writes the outcome — so the CLI, the Python API and the server all produce
+the same complete record.  `storage=False` runs without a database (fast,
+nothing kept); `None` uses the default database (FLOWFORGE_DATABASE_URL or
+the user's data directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable
+
+from flowforge.engine.events import EventBus
+from flowforge.engine.result import RunResult
+from flowforge.engine.runner import Run
+from flowforge.errors import NotFound
+from flowforge.service.loading import load, resolve_workflow
+from flowforge.service.recorder import Recorder, redactor
+from flowforge.storage import Storage, storage_from_url
+from flowforge.workflow.graph import CompiledWorkflow, Graph
+
+__all__ = ["run", "run_sync", "start_run", "resume", "RunHandle", "open_storage"]
+
+StorageArg = Storage | str | bool | None
+
+
+@asynccontextmanager
+async def open_storage(storage: StorageArg) -> AsyncIterator[Storage | None]:
+    """Yield an open Storage for the argument forms `run()` accepts; close
+    it afterwards only if it was opened here."""
+    if storage is False:
+        yield None
+        return
+    if isinstance(storage, Storage):
+        await storage.open()
+        yield storage
+        return
+    opened = storage_from_url(storage if isinstance(storage, str) else None)
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def _env_refs(graph: Graph) -> set[str]:
+    names: set[str] = set()
+    for node in graph.nodes.values():
+        names |= node.env_refs
+        if node.children is not None:
+            names |= _env_refs(node.children)
+    return names
+
+
+@dataclass
+class RunHandle:
+    """A started run: `await handle.wait()` for the result, `handle.cancel()` to stop it."""
+
+    run: Run
+    task: asyncio.Task
+    recorder: Recorder | None
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def bus(self) -> EventBus:
+        return self.run.bus
+
+    def cancel(self) -> None:
+        self.run.cancel()
+
+    async def wait(self) -> RunResult:
+        return await asyncio.shield(self.task)
+
+
+async def start_run(workflow: Any, inputs: dict[str, Any] | None = None, *,
+                    user: str | dict[str, Any] | None = None, storage: Storage | None = None,
+                    model: str | None = None, concurrency: int | None = None,
+                    services: dict[str, Any] | None = None, run_id: str | None = None,
+                    on_event: Callable[[dict], None] | None = None,
+                    workflow_version: int | None = None,
+                    checkpoint: dict[str, tuple[str, Any]] | None = None,
+                    start_seq: int = 0) -> RunHandle:
+    """Start a run in the background on an *open* storage (or None)."""
+    compiled = load(workflow)
+    services = dict(services or {})
+    if storage is not None:
+        services.setdefault("storage", storage)
+    bus = EventBus(start_seq=start_seq)
+    run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
+                  concurrency=concurrency, resolver=resolve_workflow, bus=bus,
+                  services=services, checkpoint=checkpoint)
+    user_id = run_obj.user.get("id")
+    recorder = None
+    if storage is not None:
+        if compiled.doc.memory:
+            run_obj.memory = await storage.get_memory(user_id, list(compiled.doc.memory))
+        if checkpoint is None:
+            await storage.create_run({
+                "run_id": run_obj.run_id, "workflow_id": compiled.id,
+                "workflow_version": workflow_version, "user_id": user_id, "status": "running",
+                "inputs": inputs or {}, "created_at": time.time(), "started_at": time.time(),
+                "document": compiled.doc.model_dump(mode="json", by_alias=True,
+                                                    exclude_none=True)})
+        else:
+            await storage.update_run(run_obj.run_id, status="running", finished_at=None,
+                                     error=None)
+        secrets = [run_obj.env[name] for name in _env_refs(compiled.graph)
+                   if name in run_obj.env]
+        recorder = Recorder(storage, run_obj.run_id, redactor(secrets))
+        bus.subscribe(recorder)
+    if on_event is not None:
+        bus.subscribe(on_event)
+
+    async def execute() -> RunResult:
+        try:
+            result = await run_obj.execute()
+        finally:
+            if recorder is not None:
+                await recorder.close()
+        if storage is not None:
+            await storage.update_run(
+                run_obj.run_id, status=result.status, outputs=recorder.redact(result.outputs),
+                usage=result.usage, memory=result.memory, error=result.error,
+                finished_at=time.time())
+            if result.status == "succeeded" and compiled.doc.memory:
+                await storage.save_memory(user_id, {k: v for k, v in result.memory.items()
+                                                    if k in compiled.doc.memory})
+        return result
+
+    task = asyncio.get_running_loop().create_task(execute())
+    return RunHandle(run_obj, task, recorder)
+
+
+async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
+              user: str | dict[str, Any] | None = None, storage: StorageArg = None,
+              model: str | None = None, concurrency: int | None = None,
+              services: dict[str, Any] | None = None,
+              on_event: Callable[[dict], None] | None = None) -> RunResult:
+    """Run a workflow (path, dict, Workflow or CompiledWorkflow) to the end.
+
+    Workflow errors raise before anything runs; a failing block does not
+    raise — the result says `failed` and names the block."""
+    compiled = load(workflow)
+    async with open_storage(storage) as opened:
+        handle = await start_run(compiled, inputs, user=user, storage=opened, model=model,
+                                 concurrency=concurrency, services=services, on_event=on_event)
+        try:
+            return await handle.wait()
+        except asyncio.CancelledError:
+            handle.cancel()
+            return await handle.task
+
+
+def run_sync(workflow: Any, inputs: dict[str, Any] | None = None, **kwargs: Any) -> RunResult:
+    """`run()` for scripts and notebooks without an event loop."""
+    return asyncio.run(run(workflow, inputs, **kwargs))
+
+
+async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,
+                 services: dict[str, Any] | None = None) -> RunResult:
+    """Finish a run that was cut off: blocks that already succeeded (stored
+    checkpoints) are not run again; the rest run as usual."""
+    async with open_storage(storage) as opened:
+        if opened is None:
+            raise NotFound("resuming a run needs storage")
+        row = await opened.get_run(run_id)
+        if row is None:
+            raise NotFound(f"no run with id '{run_id}' in {opened.url}")
+        compiled: CompiledWorkflow = load(row["document"])
+        checkpoint = {b["block_id"]: (b["status"], b["output"])
+                      for b in await opened.get_blocks(run_id)
+                      if b["scope"] == "" and b["status"] == "succeeded"}
+        events = await opened.get_events(run_id)
+        handle = await start_run(compiled, row["inputs"], user=row["user_id"], storage=opened,
+                                 model=model, services=services, run_id=run_id,
+                                 checkpoint=checkpoint,
+                                 start_seq=events[-1]["seq"] if events else 0)
+        return await handle.wait()

@@ -1,0 +1,40 @@
+"""The JSON Schema of the workflow format, with every block type's config.
+
+Editors (VS Code's YAML extension, JetBrains) autocomplete and check a
+document against it: `# yaml-language-server: $schema=flowforge.schema.json`.
+Each block's `with` is tied to its `type` through if/then, so the editor
+offers exactly the fields of the block being written, with the docstrings
+of the config models as descriptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowforge.blocks.registry import block_types
+from flowforge.workflow.model import Workflow
+
+__all__ = ["workflow_json_schema"]
+
+
+def workflow_json_schema() -> dict[str, Any]:
+    schema = Workflow.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "flowforge workflow"
+    defs = schema.setdefault("$defs", {})
+    branches = []
+    for name, block_type in sorted(block_types().items()):
+        config_schema = block_type.Config.model_json_schema(ref_template="#/$defs/{model}")
+        for key, value in config_schema.pop("$defs", {}).items():
+            defs.setdefault(key, value)
+        config_name = f"{name.title().replace('_', '')}BlockConfig"
+        defs[config_name] = config_schema
+        branches.append({"if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+                         "then": {"properties": {"with": {"$ref": f"#/$defs/{config_name}"}}}})
+    block = defs.get("BlockSpec")
+    if block is not None:
+        block["properties"]["type"]["enum"] = sorted(block_types())
+        block["properties"]["type"].pop("anyOf", None)
+        block["properties"]["type"]["type"] = "string"
+        block["allOf"] = branches
+    return schema
