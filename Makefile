@@ -1,0 +1,36 @@
+# Two commands on a fresh machine:
+#   make demo   installs everything, then runs the main demo (offline, local model)
+#   make test   installs everything, then runs the whole test suite
+# The install step is cached: it re-runs only when pyproject.toml or the
+# system-dependency script changes. llama-cpp-python's native build is
+# cached by pip's wheel cache, so it happens once per machine.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install demo test bench clean
+
+$(STAMP): pyproject.toml scripts/install_system_deps.sh
+	bash scripts/install_system_deps.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[all,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/flowforge run examples/support.yaml --input query="Can I get a refund on an order I placed three weeks ago?"
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

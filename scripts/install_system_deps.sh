@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# System packages the project needs, installed from Debian's archive.
+# Idempotent: does nothing when everything is already there.
+set -euo pipefail
+packages=()
+need() { command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
+# (entries are added here by the parts that need them, e.g. need bwrap bubblewrap)
+if [ ${#packages[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}"
+fi
