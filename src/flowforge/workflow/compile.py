@@ -257,27 +257,29 @@ class _Compiler:
                         node.routed = True
 
     def check_cycles(self, graph: Graph, prefix: str) -> None:
+        # Iterative depth-first search (a chain of thousands of blocks must not
+        # hit Python's recursion limit); state 1 = on the current path.
         state: dict[str, int] = {}
-        stack: list[str] = []
-
-        def visit(node_id: str) -> bool:
-            state[node_id] = 1
-            stack.append(node_id)
-            for dep in graph.nodes[node_id].dependants:
+        for start in graph.nodes:
+            if start in state:
+                continue
+            path: list[str] = [start]
+            iterators = [iter(graph.nodes[start].dependants)]
+            state[start] = 1
+            while iterators:
+                dep = next(iterators[-1], None)
+                if dep is None:
+                    state[path.pop()] = 2
+                    iterators.pop()
+                    continue
                 if state.get(dep) == 1:
-                    cycle = stack[stack.index(dep):] + [dep]
-                    node = graph.nodes[dep]
-                    self.add(node.where, "cycle: " + " -> ".join(cycle))
-                    return True
-                if dep not in state and visit(dep):
-                    return True
-            stack.pop()
-            state[node_id] = 2
-            return False
-
-        for node_id in graph.nodes:
-            if node_id not in state and visit(node_id):
-                return
+                    cycle = path[path.index(dep):] + [dep]
+                    self.add(graph.nodes[dep].where, "cycle: " + " -> ".join(cycle))
+                    return
+                if dep not in state:
+                    state[dep] = 1
+                    path.append(dep)
+                    iterators.append(iter(graph.nodes[dep].dependants))
         for node in graph.nodes.values():
             if node.children is not None:
                 self.check_cycles(node.children, f"{node.where}.")
