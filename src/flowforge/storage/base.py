@@ -7,23 +7,47 @@ network; the SQLite back end answers inline, which is faster than a thread
 hop for a local file.
 
 Rows are plain dicts with JSON-able values.  Times are epoch seconds.
+
+Besides runs, a storage keeps what a shared service needs: workflows with
+every saved version (runs name the version they ran), users with hashed API
+keys, and the attempts to deliver each run's webhook.  `follow_events` is the
+one way live consumers (SSE, WebSocket, webhooks) read a run: from the store,
+so an event is always stored before anyone sees it.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, AsyncIterator
 
-__all__ = ["Storage", "Migration", "RUN_FIELDS", "BLOCK_FIELDS"]
+from flowforge.errors import StorageError
+
+__all__ = ["Storage", "Migration", "AlreadyExists", "RUN_FIELDS", "BLOCK_FIELDS",
+           "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES"]
 
 #: Columns of a run row, in order.
 RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", "inputs",
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
-              "finished_at")
+              "finished_at", "webhook")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")
+#: Columns of a user row; `role` is "user" or "admin"; `webhook_secret` signs
+#: the user's webhooks (it must be readable, so it is not hashed).
+USER_FIELDS = ("user_id", "name", "role", "webhook_secret", "created_at")
+#: Columns of an API key row: only the SHA-256 of the key is stored.
+KEY_FIELDS = ("key_id", "user_id", "key_hash", "prefix", "created_at", "revoked_at")
+#: Columns of one webhook delivery attempt.
+DELIVERY_FIELDS = ("run_id", "attempt", "url", "status_code", "error", "succeeded",
+                   "duration_ms", "created_at")
+#: A run in one of these states will get no more events.
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class AlreadyExists(StorageError):
+    """A row with the same unique name or id is already stored."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +62,10 @@ class Storage(abc.ABC):
     """Where runs, their events and block results, and per-user memory live."""
 
     url: str
+
+    #: Seconds a follower waits for a notification before it looks again
+    #: (catches events written by another process).
+    poll_interval: float = 0.5
 
     # -- lifecycle --------------------------------------------------------------
     @abc.abstractmethod
@@ -93,3 +121,115 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def save_memory(self, user_id: str, values: dict[str, Any]) -> None: ...
+
+    # -- workflows and their versions ----------------------------------------------
+    @abc.abstractmethod
+    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any]
+                            ) -> int:
+        """Store `document` as the next version of the owner's workflow (1 for a new
+        one; a deleted workflow saved again continues its numbering) and return it."""
+
+    @abc.abstractmethod
+    async def get_workflow(self, owner: str, workflow_id: str, version: int | None = None
+                           ) -> dict[str, Any] | None:
+        """`{owner, workflow_id, version, latest_version, name, document, created_at,
+        updated_at}` of the latest or the given version; None when unknown or deleted."""
+
+    @abc.abstractmethod
+    async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
+                             offset: int = 0) -> list[dict[str, Any]]:
+        """Live workflows (latest versions, without documents), by id; every
+        owner's when `owner` is None."""
+
+    @abc.abstractmethod
+    async def list_workflow_versions(self, owner: str, workflow_id: str
+                                     ) -> list[dict[str, Any]]:
+        """`{version, name, created_at}` oldest first; empty when unknown or deleted."""
+
+    @abc.abstractmethod
+    async def delete_workflow(self, owner: str, workflow_id: str) -> bool:
+        """Hide the workflow (its versions stay for the runs that name them);
+        False when there was nothing to delete."""
+
+    # -- users and API keys ----------------------------------------------------------
+    @abc.abstractmethod
+    async def create_user(self, user: dict[str, Any]) -> None:
+        """Insert a user (USER_FIELDS); AlreadyExists when the name or id is taken."""
+
+    @abc.abstractmethod
+    async def get_user(self, user_id: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def get_user_by_name(self, name: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def list_users(self) -> list[dict[str, Any]]:
+        """Oldest first."""
+
+    @abc.abstractmethod
+    async def add_api_key(self, key: dict[str, Any]) -> None:
+        """Insert a key row (KEY_FIELDS): the hash, never the key."""
+
+    @abc.abstractmethod
+    async def user_for_key_hash(self, key_hash: str) -> dict[str, Any] | None:
+        """The user owning an unrevoked key with this hash."""
+
+    @abc.abstractmethod
+    async def list_api_keys(self, user_id: str) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def revoke_api_key(self, key_id: str) -> bool: ...
+
+    # -- webhook deliveries ------------------------------------------------------------
+    @abc.abstractmethod
+    async def add_delivery(self, delivery: dict[str, Any]) -> None:
+        """Record one attempt to deliver a run's webhook (DELIVERY_FIELDS)."""
+
+    @abc.abstractmethod
+    async def list_deliveries(self, run_id: str) -> list[dict[str, Any]]:
+        """Attempts in order."""
+
+    # -- following a run live ------------------------------------------------------------
+    def _notify(self, run_id: str) -> None:
+        """Back ends call this after `record` commits: wakes this process's followers."""
+        waiters = self.__dict__.get("_waiters", {}).get(run_id)
+        if waiters:
+            for event in waiters:
+                event.set()
+
+    async def follow_events(self, run_id: str, after_seq: int = 0
+                            ) -> AsyncIterator[dict[str, Any]]:
+        """Every stored event with seq > after_seq, in order, then each new one as
+        it is stored; ends after `run_finished`, or when the run has ended without
+        one (a crashed process) or does not exist.  Events recorded by this
+        process wake the follower at once; others are found by polling."""
+        waiters: dict[str, set[asyncio.Event]] = self.__dict__.setdefault("_waiters", {})
+        wake = asyncio.Event()
+        waiters.setdefault(run_id, set()).add(wake)
+        seq = after_seq
+        try:
+            while True:
+                wake.clear()         # before reading: a commit after the read wakes us
+                events = await self.get_events(run_id, seq)
+                for event in events:
+                    seq = event["seq"]
+                    yield event
+                    if event["type"] == "run_finished":
+                        return
+                if events:
+                    continue
+                try:
+                    await asyncio.wait_for(wake.wait(), self.poll_interval)
+                except asyncio.TimeoutError:
+                    run = await self.get_run(run_id)
+                    if run is None:
+                        return
+                    if run["status"] in TERMINAL_STATUSES and \
+                            not await self.get_events(run_id, seq):
+                        return       # ended without run_finished: nothing more will come
+        finally:
+            registered = waiters.get(run_id)
+            if registered is not None:
+                registered.discard(wake)
+                if not registered:
+                    del waiters[run_id]

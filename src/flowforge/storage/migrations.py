@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from flowforge.storage.base import Migration
 
-__all__ = ["SQLITE_MIGRATIONS"]
+__all__ = ["SQLITE_MIGRATIONS", "POSTGRES_MIGRATIONS"]
 
 SQLITE_MIGRATIONS: list[Migration] = [
     Migration("0001_runs_events_blocks_memory", (
@@ -42,5 +42,135 @@ SQLITE_MIGRATIONS: list[Migration] = [
             value TEXT NOT NULL,
             updated_at REAL NOT NULL,
             PRIMARY KEY (user_id, key))""",
+    )),
+    Migration("0002_workflows_users_keys_webhooks", (
+        "ALTER TABLE runs ADD COLUMN webhook TEXT",
+        """CREATE TABLE workflows (
+            owner TEXT NOT NULL,
+            workflow_id TEXT NOT NULL,
+            latest_version INTEGER NOT NULL,
+            name TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            deleted_at REAL,
+            PRIMARY KEY (owner, workflow_id))""",
+        """CREATE TABLE workflow_versions (
+            owner TEXT NOT NULL,
+            workflow_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            name TEXT,
+            document TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (owner, workflow_id, version))""",
+        """CREATE TABLE users (
+            user_id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            role TEXT NOT NULL DEFAULT 'user',
+            webhook_secret TEXT NOT NULL,
+            created_at REAL NOT NULL)""",
+        """CREATE TABLE api_keys (
+            key_id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users (user_id) ON DELETE CASCADE,
+            key_hash TEXT NOT NULL UNIQUE,
+            prefix TEXT,
+            created_at REAL NOT NULL,
+            revoked_at REAL)""",
+        """CREATE TABLE webhook_deliveries (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            attempt INTEGER NOT NULL,
+            url TEXT NOT NULL,
+            status_code INTEGER,
+            error TEXT,
+            succeeded INTEGER NOT NULL,
+            duration_ms REAL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (run_id, attempt))""",
+    )),
+]
+
+#: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
+#: of outputs users read, and reject strings holding NUL.  `position` columns
+#: give rows the insertion order SQLite's rowid gives.
+POSTGRES_MIGRATIONS: list[Migration] = [
+    Migration("0001_runs_events_blocks_memory", (
+        """CREATE TABLE runs (
+            position BIGSERIAL,
+            run_id TEXT PRIMARY KEY,
+            workflow_id TEXT NOT NULL,
+            workflow_version INTEGER,
+            user_id TEXT,
+            status TEXT NOT NULL,
+            inputs TEXT, outputs TEXT, usage TEXT, memory TEXT, error TEXT, document TEXT,
+            created_at DOUBLE PRECISION NOT NULL, started_at DOUBLE PRECISION,
+            finished_at DOUBLE PRECISION)""",
+        "CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at)",
+        "CREATE INDEX runs_by_user ON runs (user_id, created_at)",
+        "CREATE INDEX runs_by_status ON runs (status, created_at)",
+        """CREATE TABLE run_events (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            block_id TEXT,
+            time DOUBLE PRECISION,
+            data TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq))""",
+        """CREATE TABLE run_blocks (
+            position BIGSERIAL,
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            scope TEXT NOT NULL DEFAULT '',
+            block_id TEXT NOT NULL,
+            type TEXT, status TEXT, inputs TEXT, output TEXT, error TEXT, reason TEXT,
+            started_at DOUBLE PRECISION, finished_at DOUBLE PRECISION,
+            duration_ms DOUBLE PRECISION,
+            PRIMARY KEY (run_id, scope, block_id))""",
+        """CREATE TABLE memory (
+            user_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (user_id, key))""",
+    )),
+    Migration("0002_workflows_users_keys_webhooks", (
+        "ALTER TABLE runs ADD COLUMN webhook TEXT",
+        """CREATE TABLE workflows (
+            owner TEXT NOT NULL,
+            workflow_id TEXT NOT NULL,
+            latest_version INTEGER NOT NULL,
+            name TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            deleted_at DOUBLE PRECISION,
+            PRIMARY KEY (owner, workflow_id))""",
+        """CREATE TABLE workflow_versions (
+            owner TEXT NOT NULL,
+            workflow_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            name TEXT,
+            document TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (owner, workflow_id, version))""",
+        """CREATE TABLE users (
+            user_id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            role TEXT NOT NULL DEFAULT 'user',
+            webhook_secret TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL)""",
+        """CREATE TABLE api_keys (
+            key_id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users (user_id) ON DELETE CASCADE,
+            key_hash TEXT NOT NULL UNIQUE,
+            prefix TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            revoked_at DOUBLE PRECISION)""",
+        """CREATE TABLE webhook_deliveries (
+            run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            attempt INTEGER NOT NULL,
+            url TEXT NOT NULL,
+            status_code INTEGER,
+            error TEXT,
+            succeeded BOOLEAN NOT NULL,
+            duration_ms DOUBLE PRECISION,
+            created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (run_id, attempt))""",
     )),
 ]

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from flowforge.errors import StorageError
-from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, Migration, Storage
+from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
+                                    USER_FIELDS, AlreadyExists, Migration, Storage)
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
 
 __all__ = ["SQLiteStorage"]
@@ -149,13 +150,12 @@ class SQLiteStorage(Storage):
                 db.executemany(
                     f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) VALUES ({placeholders}) "
                     f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET {updates}",
-                    [[run_id if f == "run_id" else
-                      (_dumps(b.get(f)) if f in _JSON_BLOCK else b.get(f))
-                      for f in BLOCK_FIELDS] for b in blocks])
+                    [_block_row(run_id, b) for b in blocks])
             db.execute("COMMIT")
         except Exception as exc:
             db.execute("ROLLBACK")
             raise StorageError(f"could not record run {run_id}: {exc}") from exc
+        self._notify(run_id)
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = self._conn().execute(
@@ -177,8 +177,8 @@ class SQLiteStorage(Storage):
 
     # -- memory ------------------------------------------------------------------
     async def get_memory(self, user_id: str, keys: list[str] | None = None) -> dict[str, Any]:
-        rows = self._conn().execute("SELECT key, value FROM memory WHERE user_id = ?",
-                                    (user_id,)).fetchall()
+        rows = self._conn().execute("SELECT key, value FROM memory WHERE user_id = ? "
+                                    "ORDER BY key", (user_id,)).fetchall()
         values = {row[0]: json.loads(row[1]) for row in rows}
         if keys is not None:
             values = {k: v for k, v in values.items() if k in keys}
@@ -200,6 +200,133 @@ class SQLiteStorage(Storage):
         except Exception:
             db.execute("ROLLBACK")
             raise
+
+    # -- workflows -----------------------------------------------------------------
+    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any]
+                            ) -> int:
+        now = time.time()
+        name = document.get("name") if isinstance(document, dict) else None
+        db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute(
+                "INSERT INTO workflows (owner, workflow_id, latest_version, name, created_at, "
+                "updated_at) VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT (owner, workflow_id) DO "
+                "UPDATE SET latest_version = workflows.latest_version + 1, name = excluded.name, "
+                "updated_at = excluded.updated_at, deleted_at = NULL RETURNING latest_version",
+                (owner, workflow_id, name, now, now)).fetchone()[0]
+            db.execute("INSERT INTO workflow_versions VALUES (?, ?, ?, ?, ?, ?)",
+                       (owner, workflow_id, version, name, _dumps(document), now))
+            db.execute("COMMIT")
+        except Exception:
+            db.execute("ROLLBACK")
+            raise
+        return version
+
+    async def get_workflow(self, owner: str, workflow_id: str, version: int | None = None
+                           ) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT w.owner, w.workflow_id, v.version, w.latest_version, v.name, v.document, "
+            "v.created_at, w.updated_at FROM workflows w JOIN workflow_versions v ON "
+            "v.owner = w.owner AND v.workflow_id = w.workflow_id AND v.version = "
+            "COALESCE(?, w.latest_version) WHERE w.owner = ? AND w.workflow_id = ? AND "
+            "w.deleted_at IS NULL", (version, owner, workflow_id)).fetchone()
+        if row is None:
+            return None
+        item = dict(row)
+        item["document"] = _loads(item["document"])
+        return item
+
+    async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
+                             offset: int = 0) -> list[dict[str, Any]]:
+        clause, args = ("AND owner = ?", [owner]) if owner is not None else ("", [])
+        rows = self._conn().execute(
+            "SELECT owner, workflow_id, latest_version AS version, name, created_at, updated_at "
+            f"FROM workflows WHERE deleted_at IS NULL {clause} ORDER BY workflow_id, owner "
+            "LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+        return [dict(row) for row in rows]
+
+    async def list_workflow_versions(self, owner: str, workflow_id: str
+                                     ) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            "SELECT v.version, v.name, v.created_at FROM workflow_versions v JOIN workflows w "
+            "ON v.owner = w.owner AND v.workflow_id = w.workflow_id WHERE w.owner = ? AND "
+            "w.workflow_id = ? AND w.deleted_at IS NULL ORDER BY v.version",
+            (owner, workflow_id)).fetchall()
+        return [dict(row) for row in rows]
+
+    async def delete_workflow(self, owner: str, workflow_id: str) -> bool:
+        cursor = self._conn().execute(
+            "UPDATE workflows SET deleted_at = ? WHERE owner = ? AND workflow_id = ? AND "
+            "deleted_at IS NULL", (time.time(), owner, workflow_id))
+        return cursor.rowcount > 0
+
+    # -- users and keys ----------------------------------------------------------------
+    async def create_user(self, user: dict[str, Any]) -> None:
+        try:
+            self._conn().execute(
+                f"INSERT INTO users ({', '.join(USER_FIELDS)}) VALUES "
+                f"({', '.join('?' * len(USER_FIELDS))})", [user.get(f) for f in USER_FIELDS])
+        except sqlite3.IntegrityError:
+            raise AlreadyExists(f"a user named '{user.get('name')}' already exists "
+                                f"(choose another name)") from None
+
+    async def get_user(self, user_id: str) -> dict[str, Any] | None:
+        row = self._conn().execute("SELECT * FROM users WHERE user_id = ?",
+                                   (user_id,)).fetchone()
+        return dict(row) if row else None
+
+    async def get_user_by_name(self, name: str) -> dict[str, Any] | None:
+        row = self._conn().execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+        return dict(row) if row else None
+
+    async def list_users(self) -> list[dict[str, Any]]:
+        rows = self._conn().execute("SELECT * FROM users ORDER BY created_at, rowid").fetchall()
+        return [dict(row) for row in rows]
+
+    async def add_api_key(self, key: dict[str, Any]) -> None:
+        self._conn().execute(
+            f"INSERT INTO api_keys ({', '.join(KEY_FIELDS)}) VALUES "
+            f"({', '.join('?' * len(KEY_FIELDS))})", [key.get(f) for f in KEY_FIELDS])
+
+    async def user_for_key_hash(self, key_hash: str) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT u.* FROM api_keys k JOIN users u ON u.user_id = k.user_id "
+            "WHERE k.key_hash = ? AND k.revoked_at IS NULL", (key_hash,)).fetchone()
+        return dict(row) if row else None
+
+    async def list_api_keys(self, user_id: str) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            f"SELECT {', '.join(KEY_FIELDS)} FROM api_keys WHERE user_id = ? "
+            "ORDER BY created_at, rowid", (user_id,)).fetchall()
+        return [dict(row) for row in rows]
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        cursor = self._conn().execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
+            (time.time(), key_id))
+        return cursor.rowcount > 0
+
+    # -- webhook deliveries ----------------------------------------------------------------
+    async def add_delivery(self, delivery: dict[str, Any]) -> None:
+        values = [delivery.get(f) for f in DELIVERY_FIELDS]
+        values[DELIVERY_FIELDS.index("succeeded")] = int(bool(delivery.get("succeeded")))
+        self._conn().execute(
+            f"INSERT INTO webhook_deliveries ({', '.join(DELIVERY_FIELDS)}) VALUES "
+            f"({', '.join('?' * len(DELIVERY_FIELDS))})", values)
+
+    async def list_deliveries(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            f"SELECT {', '.join(DELIVERY_FIELDS)} FROM webhook_deliveries WHERE run_id = ? "
+            "ORDER BY attempt", (run_id,)).fetchall()
+        return [{**dict(row), "succeeded": bool(row["succeeded"])} for row in rows]
+
+
+def _block_row(run_id: str, block: dict[str, Any]) -> list[Any]:
+    row = [_dumps(block.get(f)) if f in _JSON_BLOCK else block.get(f) for f in BLOCK_FIELDS]
+    row[0] = run_id
+    row[1] = block.get("scope") or ""
+    return row
 
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:

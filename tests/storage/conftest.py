@@ -1,0 +1,51 @@
+"""The `storage` fixture: every conformance test runs once per back end.
+
+PostgreSQL is a throwaway server started by `scripts/postgres.sh` logic
+(`flowforge.storage.testing`) once per test session; each test gets a schema
+of its own, so tests never see each other's rows and every test also
+exercises the migrations on an empty database."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from flowforge.storage import storage_from_url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    from flowforge.storage.testing import shared_url
+    return shared_url()
+
+
+@pytest.fixture
+def postgres_schema_url(postgres_url: str):
+    """A URL whose connections use a fresh, empty schema; dropped afterwards."""
+    import psycopg
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in postgres_url else "?"
+    yield f"{postgres_url}{separator}options=-csearch_path%3D{schema}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'flowforge.db'}"
+    return request.getfixturevalue("postgres_schema_url")
+
+
+@pytest.fixture
+async def storage(storage_url: str):
+    store = storage_from_url(storage_url)
+    await store.open()
+    store.poll_interval = 0.05
+    try:
+        yield store
+    finally:
+        await store.close()

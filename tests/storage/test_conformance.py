@@ -1,0 +1,315 @@
+"""One conformance suite for every storage back end (SQLite and PostgreSQL).
+
+A back end is correct when it passes all of these; a new back end adds a
+parameter to the `storage` fixture and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from flowforge.errors import StorageError
+from flowforge.storage import storage_from_url
+from flowforge.storage.base import AlreadyExists
+
+
+def _run(run_id: str, **extra):
+    return {"run_id": run_id, "workflow_id": extra.pop("workflow_id", "wf"),
+            "status": extra.pop("status", "running"), "created_at": extra.pop("created_at",
+                                                                                 time.time()),
+            **extra}
+
+
+def _event(seq: int, kind: str = "progress", **data):
+    return {"seq": seq, "type": kind, "run_id": "r", "time": 1000.0 + seq, **data}
+
+
+# -- lifecycle and migrations ------------------------------------------------------------
+
+async def test_reopening_keeps_rows_and_applies_no_migration_twice(storage_url):
+    first = storage_from_url(storage_url)
+    await first.open()
+    await first.create_run(_run("r1"))
+    await first.close()
+    second = storage_from_url(storage_url)
+    await second.open()
+    try:
+        assert (await second.get_run("r1"))["workflow_id"] == "wf"
+    finally:
+        await second.close()
+
+
+async def test_a_closed_storage_says_how_to_open_it(storage_url):
+    store = storage_from_url(storage_url)
+    with pytest.raises(StorageError, match="open"):
+        await store.get_run("r1")
+
+
+# -- runs --------------------------------------------------------------------------------
+
+async def test_run_round_trip_keeps_json_values_exactly(storage):
+    inputs = {"text": "héllo ✓", "nested": {"list": [1, 2.5, None, True]}, "nul": "a\x00b",
+              "order": {"z": 1, "a": 2, "m": 3}}
+    await storage.create_run(_run("r1", inputs=inputs, user_id="ann", workflow_version=3,
+                                  document={"id": "wf"}, webhook="http://127.0.0.1:1/hook"))
+    run = await storage.get_run("r1")
+    assert run["inputs"] == inputs
+    assert list(run["inputs"]["order"]) == ["z", "a", "m"]
+    assert run["workflow_version"] == 3 and run["user_id"] == "ann"
+    assert run["document"] == {"id": "wf"} and run["webhook"] == "http://127.0.0.1:1/hook"
+    assert run["outputs"] is None and run["finished_at"] is None
+
+
+async def test_update_run_changes_only_the_named_columns(storage):
+    await storage.create_run(_run("r1", inputs={"a": 1}))
+    await storage.update_run("r1", status="succeeded", outputs={"out": {"x": 1}},
+                             finished_at=5.0)
+    run = await storage.get_run("r1")
+    assert (run["status"], run["outputs"], run["finished_at"]) == \
+        ("succeeded", {"out": {"x": 1}}, 5.0)
+    assert run["inputs"] == {"a": 1}
+    with pytest.raises(StorageError, match="unknown run fields: bogus"):
+        await storage.update_run("r1", bogus=1)
+
+
+async def test_unknown_run_is_none(storage):
+    assert await storage.get_run("nope") is None
+    assert await storage.get_events("nope") == []
+    assert await storage.get_blocks("nope") == []
+
+
+async def test_list_runs_filters_newest_first_and_pages(storage):
+    for index in range(5):
+        await storage.create_run(_run(f"r{index}", workflow_id="a" if index % 2 else "b",
+                                      user_id="ann" if index < 3 else "bob",
+                                      status="succeeded" if index != 2 else "failed",
+                                      created_at=100.0 + index, document={"big": "x"}))
+    assert [r["run_id"] for r in await storage.list_runs()] == ["r4", "r3", "r2", "r1", "r0"]
+    assert [r["run_id"] for r in await storage.list_runs(workflow_id="a")] == ["r3", "r1"]
+    assert [r["run_id"] for r in await storage.list_runs(user_id="bob")] == ["r4", "r3"]
+    assert [r["run_id"] for r in await storage.list_runs(status="failed")] == ["r2"]
+    assert [r["run_id"] for r in await storage.list_runs(limit=2, offset=1)] == ["r3", "r2"]
+    assert all("document" not in r for r in await storage.list_runs())
+
+
+async def test_runs_created_in_the_same_instant_list_newest_insert_first(storage):
+    for run_id in ("first", "second", "third"):
+        await storage.create_run(_run(run_id, created_at=50.0))
+    assert [r["run_id"] for r in await storage.list_runs()] == ["third", "second", "first"]
+
+
+# -- events and block checkpoints ----------------------------------------------------------
+
+async def test_record_appends_events_in_order_and_ignores_replays(storage):
+    await storage.create_run(_run("r1"))
+    await storage.record("r1", [_event(1, "run_started"), _event(2)], [])
+    await storage.record("r1", [_event(2), _event(3, "block_started", block_id="a")], [])
+    events = await storage.get_events("r1")
+    assert [e["seq"] for e in events] == [1, 2, 3]
+    assert events[2] == _event(3, "block_started", block_id="a")
+    assert [e["seq"] for e in await storage.get_events("r1", after_seq=2)] == [3]
+
+
+async def test_block_rows_upsert_and_keep_first_recorded_order(storage):
+    await storage.create_run(_run("r1"))
+    await storage.record("r1", [], [{"block_id": "b", "status": "running", "started_at": 1.0,
+                                     "inputs": {"q": "x"}, "type": "set"}])
+    await storage.record("r1", [], [{"block_id": "a", "status": "running", "started_at": 1.5}])
+    await storage.record("r1", [], [{"block_id": "b", "status": "succeeded",
+                                     "output": {"v": [1]}, "finished_at": 2.0,
+                                     "duration_ms": 1000.0}])
+    await storage.record("r1", [], [{"block_id": "a", "scope": "loop[0]",
+                                     "status": "succeeded"}])
+    blocks = await storage.get_blocks("r1")
+    assert [(b["scope"], b["block_id"]) for b in blocks] == [("", "b"), ("", "a"),
+                                                             ("loop[0]", "a")]
+    b = blocks[0]
+    assert (b["status"], b["inputs"], b["output"], b["started_at"], b["finished_at"],
+            b["type"]) == ("succeeded", {"q": "x"}, {"v": [1]}, 1.0, 2.0, "set")
+
+
+async def test_a_failed_record_stores_neither_events_nor_blocks(storage):
+    await storage.create_run(_run("r1"))
+    with pytest.raises(StorageError, match="r1"):
+        await storage.record("r1", [_event(1)], [{"block_id": None, "status": "succeeded"}])
+    assert await storage.get_events("r1") == []
+    assert await storage.get_blocks("r1") == []
+
+
+async def test_concurrent_records_of_many_runs_all_land(storage):
+    for index in range(30):
+        await storage.create_run(_run(f"r{index}"))
+
+    async def write(run_id: str) -> None:
+        for seq in range(1, 6):
+            await storage.record(run_id, [_event(seq)], [{"block_id": f"b{seq}",
+                                                          "status": "succeeded"}])
+
+    await asyncio.gather(*(write(f"r{index}") for index in range(30)))
+    for index in range(30):
+        assert [e["seq"] for e in await storage.get_events(f"r{index}")] == [1, 2, 3, 4, 5]
+        assert len(await storage.get_blocks(f"r{index}")) == 5
+
+
+# -- following a run live -------------------------------------------------------------------
+
+async def test_a_follower_gets_past_then_live_events_and_stops_at_run_finished(storage):
+    await storage.create_run(_run("r1"))
+    await storage.record("r1", [_event(1, "run_started")], [])
+    seen: list[int] = []
+
+    async def follow():
+        async for event in storage.follow_events("r1"):
+            seen.append(event["seq"])
+
+    task = asyncio.create_task(follow())
+    await asyncio.sleep(0.02)
+    for seq in (2, 3):
+        await storage.record("r1", [_event(seq)], [])
+        await asyncio.sleep(0)
+    await storage.record("r1", [_event(4, "run_finished"), _event(5, "progress")], [])
+    await asyncio.wait_for(task, 5)
+    assert seen == [1, 2, 3, 4]
+
+
+async def test_a_follower_resumes_after_a_sequence_number(storage):
+    await storage.create_run(_run("r1"))
+    await storage.record("r1", [_event(1), _event(2), _event(3, "run_finished")], [])
+    seen = [e["seq"] async for e in storage.follow_events("r1", after_seq=1)]
+    assert seen == [2, 3]
+
+
+async def test_a_follower_of_a_run_that_ended_without_run_finished_stops(storage):
+    await storage.create_run(_run("r1", status="failed"))
+    await storage.record("r1", [_event(1)], [])
+    seen = await asyncio.wait_for(_collect(storage.follow_events("r1")), 5)
+    assert [e["seq"] for e in seen] == [1]
+    assert await asyncio.wait_for(_collect(storage.follow_events("missing")), 5) == []
+
+
+async def test_a_follower_sees_events_written_by_another_connection(storage, storage_url):
+    await storage.create_run(_run("r1"))
+    other = storage_from_url(storage_url)
+    await other.open()
+    try:
+        task = asyncio.create_task(_collect(storage.follow_events("r1")))
+        await asyncio.sleep(0.05)
+        await other.record("r1", [_event(1), _event(2, "run_finished")], [])
+        seen = await asyncio.wait_for(task, 5)
+    finally:
+        await other.close()
+    assert [e["seq"] for e in seen] == [1, 2]
+
+
+async def _collect(stream):
+    return [event async for event in stream]
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+async def test_memory_is_per_user_and_overwritten_by_key(storage):
+    await storage.save_memory("ann", {"topic": "refunds", "count": 1})
+    await storage.save_memory("ann", {"count": 2})
+    await storage.save_memory("bob", {"topic": "billing"})
+    assert await storage.get_memory("ann") == {"count": 2, "topic": "refunds"}
+    assert await storage.get_memory("ann", ["topic", "absent"]) == {"topic": "refunds"}
+    assert await storage.get_memory("bob") == {"topic": "billing"}
+    assert await storage.get_memory("nobody") == {}
+
+
+# -- workflows and versions -------------------------------------------------------------------
+
+async def test_every_save_is_a_new_version(storage):
+    assert await storage.save_workflow("ann", "desk", {"id": "desk", "name": "Desk"}) == 1
+    assert await storage.save_workflow("ann", "desk", {"id": "desk", "name": "Desk 2"}) == 2
+    latest = await storage.get_workflow("ann", "desk")
+    assert (latest["version"], latest["latest_version"], latest["name"]) == (2, 2, "Desk 2")
+    assert latest["document"] == {"id": "desk", "name": "Desk 2"}
+    first = await storage.get_workflow("ann", "desk", version=1)
+    assert (first["version"], first["latest_version"], first["document"]["name"]) == \
+        (1, 2, "Desk")
+    assert await storage.get_workflow("ann", "desk", version=9) is None
+    assert [v["version"] for v in await storage.list_workflow_versions("ann", "desk")] == [1, 2]
+
+
+async def test_workflows_belong_to_their_owner(storage):
+    await storage.save_workflow("ann", "desk", {"id": "desk"})
+    await storage.save_workflow("bob", "desk", {"id": "desk", "name": "Bob's"})
+    await storage.save_workflow("bob", "triage", {"id": "triage"})
+    assert await storage.get_workflow("ann", "triage") is None
+    assert (await storage.get_workflow("bob", "desk"))["name"] == "Bob's"
+    assert [w["workflow_id"] for w in await storage.list_workflows("bob")] == ["desk", "triage"]
+    everyone = await storage.list_workflows(None)
+    assert [(w["owner"], w["workflow_id"]) for w in everyone] == \
+        [("ann", "desk"), ("bob", "desk"), ("bob", "triage")]
+    assert "document" not in everyone[0]
+
+
+async def test_deleting_hides_a_workflow_and_saving_again_continues_the_numbers(storage):
+    await storage.save_workflow("ann", "desk", {"id": "desk"})
+    assert await storage.delete_workflow("ann", "desk") is True
+    assert await storage.delete_workflow("ann", "desk") is False
+    assert await storage.get_workflow("ann", "desk") is None
+    assert await storage.list_workflow_versions("ann", "desk") == []
+    assert await storage.list_workflows("ann") == []
+    assert await storage.save_workflow("ann", "desk", {"id": "desk"}) == 2
+
+
+async def test_list_workflows_pages(storage):
+    for name in ("c", "a", "b"):
+        await storage.save_workflow("ann", name, {"id": name})
+    page = await storage.list_workflows("ann", limit=2, offset=1)
+    assert [w["workflow_id"] for w in page] == ["b", "c"]
+
+
+# -- users and keys -----------------------------------------------------------------------------
+
+def _user(user_id: str, name: str, role: str = "user"):
+    return {"user_id": user_id, "name": name, "role": role, "webhook_secret": f"s-{name}",
+            "created_at": time.time()}
+
+
+async def test_users_are_unique_by_name_and_found_by_id_or_name(storage):
+    await storage.create_user(_user("u1", "ann", "admin"))
+    await storage.create_user(_user("u2", "bob"))
+    with pytest.raises(AlreadyExists, match="ann"):
+        await storage.create_user(_user("u3", "ann"))
+    assert (await storage.get_user("u1"))["role"] == "admin"
+    assert (await storage.get_user_by_name("bob"))["user_id"] == "u2"
+    assert await storage.get_user("u9") is None
+    assert [u["name"] for u in await storage.list_users()] == ["ann", "bob"]
+
+
+async def test_keys_are_found_by_hash_until_revoked(storage):
+    await storage.create_user(_user("u1", "ann"))
+    await storage.add_api_key({"key_id": "k1", "user_id": "u1", "key_hash": "h1",
+                               "prefix": "ff_abc", "created_at": 1.0})
+    await storage.add_api_key({"key_id": "k2", "user_id": "u1", "key_hash": "h2",
+                               "prefix": "ff_def", "created_at": 2.0})
+    assert (await storage.user_for_key_hash("h1"))["name"] == "ann"
+    assert await storage.user_for_key_hash("nope") is None
+    assert await storage.revoke_api_key("k1") is True
+    assert await storage.revoke_api_key("k1") is False
+    assert await storage.user_for_key_hash("h1") is None
+    assert (await storage.user_for_key_hash("h2"))["user_id"] == "u1"
+    keys = await storage.list_api_keys("u1")
+    assert [(k["key_id"], k["revoked_at"] is not None) for k in keys] == \
+        [("k1", True), ("k2", False)]
+
+
+# -- webhook deliveries ---------------------------------------------------------------------------
+
+async def test_delivery_attempts_are_recorded_in_order(storage):
+    await storage.create_run(_run("r1"))
+    await storage.add_delivery({"run_id": "r1", "attempt": 1, "url": "http://x/h",
+                                "status_code": 500, "error": "HTTP 500", "succeeded": False,
+                                "duration_ms": 3.5, "created_at": 1.0})
+    await storage.add_delivery({"run_id": "r1", "attempt": 2, "url": "http://x/h",
+                                "status_code": 200, "succeeded": True, "duration_ms": 2.0,
+                                "created_at": 2.0})
+    attempts = await storage.list_deliveries("r1")
+    assert [(a["attempt"], a["status_code"], a["succeeded"], a["error"]) for a in attempts] == \
+        [(1, 500, False, "HTTP 500"), (2, 200, True, None)]
+    assert await storage.list_deliveries("other") == []
