@@ -96,10 +96,17 @@ class Scheduler:
         if not scope.graph.nodes:
             return scope
         if preset:
-            for nid, (status, output) in preset.items():
-                if nid in scope.graph.nodes and status == SUCCEEDED:
-                    scope.pending[nid] = -1    # never dispatched again
-                    self._settle(scope, nid, SUCCEEDED, output, None, resumed=True)
+            restored = {nid: output for nid, (status, output) in preset.items()
+                        if nid in scope.graph.nodes and status == SUCCEEDED}
+            for nid in restored:
+                scope.pending[nid] = -1        # below zero: never queued again
+            for nid, output in restored.items():
+                if scope.graph.nodes[nid].info.routes and isinstance(output, dict):
+                    # A stored routing decision is its `selectedPath` (router and condition).
+                    selected = output.get("selectedPath") or {}
+                    chosen = selected.get("blockId") if isinstance(selected, dict) else None
+                    output = Routed(output, (chosen,) if chosen else ())
+                self._settle(scope, nid, SUCCEEDED, output, None, resumed=True)
         for nid, node in scope.graph.nodes.items():
             if not node.inputs and scope.pending[nid] == 0:
                 self.queue.append((scope, nid))

@@ -1,0 +1,141 @@
+"""A run's stored record is complete whatever way it ended, and a run cut
+off mid-way resumes without re-running what already succeeded."""
+
+from __future__ import annotations
+
+import asyncio
+
+import flowforge
+from flowforge.storage import storage_from_url
+
+EXECUTED: list[str] = []
+
+
+@flowforge.function("rec_step")
+async def rec_step(name: str, ms: float = 0, fail: bool = False) -> dict:
+    EXECUTED.append(name)
+    await asyncio.sleep(ms / 1000)
+    if fail:
+        raise RuntimeError(f"{name} broke")
+    return {"name": name}
+
+
+def step(id, after=None, **args):
+    block = {"id": id, "type": "function", "with": {"function": "rec_step",
+                                                     "args": {"name": id, **args}}}
+    if after:
+        block["after"] = after
+    return block
+
+
+async def stored(run_id):
+    storage = storage_from_url()
+    await storage.open()
+    try:
+        return (await storage.get_run(run_id), await storage.get_blocks(run_id),
+                await storage.get_events(run_id))
+    finally:
+        await storage.close()
+
+
+async def test_a_failed_run_is_fully_recorded():
+    doc = {"id": "rec", "env": {}, "blocks": [step("a"), step("b", after=["a"], fail=True),
+                                              step("c", after=["b"])]}
+    result = await flowforge.run(doc, {})
+    row, blocks, events = await stored(result.run_id)
+    assert row["status"] == "failed" and "b broke" in row["error"]
+    assert {b["block_id"]: b["status"] for b in blocks} == {"a": "succeeded", "b": "failed",
+                                                            "c": "skipped"}
+    assert [e["seq"] for e in events] == [e["seq"] for e in result.events]
+    assert events[-1]["type"] == "run_finished"
+    b = next(b for b in blocks if b["block_id"] == "b")
+    assert b["inputs"] == {"function": "rec_step", "args": {"name": "b", "fail": True}}
+    assert b["error"] == "RuntimeError: b broke"
+
+
+async def test_a_cancelled_run_is_fully_recorded():
+    doc = {"id": "rec2", "blocks": [step("a"), step("slow", after=["a"], ms=5000),
+                                    step("c", after=["slow"])]}
+    handle = await _start(doc)
+    await asyncio.sleep(0.05)
+    handle.cancel()
+    result = await handle.wait()
+    row, blocks, _ = await stored(result.run_id)
+    assert row["status"] == "cancelled"
+    assert {b["block_id"]: b["status"] for b in blocks} == {"a": "succeeded",
+                                                            "slow": "cancelled", "c": "cancelled"}
+
+
+async def _start(doc):
+    from flowforge.service.runs import open_storage, start_run
+
+    cm = open_storage(None)
+    storage = await cm.__aenter__()
+    handle = await start_run(doc, {}, storage=storage)
+    handle.task.add_done_callback(lambda _: asyncio.ensure_future(cm.__aexit__(None, None, None)))
+    return handle
+
+
+async def test_environment_values_never_reach_the_record(monkeypatch):
+    monkeypatch.setenv("FF_TEST_SECRET", "s3cr3t-value-123")
+    doc = {"id": "rec3", "blocks": [
+        {"id": "call", "type": "set", "with": {"auth": "Bearer {{env.FF_TEST_SECRET}}"}}]}
+    result = await flowforge.run(doc, {})
+    assert result.results["call"] == {"auth": "Bearer s3cr3t-value-123"}   # the run saw it
+    row, blocks, events = await stored(result.run_id)
+    text = repr((row, blocks, events))
+    assert "s3cr3t-value-123" not in text
+    assert blocks[0]["output"] == {"auth": "Bearer ***"}
+
+
+async def test_resume_skips_blocks_that_already_succeeded():
+    doc = {"id": "rec4", "blocks": [step("a"), step("b", after=["a"]),
+                                    step("c", after=["b"], ms=5000)]}
+    EXECUTED.clear()
+    handle = await _start(doc)
+    while "c" not in EXECUTED:            # a and b are done, c is in flight: "crash" now
+        await asyncio.sleep(0.01)
+    handle.cancel()
+    first = await handle.wait()
+    assert first.status == "cancelled"
+    # Make c fast this time, as if the crash had been transient.
+    EXECUTED.clear()
+    storage = storage_from_url()
+    await storage.open()
+    row = await storage.get_run(first.run_id)
+    row["document"]["blocks"][2]["with"]["args"]["ms"] = 1
+    await storage.update_run(first.run_id, document=row["document"])
+    await storage.close()
+    resumed = await flowforge.resume(first.run_id)
+    assert resumed.status == "succeeded"
+    assert EXECUTED == ["c"]
+    assert resumed.results["a"] == {"name": "a"} and resumed.results["c"] == {"name": "c"}
+    row, blocks, events = await stored(first.run_id)
+    assert row["status"] == "succeeded"
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs))      # the resumed run continued the sequence
+
+
+async def test_resume_keeps_the_routing_decision_of_a_finished_condition():
+    doc = {"id": "rec5", "inputs": {"n": {"type": "integer"}}, "blocks": [
+        {"id": "gate", "type": "condition",
+         "with": {"cases": [{"when": "input.n > 5", "goto": "big"}], "default": "small"}},
+        step("big", ms=5000), step("small", ms=5000),
+        {"id": "done", "type": "set", "after": ["big", "small"], "with": {"ok": True}}]}
+    EXECUTED.clear()
+    from flowforge.service.runs import open_storage, start_run
+
+    async with open_storage(None) as storage:
+        handle = await start_run(doc, {"n": 9}, storage=storage)
+        while "big" not in EXECUTED:
+            await asyncio.sleep(0.01)
+        handle.cancel()
+        first = await handle.wait()
+        row = await storage.get_run(first.run_id)
+        row["document"]["blocks"][1]["with"]["args"]["ms"] = 1
+        await storage.update_run(first.run_id, document=row["document"])
+    EXECUTED.clear()
+    resumed = await flowforge.resume(first.run_id)
+    assert EXECUTED == ["big"]
+    assert {k: r.status for k, r in resumed.blocks.items()} == {
+        "gate": "succeeded", "big": "succeeded", "small": "skipped", "done": "succeeded"}

@@ -1,0 +1,39 @@
+"""The public API is what `__all__` says, and every name in it exists."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import flowforge
+
+PACKAGES = ["flowforge", "flowforge.workflow", "flowforge.engine", "flowforge.blocks",
+            "flowforge.providers", "flowforge.storage", "flowforge.service", "flowforge.tools",
+            "flowforge.errors"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_names_exist(name):
+    module = importlib.import_module(name)
+    missing = [item for item in module.__all__ if not hasattr(module, item)]
+    assert missing == []
+
+
+def test_top_level_api():
+    assert set(flowforge.__all__) >= {"load", "run", "run_sync", "function", "RunResult",
+                                      "resume", "start_run", "WorkflowError", "ValidationFailed"}
+    public = {n for n in dir(flowforge) if not n.startswith("_")}
+    modules = {n for n in public if type(getattr(flowforge, n)).__name__ == "module"}
+    assert public - modules - set(flowforge.__all__) == set()
+
+
+def test_error_tree_matches_its_drawing():
+    from flowforge import errors
+
+    assert issubclass(errors.ValidationFailed, errors.WorkflowError)
+    assert issubclass(errors.BlockTimeout, errors.BlockError)
+    assert issubclass(errors.MissingCredentials, errors.ProviderError)
+    assert issubclass(errors.ProviderError, errors.RunError)
+    assert not issubclass(errors.InputError, errors.WorkflowError)
+    assert "MissingCredentials  says which environment variable" in errors.__doc__
