@@ -155,15 +155,23 @@ class LLMResponse:
     model: str = ""
     finish_reason: str | None = None
     timing: Timing = field(default_factory=lambda: Timing(time.time(), time.time()))
-    cost: float = 0.0
+    cost: float = 0.0                 # total, USD; filled by `call_model` from the price table
+    input_cost: float = 0.0
+    output_cost: float = 0.0
+    attempts: list[dict[str, Any]] = field(default_factory=list)   # failed tries before this one
     raw: Any = None
+
+    def cost_dict(self) -> dict[str, float]:
+        """`{input, output, total}` as the block outputs show it."""
+        return {"input": self.input_cost, "output": self.output_cost, "total": self.cost}
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what came back, for the run record (without `raw`)."""
         return {"text": self.text, "tool_calls": [c.to_dict() for c in self.tool_calls],
                 "usage": self.usage.to_dict(), "model": self.model,
                 "finish_reason": self.finish_reason, "duration_ms": self.timing.duration_ms,
-                "cost": self.cost}
+                "cost": self.cost_dict(),
+                **({"attempts": self.attempts} if self.attempts else {})}
 
 
 class Provider(abc.ABC):

