@@ -1,0 +1,224 @@
+"""Run untrusted Python block source in a separate, confined process.
+
+Two confinements, chosen once per process (`FLOWFORGE_SANDBOX=bwrap|process`
+forces one):
+
+- `bwrap`: bubblewrap with `--unshare-all` (no network, own PID/IPC/UTS
+  namespaces), only the interpreter and /usr mounted read-only, a tmpfs
+  scratch directory, no capabilities; plus the runner's rlimits and seccomp.
+- `process`: a plain subprocess with the runner's rlimits, dropped to
+  `nobody` when started as root, and a seccomp filter that also denies
+  opening files (so there is no scratch directory in this mode).
+
+Either way the parent counts wall time, kills the whole process group past
+it, caps what it reads, and answers the block's HTTP requests through the
+SSRF guard.  Every failure is a `SandboxError` whose `kind` says which limit
+or rule stopped the block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from flowforge.errors import RunError
+from flowforge.sandbox.limits import Limits
+from flowforge.sandbox.runner import check_source
+
+__all__ = ["SandboxError", "SandboxResult", "run_python", "sandbox_mode", "HttpHandler"]
+
+RUNNER = Path(__file__).with_name("runner.py")
+HttpHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class SandboxError(RunError):
+    """A sandboxed block was stopped. `kind`: rejected (the source check),
+    error (the block raised), cpu, wall, memory, output, killed, setup."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass
+class SandboxResult:
+    output: dict[str, Any]
+    logs: str = ""
+    duration_ms: float = 0.0
+    mode: str = ""
+    http_calls: list[str] = field(default_factory=list)
+
+
+def _interpreter() -> tuple[str, str]:
+    """The bare interpreter (not the venv's site-packages) and its prefix."""
+    prefix = sys.base_prefix
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (Path(prefix) / "bin" / version, Path(prefix) / "bin" / "python3"):
+        if candidate.exists():
+            return str(candidate), prefix
+    return sys.executable, prefix
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_works() -> bool:
+    if shutil.which("bwrap") is None:
+        return False
+    try:
+        done = subprocess.run([*_bwrap_prefix(), "/bin/true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def sandbox_mode() -> str:
+    """`bwrap` when bubblewrap runs here, else `process`."""
+    forced = os.environ.get("FLOWFORGE_SANDBOX", "").strip().lower()
+    if forced in ("bwrap", "process"):
+        return forced
+    return "bwrap" if _bwrap_works() else "process"
+
+
+def _bwrap_prefix() -> list[str]:
+    python, prefix = _interpreter()
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+            "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
+            "--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "HOME", "/tmp"]
+    if not prefix.startswith("/usr/"):
+        args += ["--ro-bind", prefix, prefix]
+    if not str(Path(python).resolve()).startswith(("/usr/", prefix)):
+        args += ["--ro-bind", python, python]
+    return args
+
+
+def _command(mode: str) -> list[str]:
+    python, _ = _interpreter()
+    if mode == "bwrap":
+        return [*_bwrap_prefix(), "--ro-bind", str(RUNNER), "/sandbox/runner.py",
+                python, "-I", "-S", "-B", "/sandbox/runner.py"]
+    return [python, "-I", "-S", "-B", str(RUNNER)]
+
+
+async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | None = None,
+                     network: bool = False, http: HttpHandler | None = None,
+                     context: dict[str, Any] | None = None, mode: str | None = None,
+                     check: bool = True) -> SandboxResult:
+    """Run `async def execute(inputs, context)` from `source` in a confined
+    process and return its dict. Raises SandboxError when a rule or limit
+    stops it, naming the line when the block's own code failed.
+
+    `check=False` skips the source check: only the escape tests use it, to
+    prove the process boundary, rlimits and seccomp hold on their own."""
+    limits = (limits or Limits()).capped()
+    problems = check_source(source) if check else []
+    if problems:
+        raise SandboxError("rejected", "the block's source was rejected: " + "; ".join(problems))
+    mode = mode or sandbox_mode()
+    if network and http is None:
+        from flowforge.sandbox.ssrf import guarded_request
+        http = guarded_request
+    job = {"source": source, "inputs": inputs, "context": context or {},
+           "limits": limits.to_dict(), "network": network,
+           "deny_files": mode == "process", "drop_root": mode == "process", "check": check}
+    scratch = tempfile.mkdtemp(prefix="flowforge-sandbox-") if mode == "process" else None
+    started = time.monotonic()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *_command(mode), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=scratch or "/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            limit=limits.output_bytes + 65536)
+    except OSError as exc:
+        _cleanup(scratch)
+        raise SandboxError("setup", f"cannot start the sandbox ({mode}): {exc}; install "
+                           f"bubblewrap (apt-get install bubblewrap) or set "
+                           f"FLOWFORGE_SANDBOX=process") from None
+    calls: list[str] = []
+    try:
+        message = await asyncio.wait_for(
+            _converse(proc, job, http, calls, limits), timeout=limits.wall_seconds)
+    except asyncio.TimeoutError:
+        _kill(proc)
+        await proc.wait()
+        raise SandboxError("wall", f"the block ran longer than its wall-time limit of "
+                           f"{limits.wall_seconds:g} s and was stopped") from None
+    except SandboxError:
+        _kill(proc)
+        await proc.wait()
+        raise
+    finally:
+        _cleanup(scratch)
+    duration = round((time.monotonic() - started) * 1000, 3)
+    if message.get("ok"):
+        return SandboxResult(message.get("output") or {}, message.get("logs") or "", duration,
+                             mode, calls)
+    raise SandboxError(message.get("kind", "error"), message.get("message", "the block failed"))
+
+
+async def _converse(proc: asyncio.subprocess.Process, job: dict, http: HttpHandler | None,
+                    calls: list[str], limits: Limits) -> dict[str, Any]:
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write((json.dumps(job) + "\n").encode())
+    await proc.stdin.drain()
+    while True:
+        try:
+            line = await proc.stdout.readline()
+        except (ValueError, asyncio.LimitOverrunError):
+            raise SandboxError("output", f"the block's output exceeds the limit of "
+                               f"{limits.output_bytes} bytes") from None
+        if not line:
+            return await _explain_exit(proc, limits)
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            raise SandboxError("error", "the block wrote something that is not the sandbox "
+                               "protocol to its output") from None
+        if message.get("op") == "http":
+            calls.append(f"{message.get('method')} {message.get('url')}")
+            answer = await http(message) if http else {"error": "network is not declared"}
+            proc.stdin.write((json.dumps(answer, default=str) + "\n").encode())
+            await proc.stdin.drain()
+            continue
+        await proc.wait()
+        return message
+
+
+async def _explain_exit(proc: asyncio.subprocess.Process, limits: Limits) -> dict[str, Any]:
+    code = await proc.wait()
+    stderr = (await proc.stderr.read(4000)).decode(errors="replace").strip() if proc.stderr \
+        else ""
+    if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGKILL) \
+            and "MemoryError" not in stderr:
+        return {"ok": False, "kind": "cpu", "message": f"the block used more than its CPU-time "
+                f"limit of {limits.cpu_seconds} s and was stopped"}
+    if "MemoryError" in stderr:
+        return {"ok": False, "kind": "memory", "message": f"the block exceeded its memory "
+                f"limit of {limits.memory_mb} MB"}
+    tail = stderr.splitlines()[-1] if stderr else f"exit status {code}"
+    return {"ok": False, "kind": "killed", "message": f"the sandboxed process ended without a "
+            f"result ({tail})"}
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _cleanup(scratch: str | None) -> None:
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,363 @@
+"""The child side of the sandbox: runs ONE untrusted Python block and exits.
+
+This file is executed by a bare interpreter (`python -I -S -B runner.py`)
+inside bubblewrap or a plain subprocess, so it imports nothing from
+flowforge and only the standard library.  The parent imports `check_source`
+and `ALLOWED_MODULES` from it too, so the rules are written once.
+
+Layers, outermost first (each one alone stops the escape tests):
+  1. the process boundary (bubblewrap namespaces: no network, no files but a
+     scratch tmpfs; or a subprocess run as `nobody`),
+  2. rlimits (CPU seconds, address space, file size, open files) and a
+     seccomp filter (no sockets, no exec, no fork/clone, no rlimit changes;
+     in the plain-subprocess mode also no opening files at all),
+  3. a source check (no names or attributes starting with `_`, no
+     `getattr`-style reflection) and restricted builtins with a whitelist
+     importer that hands out copies of modules without their private parts.
+
+Protocol: one JSON line in on stdin (the job), JSON lines out on stdout: an
+`{"op": "http", ...}` request (answered by one line on stdin) or the final
+`{"op": "result", "ok": ..., ...}`.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import sys
+import types
+
+__all__ = ["ALLOWED_MODULES", "NETWORK_MODULES", "check_source", "main"]
+
+#: What untrusted code may import (submodules listed explicitly).
+ALLOWED_MODULES = frozenset({
+    "json", "math", "statistics", "collections", "collections.abc", "itertools", "functools",
+    "re", "datetime", "random", "textwrap", "copy", "decimal", "fractions", "unicodedata",
+    "calendar", "heapq", "bisect", "base64", "hashlib", "html", "difflib", "urllib.parse",
+    "time",
+})
+# Left out on purpose, though pure: `string` (Formatter.get_field), `operator`
+# (attrgetter) and `typing` (get_type_hints evaluates strings) reach private
+# attributes by name, around the source check.
+#: Importable only when the block declares network access (served by the parent).
+NETWORK_MODULES = frozenset({"httpx"})
+
+_FORBIDDEN_NAMES = frozenset({
+    "eval", "exec", "compile", "open", "input", "breakpoint", "help", "globals", "locals",
+    "vars", "getattr", "setattr", "delattr", "memoryview", "exit", "quit", "__import__",
+    "__builtins__", "__loader__", "__spec__",
+})
+#: Attributes that lead from an object to interpreter frames and their globals.
+_FORBIDDEN_ATTRIBUTES = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame",
+    "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
+    "tb_frame", "tb_next", "co_code", "co_consts", "mro", "format_map",
+})
+_SAFE_BUILTINS = (
+    "abs all any ascii bin bool bytearray bytes callable chr complex dict dir divmod "
+    "enumerate filter float format frozenset hash hex id int isinstance issubclass iter len "
+    "list map max min next object oct ord pow print range repr reversed round set slice "
+    "sorted str sum tuple type zip hasattr super property staticmethod classmethod "
+    "ArithmeticError AssertionError AttributeError Exception IndexError KeyError LookupError "
+    "NameError NotImplementedError OverflowError RuntimeError StopIteration TypeError "
+    "ValueError ZeroDivisionError UnicodeError True False None NotImplemented"
+).split()
+
+
+def check_source(source: str) -> list[str]:
+    """Problems that stop `source` from running, each with its line; empty
+    when the code may run.  Rejects what reflection escapes need: names and
+    attributes starting with `_` (`__subclasses__`, `__globals__`, ...) and
+    the builtins that reach them by string."""
+    try:
+        tree = ast.parse(source, "<block>")
+    except SyntaxError as exc:
+        return [f"line {exc.lineno}: syntax error: {exc.msg}"]
+    problems = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Attribute) and node.attr in _FORBIDDEN_ATTRIBUTES:
+            problems.append(f"line {line}: attribute '{node.attr}' is not allowed in a sandboxed "
+                            f"block (it reaches the interpreter's internals)")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            problems.append(f"line {line}: attribute '{node.attr}' is not allowed in a sandboxed "
+                            f"block (names starting with '_' are private)")
+        elif isinstance(node, ast.Name) and (node.id in _FORBIDDEN_NAMES or
+                                             node.id.startswith("__")):
+            problems.append(f"line {line}: '{node.id}' is not available in a sandboxed block")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                problems.append(f"line {line}: relative imports are not allowed")
+            for alias in node.names:
+                if alias.name.startswith("_"):
+                    problems.append(f"line {line}: importing '{alias.name}' is not allowed")
+            for name in names:
+                if name not in ALLOWED_MODULES and name not in NETWORK_MODULES:
+                    problems.append(f"line {line}: module '{name}' is not allowed; allowed: "
+                                    f"{', '.join(sorted(ALLOWED_MODULES))} (httpx with network)")
+    found = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "execute"]
+    if not found:
+        problems.append("the block must define `async def execute(inputs, context) -> dict`")
+    return problems
+
+
+# -- the child process ---------------------------------------------------------------
+
+class _HttpRequest:
+    """Awaitable that suspends the block until the parent answers the request."""
+
+    def __init__(self, payload: dict) -> None:
+        self.payload = payload
+
+    def __await__(self):
+        answer = yield self
+        return answer
+
+
+class _Response:
+    def __init__(self, data: dict) -> None:
+        self.status_code = data.get("status", 0)
+        self.headers = dict(data.get("headers") or {})
+        self.text = data.get("text", "")
+        self.url = data.get("url", "")
+
+    def json(self):
+        return json.loads(self.text)
+
+    def raise_for_status(self) -> None:
+        if self.status_code >= 400:
+            raise RuntimeError(f"HTTP {self.status_code} for {self.url}")
+
+
+def _http_module() -> types.ModuleType:
+    """A tiny `httpx` look-alike: every request goes to the parent, which
+    sends it through the SSRF guard. `await httpx.get(url)`."""
+    module = types.ModuleType("httpx")
+
+    async def request(method, url, *, params=None, headers=None, json=None, data=None,
+                      timeout=None):
+        answer = await _HttpRequest({"op": "http", "method": method.upper(), "url": str(url),
+                                     "params": params, "headers": headers, "json": json,
+                                     "data": data})
+        if answer.get("error"):
+            raise RuntimeError(answer["error"])
+        return _Response(answer)
+
+    async def get(url, **kwargs):
+        return await request("GET", url, **kwargs)
+
+    async def post(url, **kwargs):
+        return await request("POST", url, **kwargs)
+
+    module.request, module.get, module.post, module.Response = request, get, post, _Response
+    return module
+
+
+def _public_copy(module: types.ModuleType, allowed: frozenset) -> types.ModuleType:
+    """The module's public names only, minus other modules (`collections.sys`)."""
+    copy = types.ModuleType(module.__name__)
+    for name in dir(module):
+        if name.startswith("_"):
+            continue
+        value = getattr(module, name)
+        if isinstance(value, types.ModuleType):
+            full = f"{module.__name__}.{name}"
+            if full not in allowed:
+                continue
+            value = _public_copy(value, allowed)
+        setattr(copy, name, value)
+    return copy
+
+
+def _set_limits(limits: dict) -> None:
+    import resource
+    cpu = int(limits["cpu_seconds"])
+    memory = int(limits["memory_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_mb"]) * 1024 * 1024,) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+
+_DENIED_ALWAYS = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+                  "execve", "execveat", "fork", "vfork", "clone", "clone3", "ptrace",
+                  "setrlimit", "prlimit64", "mount", "umount2", "unshare", "setns", "chroot",
+                  "pivot_root", "kill", "tkill", "tgkill", "process_vm_readv",
+                  "process_vm_writev", "setuid", "setgid", "setreuid", "setregid")
+_DENIED_FILES = ("open", "openat", "openat2", "creat", "unlink", "unlinkat", "rename",
+                 "renameat", "renameat2", "mkdir", "mkdirat", "rmdir", "symlink", "symlinkat",
+                 "link", "linkat", "chmod", "fchmodat", "chown", "truncate")
+
+
+def _load_seccomp():
+    """libseccomp through ctypes (Debian `libseccomp2`), loaded while files
+    can still be opened."""
+    import ctypes
+    return ctypes, ctypes.CDLL("libseccomp.so.2", use_errno=True)
+
+
+def _install_seccomp(loaded, deny_files: bool) -> None:
+    """Deny the syscalls an escape needs (EPERM, so Python raises a clear
+    PermissionError)."""
+    ctypes, lib = loaded
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                     ctypes.c_uint]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    allow, deny = 0x7FFF0000, 0x00050000 | 1            # SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM)
+    ctx = lib.seccomp_init(allow)
+    if not ctx:
+        raise OSError("seccomp_init failed")
+    for name in _DENIED_ALWAYS + (_DENIED_FILES if deny_files else ()):
+        number = lib.seccomp_syscall_resolve_name(name.encode())
+        if number >= 0 and lib.seccomp_rule_add(ctx, deny, number, 0) != 0:
+            raise OSError(f"seccomp_rule_add({name}) failed")
+    if lib.seccomp_load(ctx) != 0:                       # sets no_new_privs itself
+        raise OSError("seccomp_load failed")
+
+
+def _drop_root() -> None:
+    import os
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+
+
+def _drive(coro, write, read):
+    """Run the block's coroutine without an event loop (asyncio needs
+    sockets): the only thing it may await is an HTTP request to the parent."""
+    value = None
+    while True:
+        try:
+            request = coro.send(value)
+        except StopIteration as stop:
+            return stop.value
+        if not isinstance(request, _HttpRequest):
+            raise RuntimeError("a sandboxed block may only await httpx requests")
+        write(request.payload)
+        value = read()
+
+
+def _user_error(exc: BaseException) -> str:
+    lines, tb = [], exc.__traceback__
+    while tb is not None:                   # no `traceback` import: files may be closed
+        if tb.tb_frame.f_code.co_filename == "<block>":
+            lines.append(f"line {tb.tb_lineno}")
+        tb = tb.tb_next
+    where = f" ({lines[-1]})" if lines else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def main() -> None:
+    stdin, stdout = sys.stdin, sys.stdout
+
+    def write(message: dict) -> None:
+        stdout.write(json.dumps(message, default=str) + "\n")
+        stdout.flush()
+
+    def read() -> dict:
+        line = stdin.readline()
+        return json.loads(line) if line else {"error": "the parent closed the channel"}
+
+    job = read()
+    limits, network = job["limits"], bool(job.get("network"))
+    problems = check_source(job["source"]) if job.get("check", True) else []
+    if problems:
+        write({"op": "result", "ok": False, "kind": "rejected", "message": "; ".join(problems)})
+        return
+    allowed = ALLOWED_MODULES | (NETWORK_MODULES if network else frozenset())
+    import importlib
+    modules = {}
+    internal = {}
+    preload = bool(job.get("deny_files"))
+
+    def load(name):
+        if name not in modules:
+            modules[name] = _public_copy(importlib.import_module(name), ALLOWED_MODULES)
+        if name == "datetime" and "_strptime" not in internal:
+            internal["_strptime"] = importlib.import_module("_strptime")
+        return modules[name]
+
+    if preload:                  # no file can be opened later in this mode
+        for name in sorted(ALLOWED_MODULES):
+            load(name)
+        "x".encode("idna"), "x".encode("utf-16"), "x".encode("latin-1")
+    if network:
+        modules["httpx"] = _http_module()
+    try:
+        seccomp = _load_seccomp()
+        _set_limits(limits)
+        if job.get("drop_root"):
+            _drop_root()
+        _install_seccomp(seccomp, deny_files=preload)
+    except OSError as exc:
+        write({"op": "result", "ok": False, "kind": "setup",
+               "message": f"could not confine the block: {exc}"})
+        return
+
+    def importer(name, globals=None, locals=None, fromlist=(), level=0):
+        if name in internal and not level:     # lazy imports of the stdlib's C code
+            return internal[name]
+        if level or name not in allowed:
+            raise ImportError(f"module '{name}' is not allowed in a sandboxed block")
+        module = modules[name] if name in modules else load(name)
+        if fromlist or "." not in name:
+            return module
+        top, _, rest = name.partition(".")
+        if top in allowed:
+            return modules[top] if top in modules else load(top)
+        holder = types.ModuleType(top)                 # `import urllib.parse` -> urllib.parse
+        setattr(holder, rest, module)
+        return holder
+
+    import builtins
+    safe = {name: getattr(builtins, name) for name in _SAFE_BUILTINS if hasattr(builtins, name)}
+    captured = io.StringIO()
+    budget = int(limits["output_bytes"])
+    log_budget = min(budget // 4, 100_000)
+
+    def safe_print(*args, sep=" ", end="\n", **_ignored):
+        if captured.tell() < log_budget:
+            captured.write(sep.join(str(a) for a in args) + end)
+
+    safe.update(__import__=importer, print=safe_print, __build_class__=builtins.__build_class__,
+                __name__="block")
+    namespace = {"__builtins__": safe, "__name__": "block"}
+    sys.stdout = io.StringIO()
+    try:
+        exec(compile(job["source"], "<block>", "exec"), namespace)
+        execute = namespace.get("execute")
+        outcome = _drive(execute(job["inputs"], job.get("context") or {}), write, read)
+        if not isinstance(outcome, dict):
+            raise TypeError(f"execute() must return a dict, not {type(outcome).__name__}")
+        size = len(json.dumps(outcome))
+        text = json.dumps({"op": "result", "ok": True, "output": outcome,
+                           "logs": captured.getvalue()[:log_budget]})
+    except MemoryError:
+        write({"op": "result", "ok": False, "kind": "memory",
+               "message": f"the block exceeded its memory limit of {limits['memory_mb']} MB"})
+        return
+    except RecursionError as exc:
+        write({"op": "result", "ok": False, "kind": "error", "message": _user_error(exc)})
+        return
+    except BaseException as exc:                         # the block's own error
+        write({"op": "result", "ok": False, "kind": "error", "message": _user_error(exc)})
+        return
+    if size > budget:
+        write({"op": "result", "ok": False, "kind": "output",
+               "message": f"the block's output is {size} bytes, over the limit of "
+                          f"{budget} bytes"})
+        return
+    stdout.write(text + "\n")
+    stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

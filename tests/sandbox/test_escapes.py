@@ -1,0 +1,241 @@
+"""Untrusted block code must not get out: every escape attempt is stopped
+with a clear error, in both confinements (bubblewrap and the plain
+subprocess with seccomp)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from flowforge.sandbox import Limits, SandboxError, run_python
+
+pytestmark = pytest.mark.asyncio
+
+
+def _modes() -> list[str]:
+    if shutil.which("bwrap"):
+        return ["bwrap", "process"]
+    if os.environ.get("CI"):
+        raise RuntimeError("bubblewrap is missing: scripts/install_system_deps.sh installs it")
+    return ["process"]
+
+
+@pytest.fixture(params=_modes())
+def mode(request) -> str:
+    return request.param
+
+
+def block(body: str) -> str:
+    lines = "\n".join("    " + line for line in body.strip().splitlines())
+    return f"async def execute(inputs, context):\n{lines}\n"
+
+
+async def stopped(mode: str, source: str, limits: Limits | None = None, **kw) -> SandboxError:
+    with pytest.raises(SandboxError) as info:
+        await run_python(source, {}, limits=limits or Limits(wall_seconds=10), mode=mode, **kw)
+    return info.value
+
+
+async def test_a_good_block_runs_and_its_prints_are_kept(mode):
+    source = ("import math, statistics, collections, re, json, datetime\n" + block("""
+print("checking", inputs["xs"])
+words = collections.Counter(re.findall(r"\\w+", inputs["text"]))
+day = datetime.date.fromisoformat("2024-02-28") + datetime.timedelta(days=1)
+return {"mean": statistics.mean(inputs["xs"]), "root": math.sqrt(16),
+        "top": words.most_common(1)[0][0], "day": day.isoformat(),
+        "json": json.dumps({"a": 1})}
+"""))
+    result = await run_python(source, {"xs": [1, 2, 3], "text": "a b a"}, mode=mode)
+    assert result.output == {"mean": 2, "root": 4.0, "top": "a", "day": "2024-02-29",
+                             "json": '{"a": 1}'}
+    assert result.logs == "checking [1, 2, 3]\n"
+    assert result.mode == mode
+
+
+async def test_the_blocks_own_error_names_its_line(mode):
+    error = await stopped(mode, block('x = 1\nraise ValueError("bad input")'))
+    assert error.kind == "error"
+    assert "ValueError: bad input (line 3)" in str(error)
+
+
+@pytest.mark.parametrize("attempt, expected", [
+    ("import os\nreturn {'x': os.listdir('/')}", "module 'os' is not allowed"),
+    ("import subprocess\nreturn {}", "module 'subprocess' is not allowed"),
+    ("import socket\nreturn {}", "module 'socket' is not allowed"),
+    ("return {'x': open('/etc/passwd').read()}", "'open' is not available"),
+    ("return {'x': ().__class__.__base__.__subclasses__()}", "attribute '__class__'"),
+    ("return {'x': getattr((), '__cl' + 'ass__')}", "'getattr' is not available"),
+    ("return {'x': __import__('os')}", "'__import__' is not available"),
+    ("def g():\n    yield 1\nreturn {'x': g().gi_frame.f_back.f_globals}", "'gi_frame'"),
+    ("return {'x': eval('1+1')}", "'eval' is not available"),
+    ("from os import path\nreturn {}", "module 'os' is not allowed"),
+])
+async def test_the_source_check_rejects_reflection_and_forbidden_imports(mode, attempt, expected):
+    error = await stopped(mode, block(attempt))
+    assert error.kind == "rejected"
+    assert expected in str(error)
+
+
+async def test_module_copies_hide_other_modules(mode):
+    # collections imports sys; the copy handed to the block must not carry it.
+    error = await stopped(mode, "import collections, random\n" +
+                          block("return {'x': str(collections.sys.modules)}"))
+    assert error.kind == "error" and "AttributeError" in str(error)
+
+
+async def test_reading_files_fails_even_after_getting_past_the_source_check(mode):
+    # Simulates a source-check bypass: the runner's own `io` reaches open().
+    source = ("import json\n" + block("""
+reader = json.JSONDecoder
+loader = type(reader).mro(type(reader))
+return {}
+"""))
+    error = await stopped(mode, source)
+    assert error.kind == "rejected"           # `mro` is an escape route, refused up front
+
+
+async def test_infinite_loop_is_stopped_by_the_cpu_limit(mode):
+    error = await stopped(mode, block("while True:\n    pass"),
+                          Limits(cpu_seconds=1, wall_seconds=10))
+    assert error.kind == "cpu"
+    assert "CPU-time limit of 1 s" in str(error)
+
+
+async def test_sleeping_forever_is_stopped_by_the_wall_limit(mode):
+    error = await stopped(mode, "import time\n" + block("time.sleep(60)\nreturn {}"),
+                          Limits(wall_seconds=1))
+    assert error.kind == "wall"
+    assert "wall-time limit of 1 s" in str(error)
+
+
+async def test_memory_bomb_is_stopped(mode):
+    error = await stopped(mode, block("x = 'a' * (10 ** 10)\nreturn {}"),
+                          Limits(memory_mb=128))
+    assert error.kind == "memory"
+    assert "memory limit of 128 MB" in str(error)
+
+
+async def test_growing_memory_bomb_is_stopped(mode):
+    error = await stopped(mode, block("x = []\nwhile True:\n    x.append(' ' * 10**6)"),
+                          Limits(memory_mb=128, cpu_seconds=5))
+    assert error.kind == "memory"
+
+
+async def test_huge_output_is_refused(mode):
+    error = await stopped(mode, block("return {'x': 'a' * 5_000_000}"),
+                          Limits(output_bytes=100_000))
+    assert error.kind == "output"
+    assert "over the limit of 100000 bytes" in str(error)
+
+
+async def test_huge_prints_are_truncated_not_fatal(mode):
+    result = await run_python(block("for i in range(10000):\n    print('x' * 100)\nreturn {}"),
+                              {}, limits=Limits(output_bytes=10_000), mode=mode)
+    assert 0 < len(result.logs) <= 2_600
+
+
+async def test_deep_recursion_is_an_ordinary_error(mode):
+    error = await stopped(mode, block("def f(n):\n    return f(n + 1)\nreturn {'x': f(0)}"))
+    assert "RecursionError" in str(error)
+
+
+async def test_a_non_dict_result_is_refused(mode):
+    error = await stopped(mode, block("return [1, 2]"))
+    assert "must return a dict" in str(error)
+
+
+async def test_network_is_refused_unless_declared(mode):
+    error = await stopped(mode, "import httpx\n" + block("return {}"))
+    assert error.kind == "error" and "module 'httpx' is not allowed" in str(error)
+
+
+async def test_declared_network_goes_through_the_ssrf_guard(mode):
+    # The metadata address and loopback are refused by the parent's guard.
+    source = "import httpx\n" + block("""
+r = await httpx.get("http://169.254.169.254/latest/meta-data/")
+return {"status": r.status_code}
+""")
+    error = await stopped(mode, source, network=True)
+    assert "request refused" in str(error) and "non-public address" in str(error)
+
+
+async def test_declared_network_reaches_an_allowed_host_through_the_parent(mode):
+    seen = []
+
+    async def fake_http(request):
+        seen.append(request["url"])
+        return {"status": 200, "headers": {}, "text": '{"ok": true}', "url": request["url"]}
+
+    source = "import httpx\n" + block("""
+r = await httpx.get("https://example.org/data.json")
+return {"status": r.status_code, "body": r.json()}
+""")
+    result = await run_python(source, {}, network=True, http=fake_http, mode=mode)
+    assert result.output == {"status": 200, "body": {"ok": True}}
+    assert seen == ["https://example.org/data.json"]
+    assert result.http_calls == ["GET https://example.org/data.json"]
+
+
+# -- the outer layers alone: the source check is switched off, and the code
+#    reaches `os` through the classic __subclasses__ walk ------------------------
+
+OS_VIA_SUBCLASSES = block("""
+os = None
+for cls in ().__class__.__base__.__subclasses__():
+    if cls.__name__ == "_wrap_close":
+        os = cls.__init__.__globals__["sys"].modules["os"]
+        sys = cls.__init__.__globals__["sys"]
+assert os is not None, "no route to os"
+""")
+
+
+async def unchecked(mode: str, body: str, limits: Limits | None = None) -> SandboxError:
+    source = OS_VIA_SUBCLASSES.rstrip() + "\n" + "\n".join(
+        "    " + line for line in body.strip().splitlines()) + "\n"
+    return await stopped(mode, source, limits, check=False)
+
+
+async def test_reading_etc_passwd_fails_without_the_source_check(mode):
+    error = await unchecked(mode, "fd = os.open('/etc/passwd', os.O_RDONLY)\n"
+                                  "return {'x': os.read(fd, 100).decode()}")
+    assert ("FileNotFoundError" in str(error)) if mode == "bwrap" else \
+        ("PermissionError" in str(error))
+
+
+async def test_reading_the_projects_files_fails_without_the_source_check(mode):
+    path = os.path.abspath(__file__)
+    error = await unchecked(mode, f"fd = os.open({path!r}, os.O_RDONLY)\nreturn {{}}")
+    assert "FileNotFoundError" in str(error) or "PermissionError" in str(error)
+
+
+async def test_sockets_fail_without_the_source_check(mode):
+    # libc's socket() straight through ctypes (the runner loaded it for seccomp).
+    source = OS_VIA_SUBCLASSES.rstrip() + "\n" + "\n".join("    " + line for line in """
+ctypes = sys.modules["ctypes"]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.socket(2, 1, 0)
+return {"fd": fd, "errno": ctypes.get_errno()}
+""".strip().splitlines()) + "\n"
+    result = await run_python(source, {}, mode=mode, check=False)
+    assert result.output == {"fd": -1, "errno": 1}          # EPERM from seccomp
+
+
+async def test_spawning_processes_fails_without_the_source_check(mode):
+    error = await unchecked(mode, "pid = os.fork()\nreturn {'pid': pid}")
+    assert "PermissionError" in str(error)
+    error = await unchecked(mode, "os.execv('/bin/sh', ['sh', '-c', 'id'])\nreturn {}")
+    assert "PermissionError" in str(error) or "FileNotFoundError" in str(error)
+
+
+async def test_fork_bomb_fails_without_the_source_check(mode):
+    error = await unchecked(mode, "while True:\n    os.fork()", Limits(wall_seconds=10))
+    assert "PermissionError" in str(error)
+
+
+async def test_raising_limits_fails_without_the_source_check(mode):
+    error = await unchecked(mode, "import_ = __builtins__['__import__']\n"
+                                  "r = sys.modules['resource']\n"
+                                  "r.setrlimit(r.RLIMIT_CPU, (1000, 1000))\nreturn {}")
+    assert "PermissionError" in str(error) or "ValueError" in str(error)
