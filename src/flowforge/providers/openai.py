@@ -1,0 +1,226 @@
+"""`openai/<model>` through the official `openai` SDK (Chat Completions API).
+
+The key comes from `OPENAI_API_KEY` (process env over the workflow's `env:`);
+`OPENAI_BASE_URL`, `OPENAI_ORG_ID` and `OPENAI_PROJECT_ID` are honoured too.
+`OpenAIChatProvider` is also the engine of `openai-compatible/...`, which
+differs only in how the client is configured.
+
+The SDK's own retries are switched off (`max_retries=0`): `call_model` retries,
+so that every attempt is visible and the policy is the same for every vendor.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import time
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from flowforge.errors import MissingCredentials, ProviderError
+from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
+                                      Timing, ToolCall, Usage, _as_arguments,
+                                      check_model_requests_allowed)
+from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.retry import connection_error, error_from_status, timeout_error
+
+try:
+    import openai as _sdk
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("the openai provider needs the openai SDK: "
+                      "pip install 'flowforge[openai]'") from _exc
+
+__all__ = ["OpenAIChatProvider", "openai_messages", "openai_tools", "convert_openai_error",
+           "is_loopback_url", "require"]
+
+
+def is_loopback_url(url: str | None) -> bool:
+    """True when `url` points at this machine: such a server is not a model API
+    leaving the machine, so `ALLOW_MODEL_REQUESTS` does not apply to it."""
+    if not url:
+        return False
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Our messages in the Chat Completions wire format."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            out.append({"role": "tool", "tool_call_id": message.tool_call_id or "",
+                        "content": message.content or ""})
+        elif message.role == "assistant" and message.tool_calls:
+            out.append({"role": "assistant", "content": message.content or None,
+                        "tool_calls": [{"id": call.id, "type": "function",
+                                        "function": {"name": call.name,
+                                                     "arguments": json.dumps(call.arguments)}}
+                                       for call in message.tool_calls]})
+        else:
+            out.append({"role": message.role, "content": message.content or ""})
+    return out
+
+
+def openai_tools(request: LLMRequest) -> dict[str, Any]:
+    """`tools` and `tool_choice` arguments, when tools are offered."""
+    if not request.tools:
+        return {}
+    args: dict[str, Any] = {"tools": [{"type": "function",
+                                       "function": {"name": t.name, "description": t.description,
+                                                    "parameters": t.parameters}}
+                                      for t in request.tools]}
+    if request.tool_choice in ("auto", "required", "none"):
+        args["tool_choice"] = request.tool_choice
+    elif request.tool_choice:
+        args["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
+    return args
+
+
+def convert_openai_error(provider: str, exc: Exception) -> ProviderError:
+    """One SDK exception -> a classified `ProviderError` (see `retry`)."""
+    if isinstance(exc, _sdk.APITimeoutError):
+        return timeout_error(provider, str(exc))
+    if isinstance(exc, _sdk.APIConnectionError):
+        return connection_error(provider, str(exc))
+    if isinstance(exc, _sdk.APIStatusError):
+        message = getattr(exc, "message", None) or str(exc)
+        return error_from_status(provider, exc.status_code, message, exc.response.headers)
+    return ProviderError(str(exc), provider=provider)
+
+
+class OpenAIChatProvider(Provider):
+    """Any server speaking the Chat Completions API, through the `openai` SDK.
+
+    `response_format_style` is "json_schema" (OpenAI, vLLM, Ollama, llama.cpp's
+    server) or "json_object" (llama-cpp-python's server, which takes
+    `{"type": "json_object", "schema": ...}`)."""
+
+    def __init__(self, name: str, client: Any, *, response_format_style: str = "json_schema",
+                 remote: bool = True, stream_usage: bool = True) -> None:
+        self.name = name
+        self.client = client
+        self.response_format_style = response_format_style
+        self.remote = remote
+        self.stream_usage = stream_usage
+
+    def arguments(self, request: LLMRequest) -> dict[str, Any]:
+        """Exactly what is sent, as keyword arguments of `chat.completions.create`."""
+        args: dict[str, Any] = {"model": request.model,
+                                "messages": openai_messages(request.messages),
+                                **openai_tools(request)}
+        if request.temperature is not None:
+            args["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            args["max_tokens"] = request.max_tokens
+        if request.stop:
+            args["stop"] = request.stop
+        if request.response_format is not None:
+            if self.response_format_style == "json_object":
+                args["response_format"] = {"type": "json_object",
+                                           "schema": request.response_format}
+            else:
+                args["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": request.extra.get("schema_name", "response"),
+                                    "schema": request.response_format,
+                                    "strict": bool(request.extra.get("strict", False))}}
+        for key in ("seed", "top_p", "presence_penalty", "frequency_penalty", "user",
+                    "reasoning_effort", "parallel_tool_calls"):
+            if key in request.extra:
+                args[key] = request.extra[key]
+        if request.stream:
+            args["stream"] = True
+            if self.stream_usage:
+                args["stream_options"] = {"include_usage": True}
+        return args
+
+    async def complete(self, request: LLMRequest,
+                       on_delta: DeltaCallback | None = None) -> LLMResponse:
+        if self.remote:
+            check_model_requests_allowed(self.name)
+        start = time.time()
+        args = self.arguments(request)
+        try:
+            if request.stream:
+                return await self._stream(request, args, on_delta, start)
+            completion = await self.client.chat.completions.create(**args)
+        except _sdk.OpenAIError as exc:
+            raise convert_openai_error(self.name, exc) from exc
+        if not completion.choices:
+            raise ProviderError("the server answered with no choices", provider=self.name)
+        choice = completion.choices[0]
+        calls = [ToolCall(call.id or f"call_{i}", call.function.name,
+                          _as_arguments(call.function.arguments))
+                 for i, call in enumerate(choice.message.tool_calls or [])]
+        usage = completion.usage
+        return LLMResponse(
+            text=choice.message.content or "", tool_calls=calls,
+            usage=Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage
+            else Usage(),
+            model=completion.model or request.model, finish_reason=choice.finish_reason,
+            timing=Timing(start, time.time()), raw=completion)
+
+    async def _stream(self, request: LLMRequest, args: dict[str, Any],
+                      on_delta: DeltaCallback | None, start: float) -> LLMResponse:
+        pieces: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        usage = Usage()
+        finish: str | None = None
+        model = request.model
+        first: float | None = None
+        stream = await self.client.chat.completions.create(**args)
+        async for chunk in stream:
+            model = chunk.model or model
+            if chunk.usage is not None:
+                usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+            for choice in chunk.choices or []:
+                delta = choice.delta
+                if delta is not None and delta.content:
+                    first = first or time.time()
+                    pieces.append(delta.content)
+                    if on_delta is not None:
+                        on_delta(delta.content)
+                for call in (delta.tool_calls if delta is not None else None) or []:
+                    slot = calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
+                    slot["id"] = call.id or slot["id"]
+                    if call.function is not None:
+                        slot["name"] += call.function.name or ""
+                        slot["arguments"] += call.function.arguments or ""
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+        tool_calls = [ToolCall(slot["id"] or f"call_{index}", slot["name"],
+                               _as_arguments(slot["arguments"]))
+                      for index, slot in sorted(calls.items())]
+        return LLMResponse(text="".join(pieces), tool_calls=tool_calls, usage=usage, model=model,
+                           finish_reason=finish, timing=Timing(start, time.time(), first))
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def require(env: Mapping[str, str], provider: str, *names: str) -> str:
+    """The first of `names` set in `env`, else `MissingCredentials` naming the first."""
+    for name in names:
+        if env.get(name):
+            return env[name]
+    raise MissingCredentials(provider, names[0])
+
+
+def _factory(name: str, options: ProviderOptions,
+             http_client: Any = None) -> tuple[Provider, str]:
+    env = options.env
+    client = _sdk.AsyncOpenAI(api_key=require(env, "openai", "OPENAI_API_KEY"),
+                              base_url=env.get("OPENAI_BASE_URL") or None,
+                              organization=env.get("OPENAI_ORG_ID") or None,
+                              project=env.get("OPENAI_PROJECT_ID") or None,
+                              max_retries=0, http_client=http_client)
+    return OpenAIChatProvider("openai", client,
+                              remote=not is_loopback_url(env.get("OPENAI_BASE_URL"))), name
+
+
+register_provider("openai", _factory)
