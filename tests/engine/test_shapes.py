@@ -268,3 +268,16 @@ async def test_run_result_json_has_exactly_the_documented_fields():
                                         "error"}
     assert data["outputs"] == {"c": {"v": 1}}          # no response block: the sinks
     assert data["usage"]["tokens"] == {"prompt": 0, "completion": 0, "total": 0}
+
+
+async def test_cancelling_the_caller_cancels_the_run_and_returns_its_record():
+    doc = {"id": "outer-cancel", "blocks": [
+        s("first", v=1),
+        {"id": "long", "type": "function", "after": ["first"],
+         "with": {"function": "shape_sleep", "args": {"ms": 5000}}}]}
+    task = asyncio.ensure_future(flowforge.run(doc, {}, storage=False))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    result = await task
+    assert result.status == "cancelled"
+    assert statuses(result) == {"first": "succeeded", "long": "cancelled"}

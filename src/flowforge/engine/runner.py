@@ -8,6 +8,7 @@ so the engine works the same with or without a database."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -28,6 +29,26 @@ MAX_NESTING = 8
 
 #: (reference, the referring document's path or None) -> CompiledWorkflow
 WorkflowResolver = Callable[[str, Any], CompiledWorkflow]
+
+
+class EnvView(dict):
+    """`{{env.X}}`: the process environment over the workflow's `env:`.
+
+    Looked up key by key instead of copying `os.environ` (decoding every
+    variable) for each of thousands of runs."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = os.environ.get(key)
+        return value if value is not None else dict.get(self, key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return (isinstance(key, str) and key in os.environ) or dict.__contains__(self, key)
 
 
 def _make_context(scheduler: Scheduler, scope: Scope, node: Node) -> RunContext:
@@ -56,7 +77,7 @@ class Run:
         self.resolver = resolver
         self.model_override = model
         self.defaults = dict(self.doc.defaults)
-        self.env = {**self.doc.env, **os.environ}
+        self.env = EnvView(self.doc.env)
         self.checkpoint = checkpoint or {}
         self.services = services or {}
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, _make_context)
@@ -82,7 +103,14 @@ class Run:
             values = self._root_values(self.doc, self.inputs, self.memory)
             top = Scope(self.scheduler, self.workflow.graph, values, None,
                         source=self.workflow.source, top=True)
-            await self.scheduler.run_scope(top, self.checkpoint)
+            try:
+                await self.scheduler.run_scope(top, self.checkpoint)
+            except asyncio.CancelledError:
+                # Whoever awaited the run was cancelled (Ctrl-C, a server
+                # shutting down): cancel the blocks, wait for them to settle,
+                # and return a complete `cancelled` result to be recorded.
+                self.scheduler.cancel()
+                await top.done
             if self.scheduler.cancelled:
                 self.status = "cancelled"
                 self.error = "the run was cancelled"

@@ -88,6 +88,7 @@ class Scheduler:
         self.cancelled = False
         self.usage: dict[str, dict[str, Any]] = {}
         self.make_context = make_context       # (scheduler, scope, node) -> BlockContext
+        self.adopting: list[Any] | None = None  # a finishing worker's slot for its next block
 
     # -- public ---------------------------------------------------------------
     async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None
@@ -111,7 +112,12 @@ class Scheduler:
             if not node.inputs and scope.pending[nid] == 0:
                 self.queue.append((scope, nid))
         self._pump()
-        await scope.done
+        if scope.top:
+            # Shielded: if the awaiting task is cancelled, `done` must survive so
+            # the runner can cancel the blocks and still wait for them to settle.
+            await asyncio.shield(scope.done)
+        else:
+            await scope.done
         return scope
 
     def cancel(self) -> None:
@@ -168,11 +174,18 @@ class Scheduler:
                          inputs=inputs)
         context = self.make_context(self, scope, node)
         try:
-            if node.timeout is None and node.retry is None and node.info.is_eager(config):
-                started = start_eagerly(node.info.run(context, config))
-            else:
-                started = asyncio.get_running_loop().create_task(
-                    self._guarded(node, context, config))
+            eager = node.timeout is None and node.retry is None and node.info.is_eager(config)
+            if not eager:
+                adopting = self.adopting
+                if adopting is not None and adopting[0] is None:
+                    adopting[0] = (scope, node, context, config)   # see _worker
+                    return
+                task = asyncio.get_running_loop().create_task(
+                    self._worker(scope, node, context, config))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+                return
+            started = start_eagerly(node.info.run(context, config))
         except Exception as exc:  # noqa: BLE001
             self._finish(scope, node, FAILED, None, _message(exc), exc)
             return
@@ -181,6 +194,31 @@ class Scheduler:
             return
         self.tasks.add(started)
         started.add_done_callback(lambda task: self._task_done(scope, node, task))
+
+    async def _worker(self, scope: Scope, node: Node, context: Any, config: Any) -> None:
+        """Run a block in a Task, settle it from inside the Task, and carry on
+        with one of the blocks that became ready (a chain runs in one Task
+        instead of a Task and two extra loop turns per block)."""
+        while True:
+            try:
+                output = await self._guarded(node, context, config)
+            except asyncio.CancelledError:
+                self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
+                self._pump()
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported as the block's failure
+                self._finish(scope, node, FAILED, None, _message(exc), exc)
+            else:
+                self._finish(scope, node, SUCCEEDED, output, None, None)
+            slot: list[Any] = [None]
+            self.adopting = slot
+            try:
+                self._pump()
+            finally:
+                self.adopting = None
+            if slot[0] is None:
+                return
+            scope, node, context, config = slot[0]
 
     @staticmethod
     def _validate(node: Node, resolved: Any) -> Any:

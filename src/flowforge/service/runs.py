@@ -90,6 +90,24 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     checkpoint: dict[str, tuple[str, Any]] | None = None,
                     start_seq: int = 0) -> RunHandle:
     """Start a run in the background on an *open* storage (or None)."""
+    run_obj, recorder, execute = await _prepare(
+        workflow, inputs, user=user, storage=storage, model=model, concurrency=concurrency,
+        services=services, run_id=run_id, on_event=on_event,
+        workflow_version=workflow_version, checkpoint=checkpoint, start_seq=start_seq)
+    task = asyncio.get_running_loop().create_task(execute)
+    return RunHandle(run_obj, task, recorder)
+
+
+async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
+                    user: str | dict[str, Any] | None = None, storage: Storage | None = None,
+                    model: str | None = None, concurrency: int | None = None,
+                    services: dict[str, Any] | None = None, run_id: str | None = None,
+                    on_event: Callable[[dict], None] | None = None,
+                    workflow_version: int | None = None,
+                    checkpoint: dict[str, tuple[str, Any]] | None = None,
+                    start_seq: int = 0) -> tuple[Run, Recorder | None, Any]:
+    """Create the run (row, memory, recorder); return it with the coroutine
+    that executes it and writes the outcome."""
     compiled = load(workflow)
     services = dict(services or {})
     if storage is not None:
@@ -136,8 +154,7 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None, *,
                                                     if k in compiled.doc.memory})
         return result
 
-    task = asyncio.get_running_loop().create_task(execute())
-    return RunHandle(run_obj, task, recorder)
+    return run_obj, recorder, execute()
 
 
 async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
@@ -151,13 +168,10 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     raise — the result says `failed` and names the block."""
     compiled = load(workflow)
     async with open_storage(storage) as opened:
-        handle = await start_run(compiled, inputs, user=user, storage=opened, model=model,
-                                 concurrency=concurrency, services=services, on_event=on_event)
-        try:
-            return await handle.wait()
-        except asyncio.CancelledError:
-            handle.cancel()
-            return await handle.task
+        _, _, execute = await _prepare(compiled, inputs, user=user, storage=opened, model=model,
+                                       concurrency=concurrency, services=services,
+                                       on_event=on_event)
+        return await execute
 
 
 def run_sync(workflow: Any, inputs: dict[str, Any] | None = None, **kwargs: Any) -> RunResult:

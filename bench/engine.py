@@ -1,0 +1,307 @@
+"""Engine overhead: flowforge against LangGraph (and bare asyncio as the floor),
+measured in the same process run on the same machine.
+
+    .venv/bin/python bench/engine.py [--repeat 5] [--quick]
+
+Scenarios (from the engine issue):
+  S1  a chain of 500 no-op blocks: overhead per block, µs
+  S2  100 parallel no-op async blocks joined by one: overhead per block, µs
+  S3  10 seeded random layered DAGs of 30 blocks sleeping 5-60 ms: makespan / critical path
+  S4  500 concurrent runs of a 5-block chain sleeping 20 ms each: wall time / 100 ms
+
+Prints one JSON line per engine, then one line of ratios (LangGraph / flowforge
+for S1 and S2, where higher means flowforge is faster; flowforge / LangGraph for
+S3 and S4, where lower is better for flowforge).  Each figure is the median of
+`--repeat` measurements after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+import flowforge  # noqa: E402
+
+CHAIN = 500
+FAN = 100
+DAGS = 10
+DAG_SIZE = 30
+RUNS = 500
+RUN_CHAIN = 5
+SLEEP_MS = 20
+
+
+# -- workloads ------------------------------------------------------------------
+@flowforge.function("bench_noop")
+def bench_noop() -> dict:
+    return {}
+
+
+@flowforge.function("bench_anoop")
+async def bench_anoop() -> dict:
+    return {}
+
+
+@flowforge.function("bench_sleep")
+async def bench_sleep(ms: float) -> dict:
+    await asyncio.sleep(ms / 1000)
+    return {}
+
+
+def random_dag(seed: int) -> tuple[list[tuple[str, float, list[str]]], float]:
+    """Layered DAG: (id, sleep ms, deps) in topological order, and its critical path (ms)."""
+    rng = random.Random(seed)
+    nodes: list[tuple[str, float, list[str]]] = []
+    layers: list[list[str]] = []
+    while len(nodes) < DAG_SIZE:
+        width = min(rng.randint(2, 6), DAG_SIZE - len(nodes))
+        layer = []
+        for _ in range(width):
+            node_id = f"n{len(nodes)}"
+            earlier = [n for lay in layers for n in lay]
+            deps = rng.sample(earlier, k=min(len(earlier), rng.randint(1, 3))) if earlier else []
+            nodes.append((node_id, float(rng.randint(5, 60)), deps))
+            layer.append(node_id)
+        layers.append(layer)
+    finish: dict[str, float] = {}
+    for node_id, ms, deps in nodes:
+        finish[node_id] = ms + max((finish[d] for d in deps), default=0.0)
+    return nodes, max(finish.values())
+
+
+# -- flowforge ------------------------------------------------------------------------
+class Flowforge:
+    name = "flowforge"
+
+    def __init__(self) -> None:
+        def fn(id_: str, function: str, after: list[str], args: dict | None = None) -> dict:
+            block: dict[str, Any] = {"id": id_, "type": "function",
+                                     "with": {"function": function}}
+            if args:
+                block["with"]["args"] = args
+            if after:
+                block["after"] = after
+            return block
+
+        self.chain = flowforge.load({"id": "s1", "blocks": [
+            fn(f"b{i}", "bench_noop", [f"b{i - 1}"] if i else []) for i in range(CHAIN)]})
+        self.fan = flowforge.load({"id": "s2", "concurrency": FAN + 1, "blocks": [
+            *(fn(f"p{i}", "bench_anoop", []) for i in range(FAN)),
+            fn("join", "bench_noop", [f"p{i}" for i in range(FAN)])]})
+        self.dags = []
+        for seed in range(DAGS):
+            nodes, critical = random_dag(seed)
+            doc = {"id": f"s3-{seed}", "concurrency": DAG_SIZE, "blocks": [
+                fn(n, "bench_sleep", deps, {"ms": ms}) for n, ms, deps in nodes]}
+            self.dags.append((flowforge.load(doc), critical))
+        self.small = flowforge.load({"id": "s4", "blocks": [
+            fn(f"c{i}", "bench_sleep", [f"c{i - 1}"] if i else [], {"ms": SLEEP_MS})
+            for i in range(RUN_CHAIN)]})
+
+    async def s1(self) -> None:
+        result = await flowforge.run(self.chain, storage=False)
+        assert result.status == "succeeded"
+
+    async def s2(self) -> None:
+        result = await flowforge.run(self.fan, storage=False)
+        assert result.status == "succeeded"
+
+    async def s3(self, index: int) -> None:
+        result = await flowforge.run(self.dags[index][0], storage=False)
+        assert result.status == "succeeded"
+
+    async def s4(self, storage: Any = False) -> None:
+        results = await asyncio.gather(*(flowforge.run(self.small, storage=storage)
+                                         for _ in range(RUNS)))
+        assert all(r.status == "succeeded" for r in results)
+
+
+# -- LangGraph ------------------------------------------------------------------------
+class LangGraph:
+    name = "langgraph"
+
+    def __init__(self) -> None:
+        from typing import TypedDict
+
+        from langgraph.graph import END, START, StateGraph
+
+        class State(TypedDict, total=False):
+            x: int
+
+        def noop(state: State) -> dict:
+            return {}
+
+        async def anoop(state: State) -> dict:
+            return {}
+
+        def sleeper(ms: float) -> Callable:
+            async def node(state: State) -> dict:
+                await asyncio.sleep(ms / 1000)
+                return {}
+            return node
+
+        g = StateGraph(State)
+        for i in range(CHAIN):
+            g.add_node(f"b{i}", noop)
+            g.add_edge(f"b{i - 1}" if i else START, f"b{i}")
+        g.add_edge(f"b{CHAIN - 1}", END)
+        self.chain = g.compile()
+
+        g = StateGraph(State)
+        for i in range(FAN):
+            g.add_node(f"p{i}", anoop)
+            g.add_edge(START, f"p{i}")
+        g.add_node("join", noop)
+        g.add_edge([f"p{i}" for i in range(FAN)], "join")
+        g.add_edge("join", END)
+        self.fan = g.compile()
+
+        self.dags = []
+        for seed in range(DAGS):
+            nodes, critical = random_dag(seed)
+            g = StateGraph(State)
+            has_dependants = {d for _, _, deps in nodes for d in deps}
+            for node_id, ms, deps in nodes:
+                g.add_node(node_id, sleeper(ms))
+                if not deps:
+                    g.add_edge(START, node_id)
+                elif len(deps) == 1:
+                    g.add_edge(deps[0], node_id)
+                else:
+                    g.add_edge(deps, node_id)      # waits for all of them
+            for node_id, _, _ in nodes:
+                if node_id not in has_dependants:
+                    g.add_edge(node_id, END)
+            self.dags.append((g.compile(), critical))
+
+        g = StateGraph(State)
+        for i in range(RUN_CHAIN):
+            g.add_node(f"c{i}", sleeper(SLEEP_MS))
+            g.add_edge(f"c{i - 1}" if i else START, f"c{i}")
+        g.add_edge(f"c{RUN_CHAIN - 1}", END)
+        self.small = g.compile()
+        self.config = {"recursion_limit": CHAIN + 10}
+
+    async def s1(self) -> None:
+        await self.chain.ainvoke({"x": 0}, self.config)
+
+    async def s2(self) -> None:
+        await self.fan.ainvoke({"x": 0}, self.config)
+
+    async def s3(self, index: int) -> None:
+        await self.dags[index][0].ainvoke({"x": 0}, self.config)
+
+    async def s4(self) -> None:
+        await asyncio.gather(*(self.small.ainvoke({"x": 0}, self.config) for _ in range(RUNS)))
+
+
+# -- bare asyncio: the floor ------------------------------------------------------------
+class BareAsyncio:
+    name = "asyncio"
+
+    def __init__(self) -> None:
+        self.dags = [random_dag(seed) for seed in range(DAGS)]
+
+    async def s1(self) -> None:
+        for _ in range(CHAIN):
+            await asyncio.get_running_loop().create_task(bench_anoop())
+
+    async def s2(self) -> None:
+        await asyncio.gather(*(bench_anoop() for _ in range(FAN)))
+        bench_noop()
+
+    async def s3(self, index: int) -> None:
+        nodes, _ = self.dags[index]
+        tasks: dict[str, asyncio.Task] = {}
+
+        async def node(ms: float, deps: list[str]) -> None:
+            if deps:
+                await asyncio.gather(*(tasks[d] for d in deps))
+            await asyncio.sleep(ms / 1000)
+
+        for node_id, ms, deps in nodes:
+            tasks[node_id] = asyncio.ensure_future(node(ms, deps))
+        await asyncio.gather(*tasks.values())
+
+    async def s4(self) -> None:
+        async def chain() -> None:
+            for _ in range(RUN_CHAIN):
+                await asyncio.sleep(SLEEP_MS / 1000)
+        await asyncio.gather(*(chain() for _ in range(RUNS)))
+
+
+# -- measuring ---------------------------------------------------------------------------
+async def timed(coro_factory: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    await coro_factory()
+    return time.perf_counter() - started
+
+
+async def measure(engine: Any, repeat: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"engine": engine.name}
+    await engine.s1()                                   # warm-up
+    out["s1_us_per_block"] = round(statistics.median(
+        [await timed(engine.s1) for _ in range(repeat)]) / CHAIN * 1e6, 1)
+    await engine.s2()
+    out["s2_us_per_block"] = round(statistics.median(
+        [await timed(engine.s2) for _ in range(repeat)]) / (FAN + 1) * 1e6, 1)
+    dags = getattr(engine, "dags")
+    ratios = []
+    for index in range(DAGS):
+        critical = dags[index][1]
+        wall = statistics.median([await timed(lambda: engine.s3(index))
+                                  for _ in range(max(1, repeat // 2))])
+        ratios.append(wall * 1000 / critical)
+    out["s3_makespan_over_critical_path"] = round(statistics.mean(ratios), 3)
+    await engine.s4()
+    out["s4_wall_over_ideal"] = round(statistics.median(
+        [await timed(engine.s4) for _ in range(max(1, repeat // 2))]) * 1000
+        / (RUN_CHAIN * SLEEP_MS), 3)
+    if isinstance(engine, Flowforge):
+        # The same S4 with every run recorded in SQLite (durable runs, the CLI default).
+        from flowforge.storage.sqlite import SQLiteStorage
+
+        with tempfile.TemporaryDirectory() as folder:
+            storage = SQLiteStorage(os.path.join(folder, "bench.db"))
+            await storage.open()
+            await engine.s4(storage)
+            out["s4_wall_over_ideal_sqlite"] = round(statistics.median(
+                [await timed(lambda: engine.s4(storage)) for _ in range(max(1, repeat // 2))])
+                * 1000 / (RUN_CHAIN * SLEEP_MS), 3)
+            await storage.close()
+    return out
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    print(json.dumps({"machine": platform.machine(), "python": platform.python_version(),
+                      "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}))
+    results = {}
+    for engine in (Flowforge(), LangGraph(), BareAsyncio()):
+        results[engine.name] = await measure(engine, args.repeat)
+        print(json.dumps(results[engine.name]), flush=True)
+    ff, lg = results["flowforge"], results["langgraph"]
+    print(json.dumps({"ratios": "langgraph/flowforge for s1,s2 (higher = flowforge faster); "
+                                "flowforge/langgraph for s3,s4 (lower = flowforge better)",
+                      "s1": round(lg["s1_us_per_block"] / ff["s1_us_per_block"], 1),
+                      "s2": round(lg["s2_us_per_block"] / ff["s2_us_per_block"], 1),
+                      "s3": round(ff["s3_makespan_over_critical_path"]
+                                  / lg["s3_makespan_over_critical_path"], 3),
+                      "s4": round(ff["s4_wall_over_ideal"] / lg["s4_wall_over_ideal"], 3)}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
