@@ -122,3 +122,15 @@ def test_runs_are_stored_and_shown(tmp_path):
     assert record["events"][-1]["type"] == "run_finished"
     missing = flowforge("runs", "show", "no-such-run", env=env)
     assert missing.returncode == 1 and "no run with id 'no-such-run'" in missing.stderr
+
+
+def test_import_registers_user_functions():
+    proc = flowforge("run", str(EXAMPLES / "scoring.yaml"), "--import",
+                     str(EXAMPLES / "functions.py"), "-i", "text=One two three. Four five.",
+                     "--json", "--no-store")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["outputs"] == {"easy": {"message": "Easy to read (2.5 words per sentence)",
+                                        "status": 200}}
+    broken = flowforge("run", str(EXAMPLES / "scoring.yaml"), "--import", "no_such_module_x")
+    assert broken.returncode == 2 and "--import no_such_module_x failed" in broken.stderr

@@ -60,6 +60,29 @@ def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
     return values
 
 
+def import_plugins(targets: list[str]) -> None:
+    """Import user code (functions, block types, providers) before running."""
+    import importlib
+    import importlib.util
+
+    for target in targets:
+        path = Path(target)
+        try:
+            if path.suffix == ".py":
+                if not path.exists():
+                    fail(f"--import {target}: no such file")
+                spec = importlib.util.spec_from_file_location(path.stem, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[path.stem] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(target)
+        except typer.Exit:
+            raise
+        except Exception as exc:  # noqa: BLE001 - user code: report, do not trace
+            fail(f"--import {target} failed: {type(exc).__name__}: {exc}")
+
+
 @app.command("run")
 def run_command(
     file: Path = typer.Argument(..., help="Workflow file (YAML or JSON)."),
@@ -75,11 +98,15 @@ def run_command(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1,
                                               help="Blocks running at once (default: the workflow's)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress view."),
+    imports: List[str] = typer.Option([], "--import", "-I",
+                                      help="Python file or module to import first, e.g. one "
+                                           "registering @flowforge.function callables."),
 ) -> None:
     """Run a workflow and show its blocks live."""
     from flowforge.service.loading import load
     from flowforge.service.runs import run
 
+    import_plugins(imports)
     inputs = parse_inputs(input, inputs_file)
     try:
         workflow = load(file)
