@@ -1,0 +1,158 @@
+"""What every LLM block shares: which model, one call path, and the record.
+
+Model choice, in order: the command line's `--model` (`context.model_override`)
+replaces every block's model; else the block's `model`; else the workflow's
+`defaults.model`; else `local/smollm2`.  Other settings (temperature,
+max_tokens, stream, fallback) come from the block, else `defaults:`.
+
+Every request is published as an `llm_request` event and every response (or
+failure) as `llm_response`, exactly as sent and received (STYLE habit 5: the
+user sees what the model saw); streamed text flows as `llm_delta` events.
+`ModelCalls` sums one block's usage, cost and model time across the calls it
+makes (tool-loop iterations, repairs, retries).
+
+All calls go through `_complete`, the one place that reaches a provider: it
+is `providers.call.call_model`: retries with backoff, then the `fallback`
+models in order, and the cost from the price table.  Retries are published
+as `llm_retry` events.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
+from flowforge.providers.call import call_model
+from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions
+
+__all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
+           "name_mapping"]
+
+
+def choose_model(context: Any, configured: str | None) -> str:
+    override = getattr(context, "model_override", None)
+    if override:
+        return override
+    return configured or context.defaults.get("model") or DEFAULT_MODEL
+
+
+def setting(context: Any, value: Any, key: str, fallback: Any = None) -> Any:
+    """The block's value, else the workflow's `defaults.<key>`, else `fallback`."""
+    if value is not None:
+        return value
+    default = context.defaults.get(key)
+    return fallback if default is None else default
+
+
+def _source_folder(context: Any) -> Path | None:
+    scope = getattr(context, "_scope", None)             # engine RunContext
+    source = getattr(scope, "source", None)
+    if source is None:
+        return None
+    path = Path(source)
+    return path.parent if path.suffix else path
+
+
+def provider_options(context: Any) -> ProviderOptions:
+    return ProviderOptions(env=dict(context.env), base_dir=_source_folder(context))
+
+
+def block_data(context: Any) -> dict[str, Any]:
+    """Outputs of the blocks visible to this block, by id (the seed's blockData)."""
+    from flowforge.workflow.graph import NAMESPACES
+
+    scope = getattr(context, "_scope", None)
+    names = getattr(getattr(scope, "graph", None), "nodes", None)
+    values = context.scope
+    if names is not None:
+        return {key: values[key] for key in names if key in values}
+    return {key: value for key, value in values.items() if key not in NAMESPACES}
+
+
+def name_mapping(context: Any) -> dict[str, str]:
+    """Normalised block name -> id (the seed's blockNameMapping)."""
+    graph = getattr(getattr(context, "_scope", None), "graph", None)
+    return dict(getattr(graph, "names", {}) or {})
+
+
+async def _complete(model: str, request: LLMRequest, *, options: ProviderOptions,
+                    fallback: tuple[str, ...], on_delta: Any, on_retry: Any) -> LLMResponse:
+    """The single provider call site."""
+    return await call_model(model, request, options=options, fallback=fallback,
+                            on_delta=on_delta, on_retry=on_retry)
+
+
+class ModelCalls:
+    """One block's conversation with its model: calls, record, totals."""
+
+    def __init__(self, context: Any, model: str, *, fallback: tuple[str, ...] = (),
+                 stream: bool = False) -> None:
+        self.context = context
+        self.model = model
+        self.fallback = tuple(fallback)
+        self.stream = stream
+        self.options = provider_options(context)
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cost_input = 0.0
+        self.cost_output = 0.0
+        self.cost_total = 0.0
+        self.model_time = 0.0
+        self.count = 0
+        self.used_model = model
+
+    async def __call__(self, messages: list[Message], *, tools: list[ToolSpec] | None = None,
+                       response_format: dict[str, Any] | None = None,
+                       temperature: float | None = None, max_tokens: int | None = None,
+                       tool_choice: str | None = None, purpose: str = "answer",
+                       extra: Mapping[str, Any] | None = None) -> LLMResponse:
+        self.count += 1
+        request = LLMRequest(model=self.model.partition("/")[2] or self.model,
+                             messages=list(messages), tools=list(tools or []),
+                             response_format=response_format, temperature=temperature,
+                             max_tokens=max_tokens, stream=self.stream, tool_choice=tool_choice,
+                             extra=dict(extra or {}))
+        emit = self.context.emit
+        emit("llm_request", model=self.model, call=self.count, purpose=purpose,
+             request=request.to_dict())
+        on_delta = None
+        if self.stream:
+            def on_delta(text: str, _call: int = self.count) -> None:
+                emit("llm_delta", text=text, call=_call)
+        started = time.perf_counter()
+        try:
+            response = await _complete(self.model, request, options=self.options,
+                                       fallback=self.fallback, on_delta=on_delta,
+                                       on_retry=self._on_retry)
+        except Exception as exc:
+            self.model_time += time.perf_counter() - started
+            emit("llm_response", model=self.model, call=self.count, error=str(exc))
+            raise
+        self.model_time += time.perf_counter() - started
+        self._count(response)
+        emit("llm_response", model=self.model, call=self.count, response=response.to_dict())
+        return response
+
+    def _on_retry(self, model: str, attempt: int, error: Exception, delay: float) -> None:
+        self.context.emit("llm_retry", model=model, attempt=attempt, error=str(error),
+                          delay=round(delay, 3))
+
+    def _count(self, response: LLMResponse) -> None:
+        self.prompt_tokens += response.usage.prompt_tokens
+        self.completion_tokens += response.usage.completion_tokens
+        self.cost_input += float(response.input_cost or 0.0)
+        self.cost_output += float(response.output_cost or 0.0)
+        self.cost_total += float(response.cost or 0.0)
+        if response.model and "/" in response.model:   # the model that answered (a fallback?)
+            self.used_model = response.model
+
+    def usage(self) -> dict[str, Any]:
+        """`model`, `tokens` and `cost` as every LLM block reports them."""
+        return {"model": self.used_model,
+                "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
+                           "total": self.prompt_tokens + self.completion_tokens},
+                "cost": {"input": round(self.cost_input, 10),
+                         "output": round(self.cost_output, 10),
+                         "total": round(self.cost_total, 10)}}

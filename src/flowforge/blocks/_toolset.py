@@ -1,0 +1,214 @@
+"""The agent's `tools:` list, turned into `Tool` objects for one run.
+
+Each entry is one of (see the agent block's docstring for examples):
+
+    - lookup_order                       # a function registered with @flowforge.function
+    - {function: lookup_order, name: find_order, description: ..., runs_commands: false}
+    - {block: {type: http, name: weather, description: ...,
+               with: {method: GET}}}     # a block type as a tool: the model fills the
+                                         # remaining `with` fields (JSON Schema from its Config)
+    - {workflow: flows/refund.yaml, name: refund, description: ...,
+       parameters: {...}}                # another workflow; arguments are its inputs
+    - {http: {url: "https://api.example.com/orders/{order_id}", method: GET},
+       name: get_order, description: ..., parameters: {...}}
+    - {mcp: {command: python, args: [-m, mcp_server_time]}}     # every tool of the server
+    - {mcp: {url: "https://host/mcp", headers: {...}, include: [search]}}
+    - {knowledge_search: {knowledge_base: policies, filters: {category: legal}, top_k: 3}}
+
+This module lives in the blocks layer because block tools run block types;
+everything else it builds comes from `flowforge.tools`.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from flowforge.blocks._llm import block_data, name_mapping
+from flowforge.blocks.base import Routed
+from flowforge.errors import ToolError
+from flowforge.tools.http import http_tool
+from flowforge.tools.mcp_client import McpServer, open_mcp_tools
+from flowforge.tools.python import function_tool
+from flowforge.tools.spec import Tool, ToolContext
+
+__all__ = ["ToolEntry", "HttpToolTarget", "BlockToolTarget", "build_tools", "tool_context"]
+
+
+class HttpToolTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    url: str
+    """Endpoint; `{name}` placeholders are filled from the model's arguments."""
+    method: str = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(30.0, gt=0)
+
+
+class BlockToolTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, populate_by_name=True)
+
+    type: str
+    """Block type to run (not a container or routing block)."""
+    name: str | None = None
+    description: str | None = None
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    """Fixed configuration; the model supplies the other fields."""
+
+
+class ToolEntry(BaseModel):
+    """One entry of an agent's `tools:` (exactly one of the kinds)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    function: str | None = None
+    """A function registered with `@flowforge.function`."""
+    block: BlockToolTarget | None = None
+    """A block type used as a tool."""
+    workflow: str | None = None
+    """Another workflow (path or id) used as a tool."""
+    http: HttpToolTarget | None = None
+    """An HTTP endpoint used as a tool."""
+    mcp: McpServer | None = None
+    """An MCP server: all its tools (or `include:`), discovered at run time."""
+    knowledge_search: dict[str, Any] | None = None
+    """Search a knowledge base: `{knowledge_base, filters, top_k}`."""
+    name: str | None = None
+    """Tool name the model sees (default: from the target)."""
+    description: str | None = None
+    """What the tool does, for the model."""
+    parameters: dict[str, Any] | None = None
+    """JSON Schema of the arguments (default: derived from the target)."""
+    runs_commands: bool = False
+    """The tool runs shell commands: shell metacharacters are refused."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ToolEntry:
+        kinds = [k for k in ("function", "block", "workflow", "http", "mcp", "knowledge_search")
+                 if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("a tool entry needs exactly one of function, block, workflow, "
+                             f"http, mcp, knowledge_search (got {', '.join(kinds) or 'none'})")
+        if self.http is not None and not self.name:
+            raise ValueError("an http tool needs a `name`")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in ("function", "block", "workflow", "http", "mcp",
+                                "knowledge_search") if getattr(self, k) is not None)
+
+
+def tool_context(context: Any) -> ToolContext:
+    return ToolContext(run_id=context.run_id, workflow_id=context.workflow_id,
+                       block_id=context.block_id, block_data=block_data(context),
+                       block_name_mapping=name_mapping(context),
+                       variables=dict(context.scope.get("vars") or {}), env=context.env,
+                       user=context.user, emit=context.emit, block_context=context)
+
+
+async def build_tools(entries: list[str | ToolEntry], context: Any, stack: AsyncExitStack, *,
+                      allow_private_network: bool = False) -> dict[str, Tool]:
+    """name -> Tool for every entry; MCP connections stay open on `stack`."""
+    tools: dict[str, Tool] = {}
+    for index, raw in enumerate(entries):
+        entry = ToolEntry(function=raw) if isinstance(raw, str) else raw
+        if isinstance(raw, str) and raw == "knowledge_search":
+            entry = ToolEntry(knowledge_search={})
+        try:
+            built = await _build(entry, context, stack, allow_private_network)
+        except ToolError as exc:
+            raise ToolError(f"tools[{index}] ({entry.kind}): {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - NotFound, bad schemas, ...
+            raise ToolError(f"tools[{index}] ({entry.kind}): {exc}") from None
+        for tool in built:
+            if tool.name in tools:
+                raise ToolError(f"tools[{index}]: two tools are named '{tool.name}'; give one "
+                                f"a different `name` (or an MCP `prefix`)")
+            tools[tool.name] = tool
+    return tools
+
+
+async def _build(entry: ToolEntry, context: Any, stack: AsyncExitStack,
+                 allow_private: bool) -> list[Tool]:
+    if entry.function is not None:
+        tool = function_tool(entry.function, name=entry.name, description=entry.description,
+                             runs_commands=entry.runs_commands)
+        if entry.parameters:
+            tool.parameters = entry.parameters
+        return [tool]
+    if entry.http is not None:
+        target = entry.http
+        return [http_tool(entry.name or "http", entry.description or f"{target.method} "
+                          f"{target.url}", target.url, method=target.method,
+                          headers=target.headers, parameters=entry.parameters,
+                          timeout=target.timeout, allow_private_network=allow_private)]
+    if entry.mcp is not None:
+        return await open_mcp_tools(entry.mcp, stack, allow_private)
+    if entry.block is not None:
+        return [_block_tool(entry, context)]
+    if entry.workflow is not None:
+        return [_workflow_tool(entry, context)]
+    return [_knowledge_tool(entry, context)]
+
+
+def _block_tool(entry: ToolEntry, context: Any) -> Tool:
+    from flowforge.blocks.registry import get_block_type
+
+    target = entry.block
+    assert target is not None
+    block_type = get_block_type(target.type)
+    if block_type is None:
+        raise ToolError(f"unknown block type '{target.type}'")
+    if block_type.container or block_type.routes:
+        raise ToolError(f"a '{target.type}' block cannot be used as a tool (containers and "
+                        f"routing blocks choose graph edges)")
+    schema = block_type.Config.model_json_schema()
+    fixed = set(target.with_)
+    properties = {k: v for k, v in (schema.get("properties") or {}).items() if k not in fixed}
+    parameters = entry.parameters or {
+        "type": "object", "properties": properties,
+        "required": [k for k in schema.get("required") or [] if k not in fixed]}
+    if "$defs" in schema and not entry.parameters:
+        parameters["$defs"] = schema["$defs"]
+
+    async def execute(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
+        try:
+            config = block_type.Config.model_validate({**target.with_, **arguments})
+        except ValidationError as exc:
+            raise ToolError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                      for e in exc.errors())) from None
+        output = await block_type.run(tool_ctx.block_context, config)
+        return output.output if isinstance(output, Routed) else output
+
+    name = entry.name or target.name or target.type
+    return Tool(name=name, description=entry.description or target.description or
+                (block_type.__doc__ or target.type).strip().splitlines()[0],
+                parameters=parameters, execute=execute, kind="block",
+                runs_commands=entry.runs_commands)
+
+
+def _workflow_tool(entry: ToolEntry, context: Any) -> Tool:
+    reference = entry.workflow
+    assert reference is not None
+
+    async def execute(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
+        return await tool_ctx.block_context.run_workflow(reference, arguments)
+
+    return Tool(name=entry.name or reference.rsplit("/", 1)[-1].split(".")[0],
+                description=entry.description or f"Run the workflow '{reference}'",
+                parameters=entry.parameters or {"type": "object", "properties": {}},
+                execute=execute, kind="workflow", runs_commands=entry.runs_commands)
+
+
+def _knowledge_tool(entry: ToolEntry, context: Any) -> Tool:
+    try:
+        from flowforge.knowledge import tool as knowledge_tool
+    except ImportError:
+        raise ToolError("knowledge_search needs the knowledge layer (flowforge.knowledge), "
+                        "which is not available in this installation") from None
+    options = dict(entry.knowledge_search or {})
+    return knowledge_tool.knowledge_search_tool(context=context, name=entry.name,
+                                                description=entry.description, **options)

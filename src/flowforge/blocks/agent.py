@@ -1,0 +1,290 @@
+"""`agent`: a model with a system prompt, a user prompt, memories and tools.
+
+    - id: answer
+      type: agent
+      with:
+        system: You are a support assistant. Use the tools; cite the policy.
+        prompt: "{{input.query}}"
+        model: openai/gpt-4o            # else defaults.model, else local/smollm2;
+        fallback: [anthropic/claude-sonnet-4-5]   # --model on the CLI replaces all
+        temperature: 0.2
+        max_tokens: 800
+        conversation: "{{input.session}}"   # stored history, appended after the answer
+        memory_window: 20                   # messages of history sent (by count)
+        memories: [{role: user, content: ...}, {role: assistant, content: ...}]
+        tools:
+          - lookup_order                                  # @flowforge.function("lookup_order")
+          - {function: refund, description: Issue a refund, runs_commands: false}
+          - {block: {type: http, name: fetch_page, with: {method: GET}}}
+          - {workflow: escalate.yaml, name: escalate, parameters: {type: object, ...}}
+          - {http: {url: "https://api.example.com/orders/{order_id}"}, name: get_order,
+             description: Order status by id}
+          - {mcp: {command: python, args: [-m, mcp_server_time]}}   # or {url: https://.../mcp}
+          - {knowledge_search: {knowledge_base: policies, filters: {category: refunds}}}
+        required_tools: [lookup_order]     # answering without them -> told, asked again once
+        max_iterations: 10                 # model turns; more -> the block fails
+        response_format: {type: object, properties: {answer: {type: string}}, required: [answer]}
+
+Output: `content`, `model`, `tokens {prompt, completion, total}`, `cost {input,
+output, total}`, `toolCalls {list: [{name, arguments, result, startTime,
+endTime, duration}], count}`, `providerTiming {startTime, endTime, duration,
+modelTime, toolsTime, iterations}`; with `response_format`, the answer's fields
+are also spread as top-level outputs (`{{answer.answer}}`).
+
+The tool loop: each model turn's tool calls are validated (see
+`tools.validation`; a rejected call goes back to the model as its result) and
+run in parallel; their results are appended and the model is asked again, up
+to `max_iterations` turns, then the block fails saying so.  A
+`response_format` answer is validated against the schema; an invalid one is
+shown to the model with the error once (without tools), then the block fails.
+
+`conversation` history is stored per user under `conversation:<id>` in the
+run's storage service when there is one (the CLI and server pass it), else in
+this process only.  Every request and response is in the run's events
+(`llm_request`, `llm_response`), tool calls as `tool_called`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import AsyncExitStack
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import Field
+
+from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._memory import append_history, load_history
+from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
+                                          repair_message)
+from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.registry import register_block
+from flowforge.errors import BlockError, ToolError
+from flowforge.providers.base import Message, ToolCall
+from flowforge.tools.executor import ToolOutcome, result_text, run_tool_calls
+from flowforge.tools.validation import ToolValidation
+
+__all__ = ["AgentBlock", "AgentConfig", "run_agent"]
+
+
+class AgentConfig(BlockConfig):
+    system: str | None = None
+    """System prompt: who the agent is and how it must answer."""
+    prompt: str | None = None
+    """The user message (templates allowed)."""
+    memories: list[dict[str, Any]] | None = None
+    """Earlier messages `{role, content}` sent before the prompt."""
+    conversation: str | None = None
+    """Conversation id: its stored history is sent, and this exchange is appended to it."""
+    memory_window: int = Field(20, ge=0)
+    """How many messages of `memories` + history are sent (the most recent)."""
+    tools: list[str | ToolEntry] = Field(default_factory=list)
+    """Tools the model may call (see the module docstring for every kind)."""
+    required_tools: list[str] = Field(default_factory=list)
+    """Tools the model must call before its answer counts."""
+    required_tools_retries: int = Field(1, ge=0)
+    """How many times the model is told to call a missing required tool."""
+    tool_choice: str | None = None
+    """`auto` (default), `required`, `none`, or a tool name (first turn only)."""
+    max_iterations: int = Field(10, ge=1)
+    """Model turns allowed in the tool loop before the block fails."""
+    parallel_tool_calls: bool = True
+    """Run several calls of one turn concurrently."""
+    tool_timeout: float | None = Field(None, gt=0)
+    """Seconds one tool call may take (its result then says it timed out)."""
+    tool_validation: ToolValidation = Field(default_factory=ToolValidation)
+    """How tool arguments are checked before every call."""
+    allow_private_network: bool = False
+    """Let http and MCP-over-HTTP tools reach loopback/private addresses."""
+    model: str | None = None
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
+    fallback: list[str] | None = None
+    """Models tried in order when the model keeps failing (after retries)."""
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    response_format: dict[str, Any] | None = None
+    """JSON Schema of the answer; its fields become top-level outputs."""
+    stream: bool | None = None
+    """Stream text as `llm_delta` events (default: `defaults.stream`, else true)."""
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _windowed(messages: list[dict[str, Any]], window: int) -> list[Message]:
+    kept = messages[-window:] if window else []
+    out = []
+    for item in kept:
+        if item.get("role") not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"memory message {item!r} needs a role of system, user, assistant "
+                             f"or tool")
+        out.append(Message.from_dict({"content": None, **item}))
+    return out
+
+
+async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any]:
+    block = lambda message: BlockError(context.block_id, context.node.type, message)  # noqa: E731
+    started = time.time()
+    model = choose_model(context, config.model)
+    calls = ModelCalls(context, model,
+                       fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
+                       stream=bool(setting(context, config.stream, "stream", True)))
+    temperature = setting(context, config.temperature, "temperature")
+    max_tokens = setting(context, config.max_tokens, "max_tokens")
+
+    messages: list[Message] = []
+    if config.system:
+        messages.append(Message("system", config.system))
+    history = list(config.memories or [])
+    if config.conversation:
+        history += await load_history(context, config.conversation)
+    try:
+        messages += _windowed(history, config.memory_window)
+    except ValueError as exc:
+        raise block(str(exc)) from None
+    if config.prompt:
+        messages.append(Message("user", config.prompt))
+    if len(messages) == 0 or all(m.role == "system" for m in messages):
+        raise block("nothing to ask: set `prompt` (or `memories` / `conversation`)")
+
+    async with AsyncExitStack() as stack:
+        try:
+            tools = await build_tools(config.tools, context, stack,
+                                      allow_private_network=config.allow_private_network)
+        except ToolError as exc:
+            raise block(str(exc)) from None
+        unknown = [name for name in config.required_tools if name not in tools]
+        if unknown:
+            raise block(f"required_tools names tool(s) the agent does not have: "
+                        f"{', '.join(unknown)} (tools: {', '.join(tools) or 'none'})")
+        specs = [tool.spec() for tool in tools.values()]
+        tool_ctx = tool_context(context)
+        records: list[dict[str, Any]] = []
+        succeeded: set[str] = set()
+        tools_time = 0.0
+        iterations = 0
+        used_ids: set[str] = set()
+        reasks = config.required_tools_retries
+        choice = config.tool_choice if tools else None
+        while True:
+            if iterations >= config.max_iterations:
+                raise block(f"the model was still calling tools after max_iterations="
+                            f"{config.max_iterations} model turns; raise `max_iterations` or "
+                            f"make the task smaller (tools called: "
+                            f"{', '.join(r['name'] for r in records) or 'none'})")
+            iterations += 1
+            response = await calls(messages, tools=specs or None, response_format=config.response_format,
+                                   temperature=temperature, max_tokens=max_tokens,
+                                   tool_choice=choice, purpose=f"turn {iterations}")
+            choice = None                      # tool_choice applies to one turn only
+            if response.tool_calls and tools:
+                messages.append(Message("assistant", response.text or None,
+                                        tool_calls=_with_ids(response.tool_calls, used_ids)))
+                tick = time.perf_counter()
+                outcomes = await run_tool_calls(tools, messages[-1].tool_calls or [], tool_ctx,
+                                                config.tool_validation, config.tool_timeout,
+                                                config.parallel_tool_calls)
+                tools_time += time.perf_counter() - tick
+                for outcome in outcomes:
+                    _record(context, outcome, records, succeeded)
+                    messages.append(Message("tool", result_text(outcome.result),
+                                            tool_call_id=outcome.call.id, name=outcome.call.name))
+                continue
+            missing = [name for name in config.required_tools if name not in succeeded]
+            if missing and reasks > 0:
+                reasks -= 1
+                messages.append(Message("assistant", response.text))
+                messages.append(Message("user", _reask(missing)))
+                choice = missing[0] if len(missing) == 1 else "required"
+                continue
+            if missing:
+                raise block(f"the model answered without calling the required tool(s) "
+                            f"{', '.join(missing)} (it was asked "
+                            f"{config.required_tools_retries} more time(s))")
+            break
+
+    content = response.text
+    parsed: dict[str, Any] = {}
+    if config.response_format is not None:
+        try:
+            value = parse_against(config.response_format, content)
+        except ValueError as exc:
+            messages.append(Message("assistant", content))
+            try:
+                value, response, _ = await ask_structured(
+                    calls, messages + [repair_message(str(exc), config.response_format)],
+                    config.response_format, repairs=0, temperature=temperature,
+                    max_tokens=max_tokens)
+            except StructuredAnswerError as final:
+                raise block(f"response_format: {final}") from None
+            content = response.text
+        parsed = value if isinstance(value, dict) else {"value": value}
+    if config.conversation:
+        exchange = [{"role": "user", "content": config.prompt}] if config.prompt else []
+        await append_history(context, config.conversation,
+                             exchange + [{"role": "assistant", "content": content}])
+    ended = time.time()
+    output: dict[str, Any] = {"content": content}
+    output.update(parsed)
+    usage = calls.usage()
+    output.update({
+        "model": usage["model"], "tokens": usage["tokens"], "cost": usage["cost"],
+        "toolCalls": {"list": records, "count": len(records)},
+        "providerTiming": {"startTime": _iso(started), "endTime": _iso(ended),
+                           "duration": round((ended - started) * 1000, 3),
+                           "modelTime": round(calls.model_time * 1000, 3),
+                           "toolsTime": round(tools_time * 1000, 3),
+                           "iterations": iterations}})
+    return output
+
+
+def _with_ids(tool_calls: list[ToolCall], used: set[str]) -> list[ToolCall]:
+    """A missing or repeated call id (scripted and local models number calls
+    per turn) is replaced, so each result pairs with its own call."""
+    out = []
+    for call in tool_calls:
+        call_id = call.id
+        if not call_id or call_id in used:
+            call_id = f"call_{len(used)}"
+            while call_id in used:
+                call_id += "_"
+        used.add(call_id)
+        out.append(ToolCall(call_id, call.name, call.arguments))
+    return out
+
+
+def _record(context: Any, outcome: ToolOutcome, records: list[dict[str, Any]],
+            succeeded: set[str]) -> None:
+    entry = outcome.record()
+    records.append(entry)
+    if outcome.status == "ok":
+        succeeded.add(outcome.call.name)
+    context.emit("tool_called", name=outcome.call.name, arguments=outcome.call.arguments,
+                 status=outcome.status, duration_ms=outcome.duration_ms,
+                 result=_short(outcome.result))
+
+
+def _short(value: Any, limit: int = 4000) -> Any:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return value if len(text) <= limit else text[:limit] + "..."
+
+
+def _reask(missing: list[str]) -> str:
+    names = ", ".join(f"'{name}'" for name in missing)
+    return (f"You answered without calling {names}. You must call {names} before answering; "
+            f"call it now with the right arguments, then answer using its result.")
+
+
+@register_block
+class AgentBlock(BlockType):
+    """A model with a system prompt, a user prompt, memories and tools."""
+
+    type_name = "agent"
+    Config = AgentConfig
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: AgentConfig) -> Any:
+        return await run_agent(context, config)

@@ -1,0 +1,143 @@
+"""`evaluator`: a model scores content against named metrics.
+
+    - id: grade
+      type: evaluator
+      with:
+        content: "{{answer.content}}"
+        metrics:
+          - {name: Accuracy, description: Correct per the refund policy, range: [0, 10]}
+          - {name: Completeness, description: Answers every part of the question, range: [0, 10]}
+
+The metrics become a strict JSON Schema (one number per metric, keyed by the
+lower-cased name with non-alphanumerics as `_`: `Response Time` ->
+`response_time`; minimum and maximum from the range; no other fields), sent
+as the response format at temperature 0.1.  A score that is missing, not a
+number or outside its range is shown to the model with the error once; a
+second bad answer fails the block.
+
+Output: `content` (the model's answer), each score as a top-level field
+(`{{grade.accuracy}}`), `model`, `tokens`, `cost`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._structured import StructuredAnswerError, ask_structured
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.registry import register_block
+from flowforge.errors import BlockError
+from flowforge.providers.base import Message
+
+__all__ = ["EvaluatorBlock", "EvaluatorConfig", "Metric", "metric_key", "metrics_schema"]
+
+
+class Metric(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(min_length=1)
+    """Shown to the model; its lower-case form is the output field."""
+    description: str = ""
+    """What a high score means."""
+    range: tuple[float, float] = (0, 10)
+    """[min, max] of the score."""
+
+    @field_validator("range")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if value[0] > value[1]:
+            raise ValueError(f"range [{value[0]:g}, {value[1]:g}] must be [min, max]")
+        return value
+
+
+class EvaluatorConfig(BlockConfig):
+    content: Any
+    """What to evaluate (text; other values are shown as JSON)."""
+    metrics: list[Metric] = Field(min_length=1)
+    """Metrics `{name, description, range: [min, max]}`."""
+    system: str | None = None
+    """Extra instructions added to the evaluation prompt."""
+    model: str | None = None
+    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    fallback: list[str] | None = None
+    temperature: float = Field(0.1, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+
+
+_RESERVED = {"content", "model", "tokens", "cost"}
+
+
+def metric_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_") or "score"
+
+
+def metrics_schema(metrics: list[Metric]) -> dict[str, Any]:
+    properties = {}
+    for metric in metrics:
+        low, high = metric.range
+        properties[metric_key(metric.name)] = {
+            "type": "number", "minimum": low, "maximum": high,
+            "description": f"{metric.description} (score from {low:g} to {high:g})".strip()}
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def _prompt(config: EvaluatorConfig, content: str) -> str:
+    lines = "\n".join(f"- {metric_key(m.name)}: {m.name} - {m.description} "
+                      f"(a number from {m.range[0]:g} to {m.range[1]:g})" for m in config.metrics)
+    extra = f"\n{config.system}\n" if config.system else ""
+    return (
+        "You are an objective evaluation agent. Score the content below on each metric.\n"
+        "- Give every metric a numeric score within its range.\n"
+        "- Answer with only a JSON object whose keys are the lower-case metric keys below and "
+        "whose values are the scores; no explanations, no other fields, no text before or "
+        f"after the JSON.{extra}\n"
+        f"Metrics:\n{lines}\n\nContent to evaluate:\n{content}")
+
+
+@register_block
+class EvaluatorBlock(BlockType):
+    """A model scores content on named metrics, each within its range."""
+
+    type_name = "evaluator"
+    Config = EvaluatorConfig
+
+    @classmethod
+    def check(cls, spec: Any, where: str, known_ids: set[str]) -> list:
+        from flowforge.errors import Problem
+
+        metrics = spec.with_.get("metrics")
+        if not isinstance(metrics, list):
+            return []
+        keys = [metric_key(m["name"]) for m in metrics
+                if isinstance(m, dict) and isinstance(m.get("name"), str)]
+        clashes = sorted({k for k in keys if keys.count(k) > 1})
+        problems = [Problem(f"{where}.with.metrics", f"two metrics have the key '{k}'; "
+                            f"rename one") for k in clashes]
+        problems += [Problem(f"{where}.with.metrics", f"a metric cannot be named '{k}' (an "
+                             f"output field of the evaluator); rename it")
+                     for k in sorted(set(keys) & _RESERVED)]
+        return problems
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: EvaluatorConfig) -> Any:
+        content = config.content if isinstance(config.content, str) else json.dumps(
+            config.content, ensure_ascii=False, default=str)
+        schema = metrics_schema(config.metrics)
+        calls = ModelCalls(context, choose_model(context, config.model),
+                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()))
+        messages = [Message("system", _prompt(config, content)),
+                    Message("user", "Evaluate the content given in the system prompt. "
+                                    "Return only the JSON object of metric scores.")]
+        try:
+            scores, response, _ = await ask_structured(
+                calls, messages, schema, temperature=config.temperature,
+                max_tokens=setting(context, config.max_tokens, "max_tokens"))
+        except StructuredAnswerError as exc:
+            raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        return {"content": response.text, **scores, **calls.usage()}

@@ -1,0 +1,158 @@
+"""`router`: a model picks which one of the router's outgoing blocks runs.
+
+    - id: triage
+      type: router
+      with: {prompt: "Standard Response if accuracy >= 8, else Needs Review. Accuracy: {{grade.accuracy}}"}
+    - {id: standard, type: response, name: Standard Response, after: [triage], ...}
+    - {id: review, type: response, name: Needs Review, after: [triage], ...}
+
+The candidates are the blocks the router's edges lead to.  The routing
+prompt lists each one (id, type, name, description, the system prompt of an
+agent, its configuration) and the routing instructions; the model answers at
+temperature 0 with a JSON Schema whose `route` is an enum of the candidate
+ids (a local model is grammar-constrained to it; a bare id in plain text is
+accepted too).  An answer naming no candidate is shown to the model with the
+error once; a second one fails the block.  Only the chosen branch runs; the
+others are skipped.
+
+Output: `prompt`, `model`, `tokens`, `cost`, `selectedPath {blockId,
+blockType, blockTitle}`, `selectedRoute` (the chosen id).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import Field
+
+from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._structured import StructuredAnswerError, ask_structured
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed
+from flowforge.blocks.registry import register_block
+from flowforge.errors import BlockError
+from flowforge.providers.base import Message
+from flowforge.workflow.graph import DATA, Node
+
+__all__ = ["RouterBlock", "RouterConfig", "routing_prompt", "candidates_of"]
+
+_CONFIG_LIMIT = 600
+
+
+class RouterConfig(BlockConfig):
+    prompt: str
+    """Routing instructions and the facts to route on (templates allowed)."""
+    model: str | None = None
+    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    fallback: list[str] | None = None
+    """Models tried in order when the model keeps failing."""
+    temperature: float = Field(0.0, ge=0, le=2)
+    """0 by default: routing should be repeatable."""
+    max_tokens: int | None = Field(None, ge=1)
+    strategy: Literal["llm"] = "llm"
+    """How to choose: `llm` (the model reads the candidates and picks one)."""
+
+
+def candidates_of(context: BlockContext) -> list[Node]:
+    """Outgoing blocks reached by a data edge (an `on_error` handler is not a route)."""
+    return [node for node in context.successors()
+            if node.inputs.get(context.block_id, DATA) == DATA]
+
+
+def _describe(node: Node) -> str:
+    lines = [f"- ID: {node.id}", f"  Type: {node.type}", f"  Title: {node.name}"]
+    if node.spec.description:
+        lines.append(f"  Description: {node.spec.description}")
+    config = dict(node.spec.with_)
+    if node.type == "agent" and isinstance(config.get("system"), str):
+        lines.append(f"  System Prompt: {config.pop('system')}")
+    if config:
+        text = json.dumps(config, ensure_ascii=False, default=str)
+        if len(text) > _CONFIG_LIMIT:
+            text = text[:_CONFIG_LIMIT] + "..."
+        lines.append(f"  Configuration: {text}")
+    return "\n".join(lines)
+
+
+def routing_prompt(instructions: str, candidates: list[Node]) -> str:
+    blocks = "\n".join(_describe(node) for node in candidates)
+    ids = ", ".join(node.id for node in candidates)
+    return (
+        "You are a routing agent. Choose exactly ONE destination block for this request.\n"
+        "Read the routing instructions, compare them with each block's title, description "
+        "and configuration, and pick the block that should handle the request.\n\n"
+        f"Available target blocks:\n{blocks}\n\n"
+        f"Routing instructions:\n{instructions}\n\n"
+        f"Answer with only a JSON object {{\"route\": \"<block id>\"}} where the block id is "
+        f"one of: {ids}. No other text.")
+
+
+def _route_schema(ids: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"route": {"type": "string", "enum": ids}},
+            "required": ["route"], "additionalProperties": False}
+
+
+def _chooser(candidates: list[Node]):
+    by_key: dict[str, str] = {}
+    for node in candidates:
+        by_key[node.id.lower()] = node.id
+        by_key.setdefault(node.name.lower(), node.id)
+
+    def parse(text: str) -> str:
+        answer: Any = text.strip()
+        try:
+            value = json.loads(answer)
+        except (json.JSONDecodeError, TypeError):
+            value = None
+        if isinstance(value, dict):
+            answer = value.get("route") or value.get("blockId") or value.get("id") or ""
+        elif isinstance(value, str):
+            answer = value
+        key = str(answer).strip().strip("\"'`.").lower()
+        if key in by_key:
+            return by_key[key]
+        found = {by_key[k] for k in by_key
+                 if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", str(answer).lower())}
+        if len(found) == 1:
+            return found.pop()
+        raise ValueError(f"the answer {str(text).strip()[:200]!r} names none of the candidate "
+                         f"blocks; answer with exactly one of: "
+                         f"{', '.join(node.id for node in candidates)}")
+
+    return parse
+
+
+@register_block
+class RouterBlock(BlockType):
+    """A model chooses one outgoing branch; the others are skipped."""
+
+    type_name = "router"
+    Config = RouterConfig
+    routes = True
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: RouterConfig) -> Any:
+        candidates = candidates_of(context)
+        if not candidates:
+            raise BlockError(context.block_id, cls.type_name,
+                             "a router needs outgoing blocks to choose from; give each "
+                             f"candidate `after: [{context.block_id}]`")
+        ids = [node.id for node in candidates]
+        calls = ModelCalls(context, choose_model(context, config.model),
+                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()))
+        messages = [Message("system", routing_prompt(config.prompt, candidates)),
+                    Message("user", config.prompt)]
+        try:
+            chosen, _response, _ = await ask_structured(
+                calls, messages, _route_schema(ids), parse=_chooser(candidates),
+                temperature=config.temperature,
+                max_tokens=setting(context, config.max_tokens, "max_tokens"))
+        except StructuredAnswerError as exc:
+            raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        node = next(node for node in candidates if node.id == chosen)
+        output = {"prompt": config.prompt, **calls.usage(),
+                  "selectedPath": {"blockId": node.id, "blockType": node.type,
+                                   "blockTitle": node.name},
+                  "selectedRoute": node.id}
+        return Routed(output, (node.id,))

@@ -1,0 +1,59 @@
+"""What a tool is, whatever runs it: a name, a description, a JSON Schema of
+parameters, and an async `execute(arguments, context)`.
+
+Every kind (a Python function, a block used as a tool, an HTTP call, an MCP
+server's tool, knowledge search) is reduced to this one shape, so the agent's
+tool loop, the argument validation and the run record treat them alike.
+`ToolContext` is what a tool may see of the run (the seed's `blockData`,
+`blockNameMapping`, workflow variables, environment, run and workflow ids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+from flowforge.providers.base import ToolSpec
+
+__all__ = ["Tool", "ToolContext", "Executor"]
+
+
+@dataclass
+class ToolContext:
+    """The run as a tool sees it (read-only by convention)."""
+
+    run_id: str = ""
+    workflow_id: str = ""
+    block_id: str = ""
+    block_data: Mapping[str, Any] = field(default_factory=dict)
+    """Outputs of the blocks settled so far, by id (the seed's `blockData`)."""
+    block_name_mapping: Mapping[str, str] = field(default_factory=dict)
+    """Normalised block name -> block id (the seed's `blockNameMapping`)."""
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    user: Mapping[str, Any] = field(default_factory=dict)
+    emit: Callable[..., Any] | None = None
+    """Publish an event for the calling block (progress, ...)."""
+    block_context: Any = None
+    """The calling block's `BlockContext`, for tools that run blocks."""
+
+
+Executor = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+@dataclass
+class Tool:
+    """A tool the model may call."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Executor
+    kind: str = "function"                  # function | block | http | mcp | knowledge
+    runs_commands: bool = False
+    """True when the tool runs shell commands: shell metacharacters are then refused."""
+    max_string_length: int | None = None
+    """Per-tool override of the validation policy's string limit."""
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
