@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from flowforge.cli.progress import LiveProgress, print_summary
+from flowforge.cli import serve as serve_cli, users as users_cli
 from flowforge.errors import FlowforgeError, InputError, StorageError, WorkflowError
 
 __all__ = ["app", "main"]
@@ -25,6 +26,8 @@ app = typer.Typer(help="Run LLM agent workflows, offline by default.", no_args_i
                   add_completion=False, pretty_exceptions_enable=False)
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+for _commands in (serve_cli, users_cli):   # `flowforge serve`, `flowforge users ...`
+    _commands.register(app)
 
 out = Console()
 err = Console(stderr=True)

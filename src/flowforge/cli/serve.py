@@ -1,0 +1,72 @@
+"""`flowforge serve`: the HTTP server (FastAPI under uvicorn) on SQLite or
+PostgreSQL, chosen by the database URL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+__all__ = ["serve", "register"]
+
+err = Console(stderr=True)
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on "
+                             "(0.0.0.0 for every interface)."),
+    port: int = typer.Option(8000, "--port", "-p", min=0, max=65535),
+    database_url: Optional[str] = typer.Option(
+        None, "--database-url", "--db", help="sqlite:///file.db or postgresql://user@host/db "
+        "(default: FLOWFORGE_DATABASE_URL, else the user data directory)."),
+    max_body_bytes: Optional[int] = typer.Option(
+        None, "--max-body-bytes", min=1, help="Refuse larger request bodies with 413 "
+        "(default 1 MiB or FLOWFORGE_MAX_BODY_BYTES)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m",
+                                        help="Model for every LLM block of every run."),
+    log_level: str = typer.Option("info", "--log-level"),
+) -> None:
+    """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
+    try:
+        import uvicorn
+
+        from flowforge.server import ServerSettings, create_app
+    except ImportError as exc:
+        err.print(f"[bold red]error:[/] the server needs its extra: pip install "
+                  f"'flowforge[server]' ({exc})")
+        raise typer.Exit(2)
+    from flowforge.errors import StorageError
+    from flowforge.storage import default_database_url, storage_from_url
+
+    url = database_url or default_database_url()
+    try:
+        users = asyncio.run(_check_database(storage_from_url, url))
+    except StorageError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(1)
+    if not users:
+        err.print("no users yet: create one with `flowforge users create NAME --admin"
+                  f"{' --db ' + database_url if database_url else ''}`")
+    settings = ServerSettings(database_url=url, model=model)
+    if max_body_bytes is not None:
+        settings.max_body_bytes = max_body_bytes
+    os.environ.setdefault("FLOWFORGE_DATABASE_URL", url)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
+                proxy_headers=False)
+
+
+async def _check_database(storage_from_url, url: str) -> int:
+    """Open once before serving: a bad URL is a message, not a traceback."""
+    storage = storage_from_url(url)
+    await storage.open()
+    try:
+        return len(await storage.list_users())
+    finally:
+        await storage.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)

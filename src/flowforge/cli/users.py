@@ -1,0 +1,130 @@
+"""`flowforge users`: create users and their API keys, list, revoke.
+
+A key is printed once, alone on the last line, so a script can capture it
+with `tail -n 1`; only its hash is stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+__all__ = ["users_app", "register"]
+
+users_app = typer.Typer(help="Users of the server and their API keys.", no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+DbOption = typer.Option(None, "--db", "--database-url",
+                        help="Database URL (default: FLOWFORGE_DATABASE_URL or the user data "
+                             "directory).")
+
+
+def _call(work: Any) -> Any:
+    from flowforge.errors import FlowforgeError
+
+    try:
+        return asyncio.run(work)
+    except FlowforgeError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1)
+
+
+async def _with_storage(db: str | None, action: Any) -> Any:
+    from flowforge.storage import storage_from_url
+
+    storage = storage_from_url(db)
+    await storage.open()
+    try:
+        return await action(storage)
+    finally:
+        await storage.close()
+
+
+@users_app.command("create")
+def create(name: str = typer.Argument(..., help="A unique user name."),
+           admin: bool = typer.Option(False, "--admin", help="May see every user's runs."),
+           db: Optional[str] = DbOption) -> None:
+    """Create a user and print their API key (once: it cannot be shown again)."""
+    from flowforge.service.users import create_user
+
+    user, key = _call(_with_storage(db, lambda s: create_user(
+        s, name, "admin" if admin else "user")))
+    out.print(f"created {user['role']} '{user['name']}' (id {user['user_id']})",
+              highlight=False)
+    out.print("API key (shown once; send it as `Authorization: Bearer <key>`):",
+              highlight=False)
+    print(key)
+
+
+@users_app.command("key")
+def new_key(name: str = typer.Argument(..., help="User name or id."),
+            db: Optional[str] = DbOption) -> None:
+    """Issue another API key for a user (printed once, on the last line)."""
+    from flowforge.service.users import find_user, issue_key
+
+    async def action(storage: Any) -> tuple[dict, str]:
+        user = await find_user(storage, name)
+        return user, await issue_key(storage, user["user_id"])
+
+    user, key = _call(_with_storage(db, action))
+    out.print(f"new API key for '{user['name']}' (shown once):", highlight=False)
+    print(key)
+
+
+@users_app.command("list")
+def list_users(db: Optional[str] = DbOption,
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """Users with their keys (prefixes only)."""
+    from flowforge.service.users import public_user
+
+    async def action(storage: Any) -> list[dict]:
+        users = []
+        for user in await storage.list_users():
+            keys = await storage.list_api_keys(user["user_id"])
+            users.append({**public_user(user), "keys": [
+                {"key_id": k["key_id"], "prefix": k["prefix"],
+                 "revoked": k["revoked_at"] is not None} for k in keys]})
+        return users
+
+    users = _call(_with_storage(db, action))
+    if as_json:
+        print(json.dumps(users))
+        return
+    for user in users:
+        live = [k["prefix"] + "…" for k in user["keys"] if not k["revoked"]]
+        out.print(f"{user['name']:<20} {user['role']:<6} {user['user_id']}  keys: "
+                  f"{', '.join(live) or 'none'}", highlight=False)
+
+
+@users_app.command("revoke")
+def revoke(prefix: str = typer.Argument(..., help="A key's first characters (as listed) "
+                                                  "or its key id."),
+           db: Optional[str] = DbOption) -> None:
+    """Revoke an API key: requests with it answer 401 from then on."""
+
+    async def action(storage: Any) -> list[str]:
+        matches = []
+        for user in await storage.list_users():
+            for key in await storage.list_api_keys(user["user_id"]):
+                if key["revoked_at"] is None and (key["key_id"] == prefix or
+                                                  key["prefix"].startswith(prefix[:10]) and
+                                                  len(prefix) >= 6):
+                    matches.append(key["key_id"])
+        if len(matches) == 1:
+            await storage.revoke_api_key(matches[0])
+        return matches
+
+    matches = _call(_with_storage(db, action))
+    if len(matches) != 1:
+        err.print(f"[bold red]error:[/] {len(matches)} live keys match {prefix!r}: give "
+                  f"the key id from `flowforge users list --json`")
+        raise typer.Exit(1)
+    out.print(f"revoked key {matches[0]}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(users_app, name="users")

@@ -1,0 +1,94 @@
+"""The FastAPI application: `create_app(settings)`.
+
+The app owns one storage (opened on start, migrations applied) and one
+`LiveRuns` registry; routes reach them through `app.state`.  On shutdown
+the runs still going are cancelled, so their records end `cancelled` rather
+than hanging in `running`.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+
+from flowforge.errors import StorageError
+from flowforge.server.errors import ApiError, install_error_handlers
+from flowforge.server.limits import BodyLimit
+from flowforge.server.live import LiveRuns
+from flowforge.server.routes import compat, runs, users, workflows
+from flowforge.server.settings import ServerSettings
+from flowforge.server.websocket import router as websocket_router
+from flowforge.storage import storage_from_url
+from flowforge.storage.base import Storage
+from flowforge.workflow.model import Workflow
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = """Run flowforge workflows as a service.
+
+Every route but `/health` and this document needs `Authorization: Bearer <key>`
+(create a key with `flowforge users create NAME`).  Errors are JSON:
+`{"error": {"code", "message", "details"}}`."""
+
+
+def create_app(settings: ServerSettings | None = None, *, storage: Storage | None = None,
+               webhook_client: httpx.AsyncClient | None = None) -> FastAPI:
+    """A new app.  `storage` (opened here if needed) overrides the settings'
+    database URL; `webhook_client` lets tests catch webhooks in memory."""
+    settings = settings or ServerSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = storage or storage_from_url(settings.database_url)
+        await store.open()
+        app.state.storage = store
+        app.state.settings = settings
+        app.state.live = LiveRuns(store, settings, webhook_client)
+        try:
+            yield
+        finally:
+            await app.state.live.shutdown()
+            if storage is None:
+                await store.close()
+
+    from flowforge import __version__ as version
+    app = FastAPI(title="flowforge", version=version, description=_DESCRIPTION,
+                  lifespan=lifespan)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    install_error_handlers(app)
+
+    @app.get("/health", tags=["health"], summary="Liveness and database reachability (no key)")
+    async def health(request: Request) -> dict[str, Any]:
+        store: Storage = request.app.state.storage
+        try:
+            await store.get_run("-")
+        except StorageError as exc:
+            raise ApiError(503, f"the database is unreachable: {exc}") from None
+        return {"status": "ok", "version": version, "database": store.url.split(":")[0]}
+
+    for module in (workflows, runs, users, compat):
+        app.include_router(module.router)
+    app.include_router(websocket_router)
+    app.openapi = lambda: _openapi(app)      # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the workflow format, which routes read from a
+    raw body (JSON or YAML) and so cannot declare as a parameter."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                         routes=app.routes)
+    workflow = Workflow.model_json_schema(by_alias=True,
+                                          ref_template="#/components/schemas/{model}")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, definition in workflow.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components["WorkflowDocument"] = workflow
+    app.openapi_schema = schema
+    return schema

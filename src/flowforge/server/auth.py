@@ -1,0 +1,66 @@
+"""API keys: `Authorization: Bearer <key>` on every route but health and the
+OpenAPI document.  A missing, unknown or revoked key answers 401.
+
+Isolation is enforced where ids are looked up (`owned_run`): another user's
+run answers 404 exactly like an unknown id, so ids leak nothing.  An admin
+sees every user's runs and may act on them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, WebSocket
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from flowforge.server.errors import ApiError
+from flowforge.service.users import authenticate
+
+__all__ = ["CurrentUser", "current_user", "require_admin", "is_admin", "websocket_user",
+           "owned_run"]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `flowforge users create`")
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+async def current_user(request: Request,
+                       credentials: Annotated[HTTPAuthorizationCredentials | None,
+                                              Depends(_bearer)]) -> dict[str, Any]:
+    if credentials is None:
+        raise ApiError(401, "missing API key: send `Authorization: Bearer <key>` (create one "
+                            "with `flowforge users create NAME`)", headers=_CHALLENGE)
+    user = await authenticate(request.app.state.storage, credentials.credentials)
+    if user is None:
+        raise ApiError(401, "invalid or revoked API key", headers=_CHALLENGE)
+    return user
+
+
+CurrentUser = Annotated[dict[str, Any], Depends(current_user)]
+
+
+def is_admin(user: dict[str, Any]) -> bool:
+    return user.get("role") == "admin"
+
+
+async def require_admin(user: CurrentUser) -> dict[str, Any]:
+    if not is_admin(user):
+        raise ApiError(403, "this route needs an admin key")
+    return user
+
+
+async def websocket_user(websocket: WebSocket) -> dict[str, Any] | None:
+    """The header as for HTTP, or `?token=<key>` (browsers cannot set headers
+    on a WebSocket)."""
+    header = websocket.headers.get("authorization", "")
+    key = header[7:].strip() if header.lower().startswith("bearer ") else None
+    key = key or websocket.query_params.get("token")
+    return await authenticate(websocket.app.state.storage, key)
+
+
+async def owned_run(storage: Any, user: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The run row if this user may see it; otherwise 404, whoever owns it."""
+    run = await storage.get_run(run_id)
+    if run is None or (run.get("user_id") != user["user_id"] and not is_admin(user)):
+        raise ApiError(404, f"no run '{run_id}'")
+    return run
+

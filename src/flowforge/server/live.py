@@ -1,0 +1,115 @@
+"""The runs this server process is executing: start, cancel, drain on shutdown.
+
+A run is started through the service (`start_run`), which records every event
+and checkpoint; this registry only keeps the handles so a cancel request can
+reach the running task, and sends the run's webhook when it ends.  Streams do
+not come from here: SSE and WebSocket read the stored events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+import httpx
+
+from flowforge.engine.inputs import validate_inputs
+from flowforge.engine.result import RunResult
+from flowforge.server.settings import ServerSettings
+from flowforge.server.webhooks import deliver_webhook, webhook_payload
+from flowforge.service.runs import RunHandle, start_run
+from flowforge.service.workflows import WorkflowStore
+from flowforge.storage.base import Storage
+from flowforge.workflow.graph import CompiledWorkflow
+
+__all__ = ["LiveRuns"]
+
+log = logging.getLogger("flowforge.server")
+
+
+class LiveRuns:
+    def __init__(self, storage: Storage, settings: ServerSettings,
+                 http: httpx.AsyncClient | None = None) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.http = http or httpx.AsyncClient(timeout=settings.webhook_timeout)
+        self.workflows = WorkflowStore(storage)
+        self.handles: dict[str, RunHandle] = {}
+        self.background: set[asyncio.Task] = set()
+
+    async def launch(self, user: dict[str, Any], owner: str, workflow_id: str,
+                     version: int | None, inputs: dict[str, Any], *,
+                     webhook: str | None = None) -> tuple[RunHandle, int]:
+        """Start a stored workflow (latest or pinned version) for `user`: inputs
+        are checked first, so a bad request is refused (InputError) instead of
+        becoming a failed run.  Returns the handle and the version that runs."""
+        row, compiled = await self.workflows.compiled(owner, workflow_id, version)
+        validate_inputs(compiled.doc.inputs, inputs)
+        handle = await self.start(compiled, inputs, user=user, version=row["version"],
+                                  webhook=webhook)
+        return handle, row["version"]
+
+    async def start(self, compiled: CompiledWorkflow, inputs: dict[str, Any], *,
+                    user: dict[str, Any], version: int | None = None,
+                    webhook: str | None = None) -> RunHandle:
+        """Start a compiled workflow as `user` (a user row) in the background."""
+        run_id = uuid.uuid4().hex
+        user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
+        handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
+                                 model=self.settings.model, run_id=run_id,
+                                 workflow_version=version)
+        webhook = webhook or compiled.doc.webhook
+        if webhook:
+            await self.storage.update_run(run_id, webhook=webhook)
+        self.handles[run_id] = handle
+        handle.task.add_done_callback(
+            lambda task: self._finished(handle, task, webhook, user["webhook_secret"]))
+        return handle
+
+    def _finished(self, handle: RunHandle, task: asyncio.Task, webhook: str | None,
+                  secret: str) -> None:
+        self.handles.pop(handle.run_id, None)
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.error("run %s could not be completed: %r", handle.run_id, task.exception())
+            return
+        if webhook:
+            self._spawn(self._deliver(handle, task.result(), webhook, secret))
+
+    async def _deliver(self, handle: RunHandle, result: RunResult, url: str,
+                       secret: str) -> None:
+        redact = handle.recorder.redact if handle.recorder else (lambda data: data)
+        row = await self.storage.get_run(handle.run_id)
+        payload = redact(webhook_payload(result, row))
+        await deliver_webhook(self.storage, self.http, handle.run_id, url, payload, secret,
+                              attempts=self.settings.webhook_attempts,
+                              backoff=self.settings.webhook_backoff)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    def cancel(self, run_id: str) -> RunHandle | None:
+        """Cancel a run of this process; None when it is not running here."""
+        handle = self.handles.get(run_id)
+        if handle is not None:
+            handle.cancel()
+        return handle
+
+    async def shutdown(self) -> None:
+        """Cancel what is still running (their records end `cancelled`), let
+        pending webhook deliveries finish their current attempt, close."""
+        handles = list(self.handles.values())
+        for handle in handles:
+            handle.cancel()
+        if handles:
+            await asyncio.gather(*(h.task for h in handles), return_exceptions=True)
+        for task in list(self.background):
+            task.cancel()
+        if self.background:
+            await asyncio.gather(*self.background, return_exceptions=True)
+        await self.http.aclose()

@@ -1,0 +1,129 @@
+"""The seed systems' routes, as thin aliases over the same runs and storage.
+
+AgentFlow kept an execution history and per-user memory
+(`/api/executions`, `/api/memory/{user_id}`); the research orchestrator
+started a workflow as a "session" followed over a WebSocket
+(`/agent-workflow`).  Here an execution and a session are runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from flowforge.engine.inputs import validate_inputs
+from flowforge.errors import NotFound
+from flowforge.server.auth import CurrentUser, is_admin, owned_run
+from flowforge.server.errors import ApiError
+from flowforge.server.routes.runs import cancel_run, history
+from flowforge.server.views import run_detail, run_summary
+from flowforge.service.loading import compile_document
+from flowforge.service.users import find_user
+from flowforge.workflow.loader import document_from_data
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["seed routes"])
+
+
+def _execution(row: dict[str, Any]) -> dict[str, Any]:
+    summary = run_summary(row)
+    summary["execution_id"] = summary.pop("run_id")
+    summary["pipeline_id"] = summary.pop("workflow_id")
+    return summary
+
+
+@router.get("/api/executions", summary="Execution history (runs), newest first")
+async def list_executions(request: Request, user: CurrentUser, status: str | None = None,
+                          pipeline_id: str | None = None,
+                          limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0)
+                          ) -> dict[str, Any]:
+    rows = await history(request, user, workflow=pipeline_id, status=status, for_user=None,
+                         limit=limit, offset=offset)
+    return {"executions": [_execution(r) for r in rows], "limit": limit, "offset": offset}
+
+
+@router.get("/api/executions/{execution_id}",
+            summary="One execution: status, per-block results, memory and log")
+async def get_execution(request: Request, execution_id: str, user: CurrentUser
+                        ) -> dict[str, Any]:
+    storage = request.app.state.storage
+    row = await owned_run(storage, user, execution_id)
+    blocks = await storage.get_blocks(execution_id)
+    return {**_execution(row), "results": {b["block_id"]: b["output"] for b in blocks
+                                           if not b["scope"] and b["status"] == "succeeded"},
+            "outputs": row.get("outputs"), "memory": row.get("memory") or {},
+            "log": await storage.get_events(execution_id)}
+
+
+@router.get("/api/memory/{user_id}", summary="A user's memory (your own; any, for an admin)")
+async def get_memory(request: Request, user_id: str, user: CurrentUser) -> dict[str, Any]:
+    storage = request.app.state.storage
+    if user_id in (user["user_id"], user["name"]):
+        target = user
+    elif is_admin(user):
+        try:
+            target = await find_user(storage, user_id)
+        except NotFound:
+            raise ApiError(404, f"no user '{user_id}'") from None
+    else:
+        raise ApiError(404, f"no user '{user_id}'")
+    return {"user_id": target["user_id"], "name": target["name"],
+            "memory": await storage.get_memory(target["user_id"])}
+
+
+class AgentWorkflowRequest(BaseModel):
+    """Start a session: a stored workflow by id, or a document sent inline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow_id: str | None = None
+    """A workflow saved with POST /api/workflows."""
+    workflow: dict[str, Any] | None = None
+    """Or the whole workflow document, run without being saved."""
+    version: int | None = Field(None, ge=1)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    webhook: str | None = Field(None, pattern=r"^https?://", max_length=2000)
+
+    @model_validator(mode="after")
+    def _one_workflow(self) -> "AgentWorkflowRequest":
+        if (self.workflow_id is None) == (self.workflow is None):
+            raise ValueError("give exactly one of `workflow_id` (a saved workflow) or "
+                             "`workflow` (a document)")
+        return self
+
+
+def _session(run_id: str) -> dict[str, str]:
+    return {"session_id": run_id, "status_url": f"/agent-workflow/{run_id}",
+            "websocket_url": f"/ws/agent-workflow/{run_id}",
+            "events_url": f"/api/runs/{run_id}/events",
+            "cancel_url": f"/agent-workflow/{run_id}/cancel"}
+
+
+@router.post("/agent-workflow", status_code=202, summary="Start a workflow session")
+async def start_session(request: Request, body: AgentWorkflowRequest, user: CurrentUser
+                        ) -> JSONResponse:
+    live = request.app.state.live
+    if body.workflow_id is not None:
+        handle, _ = await live.launch(user, user["user_id"], body.workflow_id, body.version,
+                                      body.inputs, webhook=body.webhook)
+    else:
+        compiled = compile_document(document_from_data(body.workflow, "workflow"))
+        validate_inputs(compiled.doc.inputs, body.inputs)
+        handle = await live.start(compiled, body.inputs, user=user, webhook=body.webhook)
+    return JSONResponse({**_session(handle.run_id), "status": "running"}, status_code=202)
+
+
+@router.get("/agent-workflow/{session_id}", summary="A session's status and results")
+async def get_session(request: Request, session_id: str, user: CurrentUser) -> dict[str, Any]:
+    storage = request.app.state.storage
+    row = await owned_run(storage, user, session_id)
+    return {**run_detail(row, await storage.get_blocks(session_id)), **_session(session_id)}
+
+
+@router.post("/agent-workflow/{session_id}/cancel", summary="Cancel a session")
+async def cancel_session(request: Request, session_id: str, user: CurrentUser) -> JSONResponse:
+    return await cancel_run(request, user, session_id)

@@ -1,0 +1,103 @@
+"""Runs: status and results, the event stream (SSE, or JSON on request),
+cancel, history, webhook delivery attempts."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse
+
+from flowforge.server.auth import CurrentUser, is_admin, owned_run
+from flowforge.server.errors import ApiError
+from flowforge.server.sse import after_seq, event_stream
+from flowforge.server.views import run_detail, run_summary
+from flowforge.storage.base import TERMINAL_STATUSES
+
+__all__ = ["router", "history", "cancel_run"]
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+
+
+async def history(request: Request, user: dict[str, Any], *, workflow: str | None,
+                  status: str | None, for_user: str | None, limit: int, offset: int
+                  ) -> list[dict[str, Any]]:
+    """A user's runs, newest first; an admin's view spans every user unless
+    `for_user` narrows it."""
+    if for_user is not None and for_user != user["user_id"] and not is_admin(user):
+        raise ApiError(403, "only an admin may list another user's runs (leave out ?user=)")
+    user_id = for_user if is_admin(user) else user["user_id"]
+    return await request.app.state.storage.list_runs(
+        workflow_id=workflow, status=status, user_id=user_id, limit=limit, offset=offset)
+
+
+@router.get("", summary="Run history, newest first, paginated")
+async def list_runs(request: Request, user: CurrentUser, workflow: str | None = None,
+                    status: str | None = None, user_id: str | None = Query(None, alias="user"),
+                    limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0)
+                    ) -> dict[str, Any]:
+    rows = await history(request, user, workflow=workflow, status=status, for_user=user_id,
+                         limit=limit, offset=offset)
+    next_url = None
+    if len(rows) == limit:
+        query = request.query_params.multi_items()
+        kept = [(k, v) for k, v in query if k not in ("offset",)] + [("offset", offset + limit)]
+        next_url = f"/api/runs?{'&'.join(f'{k}={v}' for k, v in kept)}"
+    return {"runs": [run_summary(r) for r in rows], "limit": limit, "offset": offset,
+            "next": next_url}
+
+
+@router.get("/{run_id}", summary="A run: status, outputs, every block's result")
+async def get_run(request: Request, run_id: str, user: CurrentUser) -> dict[str, Any]:
+    storage = request.app.state.storage
+    row = await owned_run(storage, user, run_id)
+    return run_detail(row, await storage.get_blocks(run_id))
+
+
+@router.get("/{run_id}/events",
+            summary="The run's events: SSE (replayed from the start, then live), or JSON",
+            responses={200: {"content": {"text/event-stream": {}, "application/json": {}}}})
+async def run_events(request: Request, run_id: str, user: CurrentUser,
+                     after: int | None = Query(None, ge=0,
+                                               description="Only events after this seq"),
+                     last_event_id: str | None = Header(None)) -> Any:
+    storage = request.app.state.storage
+    await owned_run(storage, user, run_id)
+    start = after_seq(last_event_id, after)
+    accept = request.headers.get("accept", "")
+    if "application/json" in accept and "text/event-stream" not in accept:
+        return {"run_id": run_id, "events": await storage.get_events(run_id, start)}
+    return event_stream(storage, run_id, start, request.app.state.settings.sse_ping_seconds)
+
+
+async def cancel_run(request: Request, user: dict[str, Any], run_id: str) -> JSONResponse:
+    """Cancel, then wait (a bounded time) for the run to settle, so the answer
+    says how it ended: blocks that finished keep their results."""
+    storage = request.app.state.storage
+    row = await owned_run(storage, user, run_id)
+    if row["status"] in TERMINAL_STATUSES:
+        raise ApiError(409, f"run '{run_id}' already ended ({row['status']})")
+    handle = request.app.state.live.cancel(run_id)
+    if handle is None:
+        raise ApiError(409, f"run '{run_id}' is not running on this server (it may have been "
+                            f"cut off: `flowforge runs resume {run_id}`)")
+    done, _ = await asyncio.wait({handle.task},
+                                 timeout=request.app.state.settings.cancel_wait_seconds)
+    if not done:
+        return JSONResponse({"run_id": run_id, "status": "cancelling"}, status_code=202)
+    row = await storage.get_run(run_id)
+    return JSONResponse({"run_id": run_id, "status": row["status"]}, status_code=200)
+
+
+@router.post("/{run_id}/cancel", summary="Cancel a running run")
+async def cancel(request: Request, run_id: str, user: CurrentUser) -> JSONResponse:
+    return await cancel_run(request, user, run_id)
+
+
+@router.get("/{run_id}/deliveries", summary="Webhook delivery attempts of a run")
+async def deliveries(request: Request, run_id: str, user: CurrentUser) -> dict[str, Any]:
+    storage = request.app.state.storage
+    row = await owned_run(storage, user, run_id)
+    return {"run_id": run_id, "webhook": row.get("webhook"),
+            "attempts": await storage.list_deliveries(run_id)}

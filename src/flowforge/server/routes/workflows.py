@@ -1,0 +1,151 @@
+"""Workflows: every save is a new version; runs start from the latest or a
+pinned version.  A workflow belongs to the user who saved it; an admin may
+name another owner with `?owner=<user id>`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from flowforge.errors import WorkflowError
+from flowforge.server.auth import CurrentUser, is_admin
+from flowforge.server.errors import ApiError
+from flowforge.server.views import run_links, workflow_view
+from flowforge.workflow.loader import parse_text
+
+__all__ = ["router", "RunRequest", "owner_of"]
+
+router = APIRouter(prefix="/api/workflows", tags=["workflows"])
+
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+_DOCUMENT_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDocument"}},
+    "application/yaml": {"schema": {"type": "string"}}}}}
+
+
+class RunRequest(BaseModel):
+    """Start a run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    """The run's inputs, checked against the workflow's `inputs`."""
+    version: int | None = Field(None, ge=1)
+    """Run this version instead of the latest."""
+    webhook: str | None = Field(None, pattern=r"^https?://", max_length=2000)
+    """URL to POST the signed result to when the run ends (overrides the workflow's)."""
+
+
+def owner_of(user: dict[str, Any], owner: str | None) -> str:
+    if owner is None or owner == user["user_id"]:
+        return user["user_id"]
+    if not is_admin(user):
+        raise ApiError(403, "only an admin may name another owner (leave out ?owner=)")
+    return owner
+
+
+async def _document(request: Request) -> Any:
+    """The JSON (default) or YAML document of the body."""
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    body = await request.body()
+    if not body.strip():
+        raise ApiError(400, "the request body is empty: send a workflow document as JSON "
+                            "(or YAML with Content-Type: application/yaml)")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "the request body is not UTF-8 text") from None
+    if media in _YAML_TYPES:
+        try:
+            return parse_text(text, "<request body>.yaml")
+        except WorkflowError as exc:
+            raise ApiError(400, str(exc), code="malformed_yaml") from None
+    if media not in ("application/json", "text/json", ""):
+        raise ApiError(415, f"unsupported Content-Type {media!r}: send application/json or "
+                            f"application/yaml")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc.msg} at line "
+                            f"{exc.lineno}, column {exc.colno}", code="malformed_json") from None
+
+
+@router.post("", status_code=201, openapi_extra=_DOCUMENT_BODY,
+             summary="Save a new workflow (or a new version of one)")
+async def create_workflow(request: Request, user: CurrentUser,
+                          owner: str | None = None) -> dict[str, Any]:
+    store = request.app.state.live.workflows
+    row = await store.save(owner_of(user, owner), await _document(request))
+    return workflow_view(row)
+
+
+@router.get("", summary="List workflows (latest versions)")
+async def list_workflows(request: Request, user: CurrentUser, owner: str | None = None,
+                         all: bool = Query(False, description="Every owner's (admin only)"),
+                         limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0)
+                         ) -> dict[str, Any]:
+    storage = request.app.state.storage
+    if all and not is_admin(user):
+        raise ApiError(403, "only an admin may list every owner's workflows (leave out ?all=)")
+    rows = await storage.list_workflows(None if all else owner_of(user, owner),
+                                        limit=limit, offset=offset)
+    return {"workflows": [workflow_view(r) for r in rows], "limit": limit, "offset": offset}
+
+
+@router.get("/{workflow_id}", summary="A workflow's document (latest or ?version=)")
+async def get_workflow(request: Request, workflow_id: str, user: CurrentUser,
+                       version: int | None = Query(None, ge=1), owner: str | None = None
+                       ) -> dict[str, Any]:
+    store = request.app.state.live.workflows
+    return workflow_view(await store.get(owner_of(user, owner), workflow_id, version))
+
+
+@router.put("/{workflow_id}", openapi_extra=_DOCUMENT_BODY,
+            summary="Save a new version of a workflow (creates it when new)")
+async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
+                       owner: str | None = None) -> JSONResponse:
+    store = request.app.state.live.workflows
+    row = await store.save(owner_of(user, owner), await _document(request),
+                           expected_id=workflow_id)
+    return JSONResponse(workflow_view(row), status_code=201 if row["version"] == 1 else 200)
+
+
+@router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow (runs are kept)")
+async def delete_workflow(request: Request, workflow_id: str, user: CurrentUser,
+                          owner: str | None = None) -> Response:
+    storage = request.app.state.storage
+    if not await storage.delete_workflow(owner_of(user, owner), workflow_id):
+        raise ApiError(404, f"no workflow '{workflow_id}'")
+    return Response(status_code=204)
+
+
+@router.get("/{workflow_id}/versions", summary="Every saved version, oldest first")
+async def list_versions(request: Request, workflow_id: str, user: CurrentUser,
+                        owner: str | None = None) -> dict[str, Any]:
+    storage = request.app.state.storage
+    versions = await storage.list_workflow_versions(owner_of(user, owner), workflow_id)
+    if not versions:
+        raise ApiError(404, f"no workflow '{workflow_id}'")
+    return {"id": workflow_id, "versions": [workflow_view({"workflow_id": workflow_id, **v})
+                                            for v in versions]}
+
+
+@router.post("/{workflow_id}/runs", status_code=202,
+             summary="Start a run (202 with its URLs, or ?wait=true for the RunResult)")
+async def start_run(request: Request, workflow_id: str, body: RunRequest, user: CurrentUser,
+                    wait: bool = False, owner: str | None = None) -> JSONResponse:
+    live = request.app.state.live
+    handle, version = await live.launch(user, owner_of(user, owner), workflow_id,
+                                        body.version, body.inputs, webhook=body.webhook)
+    if wait:
+        result = await handle.wait()
+        shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
+            result.to_dict()
+        return JSONResponse({**shown, "workflow_version": version}, status_code=200)
+    return JSONResponse({"run_id": handle.run_id, "workflow_id": workflow_id,
+                         "workflow_version": version, "status": "running",
+                         **run_links(handle.run_id)}, status_code=202)

@@ -1,0 +1,34 @@
+"""Server settings: command-line options first, then `FLOWFORGE_*` variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+__all__ = ["ServerSettings"]
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value and value.isdigit() else default
+
+
+@dataclass
+class ServerSettings:
+    database_url: str | None = None
+    """None: FLOWFORGE_DATABASE_URL, else the SQLite file in the user's data folder."""
+    max_body_bytes: int = field(default_factory=lambda: _env_int("FLOWFORGE_MAX_BODY_BYTES",
+                                                                 1024 * 1024))
+    """Larger request bodies are refused with 413."""
+    webhook_attempts: int = 5
+    """Deliveries tried per run before giving up (each attempt is recorded)."""
+    webhook_backoff: float = 1.0
+    """Seconds before the first retry; doubles after each failed attempt."""
+    webhook_timeout: float = 10.0
+    """Seconds one delivery attempt may take."""
+    sse_ping_seconds: float = 15.0
+    """Comment lines keep idle event streams open through proxies."""
+    cancel_wait_seconds: float = 10.0
+    """How long `POST .../cancel` waits for the run to settle before answering."""
+    model: str | None = None
+    """Model for every LLM block of every run (like `flowforge run --model`)."""

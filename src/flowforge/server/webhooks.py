@@ -1,0 +1,86 @@
+"""Webhooks: when a run ends, POST its result to the URL the workflow or the
+run named, signed so the receiver can trust it.
+
+    X-Flowforge-Timestamp: 1767000000
+    X-Flowforge-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">
+    X-Flowforge-Delivery:  <run id>/<attempt>
+
+The key is the run owner's webhook secret (`GET /api/me`).  Signing the
+timestamp with the body lets a receiver refuse replays of old deliveries.
+A non-2xx answer or a network error is retried with exponential backoff;
+every attempt is recorded (`GET /api/runs/{id}/deliveries`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+import httpx
+
+from flowforge.engine.result import RunResult
+from flowforge.storage.base import Storage
+
+__all__ = ["sign", "verify", "webhook_payload", "deliver_webhook", "SIGNATURE_HEADER",
+           "TIMESTAMP_HEADER"]
+
+SIGNATURE_HEADER = "X-Flowforge-Signature"
+TIMESTAMP_HEADER = "X-Flowforge-Timestamp"
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + digest.hexdigest()
+
+
+def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
+    """What a receiver does (in Python): constant-time comparison."""
+    return hmac.compare_digest(sign(secret, timestamp, body), signature)
+
+
+def webhook_payload(result: RunResult, row: dict[str, Any] | None) -> dict[str, Any]:
+    """The RunResult without its event log (fetch it from the events URL)."""
+    payload = result.to_dict()
+    payload.pop("events", None)
+    payload["event"] = "run_finished"
+    payload["error"] = result.error
+    payload["workflow_version"] = (row or {}).get("workflow_version")
+    payload["user_id"] = (row or {}).get("user_id")
+    return payload
+
+
+async def deliver_webhook(storage: Storage, client: httpx.AsyncClient, run_id: str,
+                          url: str, payload: dict[str, Any], secret: str, *,
+                          attempts: int = 5, backoff: float = 1.0) -> bool:
+    """POST until a 2xx or `attempts` tries; True when delivered."""
+    body = json.dumps(payload, default=str, ensure_ascii=False).encode()
+    for attempt in range(1, attempts + 1):
+        timestamp = str(int(time.time()))
+        headers = {"Content-Type": "application/json", TIMESTAMP_HEADER: timestamp,
+                   SIGNATURE_HEADER: sign(secret, timestamp, body),
+                   "X-Flowforge-Delivery": f"{run_id}/{attempt}",
+                   "User-Agent": "flowforge-webhook"}
+        started = time.perf_counter()
+        status: int | None = None
+        error: str | None = None
+        try:
+            response = await client.post(url, content=body, headers=headers)
+            status = response.status_code
+            if not 200 <= status < 300:
+                error = f"HTTP {status}"
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        succeeded = error is None
+        await storage.add_delivery({
+            "run_id": run_id, "attempt": attempt, "url": url, "status_code": status,
+            "error": error, "succeeded": succeeded, "created_at": time.time(),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3)})
+        if succeeded:
+            return True
+        if attempt < attempts:
+            await asyncio.sleep(backoff * 2 ** (attempt - 1))
+    return False

@@ -1,0 +1,94 @@
+"""WebSocket progress: the same stored event stream as SSE, plus control.
+
+    WS /ws/runs/{run_id}?after=<seq>&token=<key>
+    WS /ws/agent-workflow/{session_id}          (the seed system's name)
+
+The server sends each event as a JSON object (`seq`, `type`, ...) and closes
+with 1000 after `run_finished`.  The client may send `{"type": "cancel"}`
+(or the bare text `cancel`); the server answers `{"type": "cancel_requested"}`
+and the stream then shows the blocks being cancelled and the run finishing
+`cancelled`.  A bad key closes with 4401, a run that is not the caller's
+with 4404, each after an `{"type": "error", ...}` message saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from flowforge.server.auth import is_admin, websocket_user
+from flowforge.server.errors import error_body
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+async def _refuse(websocket: WebSocket, status: int, message: str) -> None:
+    await websocket.send_json({"type": "error", **error_body(status, message)})
+    await websocket.close(code=4000 + status, reason=message[:120])
+
+
+@router.websocket("/ws/runs/{run_id}")
+async def run_socket(websocket: WebSocket, run_id: str) -> None:
+    await follow_over_websocket(websocket, run_id)
+
+
+@router.websocket("/ws/agent-workflow/{session_id}")
+async def agent_workflow_socket(websocket: WebSocket, session_id: str) -> None:
+    await follow_over_websocket(websocket, session_id)
+
+
+async def follow_over_websocket(websocket: WebSocket, run_id: str) -> None:
+    storage = websocket.app.state.storage
+    await websocket.accept()
+    user = await websocket_user(websocket)
+    if user is None:
+        await _refuse(websocket, 401, "missing or invalid API key: send `Authorization: "
+                                      "Bearer <key>` or `?token=<key>`")
+        return
+    run = await storage.get_run(run_id)
+    if run is None or (run.get("user_id") != user["user_id"] and not is_admin(user)):
+        await _refuse(websocket, 404, f"no run '{run_id}'")
+        return
+    raw_after = websocket.query_params.get("after", "0")
+    if not raw_after.isdigit():
+        await _refuse(websocket, 400, f"after={raw_after!r} must be an event's sequence number")
+        return
+
+    async def send_events() -> None:
+        async for event in storage.follow_events(run_id, int(raw_after)):
+            await websocket.send_text(json.dumps(event, default=str, ensure_ascii=False))
+
+    async def receive_commands() -> None:
+        while True:
+            text = await websocket.receive_text()
+            await websocket.send_json(_command(websocket, run_id, text))
+
+    sender = asyncio.create_task(send_events())
+    receiver = asyncio.create_task(receive_commands())
+    done, pending = await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    if sender in done and sender.exception() is None:
+        await websocket.close(code=1000)
+    elif receiver in done and not isinstance(receiver.exception(), WebSocketDisconnect):
+        await websocket.close(code=1011)
+
+
+def _command(websocket: WebSocket, run_id: str, text: str) -> dict[str, Any]:
+    try:
+        message = json.loads(text)
+    except json.JSONDecodeError:
+        message = {"type": text.strip()}
+    kind = message.get("type") if isinstance(message, dict) else None
+    if kind != "cancel":
+        return {"type": "error", **error_body(400, f"unknown message {text[:80]!r}: send "
+                                                   f"{{\"type\": \"cancel\"}}")}
+    if websocket.app.state.live.cancel(run_id) is None:
+        return {"type": "error", **error_body(409, "the run is not running on this server")}
+    return {"type": "cancel_requested", "run_id": run_id}

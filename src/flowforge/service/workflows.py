@@ -1,0 +1,71 @@
+"""Stored workflows: validate before saving, compile each version once.
+
+Every save is a new version; a version never changes, so a compiled version
+is cached by `(owner, id, version)` and many runs of it cost one compile.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from flowforge.errors import NotFound, WorkflowError
+from flowforge.service.loading import compile_document
+from flowforge.storage.base import Storage
+from flowforge.workflow.graph import CompiledWorkflow
+from flowforge.workflow.loader import document_from_data
+
+__all__ = ["WorkflowStore"]
+
+
+class WorkflowStore:
+    """Save, fetch and compile one storage's workflows."""
+
+    def __init__(self, storage: Storage, cache_size: int = 256) -> None:
+        self.storage = storage
+        self.cache_size = cache_size
+        self._compiled: OrderedDict[tuple[str, str, int], CompiledWorkflow] = OrderedDict()
+
+    async def save(self, owner: str, data: Any, *, expected_id: str | None = None
+                   ) -> dict[str, Any]:
+        """Validate and compile `data` (raising WorkflowError/ValidationFailed with
+        every located problem), then store it as the next version."""
+        if isinstance(data, dict) and expected_id is not None:
+            given = data.get("id")
+            if given is None:
+                data = {**data, "id": expected_id}
+            elif given != expected_id:
+                raise WorkflowError(f"the document's id '{given}' differs from the id in the "
+                                    f"URL '{expected_id}': make them the same", where="id")
+        doc = document_from_data(data, "<request body>")
+        compiled = compile_document(doc)
+        document = doc.model_dump(mode="json", by_alias=True, exclude_none=True)
+        version = await self.storage.save_workflow(owner, doc.id, document)
+        self._remember((owner, doc.id, version), compiled)
+        return await self.get(owner, doc.id, version)
+
+    async def get(self, owner: str, workflow_id: str, version: int | None = None
+                  ) -> dict[str, Any]:
+        row = await self.storage.get_workflow(owner, workflow_id, version)
+        if row is None:
+            which = f" version {version}" if version is not None else ""
+            raise NotFound(f"no workflow '{workflow_id}'{which}")
+        return row
+
+    async def compiled(self, owner: str, workflow_id: str, version: int | None = None
+                       ) -> tuple[dict[str, Any], CompiledWorkflow]:
+        row = await self.get(owner, workflow_id, version)
+        key = (owner, workflow_id, row["version"])
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = compile_document(document_from_data(row["document"],
+                                                           f"{workflow_id} v{row['version']}"))
+            self._remember(key, compiled)
+        else:
+            self._compiled.move_to_end(key)
+        return row, compiled
+
+    def _remember(self, key: tuple[str, str, int], compiled: CompiledWorkflow) -> None:
+        self._compiled[key] = compiled
+        while len(self._compiled) > self.cache_size:
+            self._compiled.popitem(last=False)

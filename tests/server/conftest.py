@@ -1,0 +1,151 @@
+"""A real server on 127.0.0.1 for every test: uvicorn in the test's event
+loop, a fresh database, three users (an admin, alice, bob) and the slow
+functions the workflows below call.  Streams, disconnects and WebSockets are
+exercised over real sockets, as a client would."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import flowforge
+from flowforge.server import ServerSettings, create_app
+from flowforge.service.users import create_user
+from flowforge.storage import storage_from_url
+from tests.storage.conftest import postgres_schema_url, postgres_url, storage_url  # noqa: F401
+
+
+@flowforge.function("srv_sleep")
+async def srv_sleep(seconds: float = 0.0, value: Any = None) -> dict:
+    await asyncio.sleep(seconds)
+    return {"value": value}
+
+
+@flowforge.function("srv_fail")
+async def srv_fail(message: str = "boom") -> dict:
+    raise RuntimeError(message)
+
+
+def chain(workflow_id: str = "chain", count: int = 5, seconds: float = 0.01, **extra: Any
+          ) -> dict:
+    """`count` blocks in a row, each sleeping `seconds`; the last one is the output."""
+    blocks = []
+    for index in range(count):
+        value = "{{input.word}}" if index == 0 else f"{{{{b{index - 1}.value}}}}"
+        blocks.append({"id": f"b{index}", "type": "function",
+                       "with": {"function": "srv_sleep",
+                                "args": {"seconds": seconds, "value": value}}})
+    return {"id": workflow_id, "inputs": {"word": {"type": "string", "default": "hi"}},
+            "blocks": blocks, **extra}
+
+
+@dataclass
+class Server:
+    url: str
+    app: Any
+    storage: Any
+    keys: dict[str, str] = field(default_factory=dict)
+    users: dict[str, dict] = field(default_factory=dict)
+
+    def client(self, who: str | None = "alice", **kwargs: Any) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self.keys[who]}"} if who else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.url[len("http"):]
+
+
+async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None,
+                       **settings: Any):
+    storage = storage_from_url(url)
+    await storage.open()
+    storage.poll_interval = 0.1
+    config = dict(max_body_bytes=64 * 1024, webhook_backoff=0.05, webhook_attempts=3,
+                  sse_ping_seconds=1.0)
+    config.update(settings)
+    app = create_app(ServerSettings(**config), storage=storage, webhook_client=webhook_client)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning",
+                                           timeout_graceful_shutdown=2))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    live = Server(f"http://127.0.0.1:{port}", app, storage)
+    for name, role in (("admin", "admin"), ("alice", "user"), ("bob", "user")):
+        user, key = await create_user(storage, name, role)
+        live.users[name], live.keys[name] = user, key
+
+    async def stop() -> None:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+        await storage.close()
+        sock.close()
+
+    return live, stop
+
+
+@pytest.fixture
+async def server(tmp_path):
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
+    yield live
+    await stop()
+
+
+@pytest.fixture
+async def any_server(storage_url):  # noqa: F811 - the fixture imported above
+    """The same server on SQLite and on PostgreSQL."""
+    live, stop = await start_server(storage_url)
+    yield live
+    await stop()
+
+
+async def read_sse(client: httpx.AsyncClient, path: str, *, headers: dict | None = None,
+                   stop_after: int | None = None, on_event: Any = None) -> list[dict]:
+    """The events of an SSE response, parsed; stops (disconnecting) after
+    `stop_after` events, else at the end of the stream."""
+    import json
+    events: list[dict] = []
+    async with client.stream("GET", path, headers=headers or {}) as response:
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        fields: dict[str, str] = {}
+        async for line in response.aiter_lines():
+            if line.startswith(":"):
+                continue                      # a ping
+            if line:
+                name, _, value = line.partition(":")
+                fields[name] = value[1:] if value.startswith(" ") else value
+                continue
+            if "data" in fields:
+                event = json.loads(fields["data"])
+                assert fields["id"] == str(event["seq"]) and fields["event"] == event["type"]
+                events.append(event)
+                if on_event is not None:
+                    await on_event(event)
+                if stop_after is not None and len(events) >= stop_after:
+                    break
+            fields = {}
+    return events
+
+
+async def wait_for_status(live: Server, run_id: str, *statuses: str, timeout: float = 10
+                          ) -> dict:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        run = await live.storage.get_run(run_id)
+        if run and run["status"] in statuses:
+            return run
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"run {run_id} is {run and run['status']}, not {statuses}")
+        await asyncio.sleep(0.02)
