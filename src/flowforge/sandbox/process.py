@@ -128,7 +128,7 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
         raise SandboxError("rejected", "the block's source was rejected: " + "; ".join(problems))
     mode = mode or sandbox_mode()
     if network and http is None:
-        from flowforge.sandbox.ssrf import guarded_request
+        from flowforge.sandbox.http_bridge import guarded_request
         http = guarded_request
     job = {"source": source, "inputs": inputs, "context": context or {},
            "limits": limits.to_dict(), "network": network,

@@ -1,0 +1,283 @@
+"""`registry`: run a block from the block registry (`uses: <block id>`).
+
+    - id: stats
+      uses: math_stats                  # or math_stats@2 for a fixed version
+      with: {numbers: "{{fetch.body.values}}"}
+
+`with` holds the registry block's inputs.  At validation time the block id
+must exist, every required input must be given, no unknown input may be
+given, and static values must fit their schema; at run time the resolved
+inputs (schema defaults filled in) and the output are always checked
+against the block's schemas.  Python blocks run in the sandbox
+(`flowforge.sandbox`), never in this process; LLM blocks run through the
+`llm` block (their prompt template, system prompt and output schema), so
+they get the same model choice, record and repair as any LLM block.
+
+`execute_definition` and `run_examples` are the same path for callers
+outside a run (the thinker testing what it wrote, `flowforge blocks test`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from pydantic import ConfigDict
+
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.registry import register_block
+from flowforge.errors import BlockError, FlowforgeError, Problem
+from flowforge.registry import BlockDefinition, Registry, get_registry, schema_problems
+from flowforge.sandbox import Limits, SandboxError, run_python
+from flowforge.workflow.model import BlockSpec
+from flowforge.workflow.templates import has_templates
+
+__all__ = ["RegistryBlock", "execute_definition", "run_examples", "ExampleReport",
+           "DetachedContext", "parse_uses", "BlockRunError"]
+
+_USAGE_KEYS = ("content", "model", "tokens", "cost")
+
+
+class BlockRunError(FlowforgeError):
+    """A registry block's inputs, run or output failed; `stage` says which."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        self.stage = stage
+        super().__init__(message)
+
+
+def parse_uses(uses: str) -> tuple[str, int | None]:
+    """`math_stats@2` -> ("math_stats", 2); no `@` -> the latest version."""
+    block_id, _, version = uses.partition("@")
+    return block_id.strip(), int(version) if version.strip().isdigit() else None
+
+
+class RegistryConfig(BlockConfig):
+    """The registry block's inputs, by name (checked against its input schema)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass
+class DetachedContext:
+    """A `BlockContext` for running a registry block outside a workflow run."""
+
+    model: str | None = None
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    block_id: str = "block"
+    run_id: str = "detached"
+    workflow_id: str = "detached"
+    scope: Mapping[str, Any] = field(default_factory=dict)
+    user: Mapping[str, Any] = field(default_factory=lambda: {"id": "default"})
+    services: Mapping[str, Any] = field(default_factory=dict)
+    node: Any = None
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        return {"model": self.model} if self.model else {}
+
+    @property
+    def model_override(self) -> str | None:
+        return self.model
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return os.environ
+
+    def emit(self, event_type: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event({"type": event_type, "block_id": self.block_id, **data})
+
+
+def _with_defaults(definition: BlockDefinition, inputs: dict[str, Any]) -> dict[str, Any]:
+    filled = dict(inputs)
+    for name, schema in (definition.input_schema.get("properties") or {}).items():
+        if name not in filled and isinstance(schema, dict) and "default" in schema:
+            filled[name] = schema["default"]
+    return filled
+
+
+async def execute_definition(definition: BlockDefinition, inputs: dict[str, Any],
+                             context: Any) -> dict[str, Any]:
+    """Check inputs, run the block (sandbox or LLM), check the output.
+    Raises BlockRunError(stage = inputs | run | output)."""
+    inputs = _with_defaults(definition, inputs)
+    problems = schema_problems(definition.input_schema, inputs)
+    if problems:
+        raise BlockRunError("inputs", f"inputs do not match the input schema of "
+                            f"'{definition.id}': {'; '.join(problems)}")
+    if definition.execution_type == "python":
+        meta = definition.metadata
+        limits = Limits(cpu_seconds=meta.cpu_seconds or Limits.cpu_seconds,
+                        memory_mb=meta.memory_mb or Limits.memory_mb)
+        try:
+            result = await run_python(definition.source_code or "", inputs, limits=limits,
+                                      network=meta.network,
+                                      context={"block_id": getattr(context, "block_id", ""),
+                                               "run_id": getattr(context, "run_id", "")})
+        except SandboxError as exc:
+            raise BlockRunError("run", str(exc)) from None
+        output, usage = result.output, {}
+        if result.logs:
+            context.emit("progress", message=result.logs[-2000:], source="print")
+    else:
+        from flowforge.blocks.llm import LLMBlock, LLMConfig
+
+        config = LLMConfig(prompt=definition.prompt_template or "", inputs=inputs,
+                           system=definition.system_prompt,
+                           output_schema=definition.output_schema)
+        try:
+            answer = await LLMBlock.run(context, config)
+        except BlockError as exc:
+            raise BlockRunError("run", exc.message) from None
+        output = {k: v for k, v in answer.items() if k not in _USAGE_KEYS or
+                  k in (definition.output_schema.get("properties") or {})}
+        usage = {k: answer[k] for k in ("model", "tokens", "cost") if k in answer
+                 and k not in output}
+    problems = schema_problems(definition.output_schema, output)
+    if problems:
+        raise BlockRunError("output", f"the output of '{definition.id}' does not match its "
+                            f"output schema: {'; '.join(problems)}")
+    return {**output, **usage}
+
+
+@dataclass
+class ExampleReport:
+    block_id: str
+    passed: bool
+    results: list[dict[str, Any]]
+    note: str = ""
+
+    @property
+    def first_error(self) -> str:
+        for result in self.results:
+            if not result["ok"]:
+                return f"example {result['example']}: {result['error']}"
+        return self.note
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"block_id": self.block_id, "passed": self.passed, "results": self.results,
+                "note": self.note}
+
+
+def _matches(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, float) or isinstance(actual, float):
+        return isinstance(actual, (int, float)) and isinstance(expected, (int, float)) and \
+            math.isclose(expected, actual, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and _matches(v, actual[k])
+                                                for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(expected) == len(actual) and \
+            all(_matches(e, a) for e, a in zip(expected, actual))
+    return expected == actual
+
+
+async def run_examples(definition: BlockDefinition, *, model: str | None = None,
+                          on_event: Callable[[dict[str, Any]], None] | None = None
+                          ) -> ExampleReport:
+    """Run every example. Python blocks must reproduce the expected output
+    fields exactly (floats approximately); LLM blocks must fill their
+    template and answer valid against the output schema (wording varies)."""
+    if not definition.examples:
+        return ExampleReport(definition.id, False, [], "the block has no examples to test")
+    results = []
+    context = DetachedContext(model=model, on_event=on_event, block_id=definition.id)
+    for index, example in enumerate(definition.examples):
+        try:
+            output = await execute_definition(definition, dict(example.inputs), context)
+        except BlockRunError as exc:
+            results.append({"example": index, "ok": False, "error": str(exc)})
+            continue
+        fields = {k: v for k, v in output.items() if k not in ("model", "tokens", "cost")}
+        if definition.execution_type == "python" and not _matches(example.outputs, fields):
+            wrong = {k: fields.get(k) for k, v in example.outputs.items()
+                     if not _matches(v, fields.get(k))}
+            results.append({"example": index, "ok": False, "output": fields,
+                            "error": f"expected {example.outputs}, got {wrong} for "
+                                     f"{', '.join(wrong)}"})
+        else:
+            results.append({"example": index, "ok": True, "output": fields})
+    return ExampleReport(definition.id, all(r["ok"] for r in results), results)
+
+
+# -- the block type --------------------------------------------------------------------
+
+def _registry_of(context: Any) -> Registry:
+    services = getattr(context, "services", None) or {}
+    return services.get("registry") or get_registry()
+
+
+@register_block
+class RegistryBlock(BlockType):
+    """A Python or LLM block from the registry, its schemas checked."""
+
+    type_name = "registry"
+    Config = RegistryConfig
+
+    @classmethod
+    def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
+        if not spec.uses:
+            return [Problem(f"{where}.uses", "a registry block needs `uses: <block id>` "
+                            "(see `flowforge blocks list`)")]
+        block_id, version = parse_uses(spec.uses)
+        try:
+            registry = get_registry()
+            definition = registry.find(block_id, version)
+        except FlowforgeError as exc:
+            return [Problem(f"{where}.uses", f"cannot read the block registry: {exc}")]
+        if definition is None:
+            close = difflib.get_close_matches(block_id, registry.ids(), n=1, cutoff=0.6)
+            hint = f" - did you mean '{close[0]}'?" if close else \
+                " (see `flowforge blocks list`)"
+            what = f"version {version} of block '{block_id}'" if version else \
+                f"block '{block_id}'"
+            return [Problem(f"{where}.uses", f"no {what} in the registry{hint}")]
+        return input_problems(definition, spec.with_, f"{where}.with")
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: RegistryConfig) -> Any:
+        uses = context.node.spec.uses or ""
+        block_id, version = parse_uses(uses)
+        try:
+            definition = _registry_of(context).get(block_id, version)
+        except FlowforgeError as exc:
+            raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        try:
+            return await execute_definition(definition, dict(config.model_extra or {}), context)
+        except BlockRunError as exc:
+            raise BlockError(context.block_id, f"registry:{block_id}", str(exc)) from None
+
+
+def input_problems(definition: BlockDefinition, given: Mapping[str, Any],
+                   where: str) -> list[Problem]:
+    """What validation can tell before a run: required inputs present, no
+    unknown inputs, static values valid (templated ones are checked at run time)."""
+    schema = definition.input_schema
+    properties = schema.get("properties") or {}
+    problems = []
+    for name in schema.get("required") or []:
+        if name not in given:
+            problems.append(Problem(where, f"block '{definition.id}' needs input '{name}'"
+                                    f"{_describe(properties.get(name))}"))
+    if properties and schema.get("additionalProperties") is not True:
+        for name in given:
+            if name not in properties:
+                close = difflib.get_close_matches(name, list(properties), n=1, cutoff=0.6)
+                hint = f" - did you mean '{close[0]}'?" if close else ""
+                problems.append(Problem(f"{where}.{name}", f"'{definition.id}' has no input "
+                                        f"'{name}'{hint}; its inputs: {', '.join(properties)}"))
+    for name, value in given.items():
+        if name in properties and not has_templates(value):
+            for problem in schema_problems(properties[name], value):
+                problems.append(Problem(f"{where}.{name}", problem))
+    return problems
+
+
+def _describe(schema: Any) -> str:
+    if isinstance(schema, dict) and schema.get("description"):
+        return f" ({schema['description']})"
+    return ""

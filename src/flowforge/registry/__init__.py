@@ -1,0 +1,17 @@
+"""The block registry: typed, versioned, searchable blocks that workflows
+use with `uses: <id>` and that the thinker finds, or writes and tests."""
+
+from flowforge.registry.model import (CATEGORIES, EXECUTION_TYPES, BlockDefinition,
+                                      BlockMetadata, Example, check_definition,
+                                      definition_from_data, schema_problems, template_fields)
+from flowforge.registry.registry import (LIBRARY_DIR, Registry, SearchResult, get_registry,
+                                         library_definitions, read_definition_file,
+                                         set_registry)
+from flowforge.registry.search import BlockSearch, HybridSearch, TextSearch
+from flowforge.registry.store import BlockStore
+
+__all__ = ["BlockDefinition", "BlockMetadata", "BlockSearch", "BlockStore", "CATEGORIES",
+           "EXECUTION_TYPES", "Example", "HybridSearch", "LIBRARY_DIR", "Registry",
+           "SearchResult", "TextSearch", "check_definition", "definition_from_data",
+           "get_registry", "library_definitions", "read_definition_file", "schema_problems",
+           "set_registry", "template_fields"]

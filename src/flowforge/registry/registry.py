@@ -1,0 +1,221 @@
+"""The block registry: add, get, list, delete, version and search blocks.
+
+    registry = get_registry()                 # the process default (see below)
+    registry.add({"id": "word_count", ...})   # checked, stored as a new version
+    hits = await registry.search("count the words of a text", limit=5)
+
+The process default opens the SQLite file named by `FLOWFORGE_REGISTRY_URL`,
+else by `FLOWFORGE_DATABASE_URL`, else the user's flowforge database, and
+adds the bundled starter library the first time (and again when a bundled
+block changes).  Search is hybrid (`FLOWFORGE_REGISTRY_SEARCH=hybrid`, the
+default when the knowledge extra is installed) or text only (`text`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flowforge.errors import NotFound, WorkflowError
+from flowforge.registry.model import BlockDefinition, definition_from_data
+from flowforge.registry.search import BlockSearch, HybridSearch, TextSearch
+from flowforge.registry.store import BlockStore
+
+__all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "library_definitions",
+           "LIBRARY_DIR", "read_definition_file"]
+
+LIBRARY_DIR = Path(__file__).with_name("library")
+
+
+@dataclass
+class SearchResult:
+    definition: BlockDefinition
+    score: float
+    via: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"block": self.definition.public(), "score": self.score, "via": self.via}
+
+
+def read_definition_file(path: str | Path) -> BlockDefinition:
+    """A block definition from a YAML or JSON file, fully checked."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WorkflowError(f"block file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise WorkflowError(f"invalid YAML/JSON: {exc}", source=str(path)) from None
+    if not isinstance(data, dict):
+        raise WorkflowError("a block file holds one mapping (id, name, description, ...)",
+                            source=str(path))
+    return definition_from_data(data, str(path))
+
+
+def library_definitions() -> list[BlockDefinition]:
+    """The bundled starter library, in id order."""
+    return [read_definition_file(path) for path in sorted(LIBRARY_DIR.glob("*.yaml"))]
+
+
+class Registry:
+    """Blocks by id, with versions and search."""
+
+    def __init__(self, store: BlockStore, search: BlockSearch | None = None) -> None:
+        self.store = store
+        self.searcher = search or TextSearch(store)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, seed: bool = True,
+             search: str | None = None) -> Registry:
+        """A registry on `url` (a SQLite URL or path; `:memory:` for a
+        throwaway one), seeded with the starter library."""
+        store = BlockStore.from_url(url or _default_url())
+        registry = cls(store, _searcher(store, search))
+        if seed:
+            registry.seed_library()
+        return registry
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- CRUD ----------------------------------------------------------------------
+    def add(self, definition: BlockDefinition | dict[str, Any], *,
+            created_by: str | None = None) -> BlockDefinition:
+        """Check and store `definition` as the block's next version."""
+        data = definition.model_dump(exclude={"version"}) if isinstance(
+            definition, BlockDefinition) else dict(definition)
+        data.pop("version", None)
+        if created_by is not None:
+            data["metadata"] = {**(data.get("metadata") or {}), "created_by": created_by}
+        checked = definition_from_data(data, f"block '{data.get('id', '?')}'")
+        return self.store.put(checked)
+
+    def find(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+        return self.store.get(block_id, version)
+
+    def get(self, block_id: str, version: int | None = None) -> BlockDefinition:
+        found = self.store.get(block_id, version)
+        if found is None:
+            if version is not None and self.store.get(block_id) is not None:
+                raise NotFound(f"block '{block_id}' has no version {version}; versions: "
+                               f"{', '.join(str(v['version']) for v in self.versions(block_id))}")
+            close = difflib.get_close_matches(block_id, self.store.ids(), n=1, cutoff=0.6)
+            hint = f" - did you mean '{close[0]}'?" if close else \
+                " (see `flowforge blocks list`)"
+            raise NotFound(f"no block '{block_id}' in the registry{hint}")
+        return found
+
+    def list(self, *, category: str | None = None, created_by: str | None = None,
+             execution_type: str | None = None) -> list[BlockDefinition]:
+        return [d for d in (self.store.get(i) for i in self.store.ids(
+            category=category, created_by=created_by, execution_type=execution_type)) if d]
+
+    def ids(self) -> list[str]:
+        return self.store.ids()
+
+    def delete(self, block_id: str) -> None:
+        self.store.delete(block_id)
+
+    def versions(self, block_id: str) -> list[dict[str, Any]]:
+        return self.store.versions(block_id)
+
+    def source(self, block_id: str, version: int | None = None) -> str:
+        """The body: Python source, or the prompt template (with its system prompt)."""
+        definition = self.get(block_id, version)
+        if definition.execution_type == "python":
+            return definition.source_code or ""
+        system = f"# system\n{definition.system_prompt}\n\n# prompt\n" \
+            if definition.system_prompt else ""
+        return system + (definition.prompt_template or "")
+
+    # -- search ----------------------------------------------------------------------
+    async def search(self, query: str, limit: int = 5, *, execution_type: str | None = None,
+                     category: str | None = None) -> list[SearchResult]:
+        hits = await self.searcher.search(query, max(limit * 3, 10))
+        results = []
+        for hit in hits:
+            definition = self.store.get(hit.id)
+            if definition is None:
+                continue
+            if execution_type and definition.execution_type != execution_type:
+                continue
+            if category and definition.category != category:
+                continue
+            results.append(SearchResult(definition, hit.score, hit.via))
+            if len(results) >= limit:
+                break
+        return results
+
+    @property
+    def search_mode(self) -> str:
+        failed = getattr(self.searcher, "failed", None)
+        return "text (embedding failed)" if failed else self.searcher.mode
+
+    # -- the starter library -----------------------------------------------------------
+    def seed_library(self) -> list[str]:
+        """Add bundled blocks that are missing or changed; returns their ids.
+        A user's own later version of a bundled block is left alone."""
+        added = []
+        for definition in library_definitions():
+            current = self.store.get(definition.id)
+            if current is not None and current.metadata.created_by != "library":
+                continue
+            stored = self.store.put(definition)
+            if current is None or stored.version != current.version:
+                added.append(definition.id)
+        return added
+
+
+def _default_url() -> str:
+    url = os.environ.get("FLOWFORGE_REGISTRY_URL")
+    if url:
+        return url
+    from flowforge.storage import default_database_url
+    database = default_database_url()
+    if database.startswith("sqlite:") or "://" not in database:
+        return database
+    from platformdirs import user_data_dir
+    return f"sqlite:///{Path(user_data_dir('flowforge')) / 'registry.db'}"
+
+
+def _searcher(store: BlockStore, mode: str | None) -> BlockSearch:
+    mode = (mode or os.environ.get("FLOWFORGE_REGISTRY_SEARCH") or "hybrid").lower()
+    if mode == "text":
+        return TextSearch(store)
+    try:
+        import flowforge.knowledge.embeddings  # noqa: F401
+    except ImportError:
+        return TextSearch(store)
+    return HybridSearch(store, model=os.environ.get("FLOWFORGE_REGISTRY_EMBEDDINGS") or None)
+
+
+_DEFAULT: dict[str, Registry] = {}
+_EXPLICIT: list[Registry] = []
+_LOCK = threading.Lock()
+
+
+def set_registry(registry: Registry | None) -> None:
+    """Make `registry` the one `uses:` blocks, the CLI and the server use
+    (None returns to the default from the environment)."""
+    _EXPLICIT.clear()
+    if registry is not None:
+        _EXPLICIT.append(registry)
+
+
+def get_registry() -> Registry:
+    """The explicit registry if one was set, else the default for the
+    current environment (one per database URL, opened on first use)."""
+    if _EXPLICIT:
+        return _EXPLICIT[0]
+    url = _default_url()
+    with _LOCK:
+        registry = _DEFAULT.get(url)
+        if registry is None:
+            registry = _DEFAULT[url] = Registry.open(url)
+        return registry

@@ -1,0 +1,86 @@
+"""Registry CRUD and versions: what a user adding and changing blocks relies on."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowforge.errors import NotFound, ValidationFailed
+from flowforge.registry import Registry
+
+DOUBLE = {
+    "id": "double_it", "name": "Double", "description": "Doubles a number.",
+    "execution_type": "python", "use_when": "a number must be multiplied by two",
+    "tags": ["math"],
+    "input_schema": {"type": "object", "properties": {"x": {"type": "number"}},
+                     "required": ["x"]},
+    "output_schema": {"type": "object", "properties": {"y": {"type": "number"}},
+                      "required": ["y"]},
+    "source_code": "async def execute(inputs, context):\n    return {'y': inputs['x'] * 2}\n",
+    "examples": [{"inputs": {"x": 2}, "outputs": {"y": 4}}],
+}
+
+
+def test_a_fresh_registry_holds_the_starter_library(registry):
+    ids = registry.ids()
+    assert {"text_word_count", "llm_summarise", "http_fetch", "date_diff"} <= set(ids)
+    assert registry.seed_library() == []           # already there: nothing re-added
+
+
+def test_add_get_and_versions(registry):
+    first = registry.add(DOUBLE)
+    assert first.version == 1 and first.metadata.created_by == "user"
+    assert registry.add(DOUBLE).version == 1       # identical: no new version
+    changed = registry.add({**DOUBLE, "description": "Multiplies a number by two."})
+    assert changed.version == 2
+    assert registry.get("double_it").description == "Multiplies a number by two."
+    assert registry.get("double_it", 1).description == "Doubles a number."
+    assert [v["version"] for v in registry.versions("double_it")] == [1, 2]
+    assert "inputs['x'] * 2" in registry.source("double_it")
+
+
+def test_delete_hides_the_block_but_keeps_its_history(registry):
+    registry.add(DOUBLE)
+    registry.delete("double_it")
+    assert registry.find("double_it") is None
+    assert "double_it" not in registry.ids()
+    assert registry.get("double_it", 1).id == "double_it"
+    with pytest.raises(NotFound):
+        registry.delete("double_it")
+
+
+def test_unknown_id_suggests_the_closest(registry):
+    with pytest.raises(NotFound, match="did you mean 'math_stats'"):
+        registry.get("math_stat")
+
+
+def test_the_registry_persists_in_its_database(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    first = Registry.open(url, search="text")
+    first.add(DOUBLE)
+    first.close()
+    again = Registry.open(url, search="text")
+    assert again.get("double_it").version == 1
+    again.close()
+
+
+@pytest.mark.parametrize("change, where, words", [
+    ({"input_schema": {"type": "array"}}, "input_schema.type", "must be 'object'"),
+    ({"input_schema": {"type": "object", "properties": {"x": {"type": "nope"}}}},
+     "input_schema", "not a valid JSON Schema"),
+    ({"source_code": "def execute(inputs, context):\n    return {}\n"}, "source_code",
+     "async def execute"),
+    ({"source_code": "import os\nasync def execute(inputs, context):\n    return {}\n"},
+     "source_code", "module 'os' is not allowed"),
+    ({"examples": [{"inputs": {"x": "two"}, "outputs": {}}]}, "examples[0].inputs",
+     "'two' is not of type 'number'"),
+    ({"execution_type": "llm", "source_code": None, "prompt_template": "Double {y}"},
+     "prompt_template", "placeholder '{y}' is not an input"),
+    ({"id": "Bad Id"}, "id", "String should match pattern"),
+    ({"category": "sink"}, "category", "Input should be"),
+])
+def test_invalid_definitions_are_refused_with_the_place_and_the_reason(registry, change,
+                                                                        where, words):
+    with pytest.raises(ValidationFailed) as info:
+        registry.add({**DOUBLE, **change})
+    text = str(info.value)
+    assert where in text and words in text
