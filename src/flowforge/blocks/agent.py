@@ -63,6 +63,7 @@ from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, ToolError
 from flowforge.providers.base import Message, ToolCall
+from flowforge.tools.mcp_client import close_quietly
 from flowforge.tools.executor import ToolOutcome, result_text, run_tool_calls
 from flowforge.tools.validation import ToolValidation
 
@@ -150,7 +151,8 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
     if len(messages) == 0 or all(m.role == "system" for m in messages):
         raise block("nothing to ask: set `prompt` (or `memories` / `conversation`)")
 
-    async with AsyncExitStack() as stack:
+    stack = AsyncExitStack()         # MCP connections live until the loop ends
+    try:
         try:
             tools = await build_tools(config.tools, context, stack,
                                       allow_private_network=config.allow_private_network)
@@ -205,6 +207,8 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                             f"{', '.join(missing)} (it was asked "
                             f"{config.required_tools_retries} more time(s))")
             break
+    finally:
+        await close_quietly(stack)
 
     content = response.text
     parsed: dict[str, Any] = {}

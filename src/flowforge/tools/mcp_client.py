@@ -26,7 +26,7 @@ from flowforge.errors import ToolError
 from flowforge.tools.network import check_url
 from flowforge.tools.spec import Tool, ToolContext
 
-__all__ = ["McpServer", "open_mcp_tools"]
+__all__ = ["McpServer", "open_mcp_tools", "close_quietly"]
 
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -125,13 +125,16 @@ async def open_mcp_tools(server: McpServer, stack: AsyncExitStack,
                          allow_private_network: bool = False) -> list[Tool]:
     """Connect to `server` (kept open on `stack`) and return its tools."""
     where = server.command and " ".join([server.command, *server.args]) or server.url
+    connection = AsyncExitStack()       # closed on its own if connecting fails
     try:
-        session = await _connect(server, stack, allow_private_network)
+        session = await _connect(server, connection, allow_private_network)
         listed = await session.list_tools()
-    except ToolError:
-        raise
     except Exception as exc:  # noqa: BLE001 - any transport failure, reported with its source
-        raise ToolError(f"cannot reach MCP server '{where}': {type(exc).__name__}: {exc}") from None
+        await close_quietly(connection)
+        if isinstance(exc, ToolError):
+            raise
+        raise ToolError(f"cannot reach MCP server '{where}': {_describe(exc)}") from None
+    await stack.enter_async_context(connection)
     tools = []
     for remote in _field(listed, "tools", default=[]):
         remote_name = remote.name
@@ -146,6 +149,22 @@ async def open_mcp_tools(server: McpServer, stack: AsyncExitStack,
     return tools
 
 
+async def close_quietly(stack: AsyncExitStack) -> None:
+    """Close MCP connections; a server that dies on the way out is not the
+    caller's failure (its task group reports the broken pipe as a group)."""
+    try:
+        await stack.aclose()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def _caller(session: Any, remote_name: str, server: McpServer) -> Any:
     async def execute(arguments: dict[str, Any], context: ToolContext) -> Any:
         try:
@@ -154,8 +173,7 @@ def _caller(session: Any, remote_name: str, server: McpServer) -> Any:
         except ToolError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise ToolError(f"MCP tool '{remote_name}' failed: {type(exc).__name__}: {exc}"
-                            ) from None
+            raise ToolError(f"MCP tool '{remote_name}' failed: {_describe(exc)}") from None
         return _result_value(result, remote_name)
 
     return execute

@@ -1,0 +1,49 @@
+"""examples/support.yaml, the main demo, with its scripted rules: each
+question takes the route its scores call for, and only that branch runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import flowforge
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+RULES = f"scripted/{EXAMPLES / 'support.rules.yaml'}"
+
+
+@pytest.mark.parametrize("query, route, statuses", [
+    ("Can I get a refund on an order I placed three weeks ago?", "standard",
+     {"question": "succeeded", "answer": "succeeded", "grade": "succeeded",
+      "triage": "succeeded", "standard": "succeeded", "review": "skipped"}),
+    ("I bought a jacket on sale, can I get my money back?", "review",
+     {"question": "succeeded", "answer": "succeeded", "grade": "succeeded",
+      "triage": "succeeded", "standard": "skipped", "review": "succeeded"}),
+])
+async def test_support_routes_by_scores(query, route, statuses):
+    result = await flowforge.run(EXAMPLES / "support.yaml", {"query": query}, storage=False,
+                                 model=RULES)
+    assert {bid: record.status for bid, record in result.blocks.items()} == statuses
+    assert result.status == "succeeded"
+    assert list(result.outputs) == [route]
+    assert result.outputs[route]["data"]["route"] == route
+    grade = result.results["grade"]
+    scores = {k: grade[k] for k in ("accuracy", "completeness", "clarity")}
+    assert scores == ({"accuracy": 9, "completeness": 8, "clarity": 9} if route == "standard"
+                      else {"accuracy": 4, "completeness": 5, "clarity": 8})
+    assert result.results["triage"]["selectedPath"]["blockTitle"] == (
+        "Standard Response" if route == "standard" else "Needs Review")
+    answer = result.results["answer"]
+    assert answer["content"] in (result.outputs[route].get("message"),
+                                 result.outputs[route]["data"].get("draft"))
+    blocks_with_usage = set(result.usage["blocks"])
+    assert blocks_with_usage == {"answer", "grade", "triage"}
+    assert result.usage["tokens"]["total"] == sum(
+        result.results[b]["tokens"]["total"] for b in blocks_with_usage)
+
+
+def test_support_defaults_to_the_local_model():
+    compiled = flowforge.load(EXAMPLES / "support.yaml")
+    assert compiled.doc.defaults["model"] == "local/smollm2"
+    assert not any("model" in spec.with_ for spec in compiled.doc.blocks)
