@@ -71,6 +71,22 @@ async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None
                   sse_ping_seconds=1.0)
     config.update(settings)
     app = create_app(ServerSettings(**config), storage=storage, webhook_client=webhook_client)
+    url, stop_serving = await serve_asgi(app)
+    live = Server(url, app, storage)
+    for name, role in (("admin", "admin"), ("alice", "user"), ("bob", "user")):
+        user, key = await create_user(storage, name, role)
+        live.users[name], live.keys[name] = user, key
+
+    async def stop() -> None:
+        await stop_serving()
+        await storage.close()
+
+    return live, stop
+
+
+async def serve_asgi(app: Any):
+    """Serve an ASGI app with uvicorn on a free loopback port in this event
+    loop: `(base_url, stop)`."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -81,18 +97,13 @@ async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None
         if task.done():
             task.result()
         await asyncio.sleep(0.01)
-    live = Server(f"http://127.0.0.1:{port}", app, storage)
-    for name, role in (("admin", "admin"), ("alice", "user"), ("bob", "user")):
-        user, key = await create_user(storage, name, role)
-        live.users[name], live.keys[name] = user, key
 
     async def stop() -> None:
         server.should_exit = True
         await asyncio.wait_for(task, 10)
-        await storage.close()
         sock.close()
 
-    return live, stop
+    return f"http://127.0.0.1:{port}", stop
 
 
 @pytest.fixture

@@ -1,0 +1,65 @@
+"""The OpenAPI document: served without a key, complete, self-consistent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXPECTED = {
+    "/health": {"get"},
+    "/api/workflows": {"get", "post"},
+    "/api/workflows/{workflow_id}": {"get", "put", "delete"},
+    "/api/workflows/{workflow_id}/versions": {"get"},
+    "/api/workflows/{workflow_id}/runs": {"post"},
+    "/api/runs": {"get"},
+    "/api/runs/{run_id}": {"get"},
+    "/api/runs/{run_id}/events": {"get"},
+    "/api/runs/{run_id}/cancel": {"post"},
+    "/api/runs/{run_id}/deliveries": {"get"},
+    "/api/executions": {"get"},
+    "/api/executions/{execution_id}": {"get"},
+    "/api/memory/{user_id}": {"get"},
+    "/agent-workflow": {"post"},
+    "/agent-workflow/{session_id}": {"get"},
+    "/agent-workflow/{session_id}/cancel": {"post"},
+    "/api/me": {"get"},
+    "/api/users": {"get", "post"},
+}
+
+
+def _refs(node: Any):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+async def test_the_document_lists_every_route_with_bearer_security(server):
+    async with server.client(None) as client:
+        document = (await client.get("/openapi.json")).json()
+    assert document["openapi"].startswith("3.")
+    paths = {path: set(ops) for path, ops in document["paths"].items()}
+    assert paths == EXPECTED
+    schemes = document["components"]["securitySchemes"]
+    assert [s["scheme"] for s in schemes.values()] == ["bearer"]
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            secured = bool(operation.get("security"))
+            assert secured == (path != "/health"), f"{method} {path}"
+
+
+async def test_every_reference_resolves_and_workflow_bodies_name_the_format(server):
+    async with server.client(None) as client:
+        document = (await client.get("/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+    for ref in set(_refs(document)):
+        assert ref.startswith("#/components/schemas/") and \
+            ref.rsplit("/", 1)[1] in schemas, ref
+    body = document["paths"]["/api/workflows"]["post"]["requestBody"]["content"]
+    assert body["application/json"]["schema"]["$ref"].endswith("/WorkflowDocument")
+    assert "application/yaml" in body
+    assert "blocks" in schemas["WorkflowDocument"]["properties"]

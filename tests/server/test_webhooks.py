@@ -1,0 +1,99 @@
+"""Webhooks: a signed JSON POST when a run ends, retried with backoff, every
+attempt recorded.  A real receiver on loopback checks the signature the way a
+user's service would; httpx.MockTransport scripts failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from flowforge.server.webhooks import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from tests.server.conftest import chain, serve_asgi, start_server
+
+
+async def _deliveries(server, client, run_id: str, count: int) -> list[dict]:
+    for _ in range(200):
+        attempts = (await client.get(f"/api/runs/{run_id}/deliveries")).json()["attempts"]
+        if len(attempts) >= count:
+            return attempts
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"expected {count} delivery attempts, got {attempts}")
+
+
+async def test_a_real_receiver_gets_a_signed_result_it_can_verify(server):
+    received: list[tuple[dict, bytes]] = []
+
+    async def hook(request: Request) -> JSONResponse:
+        received.append((dict(request.headers), await request.body()))
+        return JSONResponse({"ok": True})
+
+    url, stop = await serve_asgi(Starlette(routes=[Route("/hook", hook, methods=["POST"])]))
+    try:
+        async with server.client() as client:
+            await client.post("/api/workflows", json=chain(count=2, seconds=0,
+                                                           webhook=f"{url}/hook"))
+            run = (await client.post("/api/workflows/chain/runs?wait=true", json={})).json()
+            attempts = await _deliveries(server, client, run["run_id"], 1)
+            secret = (await client.get("/api/me")).json()["webhook_secret"]
+    finally:
+        await stop()
+    assert len(received) == 1
+    headers, body = received[0]
+    assert verify(secret, headers[TIMESTAMP_HEADER.lower()], body,
+                  headers[SIGNATURE_HEADER.lower()])
+    assert not verify("another secret", headers[TIMESTAMP_HEADER.lower()], body,
+                      headers[SIGNATURE_HEADER.lower()])
+    payload = json.loads(body)
+    assert (payload["run_id"], payload["status"], payload["outputs"]) == \
+        (run["run_id"], "succeeded", {"b1": {"value": "hi"}})
+    assert payload["workflow_version"] == 1 and "events" not in payload
+    assert [(a["attempt"], a["status_code"], a["succeeded"]) for a in attempts] == \
+        [(1, 200, True)]
+
+
+async def test_failed_deliveries_are_retried_with_backoff_and_each_attempt_recorded(tmp_path):
+    answers = iter([500, 503, 200])
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(next(answers))
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'db.sqlite'}",
+                                    webhook_client=client, webhook_backoff=0.1,
+                                    webhook_attempts=4)
+    try:
+        async with live.client() as api:
+            await api.post("/api/workflows", json=chain(count=1, seconds=0))
+            run = (await api.post("/api/workflows/chain/runs?wait=true",
+                                  json={"webhook": "http://hooks.invalid/run-done"})).json()
+            attempts = await _deliveries(live, api, run["run_id"], 3)
+    finally:
+        await stop()
+    assert [(a["attempt"], a["status_code"], a["succeeded"], a["error"]) for a in attempts] == \
+        [(1, 500, False, "HTTP 500"), (2, 503, False, "HTTP 503"), (3, 200, True, None)]
+    assert attempts[1]["created_at"] - attempts[0]["created_at"] >= 0.1
+    assert attempts[2]["created_at"] - attempts[1]["created_at"] >= 0.2
+    assert [r.headers["x-flowforge-delivery"] for r in seen] == \
+        [f"{run['run_id']}/{n}" for n in (1, 2, 3)]
+    assert all(r.url == "http://hooks.invalid/run-done" for r in seen)
+
+
+async def test_an_unreachable_receiver_is_recorded_and_the_run_still_succeeds(server):
+    with_closed_port = "http://127.0.0.1:9/hook"       # discard port: nothing listens
+    async with server.client() as client:
+        await client.post("/api/workflows", json=chain(count=1, seconds=0,
+                                                       webhook=with_closed_port))
+        run = (await client.post("/api/workflows/chain/runs?wait=true", json={})).json()
+        attempts = await _deliveries(server, client, run["run_id"], 3)
+        detail = (await client.get(f"/api/runs/{run['run_id']}")).json()
+    assert detail["status"] == "succeeded" and detail["webhook"] == with_closed_port
+    assert [a["succeeded"] for a in attempts] == [False, False, False]
+    assert all(a["status_code"] is None and "Connect" in a["error"] for a in attempts)
