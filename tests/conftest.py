@@ -11,3 +11,59 @@ def _isolated_database(tmp_path, monkeypatch):
     """Runs recorded by a test go to a throwaway SQLite file, never the user's."""
     monkeypatch.setenv("FLOWFORGE_DATABASE_URL", f"sqlite:///{tmp_path / 'flowforge.db'}")
     yield
+
+
+# --- No test may reach another machine (providers' guard; see tests/providers) -------------
+import ipaddress  # noqa: E402
+import socket  # noqa: E402
+
+_OFF_MACHINE: list[str] = []
+
+
+def _loopback(address) -> bool:
+    host = address[0] if isinstance(address, tuple) else address
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False   # a host name: connect() is given addresses, so refuse names too
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network_beyond_loopback():
+    """Any in-process socket connection to a non-loopback address is refused and fails the
+    test that made it (even if the code under test swallowed the error); hosted model APIs
+    are refused earlier by `providers.base.ALLOW_MODEL_REQUESTS = False`."""
+    from flowforge.providers import base
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def check(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
+            _OFF_MACHINE.append(repr(address))
+            raise ConnectionRefusedError(f"tests may not connect beyond 127.0.0.1: {address!r}")
+
+    def connect(sock, address):
+        check(sock, address)
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        check(sock, address)
+        return real_connect_ex(sock, address)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", connect)
+        patch.setattr(socket.socket, "connect_ex", connect_ex)
+        patch.setattr(base, "ALLOW_MODEL_REQUESTS", False)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _fail_on_off_machine_connection():
+    _OFF_MACHINE.clear()
+    yield
+    if _OFF_MACHINE:
+        attempts = ", ".join(_OFF_MACHINE)
+        _OFF_MACHINE.clear()
+        pytest.fail(f"the test tried to connect beyond loopback: {attempts}")

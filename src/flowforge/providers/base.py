@@ -14,12 +14,14 @@ call a hosted API by accident.
 from __future__ import annotations
 
 import abc
+import ipaddress
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
+from urllib.parse import urlsplit
 
-from flowforge.errors import ProviderError
+from flowforge.errors import MissingCredentials, ProviderError
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS",
@@ -33,6 +35,8 @@ __all__ = [
     "Provider",
     "DeltaCallback",
     "check_model_requests_allowed",
+    "is_loopback_url",
+    "require",
 ]
 
 #: Set to False (tests do) to make every non-local provider refuse to send requests.
@@ -197,6 +201,28 @@ def check_model_requests_allowed(provider: str) -> None:
     if not ALLOW_MODEL_REQUESTS:
         raise ProviderError("model requests are disabled (providers.base.ALLOW_MODEL_REQUESTS "
                             "is False, as in tests); use a scripted/ model", provider=provider)
+
+
+def is_loopback_url(url: str | None) -> bool:
+    """True when `url` points at this machine: such a server is not a model API
+    leaving the machine, so `ALLOW_MODEL_REQUESTS` does not apply to it."""
+    if not url:
+        return False
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def require(env: Mapping[str, str], provider: str, *names: str) -> str:
+    """The first of `names` set in `env`, else `MissingCredentials` naming the first."""
+    for name in names:
+        if env.get(name):
+            return env[name]
+    raise MissingCredentials(provider, names[0])
 
 
 def _as_arguments(value: Any) -> dict[str, Any]:

@@ -11,18 +11,16 @@ so that every attempt is visible and the policy is the same for every vendor.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import time
-from typing import Any, Mapping
-from urllib.parse import urlsplit
+from typing import Any
 
-from flowforge.errors import MissingCredentials, ProviderError
+from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, Usage, _as_arguments,
-                                      check_model_requests_allowed)
+                                      check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
-from flowforge.providers.retry import connection_error, error_from_status, timeout_error
+from flowforge.providers.retry import error_from_sdk
 
 try:
     import openai as _sdk
@@ -30,22 +28,7 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
     raise ImportError("the openai provider needs the openai SDK: "
                       "pip install 'flowforge[openai]'") from _exc
 
-__all__ = ["OpenAIChatProvider", "openai_messages", "openai_tools", "convert_openai_error",
-           "is_loopback_url", "require"]
-
-
-def is_loopback_url(url: str | None) -> bool:
-    """True when `url` points at this machine: such a server is not a model API
-    leaving the machine, so `ALLOW_MODEL_REQUESTS` does not apply to it."""
-    if not url:
-        return False
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+__all__ = ["OpenAIChatProvider", "openai_messages", "openai_tools", "convert_openai_error"]
 
 
 def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -83,14 +66,7 @@ def openai_tools(request: LLMRequest) -> dict[str, Any]:
 
 def convert_openai_error(provider: str, exc: Exception) -> ProviderError:
     """One SDK exception -> a classified `ProviderError` (see `retry`)."""
-    if isinstance(exc, _sdk.APITimeoutError):
-        return timeout_error(provider, str(exc))
-    if isinstance(exc, _sdk.APIConnectionError):
-        return connection_error(provider, str(exc))
-    if isinstance(exc, _sdk.APIStatusError):
-        message = getattr(exc, "message", None) or str(exc)
-        return error_from_status(provider, exc.status_code, message, exc.response.headers)
-    return ProviderError(str(exc), provider=provider)
+    return error_from_sdk(provider, exc)
 
 
 class OpenAIChatProvider(Provider):
@@ -201,14 +177,6 @@ class OpenAIChatProvider(Provider):
 
     async def aclose(self) -> None:
         await self.client.close()
-
-
-def require(env: Mapping[str, str], provider: str, *names: str) -> str:
-    """The first of `names` set in `env`, else `MissingCredentials` naming the first."""
-    for name in names:
-        if env.get(name):
-            return env[name]
-    raise MissingCredentials(provider, names[0])
 
 
 def _factory(name: str, options: ProviderOptions,

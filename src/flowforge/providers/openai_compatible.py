@@ -36,8 +36,9 @@ from typing import Any, Mapping
 import openai as _sdk
 
 from flowforge.errors import MissingCredentials, ProviderError
-from flowforge.providers.base import DeltaCallback, LLMRequest, LLMResponse, Provider
-from flowforge.providers.openai import OpenAIChatProvider, is_loopback_url
+from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Provider,
+                                      is_loopback_url)
+from flowforge.providers.openai import OpenAIChatProvider
 from flowforge.providers.registry import ProviderOptions, register_provider
 
 __all__ = ["OpenAICompatibleProvider", "PRESETS", "Preset", "variable_prefix"]

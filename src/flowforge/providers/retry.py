@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from flowforge.errors import ProviderError
 
 __all__ = ["RetryPolicy", "RETRYABLE_STATUSES", "is_retryable_status", "retry_after_seconds",
-           "error_from_status", "timeout_error", "connection_error", "NO_RETRY"]
+           "error_from_status", "error_from_sdk", "timeout_error", "connection_error", "NO_RETRY"]
 
 #: Statuses that may succeed when sent again (plus every 5xx).
 RETRYABLE_STATUSES = frozenset({408, 429})
@@ -83,6 +83,24 @@ def timeout_error(provider: str, detail: str = "") -> ProviderError:
 def connection_error(provider: str, detail: str = "") -> ProviderError:
     return ProviderError(f"could not connect{': ' + detail if detail else ''}",
                          provider=provider, retryable=True)
+
+
+def error_from_sdk(provider: str, exc: BaseException) -> ProviderError:
+    """Classify an exception of a Stainless-generated SDK (`openai`, `anthropic`):
+    `APIStatusError` carries `status_code` and `response`; `APITimeoutError`
+    and `APIConnectionError` are told apart by name so no SDK is imported here."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "APITimeoutError" in names:
+        return timeout_error(provider, str(exc))
+    if "APIConnectionError" in names:
+        return connection_error(provider, str(exc))
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        response = getattr(exc, "response", None)
+        message = getattr(exc, "message", None) or str(exc)
+        return error_from_status(provider, status, message,
+                                 getattr(response, "headers", None))
+    return ProviderError(str(exc) or type(exc).__name__, provider=provider)
 
 
 Sleep = Callable[[float], Awaitable[Any]]

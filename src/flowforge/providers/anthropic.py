@@ -1,0 +1,214 @@
+"""`anthropic/<model>` through the official `anthropic` SDK (Messages API).
+
+The key comes from `ANTHROPIC_API_KEY` (process env over the workflow's
+`env:`); `ANTHROPIC_BASE_URL` is honoured.  Mapping to the Messages API:
+
+- system messages -> the top-level `system` field;
+- assistant tool calls -> `tool_use` blocks; tool results -> `tool_result`
+  blocks, consecutive results merged into one user turn as the API requires;
+- `tool_choice` "required" -> `{"type": "any"}`, a tool name -> `{"type": "tool"}`;
+- a JSON-Schema `response_format` -> `output_config.format` (structured
+  outputs); objects without `additionalProperties` get `false`, which the API
+  demands;
+- `max_tokens` is required by the API: 4096 when the block gives none.
+
+`temperature` is not sent: the SDK's API version (2026-10-21) removed the
+sampling parameters and answers 400 to any of them.  The SDK's own retries are
+off; `call_model` retries.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from flowforge.errors import ProviderError
+from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
+                                      Timing, ToolCall, Usage, _as_arguments,
+                                      check_model_requests_allowed, is_loopback_url, require)
+from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.retry import error_from_sdk
+
+try:
+    import anthropic as _sdk
+except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("the anthropic provider needs the anthropic SDK: "
+                      "pip install 'flowforge[anthropic]'") from _exc
+
+__all__ = ["AnthropicProvider", "anthropic_messages", "strict_schema", "DEFAULT_MAX_TOKENS"]
+
+DEFAULT_MAX_TOKENS = 4096
+
+
+def anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dict[str, Any]]]:
+    """(system text, Messages-API turns) for our messages."""
+    system = "\n\n".join(m.content or "" for m in messages if m.role == "system") or None
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        if message.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": message.tool_call_id or "",
+                     "content": message.content or ""}
+            if turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list) \
+                    and all(b.get("type") == "tool_result" for b in turns[-1]["content"]):
+                turns[-1]["content"].append(block)
+            else:
+                turns.append({"role": "user", "content": [block]})
+        elif message.role == "assistant" and message.tool_calls:
+            blocks: list[dict[str, Any]] = []
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
+            blocks += [{"type": "tool_use", "id": call.id, "name": call.name,
+                        "input": call.arguments} for call in message.tool_calls]
+            turns.append({"role": "assistant", "content": blocks})
+        else:
+            turns.append({"role": message.role, "content": message.content or ""})
+    return system, turns
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `schema` whose objects all say `additionalProperties: false`."""
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" or "properties" in node:
+                node.setdefault("additionalProperties", False)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    out = copy.deepcopy(schema)
+    walk(out)
+    return out
+
+
+class AnthropicProvider(Provider):
+    name = "anthropic"
+
+    def __init__(self, client: Any, *, remote: bool = True) -> None:
+        self.client = client
+        self.remote = remote
+
+    def arguments(self, request: LLMRequest) -> dict[str, Any]:
+        """Exactly what is sent, as keyword arguments of `messages.create`."""
+        system, turns = anthropic_messages(request.messages)
+        args: dict[str, Any] = {"model": request.model, "messages": turns,
+                                "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS}
+        if system:
+            args["system"] = system
+        if request.tools:
+            args["tools"] = [{"name": t.name, "description": t.description,
+                              "input_schema": t.parameters} for t in request.tools]
+            choice = request.tool_choice
+            if choice in (None, "auto"):
+                pass
+            elif choice == "required":
+                args["tool_choice"] = {"type": "any"}
+            elif choice == "none":
+                args["tool_choice"] = {"type": "none"}
+            else:
+                args["tool_choice"] = {"type": "tool", "name": choice}
+        if request.response_format is not None:
+            args["output_config"] = {"format": {"type": "json_schema",
+                                                "schema": strict_schema(request.response_format)}}
+        if request.stop:
+            args["stop_sequences"] = request.stop
+        if request.stream:
+            args["stream"] = True
+        return args
+
+    async def complete(self, request: LLMRequest,
+                       on_delta: DeltaCallback | None = None) -> LLMResponse:
+        if self.remote:
+            check_model_requests_allowed(self.name)
+        start = time.time()
+        args = self.arguments(request)
+        try:
+            if request.stream:
+                return await self._stream(request, args, on_delta, start)
+            message = await self.client.messages.create(**args)
+        except _sdk.AnthropicError as exc:
+            raise error_from_sdk(self.name, exc) from exc
+        texts, calls = [], []
+        for block in message.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                calls.append(ToolCall(block.id, block.name, _as_arguments(block.input)))
+        return LLMResponse(text="".join(texts), tool_calls=calls, usage=_usage(message.usage),
+                           model=message.model or request.model,
+                           finish_reason=_finish(message.stop_reason),
+                           timing=Timing(start, time.time()), raw=message)
+
+    async def _stream(self, request: LLMRequest, args: dict[str, Any],
+                      on_delta: DeltaCallback | None, start: float) -> LLMResponse:
+        pieces: list[str] = []
+        blocks: dict[int, dict[str, Any]] = {}
+        prompt = completion = 0
+        stop: str | None = None
+        model = request.model
+        first: float | None = None
+        stream = await self.client.messages.create(**args)
+        async for event in stream:
+            kind = event.type
+            if kind == "message_start":
+                model = event.message.model or model
+                prompt = _usage(event.message.usage).prompt_tokens
+                completion = event.message.usage.output_tokens or 0
+            elif kind == "content_block_start":
+                block = event.content_block
+                if block.type == "tool_use":
+                    blocks[event.index] = {"id": block.id, "name": block.name, "json": ""}
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta" and delta.text:
+                    first = first or time.time()
+                    pieces.append(delta.text)
+                    if on_delta is not None:
+                        on_delta(delta.text)
+                elif delta.type == "input_json_delta" and event.index in blocks:
+                    blocks[event.index]["json"] += delta.partial_json or ""
+            elif kind == "message_delta":
+                stop = event.delta.stop_reason or stop
+                if event.usage is not None and event.usage.output_tokens is not None:
+                    completion = event.usage.output_tokens
+            elif kind == "error":  # pragma: no cover - the SDK raises these itself
+                raise ProviderError(str(getattr(event, "error", event)), provider=self.name)
+        calls = [ToolCall(slot["id"], slot["name"], _as_arguments(slot["json"] or "{}"))
+                 for _, slot in sorted(blocks.items())]
+        return LLMResponse(text="".join(pieces), tool_calls=calls,
+                           usage=Usage(prompt, completion), model=model,
+                           finish_reason=_finish(stop), timing=Timing(start, time.time(), first))
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    prompt = (usage.input_tokens or 0) + (getattr(usage, "cache_read_input_tokens", 0) or 0) + \
+        (getattr(usage, "cache_creation_input_tokens", 0) or 0)
+    return Usage(prompt, usage.output_tokens or 0)
+
+
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+           "tool_use": "tool_calls"}
+
+
+def _finish(reason: str | None) -> str | None:
+    return _FINISH.get(reason or "", reason)
+
+
+def _factory(name: str, options: ProviderOptions,
+             http_client: Any = None) -> tuple[Provider, str]:
+    env = options.env
+    base_url = env.get("ANTHROPIC_BASE_URL") or None
+    client = _sdk.AsyncAnthropic(api_key=require(env, "anthropic", "ANTHROPIC_API_KEY"),
+                                 base_url=base_url, max_retries=0, http_client=http_client)
+    return AnthropicProvider(client, remote=not is_loopback_url(base_url)), name
+
+
+register_provider("anthropic", _factory)
