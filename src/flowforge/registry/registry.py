@@ -13,12 +13,14 @@ default when the knowledge extra is installed) or text only (`text`).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -27,8 +29,8 @@ from flowforge.registry.model import BlockDefinition, definition_from_data
 from flowforge.registry.search import BlockSearch, HybridSearch, TextSearch
 from flowforge.registry.store import BlockStore
 
-__all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "library_definitions",
-           "LIBRARY_DIR", "read_definition_file"]
+__all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "use_registry",
+           "library_definitions", "LIBRARY_DIR", "read_definition_file"]
 
 LIBRARY_DIR = Path(__file__).with_name("library")
 
@@ -197,6 +199,18 @@ def _searcher(store: BlockStore, mode: str | None) -> BlockSearch:
 
 _DEFAULT: dict[str, Registry] = {}
 _EXPLICIT: list[Registry] = []
+_ACTIVE: contextvars.ContextVar[Registry | None] = contextvars.ContextVar("registry",
+                                                                          default=None)
+
+
+@contextlib.contextmanager
+def use_registry(registry: Registry) -> Iterator[Registry]:
+    """Within this block (and tasks it starts), `get_registry()` is `registry`."""
+    token = _ACTIVE.set(registry)
+    try:
+        yield registry
+    finally:
+        _ACTIVE.reset(token)
 _LOCK = threading.Lock()
 
 
@@ -211,6 +225,9 @@ def set_registry(registry: Registry | None) -> None:
 def get_registry() -> Registry:
     """The explicit registry if one was set, else the default for the
     current environment (one per database URL, opened on first use)."""
+    active = _ACTIVE.get()
+    if active is not None:
+        return active
     if _EXPLICIT:
         return _EXPLICIT[0]
     url = _default_url()

@@ -1,0 +1,120 @@
+"""Decompose: the refined intent -> the blocks a pipeline needs, typed.
+
+Each required block has a snake_case name, what it does, its execution
+type (python for deterministic work: parsing, maths, dates, HTTP; llm for
+language: summarising, extracting, classifying, writing) and JSON Schemas
+of its inputs and outputs.  Besides the schema, the answer is checked for
+valid object schemas and unique names; a bad answer is fed back once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+from flowforge.registry import Registry
+from flowforge.thinker.events import BuildEvents
+from flowforge.thinker.llm import ThinkerLLM
+
+__all__ = ["RequiredBlock", "decompose", "SCHEMA"]
+
+_OBJECT_SCHEMA = {"type": "object", "properties": {"type": {"const": "object"},
+                                                   "properties": {"type": "object"},
+                                                   "required": {"type": "array",
+                                                                "items": {"type": "string"}}},
+                  "required": ["type", "properties"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "blocks": {
+            "type": "array", "minItems": 1, "maxItems": 12,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{1,63}$"},
+                    "description": {"type": "string"},
+                    "execution_type": {"enum": ["python", "llm"]},
+                    "category": {"enum": ["input", "process", "action", "memory", "trigger"]},
+                    "use_when": {"type": "string"},
+                    "input_schema": _OBJECT_SCHEMA,
+                    "output_schema": _OBJECT_SCHEMA,
+                },
+                "required": ["name", "description", "execution_type", "input_schema",
+                             "output_schema"],
+            },
+        },
+    },
+    "required": ["blocks"],
+}
+
+SYSTEM = """You are the planner of flowforge. Split the task into the smallest sequence of \
+reusable blocks. Each block: a snake_case "name", a one-sentence "description", \
+"execution_type" ("python" for deterministic work - parsing, maths, dates, lists, HTTP; "llm" \
+for language work - summarising, extracting, classifying, writing), a "category" (input, \
+process, action, memory, trigger), "use_when", and JSON Schemas "input_schema" and \
+"output_schema" (type object, typed properties, required). Prefer the existing blocks listed \
+when one fits: then use its exact name and field names. Answer with JSON only: {"blocks": [...]}"""
+
+
+@dataclass
+class RequiredBlock:
+    name: str
+    description: str
+    execution_type: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    category: str = "process"
+    use_when: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description,
+                "execution_type": self.execution_type, "category": self.category,
+                "use_when": self.use_when, "input_schema": self.input_schema,
+                "output_schema": self.output_schema}
+
+
+def _check(value: dict[str, Any]) -> list[str]:
+    problems, seen = [], set()
+    for index, block in enumerate(value.get("blocks", [])):
+        if block["name"] in seen:
+            problems.append(f"blocks[{index}].name: '{block['name']}' is used twice")
+        seen.add(block["name"])
+        for key in ("input_schema", "output_schema"):
+            try:
+                jsonschema.validators.validator_for(block[key]).check_schema(block[key])
+            except jsonschema.SchemaError as exc:
+                problems.append(f"blocks[{index}].{key}: not a valid JSON Schema: {exc.message}")
+    return problems
+
+
+async def _catalogue(registry: Registry, intent: str, limit: int = 8) -> str:
+    hits = await registry.search(intent, limit=limit)
+    lines = []
+    for hit in hits:
+        d = hit.definition
+        inputs = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in
+                           (d.input_schema.get("properties") or {}).items())
+        outputs = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in
+                            (d.output_schema.get("properties") or {}).items())
+        lines.append(f"- {d.id} ({d.execution_type}): {d.description} inputs({inputs}) -> "
+                     f"outputs({outputs})")
+    return "\n".join(lines)
+
+
+async def decompose(intent: str, llm: ThinkerLLM, events: BuildEvents,
+                    registry: Registry) -> list[RequiredBlock]:
+    events.stage("decompose")
+    catalogue = await _catalogue(registry, intent)
+    user = f"Task:\n{intent}\n\nExisting blocks that may fit:\n{catalogue or '(none)'}"
+    answer = await llm.ask("decompose", SYSTEM, user, SCHEMA, check=_check)
+    blocks = [RequiredBlock(name=re.sub(r"[^a-z0-9_]", "_", b["name"].lower()),
+                            description=b["description"], execution_type=b["execution_type"],
+                            input_schema=b["input_schema"], output_schema=b["output_schema"],
+                            category=b.get("category") or "process",
+                            use_when=b.get("use_when") or "")
+              for b in answer["blocks"]]
+    events.emit("decompose_blocks", blocks=[b.to_dict() for b in blocks])
+    return blocks

@@ -1,0 +1,96 @@
+"""How the thinker asks its model: JSON-Schema answers, recorded, and one
+chance to fix a malformed answer.
+
+Every request carries the answer's JSON Schema as `response_format`, so a
+local model decodes under that grammar and a hosted one is told the shape.
+The exact messages go out as an `llm_prompt` event and the exact text comes
+back as `llm_response`: the user sees what the model saw.  An answer that is
+not JSON, breaks the schema or fails the stage's own check is shown to the
+model with the error, once; a second bad answer raises `ThinkerError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+from flowforge.blocks._structured import extract_json
+from flowforge.errors import FlowforgeError
+from flowforge.providers.base import LLMRequest, Message
+from flowforge.providers.call import call_model
+from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions
+from flowforge.registry import schema_problems
+from flowforge.thinker.events import BuildEvents
+
+__all__ = ["ThinkerError", "ThinkerLLM", "default_build_model"]
+
+
+class ThinkerError(FlowforgeError):
+    """A build stage could not get a usable answer or result."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        self.stage = stage
+        super().__init__(f"{stage}: {message}")
+
+
+def default_build_model() -> str:
+    """`FLOWFORGE_BUILD_MODEL`, else the default model."""
+    return os.environ.get("FLOWFORGE_BUILD_MODEL") or DEFAULT_MODEL
+
+
+Check = Callable[[Any], list[str]]
+
+
+class ThinkerLLM:
+    def __init__(self, model: str, events: BuildEvents, *, temperature: float = 0.0,
+                 max_tokens: int | None = 4096) -> None:
+        self.model = model
+        self.events = events
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.usage = {"prompt": 0, "completion": 0, "total": 0}
+        self.cost = 0.0
+
+    async def send(self, stage: str, messages: list[Message], schema: dict[str, Any]) -> str:
+        request = LLMRequest(model="", messages=list(messages), response_format=schema,
+                             temperature=self.temperature, max_tokens=self.max_tokens)
+        self.events.emit("llm_prompt", stage=stage, model=self.model,
+                         messages=[m.to_dict() for m in messages], response_format=schema)
+        try:
+            response = await call_model(self.model, request,
+                                        options=ProviderOptions(env=dict(os.environ)))
+        except FlowforgeError as exc:
+            self.events.emit("llm_response", stage=stage, model=self.model, error=str(exc))
+            raise ThinkerError(stage, f"the model {self.model} failed: {exc}") from None
+        for key, value in response.usage.to_dict().items():
+            self.usage[key] += value
+        self.cost += float(response.cost or 0.0)
+        self.events.emit("llm_response", stage=stage, model=self.model, text=response.text,
+                         usage=response.usage.to_dict())
+        return response.text
+
+    async def ask(self, stage: str, system: str, user: str, schema: dict[str, Any], *,
+                  check: Check | None = None, repairs: int = 1) -> Any:
+        """A value that parses, fits `schema` and passes `check`."""
+        messages = [Message("system", system), Message("user", user)]
+        for attempt in range(repairs + 1):
+            text = await self.send(stage, messages, schema)
+            try:
+                value = extract_json(text)
+                problems = schema_problems(schema, value)
+                if not problems and check is not None:
+                    problems = check(value)
+            except ValueError as exc:
+                problems = [f"the answer is not JSON: {exc}"]
+            if not problems:
+                return value
+            error = "; ".join(problems[:12])
+            if attempt == repairs:
+                raise ThinkerError(stage, f"the model's answer is still invalid after "
+                                   f"{repairs} correction(s): {error}")
+            messages += [Message("assistant", text),
+                         Message("user", f"Your previous answer could not be used: {error}. "
+                                 f"Answer again with only JSON matching the schema: "
+                                 f"{json.dumps(schema)}")]
+        raise AssertionError("unreachable")
