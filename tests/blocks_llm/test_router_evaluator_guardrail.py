@@ -171,3 +171,35 @@ def test_guardrail_needs_a_reference_when_loading():
     with pytest.raises(flowforge.ValidationFailed, match="give the reference: `context`"):
         flowforge.load({"id": "t", "blocks": [{"id": "check", "type": "guardrail",
                                                "with": {"content": "x"}}]})
+
+
+SEMANTIC_ROUTES = {"billing": {"examples": ["I want my money back", "I was charged twice"]},
+                   "tech": {"description": "Bugs, crashes, error messages and outages"}}
+
+
+@pytest.mark.parametrize("strategy, margin, asks", [("semantic", 0.05, False),
+                                                    ("hybrid", 0.0, False),
+                                                    ("hybrid", 2.0, True)])
+async def test_semantic_and_hybrid_routing(strategy, margin, asks):
+    def script(messages, tools):
+        if "routing agent" in (messages[0].content or ""):
+            return '{"route": "billing"}'
+        return "Refund issued."
+
+    with scripted(script) as model:
+        result = await run_blocks(
+            [router(model, strategy=strategy, margin=margin, routes=SEMANTIC_ROUTES,
+                    input="{{input.q}}"), *BRANCHES],
+            {"q": "Please refund my order, the charge was wrong"},
+            declare={"q": {"type": "string"}}, variables={"m": model})
+    output = result.results["route"]
+    assert output["selectedRoute"] == "billing"
+    assert statuses(result)["tech"] == "skipped"
+    assert set(output["scores"]) == {"billing", "tech"}
+    assert output["scores"]["billing"] > output["scores"]["tech"]
+    routed = requests(result, "route")
+    assert len(routed) == (1 if asks else 0)
+    if asks:   # only the candidates within the margin are offered to the model
+        assert routed[0]["response_format"]["properties"]["route"]["enum"] == ["billing", "tech"]
+    else:
+        assert output["tokens"]["total"] == 0

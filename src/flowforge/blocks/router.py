@@ -17,6 +17,14 @@ others are skipped.
 
 Output: `prompt`, `model`, `tokens`, `cost`, `selectedPath {blockId,
 blockType, blockTitle}`, `selectedRoute` (the chosen id).
+
+Strategies (`strategy:`): `llm` (above, the default); `semantic` embeds the
+text to route (`input`, default the prompt) and each candidate (its name and
+description, or `routes: {<id>: {description, examples: [...]}}`) with the
+local embedding model and picks the closest, with no LLM call (the output
+adds `scores`); `hybrid` does the same but asks the LLM, among the
+candidates within `margin` of the best only, when the best two are closer
+than `margin`.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.blocks._llm import ModelCalls, choose_model, setting
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
@@ -40,6 +48,17 @@ __all__ = ["RouterBlock", "RouterConfig", "routing_prompt", "candidates_of"]
 _CONFIG_LIMIT = 600
 
 
+class RouteHint(BaseModel):
+    """What a candidate stands for, for semantic routing."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    description: str | None = None
+    """Replaces the block's name and description."""
+    examples: list[str] = Field(default_factory=list)
+    """Things users say that belong to this route."""
+
+
 class RouterConfig(BlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
@@ -50,8 +69,17 @@ class RouterConfig(BlockConfig):
     temperature: float = Field(0.0, ge=0, le=2)
     """0 by default: routing should be repeatable."""
     max_tokens: int | None = Field(None, ge=1)
-    strategy: Literal["llm"] = "llm"
-    """How to choose: `llm` (the model reads the candidates and picks one)."""
+    strategy: Literal["llm", "semantic", "hybrid"] = "llm"
+    """`llm` (the model picks), `semantic` (closest by embeddings, no LLM call), or
+    `hybrid` (semantic, asking the LLM only when the best two are within `margin`)."""
+    input: str | None = None
+    """Text routed by `semantic`/`hybrid` (default: `prompt`), e.g. the user's message."""
+    routes: dict[str, RouteHint] = Field(default_factory=dict)
+    """Per-candidate `description` and `examples` for `semantic`/`hybrid`."""
+    margin: float = Field(0.05, ge=0, le=2)
+    """`hybrid`: similarity gap under which the LLM decides between the closest."""
+    embedding_model: str | None = None
+    """Embedding model for `semantic`/`hybrid` (default: the local MiniLM)."""
 
 
 def candidates_of(context: BlockContext) -> list[Node]:
@@ -138,21 +166,72 @@ class RouterBlock(BlockType):
             raise BlockError(context.block_id, cls.type_name,
                              "a router needs outgoing blocks to choose from; give each "
                              f"candidate `after: [{context.block_id}]`")
-        ids = [node.id for node in candidates]
+        unknown = sorted(set(config.routes) - {node.id for node in candidates})
+        if unknown:
+            raise BlockError(context.block_id, cls.type_name,
+                             f"`routes` names block(s) that are not candidates: "
+                             f"{', '.join(unknown)} (candidates: "
+                             f"{', '.join(node.id for node in candidates)})")
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()))
-        messages = [Message("system", routing_prompt(config.prompt, candidates)),
-                    Message("user", config.prompt)]
-        try:
-            chosen, _response, _ = await ask_structured(
-                calls, messages, _route_schema(ids), parse=_chooser(candidates),
-                temperature=config.temperature,
-                max_tokens=setting(context, config.max_tokens, "max_tokens"))
-        except StructuredAnswerError as exc:
-            raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        scores: list[tuple[str, float]] | None = None
+        chosen = None
+        if config.strategy != "llm":
+            scores = await _semantic_scores(context, config, candidates)
+            best = scores[0][1]
+            close = [cid for cid, score in scores if best - score <= config.margin]
+            if config.strategy == "semantic" or len(close) == 1:
+                chosen = scores[0][0]
+            else:
+                candidates = [node for node in candidates if node.id in close]
+        if chosen is None:
+            chosen = await _ask_model(context, config, calls, candidates)
         node = next(node for node in candidates if node.id == chosen)
         output = {"prompt": config.prompt, **calls.usage(),
                   "selectedPath": {"blockId": node.id, "blockType": node.type,
                                    "blockTitle": node.name},
                   "selectedRoute": node.id}
+        if scores is not None:
+            output["scores"] = dict(scores)
+            if calls.count == 0:
+                output["model"] = config.embedding_model or "local embeddings"
         return Routed(output, (node.id,))
+
+
+async def _ask_model(context: BlockContext, config: RouterConfig, calls: ModelCalls,
+                     candidates: list[Node]) -> str:
+    ids = [node.id for node in candidates]
+    messages = [Message("system", routing_prompt(config.prompt, candidates)),
+                Message("user", config.prompt)]
+    try:
+        chosen, _response, _ = await ask_structured(
+            calls, messages, _route_schema(ids), parse=_chooser(candidates),
+            temperature=config.temperature,
+            max_tokens=setting(context, config.max_tokens, "max_tokens"))
+    except StructuredAnswerError as exc:
+        raise BlockError(context.block_id, RouterBlock.type_name, str(exc)) from None
+    return chosen
+
+
+async def _semantic_scores(context: BlockContext, config: RouterConfig,
+                           candidates: list[Node]) -> list[tuple[str, float]]:
+    try:
+        from flowforge.knowledge.embeddings import get_embedder
+        from flowforge.knowledge.semantic import rank_routes
+    except ImportError as exc:
+        raise BlockError(context.block_id, RouterBlock.type_name,
+                         f"strategy '{config.strategy}' needs the knowledge extra "
+                         f"(pip install 'flowforge[knowledge]'): {exc}") from None
+    described = []
+    for node in candidates:
+        hint = config.routes.get(node.id) or RouteHint()
+        described.append({"id": node.id, "name": node.name,
+                          "description": hint.description or node.spec.description,
+                          "examples": hint.examples})
+    services = getattr(context, "services", None) or {}
+    try:
+        embedder = services.get("embedder") or get_embedder(config.embedding_model)
+        return await rank_routes(config.input or config.prompt, described, embedder)
+    except Exception as exc:  # noqa: BLE001 - a missing model file, an unknown model name
+        raise BlockError(context.block_id, RouterBlock.type_name,
+                         f"semantic routing failed: {exc}") from None
