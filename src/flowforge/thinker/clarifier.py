@@ -120,5 +120,5 @@ async def clarify(conversation: list[dict[str, Any]] | str, *, model: str | None
     if answer.get("ready") or forced:
         intent = answer.get("refined_intent") or {}
         return ClarifyResult(True, refined_intent=format_intent(intent), intent=intent,
-                             forced=forced and not answer.get("ready"))
+                             forced=forced)
     return ClarifyResult(False, question=_one_question(answer["question"]))
