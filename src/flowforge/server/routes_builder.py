@@ -1,0 +1,156 @@
+"""The builder's routes: the block registry, the clarifier, the thinker.
+
+    GET  /api/blocks                  list (filters: category, created_by, execution_type)
+    POST /api/blocks                  add a definition (a new version if the id exists)
+    GET  /api/blocks/{id}             one definition (`?version=`)
+    GET  /api/blocks/{id}/source      its Python source or prompt template
+    POST /api/blocks/search           {query, limit, execution_type, category}
+    POST /api/clarify                 {conversation: [{role, content}]} -> {ready, question | refined_intent}
+    POST /api/create-agent            {intent} -> the build (pipeline, blocks, events)
+    POST /api/create-agent/stream     the same as Server-Sent Events, ending with `complete`
+    POST /api/automate                {intent, input, user_id?} -> build, then run
+
+Every route needs an API key (the app's `CurrentUser`).  The model that
+builds is the body's `model`, else the server's `--model`, else
+`FLOWFORGE_BUILD_MODEL`, else the default model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import APIRouter, Body, Query, Request
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from flowforge.registry import get_registry
+from flowforge.server.auth import CurrentUser
+from flowforge.server.errors import ApiError
+from flowforge.service.build import automate, build_pipeline
+from flowforge.thinker import BuildEvents, clarify
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["builder"])
+
+
+def _model(request: Request, body: dict[str, Any]) -> str | None:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ApiError(422, "`model` must be a model string such as openai/gpt-4o")
+    return model or getattr(request.app.state.settings, "model", None)
+
+
+def _intent(body: dict[str, Any]) -> str:
+    intent = body.get("intent") or body.get("prompt") or body.get("user_prompt")
+    if not isinstance(intent, str) or not intent.strip():
+        raise ApiError(422, "give the request as `intent`: one sentence of what to automate")
+    return intent.strip()
+
+
+@router.get("/api/blocks", summary="List registry blocks (without their bodies)")
+async def list_blocks(user: CurrentUser, category: str | None = None,
+                      created_by: str | None = None,
+                      execution_type: str | None = None) -> dict[str, Any]:
+    blocks = get_registry().list(category=category, created_by=created_by,
+                                 execution_type=execution_type)
+    return {"blocks": [b.public() for b in blocks], "count": len(blocks)}
+
+
+@router.post("/api/blocks", status_code=201, summary="Add a block (checked; a new version)")
+async def add_block(user: CurrentUser, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    metadata = dict(body.get("metadata") or {})
+    if metadata.get("created_by") in ("library", "thinker"):
+        metadata.pop("created_by")
+    saved = get_registry().add({**body, "metadata": {**metadata, "created_by": "user",
+                                                     "owner": user["user_id"]}})
+    return {"block": saved.model_dump(mode="json")}
+
+
+@router.get("/api/blocks/{block_id}", summary="One block definition, body included")
+async def get_block(block_id: str, user: CurrentUser,
+                    version: int | None = Query(None, ge=1)) -> dict[str, Any]:
+    registry = get_registry()
+    block = registry.get(block_id, version)
+    return {"block": block.model_dump(mode="json"), "versions": registry.versions(block_id)}
+
+
+@router.get("/api/blocks/{block_id}/source", summary="A block's Python source or prompt")
+async def block_source(block_id: str, user: CurrentUser,
+                       version: int | None = Query(None, ge=1)) -> dict[str, Any]:
+    registry = get_registry()
+    block = registry.get(block_id, version)
+    return {"id": block.id, "version": block.version, "execution_type": block.execution_type,
+            "source": registry.source(block_id, version)}
+
+
+@router.post("/api/blocks/search", summary="Find blocks by what they do (hybrid search)")
+async def search_blocks(user: CurrentUser, body: dict[str, Any] = Body(
+        ..., examples=[{"query": "summarise a long article", "limit": 5}])) -> dict[str, Any]:
+    query = body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ApiError(422, "`query` must be a non-empty string")
+    limit = body.get("limit", 5)
+    if not isinstance(limit, int) or not 1 <= limit <= 50:
+        raise ApiError(422, "`limit` must be an integer from 1 to 50")
+    registry = get_registry()
+    hits = await registry.search(query, limit, execution_type=body.get("execution_type"),
+                                 category=body.get("category"))
+    return {"results": [h.to_dict() for h in hits], "mode": registry.search_mode}
+
+
+@router.post("/api/clarify", summary="One clarifier turn: a question, or the refined intent")
+async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any] = Body(
+        ..., examples=[{"conversation": [{"role": "user", "content": "summarise AI papers"}]}])
+        ) -> dict[str, Any]:
+    conversation = body.get("conversation") or body.get("messages")
+    if conversation is None and isinstance(body.get("intent"), str):
+        conversation = [{"role": "user", "content": body["intent"]}]
+    if not isinstance(conversation, list) or not conversation or not all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) for m in conversation):
+        raise ApiError(422, "`conversation` must be a list of {role: user|assistant, content}")
+    result = await clarify(conversation, model=_model(request, body))
+    return result.to_dict()
+
+
+@router.post("/api/create-agent", summary="Build a pipeline for an intent (blocking)")
+async def create_agent(request: Request, user: CurrentUser,
+                       body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    result = await build_pipeline(_intent(body), model=_model(request, body))
+    return {**result.to_dict(), "events": result.events}
+
+
+@router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE")
+async def create_agent_stream(request: Request, user: CurrentUser,
+                              body: dict[str, Any] = Body(...)) -> EventSourceResponse:
+    intent, model = _intent(body), _model(request, body)
+    events = BuildEvents()
+    queue: asyncio.Queue[dict] = asyncio.Queue()
+    events.bus.subscribe(queue.put_nowait)
+
+    async def stream() -> Any:
+        task = asyncio.create_task(build_pipeline(intent, model=model, events=events))
+        try:
+            while True:
+                event = await queue.get()
+                yield ServerSentEvent(data=json.dumps(event, default=str), event=event["type"],
+                                      id=str(event["seq"]))
+                if event["type"] == "complete":
+                    break
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+
+    return EventSourceResponse(stream())
+
+
+@router.post("/api/automate", summary="Build a pipeline for an intent, then run it")
+async def automate_route(request: Request, user: CurrentUser,
+                         body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    inputs = body.get("input") or body.get("inputs") or {}
+    if not isinstance(inputs, dict):
+        raise ApiError(422, "`input` must be an object: the run's values for {{input.x}}")
+    return await automate(_intent(body), inputs, model=_model(request, body),
+                          user=user["user_id"], storage=request.app.state.storage)

@@ -1,0 +1,90 @@
+"""The builder's HTTP routes on a real server (127.0.0.1), with the
+scripted rules files of examples/build."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.server.conftest import start_server
+from tests.thinker.conftest import rules
+
+
+@pytest.fixture
+async def server(tmp_path, registry):
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
+    yield live
+    await stop()
+
+
+async def test_block_routes(server, registry):
+    async with server.client("alice") as client:
+        listed = (await client.get("/api/blocks", params={"execution_type": "llm"})).json()
+        assert {b["id"] for b in listed["blocks"]} >= {"llm_summarise", "llm_classify"}
+        assert all("prompt_template" not in b for b in listed["blocks"])
+        source = (await client.get("/api/blocks/text_clean/source")).json()
+        assert source["execution_type"] == "python" and "async def execute" in source["source"]
+        found = (await client.post("/api/blocks/search",
+                                   json={"query": "count the words", "limit": 2})).json()
+        assert found["results"][0]["block"]["id"] == "text_word_count"
+        assert found["mode"] == "text"
+        new = {"id": "shout", "name": "Shout", "description": "Upper-cases a text.",
+               "execution_type": "python",
+               "source_code": "async def execute(inputs, context):\n"
+                              "    return {'text': inputs['text'].upper()}\n",
+               "metadata": {"created_by": "library"}}
+        added = await client.post("/api/blocks", json=new)
+        assert added.status_code == 201
+        assert added.json()["block"]["metadata"]["created_by"] == "user"
+        assert added.json()["block"]["version"] == 1
+        bad = await client.post("/api/blocks", json={**new, "source_code": "import os"})
+        assert bad.status_code == 422
+        assert "module 'os' is not allowed" in json.dumps(bad.json())
+        missing = await client.get("/api/blocks/shuot")
+        assert missing.status_code == 404 and "did you mean 'shout'" in missing.text
+    async with server.client(None) as anonymous:
+        assert (await anonymous.get("/api/blocks")).status_code == 401
+
+
+async def test_clarify_route_asks_one_question(server):
+    async with server.client("alice") as client:
+        answer = await client.post("/api/clarify", json={
+            "conversation": [{"role": "user", "content": "Average Fahrenheit temperatures"}],
+            "model": rules("temperature-average")})
+        assert answer.json() == {"ready": False, "question": "Where do the temperatures come "
+                                 "from, and in which unit should the average be?"}
+        bad = await client.post("/api/clarify", json={"conversation": "hi"})
+        assert bad.status_code == 422
+
+
+async def test_create_agent_blocking_and_streaming(server, registry):
+    body = {"intent": "Count the words of a text and summarise it",
+            "model": rules("word-summary")}
+    async with server.client("alice") as client:
+        built = (await client.post("/api/create-agent", json=body)).json()
+        assert built["ok"] and built["pipeline"]["nodes"][0]["block_id"] == "text_word_count"
+        assert built["events"][-1]["type"] == "complete"
+        events = []
+        async with client.stream("POST", "/api/create-agent/stream", json=body) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    events.append(json.loads(line[5:]))
+        kinds = [e["type"] for e in events]
+        assert kinds[0] == "stage" and kinds[-1] == "complete"
+        assert {"llm_prompt", "llm_response", "decompose_blocks", "search_found",
+                "validation"} <= set(kinds)
+        assert events[-1]["pipeline"] == built["pipeline"]
+
+
+async def test_automate_builds_then_runs_and_stores_the_run(server, registry):
+    async with server.client("alice") as client:
+        answer = (await client.post("/api/automate", json={
+            "intent": "Convert Fahrenheit temperatures to Celsius and give their average",
+            "input": {"temps_f": [32, 212]}, "model": rules("temperature-average")})).json()
+        assert answer["build"]["created"] == ["fahrenheit_to_celsius"]
+        assert answer["run"]["status"] == "succeeded"
+        assert answer["run"]["results"]["n2"]["mean"] == 50.0
+        stored = await client.get(f"/api/runs/{answer['run']['run_id']}")
+        assert stored.status_code == 200
