@@ -7,6 +7,7 @@ import itertools
 from typing import Any, Iterator
 
 import flowforge
+from flowforge.blocks._llm import sent_requests
 from flowforge.providers.scripted import register_script, unregister_script
 
 _names = itertools.count()
@@ -44,6 +45,6 @@ def events(result, kind: str, block: str | None = None) -> list[dict]:
             and (block is None or e.get("block_id") == block)]
 
 
-def requests(result, block: str | None = None) -> list[dict]:
-    """Every request a block sent, exactly as recorded in the run's events."""
-    return [e["request"] for e in events(result, "llm_request", block)]
+def requests(result, block: str) -> list[dict]:
+    """Every request a block sent, rebuilt whole from the run's events."""
+    return sent_requests(result.events, block)

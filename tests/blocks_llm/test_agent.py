@@ -9,6 +9,7 @@ import pytest
 
 import flowforge
 from flowforge.storage import storage_from_url
+from flowforge.tools.spec import ToolContext
 
 from .helpers import events, requests, run_blocks, scripted, statuses
 
@@ -78,6 +79,8 @@ async def test_tool_loop_runs_parallel_calls_and_records_everything():
     call_ids = [c["id"] for c in second[2]["tool_calls"]]
     assert [m["tool_call_id"] for m in second[3:]] == call_ids and len(set(call_ids)) == 2
     assert requests(result, "agent")[0]["tools"][0]["name"] == "t_rendezvous"
+    recorded = events(result, "llm_request", "agent")[1]["request"]   # only what was new
+    assert recorded["messages_offset"] == 2 and len(recorded["messages"]) == 3
     assert len(events(result, "tool_called", "agent")) == 2
     assert result.usage["tokens"] == output["tokens"]
 
@@ -286,3 +289,33 @@ async def test_bad_tools_config_is_a_clear_failure():
         result = await run_blocks([agent(model, prompt="x", tools=["t_not_registered"])])
     error = result.blocks["agent"].error
     assert "tools[0] (function): no function registered as 't_not_registered'" in error
+
+
+async def test_tools_see_the_run_context():
+    seen = {}
+
+    @flowforge.function("t_context")
+    def peek(context: ToolContext) -> str:
+        seen.update(block_data=dict(context.block_data), names=dict(context.block_name_mapping),
+                    variables=dict(context.variables), run_id=context.run_id,
+                    workflow_id=context.workflow_id, block_id=context.block_id,
+                    has_path="PATH" in context.env)
+        return "seen"
+
+    def script(messages, tools):
+        if messages[-1].role == "user":
+            return {"tool_calls": [{"name": "t_context", "arguments": {}}]}
+        return "ok"
+
+    with scripted(script) as model:
+        result = await run_blocks([
+            {"id": "facts", "name": "Order Facts", "type": "set", "with": {"total": 12}},
+            {"id": "agent", "type": "agent", "after": ["facts"],
+             "with": {"prompt": "peek", "model": model, "tools": ["t_context"]}}],
+            variables={"company": "Acme"})
+    assert result.status == "succeeded", result.error
+    assert seen["block_data"] == {"facts": {"total": 12}}
+    assert seen["names"]["orderfacts"] == "facts"
+    assert seen["variables"] == {"company": "Acme"}
+    assert seen["run_id"] == result.run_id and seen["workflow_id"] == "t"
+    assert seen["block_id"] == "agent" and seen["has_path"] is True

@@ -8,7 +8,7 @@ import pytest
 
 from flowforge.knowledge.api import Knowledge
 
-from .helpers import events, run_blocks, scripted, statuses
+from .helpers import events, requests, run_blocks, scripted, statuses
 
 POLICY = ("Refund policy: items can be returned within 30 days of delivery for a full refund. "
           "Sale items are refunded as store credit only.")
@@ -57,5 +57,5 @@ async def test_guardrail_takes_its_context_from_a_knowledge_base(knowledge):
             "knowledge_base": "policies", "query": "sale item refund"}}],
             services={"knowledge": knowledge})
     assert result.results["check"]["passed"] is True
-    sent = [e["request"] for e in events(result, "llm_request", "check")][0]
+    sent = requests(result, "check")[0]
     assert "store credit only" in sent["messages"][0]["content"]

@@ -8,6 +8,8 @@ max_tokens, stream, fallback) come from the block, else `defaults:`.
 Every request is published as an `llm_request` event and every response (or
 failure) as `llm_response`, exactly as sent and received (STYLE habit 5: the
 user sees what the model saw); streamed text flows as `llm_delta` events.
+A block's later requests carry only the messages added since its previous
+one (`messages_offset`); `sent_requests(events, block_id)` rebuilds them whole.
 `ModelCalls` sums one block's usage, cost and model time across the calls it
 makes (tool-loop iterations, repairs, retries).
 
@@ -28,7 +30,7 @@ from flowforge.providers.call import call_model
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions
 
 __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
-           "name_mapping"]
+           "name_mapping", "sent_requests"]
 
 
 def choose_model(context: Any, configured: str | None) -> str:
@@ -84,6 +86,22 @@ async def _complete(model: str, request: LLMRequest, *, options: ProviderOptions
                             on_delta=on_delta, on_retry=on_retry)
 
 
+def sent_requests(events: list[dict[str, Any]], block_id: str) -> list[dict[str, Any]]:
+    """Every request a block sent, each with its full `messages`, rebuilt from
+    the run's `llm_request` events (which carry only the new messages)."""
+    out: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    for event in events:
+        if event.get("type") != "llm_request" or event.get("block_id") != block_id:
+            continue
+        recorded = dict(event["request"])
+        offset = recorded.pop("messages_offset", 0)
+        messages = messages[:offset] + list(recorded["messages"])
+        recorded["messages"] = messages
+        out.append(recorded)
+    return out
+
+
 class ModelCalls:
     """One block's conversation with its model: calls, record, totals."""
 
@@ -102,6 +120,7 @@ class ModelCalls:
         self.model_time = 0.0
         self.count = 0
         self.used_model = model
+        self._sent: list[Message] = []
 
     async def __call__(self, messages: list[Message], *, tools: list[ToolSpec] | None = None,
                        response_format: dict[str, Any] | None = None,
@@ -116,7 +135,7 @@ class ModelCalls:
                              extra=dict(extra or {}))
         emit = self.context.emit
         emit("llm_request", model=self.model, call=self.count, purpose=purpose,
-             request=request.to_dict())
+             request=self._record(request))
         on_delta = None
         if self.stream:
             def on_delta(text: str, _call: int = self.count) -> None:
@@ -134,6 +153,27 @@ class ModelCalls:
         self._count(response)
         emit("llm_response", model=self.model, call=self.count, response=response.to_dict())
         return response
+
+    def _record(self, request: LLMRequest) -> dict[str, Any]:
+        """The request as sent, with only the messages that are new since this
+        block's previous request (`messages_offset` says where they start): a
+        tool loop appends to one transcript, and copying it whole at every turn
+        would make the record grow with the square of the turns."""
+        sent = request.messages
+        previous = self._sent
+        offset = 0
+        limit = min(len(previous), len(sent))
+        while offset < limit and sent[offset] is previous[offset]:
+            offset += 1
+        self._sent = list(sent)
+        return {"model": request.model, "messages_offset": offset,
+                "messages": [message.to_dict() for message in sent[offset:]],
+                "tools": [{"name": t.name, "description": t.description,
+                           "parameters": t.parameters} for t in request.tools],
+                "response_format": request.response_format,
+                "temperature": request.temperature, "max_tokens": request.max_tokens,
+                "stream": request.stream, "tool_choice": request.tool_choice,
+                "stop": request.stop, "extra": request.extra}
 
     def _on_retry(self, model: str, attempt: int, error: Exception, delay: float) -> None:
         self.context.emit("llm_retry", model=model, attempt=attempt, error=str(error),
