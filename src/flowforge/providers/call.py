@@ -131,5 +131,6 @@ def _summary(failures: list[str], candidate: str | None, error: ProviderError,
     if candidate is not None:
         lines.append(f"{candidate}: {error} ({number} attempt{'s' if number > 1 else ''})")
     text = "every model failed:\n" + "\n".join(f"  - {line}" for line in lines)
-    return ProviderError(text, status=error.status, retryable=error.retryable,
-                         retry_after=error.retry_after)
+    summary = ProviderError(text, retryable=error.retryable, retry_after=error.retry_after)
+    summary.status = error.status   # set after: each line already names its HTTP status
+    return summary

@@ -16,7 +16,8 @@ answer is constrained to exactly one of
 
 so the agent's tool loop runs offline.  `tool_choice` "required" or a tool's
 name leaves only the first shape (restricted to that tool); "none" leaves only
-the second.  Earlier tool calls and results are replayed as the same JSON and
+the second.  One call per answer (a tiny model otherwise repeats the same call
+until max_tokens); `extra: {parallel_tool_calls: true}` allows up to four.  Earlier tool calls and results are replayed as the same JSON and
 as user messages, since small chat templates know no `tool` role.
 
 Threads: `FLOWFORGE_LOCAL_THREADS` (process env or workflow `env:`) or
@@ -156,7 +157,8 @@ def _grammar(schema: dict[str, Any]) -> Any:
 
 
 def tool_answer_schema(tools: list[ToolSpec], tool_choice: str | None,
-                       content_schema: dict[str, Any] | None = None) -> dict[str, Any]:
+                       content_schema: dict[str, Any] | None = None,
+                       parallel: bool = False) -> dict[str, Any]:
     """The JSON Schema of a tool-calling answer (see the module docstring)."""
     chosen = tools
     if tool_choice not in (None, "auto", "required", "none"):
@@ -171,8 +173,9 @@ def tool_answer_schema(tools: list[ToolSpec], tool_choice: str | None,
                        "required": ["name", "arguments"]} for tool in chosen]}
     calls = {"type": "object",
              "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1,
-                                            # a small model repeats itself until max_tokens
-                                            "maxItems": max(1, min(len(chosen), 4))}},
+                                            # a small model repeats a call until max_tokens:
+                                            # one call per turn unless asked for more
+                                            "maxItems": min(len(chosen), 4) if parallel else 1}},
              "required": ["tool_calls"]}
     final = {"type": "object", "properties": {"content": content_schema or {"type": "string"}},
              "required": ["content"]}
@@ -241,7 +244,8 @@ class LocalProvider(Provider):
         start = time.time()
         loaded = await asyncio.to_thread(self.loaded)
         with_tools = bool(request.tools) and request.tool_choice != "none"
-        schema = (tool_answer_schema(request.tools, request.tool_choice, request.response_format)
+        schema = (tool_answer_schema(request.tools, request.tool_choice, request.response_format,
+                                     bool((request.extra or {}).get("parallel_tool_calls")))
                   if with_tools else request.response_format)
         grammar = _grammar(schema) if schema is not None else None
         loop = asyncio.get_running_loop()

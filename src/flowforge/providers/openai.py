@@ -39,7 +39,9 @@ def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
             out.append({"role": "tool", "tool_call_id": message.tool_call_id or "",
                         "content": message.content or ""})
         elif message.role == "assistant" and message.tool_calls:
-            out.append({"role": "assistant", "content": message.content or None,
+            # "" rather than null: OpenAI takes either, llama.cpp servers and the chat
+            # templates of small models need a string
+            out.append({"role": "assistant", "content": message.content or "",
                         "tool_calls": [{"id": call.id, "type": "function",
                                         "function": {"name": call.name,
                                                      "arguments": json.dumps(call.arguments)}}

@@ -1,0 +1,177 @@
+"""The embedded model (`local/smollm2`, SmolLM2-135M through llama-cpp-python): structure,
+never quality.  Prompts are tiny and max_tokens small so the module runs in seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import jsonschema
+import pytest
+
+from flowforge.errors import ProviderError
+from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
+from flowforge.providers.call import call_model
+from flowforge.providers.local import (LocalProvider, _chat_messages, default_model_path,
+                                       default_threads, tool_answer_schema)
+from flowforge.providers.registry import ProviderOptions, resolve_model
+
+TIME_TOOL = ToolSpec("get_time", "Current time in a timezone",
+                     {"type": "object", "properties": {"timezone": {"type": "string",
+                                                                    "maxLength": 30}},
+                      "required": ["timezone"]})
+WEATHER_TOOL = ToolSpec("get_weather", "Weather in a city",
+                        {"type": "object", "properties": {"city": {"type": "string",
+                                                                   "maxLength": 30}},
+                         "required": ["city"]})
+
+
+def ask(text, **kw):
+    kw.setdefault("max_tokens", 12)
+    kw.setdefault("temperature", 0)
+    return LLMRequest(model="smollm2", messages=[Message("user", text)], **kw)
+
+
+@pytest.fixture(scope="module")
+def provider():
+    provider, _ = resolve_model("local/smollm2")
+    return provider
+
+
+async def test_text_answer_and_usage_match_llama_cpp_own_count(provider):
+    response = await provider.complete(ask("Say hello."))
+    assert response.text.strip() and response.finish_reason in ("stop", "length")
+    direct = provider.loaded().llama.create_chat_completion(
+        [{"role": "user", "content": "Say hello."}], max_tokens=12, temperature=0)
+    assert response.usage.prompt_tokens == direct["usage"]["prompt_tokens"]
+    assert response.usage.completion_tokens == direct["usage"]["completion_tokens"]
+    assert response.text == direct["choices"][0]["message"]["content"]
+
+
+async def test_streaming_hands_fragments_to_the_loop_in_order(provider):
+    deltas: list[str] = []
+    response = await provider.complete(ask("Count to five.", stream=True), deltas.append)
+    assert len(deltas) > 1 and "".join(deltas) == response.text
+    assert response.timing.first_token is not None
+    assert response.timing.start <= response.timing.first_token <= response.timing.end
+
+
+async def test_json_schema_is_enforced_by_the_grammar(provider):
+    schema = {"type": "object",
+              "properties": {"route": {"enum": ["standard", "review"]},
+                             "score": {"type": "integer", "minimum": 0, "maximum": 10}},
+              "required": ["route", "score"]}
+    response = await provider.complete(ask("Route this refund question.", max_tokens=40,
+                                           response_format=schema))
+    jsonschema.validate(json.loads(response.text), schema)
+
+
+async def test_required_tool_call_matches_the_tool_schema(provider):
+    response = await provider.complete(ask("What time is it in Paris?", max_tokens=40,
+                                           tools=[TIME_TOOL, WEATHER_TOOL],
+                                           tool_choice="required"))
+    assert response.tool_calls and response.finish_reason == "tool_calls"
+    specs = {t.name: t for t in (TIME_TOOL, WEATHER_TOOL)}
+    for call in response.tool_calls:
+        jsonschema.validate(call.arguments, specs[call.name].parameters)
+    assert len({c.id for c in response.tool_calls}) == len(response.tool_calls)
+
+
+async def test_tool_choice_by_name_calls_only_that_tool(provider):
+    response = await provider.complete(ask("Weather?", max_tokens=40,
+                                           tools=[TIME_TOOL, WEATHER_TOOL],
+                                           tool_choice="get_weather"))
+    assert [c.name for c in response.tool_calls] == ["get_weather"]
+
+
+async def test_after_a_tool_result_the_model_can_answer_in_text(provider):
+    messages = [Message("user", "What time is it in Paris?"),
+                Message("assistant", tool_calls=[ToolCall("call_0", "get_time",
+                                                          {"timezone": "Europe/Paris"})]),
+                Message("tool", "14:05", tool_call_id="call_0", name="get_time")]
+    request = LLMRequest(model="smollm2", messages=messages, tools=[TIME_TOOL],
+                         tool_choice="none", max_tokens=16, temperature=0, stream=True)
+    deltas: list[str] = []
+    response = await provider.complete(request, deltas.append)
+    assert response.tool_calls == [] and response.text and "".join(deltas) == response.text
+    replay = _chat_messages(request)
+    assert json.loads(replay[1]["content"]) == {
+        "tool_calls": [{"name": "get_time", "arguments": {"timezone": "Europe/Paris"}}]}
+    assert replay[2]["role"] == "user" and "14:05" in replay[2]["content"]
+
+
+def test_tool_answer_schema_shapes():
+    auto = tool_answer_schema([TIME_TOOL], "auto")
+    assert len(auto["anyOf"]) == 2
+    assert tool_answer_schema([TIME_TOOL], "none")["required"] == ["content"]
+    forced = tool_answer_schema([TIME_TOOL, WEATHER_TOOL], "get_time")
+    assert [c["properties"]["name"]["const"]
+            for c in forced["properties"]["tool_calls"]["items"]["anyOf"]] == ["get_time"]
+    with pytest.raises(ProviderError, match="tool_choice names 'nope'"):
+        tool_answer_schema([TIME_TOOL], "nope")
+
+
+async def test_calls_are_serialised_and_the_event_loop_stays_free(provider):
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    first, second = await asyncio.gather(provider.complete(ask("Hi.")),
+                                         provider.complete(ask("Bye.")))
+    elapsed = time.monotonic() - started
+    task.cancel()
+    assert first.text and second.text
+    assert ticks >= elapsed / 0.01 * 0.5   # the loop kept ticking while the model ran
+
+
+async def test_a_cancelled_call_stops_generating_and_frees_the_model(provider):
+    long = asyncio.create_task(provider.complete(ask("Write a long story.", max_tokens=400)))
+    await asyncio.sleep(0.3)
+    long.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await long
+    started = time.monotonic()
+    response = await provider.complete(ask("Hi.", max_tokens=4))
+    assert response.text and time.monotonic() - started < 5
+
+
+async def test_call_model_on_the_default_model_costs_nothing():
+    response = await call_model("local/smollm2", ask("Hi.", max_tokens=4))
+    assert response.model == "local/smollm2" and response.cost == 0
+    assert response.usage.total_tokens > 0
+
+
+def test_threads_default_to_one_on_two_cores():
+    assert default_threads(2) == 1 and default_threads(1) == 1 and default_threads(8) is None
+
+
+def test_settings_come_from_the_environment():
+    provider, _ = resolve_model("local/smollm2", ProviderOptions(
+        env={"FLOWFORGE_LOCAL_THREADS": "2", "FLOWFORGE_LOCAL_CONTEXT": "512"}), cache_key="t")
+    assert isinstance(provider, LocalProvider)
+    assert (provider.threads, provider.n_ctx) == (2, 512)
+    with pytest.raises(ProviderError, match="FLOWFORGE_LOCAL_THREADS='many'"):
+        resolve_model("local/smollm2", ProviderOptions(env={"FLOWFORGE_LOCAL_THREADS": "many"}),
+                      cache_key="bad")
+
+
+def test_a_gguf_path_is_found_next_to_the_workflow(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tiny.gguf").symlink_to(default_model_path())
+    provider, _ = resolve_model("local/models/tiny.gguf", ProviderOptions(base_dir=tmp_path))
+    assert provider.path == str((tmp_path / "models" / "tiny.gguf").resolve())
+    with pytest.raises(ProviderError, match="neither 'smollm2' nor an existing GGUF file"):
+        resolve_model("local/missing.gguf", ProviderOptions(base_dir=tmp_path))
+
+
+async def test_a_prompt_longer_than_the_context_is_a_clear_error():
+    provider = LocalProvider(default_model_path(), threads=1, n_ctx=256)
+    with pytest.raises(ProviderError, match="more than the local model's context of 256"):
+        await provider.complete(ask("word " * 400))
