@@ -21,6 +21,7 @@ EXPECTED = {
     "/agent-workflow": {"post"},
     "/agent-workflow/{session_id}": {"get"},
     "/agent-workflow/{session_id}/cancel": {"post"},
+    "/api/pipeline/run": {"post"},
     "/api/me": {"get"},
     "/api/users": {"get", "post"},
 }

@@ -53,7 +53,8 @@ def serve(
     settings = ServerSettings(database_url=url, model=model)
     if max_body_bytes is not None:
         settings.max_body_bytes = max_body_bytes
-    os.environ.setdefault("FLOWFORGE_DATABASE_URL", url)
+    # Everything in this process (the block registry too) uses the served database.
+    os.environ["FLOWFORGE_DATABASE_URL"] = url
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
                 proxy_headers=False)
 

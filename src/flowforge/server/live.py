@@ -53,11 +53,13 @@ class LiveRuns:
 
     async def start(self, compiled: CompiledWorkflow, inputs: dict[str, Any], *,
                     user: dict[str, Any], version: int | None = None,
-                    webhook: str | None = None) -> RunHandle:
+                    webhook: str | None = None,
+                    services: dict[str, Any] | None = None) -> RunHandle:
         """Start a compiled workflow as `user` (a user row) in the background."""
         run_id = uuid.uuid4().hex
         user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
         handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
+                                 services=services,
                                  model=self.settings.model, run_id=run_id,
                                  workflow_version=version)
         webhook = webhook or compiled.doc.webhook
