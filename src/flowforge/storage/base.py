@@ -203,6 +203,7 @@ class Storage(abc.ABC):
         it is stored; ends after `run_finished`, or when the run has ended without
         one (a crashed process) or does not exist.  Events recorded by this
         process wake the follower at once; others are found by polling."""
+        # Created on first use: back ends define their own __init__ without calling ours.
         waiters: dict[str, set[asyncio.Event]] = self.__dict__.setdefault("_waiters", {})
         wake = asyncio.Event()
         waiters.setdefault(run_id, set()).add(wake)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -41,9 +42,8 @@ async def list_runs(request: Request, user: CurrentUser, workflow: str | None = 
                          limit=limit, offset=offset)
     next_url = None
     if len(rows) == limit:
-        query = request.query_params.multi_items()
-        kept = [(k, v) for k, v in query if k not in ("offset",)] + [("offset", offset + limit)]
-        next_url = f"/api/runs?{'&'.join(f'{k}={v}' for k, v in kept)}"
+        kept = [(k, v) for k, v in request.query_params.multi_items() if k != "offset"]
+        next_url = f"/api/runs?{urlencode([*kept, ('offset', offset + limit)])}"
     return {"runs": [run_summary(r) for r in rows], "limit": limit, "offset": offset,
             "next": next_url}
 
