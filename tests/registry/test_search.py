@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from flowforge.registry import HybridSearch, Registry
+from flowforge.knowledge.api import Knowledge
+from flowforge.knowledge.embeddings import Embedder
+from flowforge.registry import KnowledgeSearch, Registry
 
 
 async def test_text_search_finds_blocks_by_what_they_do(registry):
@@ -28,56 +30,70 @@ async def test_search_ignores_schemas(registry):
     assert await registry.search("top_words", limit=5) == []
 
 
-class KeywordEmbedder:
+class KeywordEmbedder(Embedder):
     """A deterministic embedder: one dimension per keyword."""
 
-    name = "fake/keywords"
+    model = "fake/keywords"
+    dimensions = 6
     words = ["money", "currency", "weather", "rain", "date"]
 
     def __init__(self):
+        super().__init__()
         self.texts = []
 
-    async def embed(self, texts):
+    async def _embed_uncached(self, texts):
         self.texts.extend(texts)
         rows = []
         for text in texts:
-            v = np.array([1.0 if w in text.lower() else 0.0 for w in self.words] + [0.01])
+            v = np.array([1.0 if w in text.lower() else 0.0 for w in self.words] + [0.01],
+                         dtype=np.float32)
             rows.append(v / np.linalg.norm(v))
         return np.stack(rows)
 
 
-async def test_hybrid_search_finds_by_meaning_what_text_search_misses(tmp_path):
-    embedder = KeywordEmbedder()
+class BrokenEmbedder(KeywordEmbedder):
+    model = "fake/broken"
+
+    async def _embed_uncached(self, texts):
+        raise RuntimeError("no embedding model here")
+
+
+async def registry_with(embedder) -> Registry:
+    knowledge = await Knowledge.open("sqlite://:memory:")
+    knowledge.embedder_for = lambda model: embedder
     registry = Registry.open(":memory:", search="text")
-    registry.searcher = HybridSearch(registry.store, embedder)
+    registry.searcher = KnowledgeSearch(registry.store, knowledge)
+    return registry
+
+
+async def test_hybrid_search_finds_by_meaning_what_text_search_misses():
+    embedder = KeywordEmbedder()
+    registry = await registry_with(embedder)
     registry.add({"id": "fx_convert", "name": "FX", "description": "Converts money between "
                   "currencies", "execution_type": "python", "tags": ["currency"],
                   "source_code": "async def execute(inputs, context):\n    return {}\n"})
-    # "currency" is not a word of the query; only the embedding links them.
-    hits = await registry.search("currency rates", limit=3)
-    assert hits[0].definition.id == "fx_convert" and "vector" in hits[0].via
+    # No word of the query is in the block's text; only the embedding links them.
+    assert registry.store.text_search("moneylenders") == []
+    hits = await registry.search("moneylenders", limit=3)
+    assert hits[0].definition.id == "fx_convert" and hits[0].via == "hybrid"
     assert registry.search_mode == "hybrid"
     embedded = " ".join(embedder.texts)
     assert "Converts money between currencies" in embedded
     assert "properties" not in embedded and "async def" not in embedded
-
-
-class BrokenEmbedder:
-    name = "fake/broken"
-
-    async def embed(self, texts):
-        raise RuntimeError("no embedding model here")
+    # A changed block is re-indexed, a deleted one disappears.
+    registry.delete("fx_convert")
+    assert "fx_convert" not in [h.definition.id for h in await registry.search("currency", 3)]
 
 
 async def test_hybrid_search_falls_back_to_text_when_embedding_fails():
-    registry = Registry.open(":memory:", search="text")
-    registry.searcher = HybridSearch(registry.store, BrokenEmbedder())
+    registry = await registry_with(BrokenEmbedder())
     hits = await registry.search("summarise a long article", limit=3)
     assert hits[0].definition.id == "llm_summarise" and hits[0].via == "text"
     assert registry.search_mode == "text (embedding failed)"
 
 
-async def test_hybrid_search_with_the_bundled_embedding_model():
+async def test_hybrid_search_with_the_bundled_embedding_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWFORGE_KNOWLEDGE_URL", f"sqlite:///{tmp_path / 'knowledge.db'}")
     registry = Registry.open(":memory:", search="hybrid")
     hits = await registry.search("condense a long report into a few sentences", limit=3)
     assert hits[0].definition.id == "llm_summarise"

@@ -7,11 +7,11 @@ from flowforge.registry.model import (CATEGORIES, EXECUTION_TYPES, BlockDefiniti
 from flowforge.registry.registry import (LIBRARY_DIR, Registry, SearchResult, get_registry,
                                          library_definitions, read_definition_file,
                                          set_registry, use_registry)
-from flowforge.registry.search import BlockSearch, HybridSearch, TextSearch
+from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
 from flowforge.registry.store import BlockStore
 
 __all__ = ["BlockDefinition", "BlockMetadata", "BlockSearch", "BlockStore", "CATEGORIES",
-           "EXECUTION_TYPES", "Example", "HybridSearch", "LIBRARY_DIR", "Registry",
+           "EXECUTION_TYPES", "Example", "KnowledgeSearch", "LIBRARY_DIR", "Registry",
            "SearchResult", "TextSearch", "check_definition", "definition_from_data",
            "get_registry", "library_definitions", "read_definition_file", "schema_problems",
            "set_registry", "template_fields", "use_registry"]

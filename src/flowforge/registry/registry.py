@@ -7,8 +7,9 @@
 The process default opens the SQLite file named by `FLOWFORGE_REGISTRY_URL`,
 else by `FLOWFORGE_DATABASE_URL`, else the user's flowforge database, and
 adds the bundled starter library the first time (and again when a bundled
-block changes).  Search is hybrid (`FLOWFORGE_REGISTRY_SEARCH=hybrid`, the
-default when the knowledge extra is installed) or text only (`text`).
+block changes).  Search is hybrid through the knowledge layer
+(`FLOWFORGE_REGISTRY_SEARCH=hybrid`, the default; it falls back to text by
+itself when embedding fails) or text only (`text`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import yaml
 
 from flowforge.errors import NotFound, WorkflowError
 from flowforge.registry.model import BlockDefinition, definition_from_data
-from flowforge.registry.search import BlockSearch, HybridSearch, TextSearch
+from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
 from flowforge.registry.store import BlockStore
 
 __all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "use_registry",
@@ -190,11 +191,7 @@ def _searcher(store: BlockStore, mode: str | None) -> BlockSearch:
     mode = (mode or os.environ.get("FLOWFORGE_REGISTRY_SEARCH") or "hybrid").lower()
     if mode == "text":
         return TextSearch(store)
-    try:
-        import flowforge.knowledge.embeddings  # noqa: F401
-    except ImportError:
-        return TextSearch(store)
-    return HybridSearch(store, model=os.environ.get("FLOWFORGE_REGISTRY_EMBEDDINGS") or None)
+    return KnowledgeSearch(store, model=os.environ.get("FLOWFORGE_REGISTRY_EMBEDDINGS") or None)
 
 
 _DEFAULT: dict[str, Registry] = {}

@@ -1,36 +1,36 @@
-"""Finding blocks by what they do: full text, or hybrid (text + embeddings).
+"""Finding blocks by what they do: full text, or hybrid through the knowledge layer.
 
-Only a block's description, use_when and tags are embedded, never its
-schemas (field names would make every block with a `text` input look
-alike).  `HybridSearch` fuses the text ranking and the vector ranking by
-reciprocal rank; when embedding fails (no model, no network for a hosted
-embedder) it logs why once and answers from the text index alone, so
-search never breaks because of embeddings.
-
-The embedder comes from the knowledge layer (`knowledge.embeddings`);
-anything with `async embed(texts) -> unit vectors` and a `name` works.
+`KnowledgeSearch` keeps a knowledge base (in the knowledge layer's store,
+`FLOWFORGE_KNOWLEDGE_URL`) with one document per block whose text is the
+block's description, use_when and tags - never its schemas, whose field
+names would make every block with a `text` input look alike - and asks the
+knowledge layer's hybrid search (embeddings + BM25, fused by reciprocal
+rank).  It re-indexes a block only when that text changed.  When anything
+in that path fails (no embedding model, a hosted embedder without network,
+no knowledge extra), it logs why once and answers from the registry's own
+FTS5 index (`TextSearch`), so block search never breaks because of
+embeddings.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flowforge.registry.store import BlockStore
 
-__all__ = ["BlockSearch", "TextSearch", "HybridSearch", "Hit"]
+__all__ = ["BlockSearch", "TextSearch", "KnowledgeSearch", "Hit"]
 
 log = logging.getLogger(__name__)
-_RRF_K = 60
-_MIN_COSINE = 0.25
 
 
 @dataclass(frozen=True)
 class Hit:
     id: str
     score: float
-    via: str               # "text", "vector" or "text+vector"
+    via: str               # "text" or "hybrid"
 
 
 class BlockSearch(Protocol):
@@ -42,7 +42,7 @@ class BlockSearch(Protocol):
 
 
 class TextSearch:
-    """bm25 over SQLite FTS5."""
+    """bm25 over the registry's own SQLite FTS5 index."""
 
     mode = "text"
 
@@ -54,62 +54,70 @@ class TextSearch:
                 for block_id, score in self.store.text_search(query, limit)]
 
 
-class HybridSearch:
-    """Text ranking fused with cosine similarity of embeddings."""
+class KnowledgeSearch:
+    """Hybrid search through the knowledge layer, text search as the fallback.
+
+    `knowledge` is a `flowforge.knowledge.Knowledge` (default: the shared one
+    for `url`, else the configured knowledge store)."""
 
     mode = "hybrid"
 
-    def __init__(self, store: BlockStore, embedder: Any = None, model: str | None = None) -> None:
+    def __init__(self, store: BlockStore, knowledge: Any = None, url: str | None = None,
+                 model: str | None = None) -> None:
         self.store = store
-        self._embedder = embedder
+        self.knowledge = knowledge
+        self.url = url
         self.model = model
-        self.failed: str | None = None
         self.text = TextSearch(store)
+        self.failed: str | None = None
+        self._indexed: dict[str, str] = {}
+        key = store.path if store.path != ":memory:" else f"memory-{id(store)}"
+        self.base = f"block-registry-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
-    def _get_embedder(self) -> Any:
-        if self._embedder is None:
-            from flowforge.knowledge.embeddings import get_embedder
-            self._embedder = get_embedder(self.model)
-        return self._embedder
-
-    async def _vector_hits(self, query: str, limit: int) -> list[tuple[str, float]]:
-        import numpy as np
-
-        embedder = self._get_embedder()
-        name = getattr(embedder, "name", None) or self.model or type(embedder).__name__
-        rows = self.store.vectors(name)
-        known = {block_id for block_id, _, _ in rows}
-        missing = [block_id for block_id in self.store.ids() if block_id not in known]
-        if missing:
-            definitions = [self.store.get(block_id) for block_id in missing]
-            texts = [d.search_text() for d in definitions if d is not None]
-            vectors = np.asarray(await embedder.embed(texts), dtype=np.float32)
-            for definition, text, vector in zip([d for d in definitions if d], texts, vectors):
-                self.store.put_vector(definition.id, name, text, vector.tobytes())
-            rows = self.store.vectors(name)
-        if not rows:
-            return []
-        query_vector = np.asarray(await embedder.embed([query]), dtype=np.float32)[0]
-        matrix = np.stack([np.frombuffer(blob, dtype=np.float32) for _, _, blob in rows])
-        scores = matrix @ query_vector
-        order = np.argsort(-scores)[:limit]
-        return [(rows[i][0], float(scores[i])) for i in order if scores[i] >= _MIN_COSINE]
+    async def _ready(self) -> Any:
+        if self.knowledge is None:
+            from flowforge.knowledge import open_knowledge
+            self.knowledge = await open_knowledge(self.url)
+        kb = self.knowledge
+        if not self._indexed:
+            names = {b.name for b in await kb.list()}
+            if self.base not in names:
+                await kb.create(self.base, model=self.model,
+                                description="flowforge block registry: description, use_when "
+                                            "and tags of each block")
+        current = {}
+        for block_id in self.store.ids():
+            definition = self.store.get(block_id)
+            if definition is not None:
+                current[block_id] = definition
+        for block_id, definition in current.items():
+            text = definition.search_text()
+            if self._indexed.get(block_id) != text:
+                await kb.add_text(self.base, text, document_name=block_id,
+                                  source=f"block:{block_id}",
+                                  tags={"execution_type": definition.execution_type,
+                                        "category": definition.category})
+                self._indexed[block_id] = text
+        for block_id in [i for i in self._indexed if i not in current]:
+            await kb.remove(self.base, f"block:{block_id}")
+            del self._indexed[block_id]
+        return kb
 
     async def search(self, query: str, limit: int) -> list[Hit]:
-        text_hits = self.store.text_search(query, limit * 2)
         try:
-            vector_hits = await self._vector_hits(query, limit * 2)
-        except Exception as exc:        # any embedding failure: answer from text alone
+            kb = await self._ready()
+            found = await kb.search(self.base, query, top_k=min(max(limit, 1), 100),
+                                    mode="hybrid")
+        except Exception as exc:        # any failure on this path: answer from text alone
             if self.failed is None:
-                log.warning("block search falls back to full text: embedding failed (%s)", exc)
+                log.warning("block search falls back to full text: %s", exc)
             self.failed = str(exc)
-            return [Hit(block_id, score, "text") for block_id, score in text_hits[:limit]]
-        fused: dict[str, float] = {}
-        via: dict[str, set[str]] = {}
-        for source, hits in (("text", text_hits), ("vector", vector_hits)):
-            for rank, (block_id, _) in enumerate(hits):
-                fused[block_id] = fused.get(block_id, 0.0) + 1.0 / (_RRF_K + rank + 1)
-                via.setdefault(block_id, set()).add(source)
-        ranked = sorted(fused.items(), key=lambda item: -item[1])[:limit]
-        return [Hit(block_id, round(score, 6), "+".join(sorted(via[block_id])))
-                for block_id, score in ranked]
+            return await self.text.search(query, limit)
+        self.failed = None
+        hits, seen = [], set()
+        for result in found["results"]:
+            block_id = result["documentName"]
+            if block_id not in seen and self.store.get(block_id) is not None:
+                seen.add(block_id)
+                hits.append(Hit(block_id, result["similarity"], "hybrid"))
+        return hits

@@ -1,5 +1,6 @@
 """Where registry blocks live: every version of every definition, the
-current head of each, a full-text index and (when embeddings work) vectors.
+current head of each, and a full-text index (embeddings live in the knowledge
+layer, see `registry.search`).
 
 The registry keeps its own tables and its own ordered migration list
 (`REGISTRY_MIGRATIONS`, recorded in `registry_schema`), on the same SQLite
@@ -36,8 +37,6 @@ REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             tier TEXT, updated_at REAL NOT NULL, deleted INTEGER NOT NULL DEFAULT 0)""",
         """CREATE VIRTUAL TABLE registry_fts USING fts5(
             id UNINDEXED, name, description, use_when, tags, tokenize = 'porter unicode61')""",
-        """CREATE TABLE registry_vectors (
-            id TEXT PRIMARY KEY, model TEXT NOT NULL, text TEXT NOT NULL, vector BLOB NOT NULL)""",
     )),
 ]
 
@@ -137,7 +136,6 @@ class BlockStore:
                 self.db.execute("INSERT INTO registry_fts VALUES (?, ?, ?, ?, ?)",
                                 (definition.id, definition.name, definition.description,
                                  definition.use_when, " ".join(definition.tags)))
-                self.db.execute("DELETE FROM registry_vectors WHERE id = ?", (definition.id,))
                 self.db.execute("COMMIT")
             except Exception:
                 self.db.execute("ROLLBACK")
@@ -152,7 +150,6 @@ class BlockStore:
             if not found:
                 raise NotFound(f"no block '{block_id}' in the registry")
             self.db.execute("DELETE FROM registry_fts WHERE id = ?", (block_id,))
-            self.db.execute("DELETE FROM registry_vectors WHERE id = ?", (block_id,))
 
     # -- reads ---------------------------------------------------------------------
     def _version_row(self, block_id: str, version: int) -> dict[str, Any] | None:
@@ -203,15 +200,3 @@ class BlockStore:
                 "SELECT id, bm25(registry_fts, 0, 2.0, 1.0, 1.0, 1.5) AS rank FROM registry_fts "
                 "WHERE registry_fts MATCH ? ORDER BY rank LIMIT ?", (match, limit)).fetchall()
         return [(row[0], round(-row[1], 6)) for row in rows]
-
-    # -- vectors (filled by the hybrid search) ---------------------------------------
-    def vectors(self, model: str) -> list[tuple[str, str, bytes]]:
-        with self._lock:
-            return self.db.execute("SELECT v.id, v.text, v.vector FROM registry_vectors v JOIN "
-                                   "registry_heads h ON h.id = v.id WHERE h.deleted = 0 AND "
-                                   "v.model = ?", (model,)).fetchall()
-
-    def put_vector(self, block_id: str, model: str, text: str, vector: bytes) -> None:
-        with self._lock:
-            self.db.execute("INSERT OR REPLACE INTO registry_vectors VALUES (?, ?, ?, ?)",
-                            (block_id, model, text, vector))
