@@ -35,7 +35,7 @@ UrlOption = typer.Option(None, "--url", help="Knowledge store URL (default: FLOW
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

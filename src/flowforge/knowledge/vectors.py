@@ -28,7 +28,7 @@ __all__ = ["VectorIndex"]
 
 IVF_MIN_ROWS = 20_000        # below this, exact search is fast enough (< 3 ms)
 EXACT_FILTER_ROWS = 12_000   # a filter allowing fewer rows than this is scanned exactly
-BASE_PROBE_FRACTION = 0.06   # share of IVF lists probed for an unfiltered query
+BASE_PROBE_FRACTION = 0.12   # share of IVF lists probed for an unfiltered query
 
 
 def _doc_mask(docs: np.ndarray, allowed: np.ndarray) -> np.ndarray:

@@ -1,0 +1,58 @@
+"""`flowforge kb ...` as a user types it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from flowforge.cli.main import app
+from tests.knowledge.conftest import POLICIES
+
+
+@pytest.fixture
+def kb_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWFORGE_KNOWLEDGE_URL", f"sqlite:///{tmp_path / 'knowledge.db'}")
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, ["kb", *args])
+
+
+def test_create_add_search_list_remove(kb_cli):
+    assert kb_cli("create", "policies").exit_code == 0
+    added = kb_cli("add", "policies", str(POLICIES), "--tag", "source=handbook")
+    assert added.exit_code == 0, added.output
+    assert "8 added" in added.output
+    again = kb_cli("add", "policies", str(POLICIES), "--tag", "source=handbook")
+    assert "8 unchanged" in again.output
+
+    found = kb_cli("search", "policies", "Can I return a gift card?", "--top-k", "2",
+                   "--tag", "category=policies,legal", "--tag", "source=handbook", "--json")
+    assert found.exit_code == 0, found.output
+    result = json.loads(found.output)
+    assert result["totalResults"] == 2
+    assert result["results"][0]["documentName"] in {"Loyalty Programme and Gift Cards",
+                                                    "Returns and Exchanges"}
+    text = kb_cli("search", "policies", "express delivery Canada", "--mode", "text")
+    assert "Shipping Policy" in text.output
+
+    listed = kb_cli("list", "--json")
+    assert [(b["name"], b["documents"]) for b in json.loads(listed.output)] == [("policies", 8)]
+    removed = kb_cli("remove", "policies", "--document", "Cookie Policy")
+    assert removed.exit_code == 0 and "removed 1 document" in removed.output
+    assert kb_cli("remove", "policies").exit_code == 0
+    assert "no knowledge bases" in kb_cli("list").output
+
+
+def test_bad_input_exits_2_with_a_message(kb_cli, tmp_path):
+    missing = kb_cli("search", "nope", "query")
+    assert missing.exit_code == 2 and "kb create nope" in missing.output
+    kb_cli("create", "policies")
+    bad_tag = kb_cli("add", "policies", str(POLICIES), "--tag", "category")
+    assert bad_tag.exit_code == 2 and "key=value" in bad_tag.output
+    bad_file = tmp_path / "x.docx"
+    bad_file.write_text("x")
+    unsupported = kb_cli("add", "policies", str(bad_file))
+    assert unsupported.exit_code == 2 and "unsupported file type" in unsupported.output
+    assert kb_cli("search", "policies", "x", "--mode", "fuzzy").exit_code == 2
+    assert "Traceback" not in unsupported.output
