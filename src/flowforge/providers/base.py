@@ -48,14 +48,20 @@ DeltaCallback = Callable[[str], None]
 
 @dataclass
 class ToolCall:
-    """A call the model asked for. `arguments` is parsed JSON (a dict)."""
+    """A call the model asked for. `arguments` is parsed JSON (a dict).
+    `meta` carries what a vendor needs back with the call in the next turn
+    (Gemini's `thought_signature`); keep it when replaying the call."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+        out = {"id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.meta:
+            out["meta"] = self.meta
+        return out
 
 
 @dataclass
@@ -84,7 +90,8 @@ class Message:
         calls = data.get("tool_calls")
         return cls(role=data["role"], content=data.get("content"),
                    tool_calls=[ToolCall(c.get("id") or f"call_{i}", c["name"],
-                                        _as_arguments(c.get("arguments")))
+                                        _as_arguments(c.get("arguments")),
+                                        dict(c.get("meta") or {}))
                                for i, c in enumerate(calls)] if calls else None,
                    tool_call_id=data.get("tool_call_id"), name=data.get("name"))
 

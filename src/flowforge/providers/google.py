@@ -8,6 +8,9 @@ proxy, or a test server).  Mapping to `generate_content`:
 - tools -> one `Tool` of `FunctionDeclaration`s with `parameters_json_schema`;
   a call -> a `function_call` part; its result -> a `function_response` part
   `{"result": <text>}` (consecutive results in one user turn);
+- Gemini's `thought_signature` on a call is kept in `ToolCall.meta` and sent
+  back with it (Gemini 3 rejects an unsigned call; a call it never signed gets
+  the documented `skip_thought_signature_validator` sentinel);
 - `tool_choice` "required" -> mode ANY, a tool name -> ANY restricted to it,
   "none" -> NONE;
 - a JSON-Schema `response_format` -> `response_mime_type: application/json`
@@ -19,6 +22,7 @@ retries.
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -40,7 +44,23 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
 __all__ = ["GoogleProvider", "google_contents", "google_config"]
 
 
-def google_contents(messages: list[Message]) -> tuple[str | None, list[_types.Content]]:
+def _signature(call: ToolCall, model: str) -> bytes | None:
+    """The call's thought signature as Gemini sent it; for a call it never signed (another
+    model's, or a replayed history), Gemini 3 and later demand one, and the documented
+    sentinel `skip_thought_signature_validator` stands in."""
+    signature = call.meta.get("thought_signature")
+    if signature:
+        return base64.b64decode(signature)
+    if model.startswith(("gemini-1", "gemini-2")):
+        return None
+    return _SKIP_SIGNATURE
+
+
+_SKIP_SIGNATURE = base64.urlsafe_b64decode("skip_thought_signature_validator")
+
+
+def google_contents(messages: list[Message],
+                    model: str = "") -> tuple[str | None, list[_types.Content]]:
     """(system instruction, contents) for our messages."""
     system = "\n\n".join(m.content or "" for m in messages if m.role == "system") or None
     names = {call.id: call.name for m in messages for call in (m.tool_calls or [])}
@@ -61,7 +81,8 @@ def google_contents(messages: list[Message]) -> tuple[str | None, list[_types.Co
         elif message.role == "assistant":
             parts = [_types.Part(text=message.content)] if message.content else []
             parts += [_types.Part(function_call=_types.FunctionCall(
-                id=call.id, name=call.name, args=call.arguments))
+                id=call.id, name=call.name, args=call.arguments),
+                thought_signature=_signature(call, model))
                 for call in message.tool_calls or []]
             contents.append(_types.Content(role="model", parts=parts or [_types.Part(text="")]))
         else:
@@ -144,8 +165,10 @@ def _parts(response: Any, offset: int = 0) -> tuple[str, list[ToolCall], str | N
         for part in (candidate.content.parts if candidate.content else None) or []:
             if part.function_call is not None:
                 call = part.function_call
+                meta = ({"thought_signature": base64.b64encode(part.thought_signature).decode()}
+                        if part.thought_signature else {})
                 calls.append(ToolCall(call.id or f"call_{offset + len(calls)}", call.name or "",
-                                      _as_arguments(call.args or {})))
+                                      _as_arguments(call.args or {}), meta))
             elif part.text and not part.thought:
                 texts.append(part.text)
     return "".join(texts), calls, finish
@@ -163,7 +186,7 @@ class GoogleProvider(Provider):
         if self.remote:
             check_model_requests_allowed(self.name)
         start = time.time()
-        system, contents = google_contents(request.messages)
+        system, contents = google_contents(request.messages, request.model)
         config = google_config(request, system)
         try:
             if request.stream:
