@@ -28,6 +28,9 @@ app = typer.Typer(help="Run LLM agent workflows, offline by default.", no_args_i
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(kb_cli.kb_app, name="kb")           # `flowforge kb ...` (knowledge bases)
+from flowforge.cli import blocks as blocks_cli, build as build_cli  # noqa: E402
+app.add_typer(blocks_cli.blocks_app, name="blocks")  # `flowforge blocks ...` (block registry)
+build_cli.register(app)                               # `flowforge build "..."` (the thinker)
 for _commands in (serve_cli, users_cli):   # `flowforge serve`, `flowforge users ...`
     _commands.register(app)
 

@@ -31,6 +31,11 @@ def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWor
         return target
     if isinstance(target, Workflow):
         return compile_document(target)
+    from flowforge.thinker.pipeline import workflow_data_if_pipeline
+    converted = workflow_data_if_pipeline(target)      # Pipeline JSON (the thinker's) too
+    if converted is not None:
+        return compile_document(document_from_data(
+            converted, str(target) if isinstance(target, (str, Path)) else "<pipeline>"))
     if isinstance(target, dict):
         return compile_document(document_from_data(target))
     path = Path(target)

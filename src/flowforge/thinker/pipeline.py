@@ -35,7 +35,7 @@ from flowforge.workflow.loader import document_from_data
 from flowforge.workflow.templates import TEMPLATE_RE, parse_path
 
 __all__ = ["Pipeline", "PipelineNode", "PipelineEdge", "pipeline_to_workflow",
-           "workflow_to_pipeline", "validate_pipeline", "is_pipeline"]
+           "workflow_to_pipeline", "validate_pipeline", "is_pipeline", "workflow_data_if_pipeline"]
 
 _ID_RE = re.compile(r"[^A-Za-z0-9_\-]+")
 
@@ -249,3 +249,23 @@ def _incompatible(given: Any, needed: Any) -> bool:
     if "number" in needed_set:
         needed_set.add("integer")
     return not (given_set & needed_set)
+
+
+def workflow_data_if_pipeline(target: Any) -> dict[str, Any] | None:
+    """The workflow document for a Pipeline JSON given as a dict or a `.json`
+    file; None for anything else (so `load()` and `flowforge run` take both)."""
+    import json
+    from pathlib import Path
+
+    data = target
+    if isinstance(target, (str, Path)):
+        path = Path(target)
+        if path.suffix != ".json" or not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None                 # the workflow loader reports it properly
+    if not is_pipeline(data):
+        return None
+    return pipeline_to_workflow(data)

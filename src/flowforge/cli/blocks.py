@@ -1,0 +1,156 @@
+"""`flowforge blocks ...`: the block registry from the terminal.
+
+    flowforge blocks list [--category process] [--created-by thinker] [--json]
+    flowforge blocks show ID [--version N] [--json]
+    flowforge blocks source ID
+    flowforge blocks add FILE            # YAML or JSON definition; a new version if the id exists
+    flowforge blocks search "count the words of a text" [--limit 5]
+    flowforge blocks test ID             # run its examples (Python in the sandbox)
+    flowforge blocks delete ID
+
+Exit codes: 0 done, 1 a test failed, 2 bad input (unknown id, invalid file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from flowforge.errors import FlowforgeError
+
+__all__ = ["blocks_app"]
+
+blocks_app = typer.Typer(help="The block registry: list, show, add, search, test.",
+                         no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _registry():
+    from flowforge.registry import get_registry
+    try:
+        return get_registry()
+    except FlowforgeError as exc:
+        _fail(str(exc))
+
+
+@blocks_app.command("list")
+def list_blocks(category: Optional[str] = typer.Option(None, "--category"),
+                created_by: Optional[str] = typer.Option(None, "--created-by",
+                                                         help="library, user or thinker"),
+                execution_type: Optional[str] = typer.Option(None, "--type",
+                                                             help="python or llm"),
+                as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the registry's blocks."""
+    blocks = _registry().list(category=category, created_by=created_by,
+                              execution_type=execution_type)
+    if as_json:
+        print(json.dumps([b.public() for b in blocks], ensure_ascii=False))
+        return
+    table = Table("id", "v", "type", "category", "by", "description")
+    for block in blocks:
+        table.add_row(block.id, str(block.version), block.execution_type, block.category,
+                      block.metadata.created_by, block.description)
+    out.print(table)
+
+
+@blocks_app.command("show")
+def show_block(block_id: str, version: Optional[int] = typer.Option(None, "--version"),
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """A block's full definition."""
+    try:
+        block = _registry().get(block_id, version)
+    except FlowforgeError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(block.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        return
+    import yaml
+    out.print(yaml.safe_dump(block.model_dump(mode="json"), sort_keys=False,
+                             allow_unicode=True), highlight=False)
+
+
+@blocks_app.command("source")
+def block_source(block_id: str, version: Optional[int] = typer.Option(None, "--version")
+                 ) -> None:
+    """A block's Python source or prompt template."""
+    try:
+        print(_registry().source(block_id, version))
+    except FlowforgeError as exc:
+        _fail(str(exc))
+
+
+@blocks_app.command("add")
+def add_block(file: Path = typer.Argument(..., help="Block definition (YAML or JSON).")) -> None:
+    """Add a block (checked first; a new version when the id exists)."""
+    from flowforge.registry import read_definition_file
+    try:
+        definition = read_definition_file(file)
+        saved = _registry().add(definition)
+    except FlowforgeError as exc:
+        _fail(str(exc))
+    out.print(f"added [bold]{saved.id}[/] version {saved.version}")
+
+
+@blocks_app.command("delete")
+def delete_block(block_id: str) -> None:
+    """Hide a block (its versions are kept)."""
+    try:
+        _registry().delete(block_id)
+    except FlowforgeError as exc:
+        _fail(str(exc))
+    out.print(f"deleted {block_id}")
+
+
+@blocks_app.command("search")
+def search_blocks(query: str, limit: int = typer.Option(5, "--limit", min=1, max=50),
+                  execution_type: Optional[str] = typer.Option(None, "--type"),
+                  as_json: bool = typer.Option(False, "--json")) -> None:
+    """Find blocks by what they do."""
+    registry = _registry()
+    hits = asyncio.run(registry.search(query, limit, execution_type=execution_type))
+    if as_json:
+        print(json.dumps({"results": [h.to_dict() for h in hits],
+                          "mode": registry.search_mode}, ensure_ascii=False))
+        return
+    table = Table("id", "score", "type", "description", title=f"search: {registry.search_mode}")
+    for hit in hits:
+        table.add_row(hit.definition.id, f"{hit.score:.4g}", hit.definition.execution_type,
+                      hit.definition.description)
+    out.print(table)
+
+
+@blocks_app.command("test")
+def test_block(block_id: str, version: Optional[int] = typer.Option(None, "--version"),
+               model: Optional[str] = typer.Option(None, "--model", "-m",
+                                                   help="Model for LLM blocks."),
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run a block's examples; exit 1 if one fails."""
+    from flowforge.blocks.registry_block import run_examples
+    try:
+        block = _registry().get(block_id, version)
+        report = asyncio.run(run_examples(block, model=model))
+    except FlowforgeError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False, default=str))
+    else:
+        for result in report.results:
+            mark = "[green]pass[/]" if result["ok"] else "[red]fail[/]"
+            out.print(f"example {result['example']}: {mark} "
+                      f"{result.get('error') or json.dumps(result.get('output'))}",
+                      highlight=False)
+        if report.note:
+            out.print(report.note)
+    raise typer.Exit(0 if report.passed else 1)

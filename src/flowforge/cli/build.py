@@ -1,0 +1,133 @@
+"""`flowforge build "what you want"`: clarify, build, and (optionally) run.
+
+    flowforge build "every morning summarise the three most-discussed AI papers" \
+        --model openai/gpt-4o -o digest.pipeline.json
+    flowforge build "Count the words of a text and summarise it" --yes --run -i text=@notes.txt
+
+The clarifier asks its questions in the terminal (one per turn, at most
+three answers) unless `--yes`; the build's progress is printed to stderr;
+the Pipeline JSON goes to `--output` (or stdout); `--run` runs it at once
+with `--input` values.  `flowforge run FILE.json` runs a saved pipeline.
+Exit codes: 0 built (and run) fine, 1 the build or the run failed, 2 bad
+command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+
+from flowforge.errors import FlowforgeError
+
+__all__ = ["build_command", "register", "describe_event"]
+
+out = Console()
+err = Console(stderr=True)
+
+
+def describe_event(event: dict[str, Any]) -> str | None:
+    """One line for the terminal (None: not worth a line)."""
+    kind = event["type"]
+    if kind == "stage":
+        return f"[bold]== {event['stage']}[/]"
+    if kind == "decompose_blocks":
+        return "plan: " + ", ".join(f"{b['name']} ({b['execution_type']})"
+                                    for b in event["blocks"])
+    if kind == "search_found":
+        return f"  found {event['required']} -> {event['block_id']}"
+    if kind == "search_missing":
+        return f"  missing {event['required']} (will write it)"
+    if kind == "creating_block":
+        return f"  writing {event['name']} (attempt {event['attempt']})"
+    if kind == "block_test_failed":
+        return f"  [red]test failed[/] {event['name']}: {str(event['error'])[:300]}"
+    if kind == "block_test_passed":
+        return f"  [green]test passed[/] {event['name']}"
+    if kind == "block_created":
+        return f"  saved {event['block_id']} v{event['version']} (created_by: thinker)"
+    if kind == "block_create_failed":
+        return f"  [red]gave up on[/] {event['name']} after {event['attempts']} attempts"
+    if kind == "validation":
+        return "  wiring valid" if event["ok"] else \
+            "  [red]wiring invalid[/]: " + "; ".join(event["problems"])[:400]
+    if kind == "complete":
+        return "[green]built[/]" if event["ok"] else f"[red]build failed:[/] {event['error']}"
+    return None
+
+
+def _clarify_interactively(intent: str, model: str | None) -> str:
+    from flowforge.thinker import clarify
+
+    conversation = [{"role": "user", "content": intent}]
+    while True:
+        result = asyncio.run(clarify(conversation, model=model))
+        if result.ready:
+            err.print(f"[bold]Intent[/]\n{result.refined_intent}", highlight=False)
+            return result.refined_intent or intent
+        answer = typer.prompt(result.question or "Tell me more", err=True)
+        conversation += [{"role": "assistant", "content": result.question or ""},
+                         {"role": "user", "content": answer}]
+
+
+def build_command(
+    intent: str = typer.Argument(..., help="What to automate, in a sentence."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model that plans and "
+                                        "writes blocks (default: FLOWFORGE_BUILD_MODEL)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Skip the clarifying questions."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="Write the Pipeline JSON here."),
+    run: bool = typer.Option(False, "--run", help="Run the pipeline once it is built."),
+    input: List[str] = typer.Option([], "--input", "-i", help="Run input as name=value."),
+    user: str = typer.Option("default", "--user", "-u", help="User id (per-user memory)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the build (and run) as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Build a pipeline from a sentence: clarify, plan, find or write and test blocks, wire."""
+    from flowforge.cli.main import parse_inputs
+    from flowforge.service.build import build_pipeline
+    from flowforge.service.pipeline import run_pipeline
+
+    inputs = parse_inputs(input, None)
+    try:
+        refined = intent if yes else _clarify_interactively(intent, model)
+
+        def show(event: dict[str, Any]) -> None:
+            line = describe_event(event)
+            if line and not quiet:
+                err.print(line, highlight=False)
+
+        result = asyncio.run(build_pipeline(refined, model=model, on_event=show))
+    except FlowforgeError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1)
+    answer: dict[str, Any] = {"build": result.to_dict(), "run": None}
+    if result.ok and output is not None:
+        output.write_text(json.dumps(result.pipeline, indent=2, ensure_ascii=False) + "\n",
+                          encoding="utf-8")
+        err.print(f"pipeline written to {output}")
+    code = 0 if result.ok else 1
+    if result.ok and run:
+        try:
+            ran = asyncio.run(run_pipeline(result.pipeline, inputs, user=user, model=model))
+        except FlowforgeError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(2)
+        answer["run"] = ran.to_dict()
+        code = 0 if ran.status == "succeeded" else 1
+        if not as_json:
+            out.print(json.dumps(ran.outputs, indent=2, ensure_ascii=False, default=str),
+                      highlight=False)
+    if as_json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+    elif result.ok and output is None:
+        print(json.dumps(result.pipeline, indent=2, ensure_ascii=False))
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("build")(build_command)
