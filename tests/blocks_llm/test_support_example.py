@@ -10,7 +10,7 @@ import pytest
 import flowforge
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-RULES = f"scripted/{EXAMPLES / 'support.rules.yaml'}"
+RULES = f"scripted/{EXAMPLES / 'scripted' / 'support.rules.yaml'}"
 
 
 @pytest.mark.parametrize("query, route, statuses", [
