@@ -85,6 +85,19 @@ def _definition_data(need: RequiredBlock, answer: dict[str, Any]) -> dict[str, A
     return data
 
 
+def _forward(events: BuildEvents, name: str, event: dict[str, Any]) -> None:
+    """An LLM block's test call, shown like the thinker's own calls."""
+    if event["type"] == "llm_request":
+        request = event.get("request") or {}
+        events.emit("llm_prompt", stage="test", block=name, model=event.get("model"),
+                    messages=request.get("messages", []),
+                    response_format=request.get("response_format"))
+    elif event["type"] == "llm_response":
+        response = event.get("response") or {}
+        events.emit("llm_response", stage="test", block=name, model=event.get("model"),
+                    text=response.get("text"), error=event.get("error"))
+
+
 async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents,
                        registry: Registry) -> BlockDefinition | None:
     """Write, test and save one block; None after MAX_ATTEMPTS failures."""
@@ -111,7 +124,8 @@ async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents
             error = "; ".join(str(p) for p in exc.problems)
             events.emit("block_test_failed", name=need.name, attempt=attempt, error=error)
             continue
-        report = await run_examples(definition, model=llm.model)
+        report = await run_examples(definition, model=llm.model,
+                                    on_event=lambda event: _forward(events, need.name, event))
         if not report.passed:
             error = report.first_error
             events.emit("block_test_failed", name=need.name, attempt=attempt, error=error,
