@@ -5,6 +5,10 @@ The key comes from `OPENAI_API_KEY` (process env over the workflow's `env:`);
 `OpenAIChatProvider` is also the engine of `openai-compatible/...`, which
 differs only in how the client is configured.
 
+Against OpenAI itself (no `OPENAI_BASE_URL`), `max_tokens` is sent as
+`max_completion_tokens` and the temperature is left out for the reasoning
+models (`o1`, `o3`, `o4-mini`, `gpt-5`...), which refuse any other value.
+
 The SDK's own retries are switched off (`max_retries=0`): `call_model` retries,
 so that every attempt is visible and the policy is the same for every vendor.
 """
@@ -12,6 +16,7 @@ so that every attempt is visible and the policy is the same for every vendor.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -29,6 +34,9 @@ except ImportError as _exc:  # pragma: no cover - exercised only without the ext
                       "pip install 'flowforge[openai]'") from _exc
 
 __all__ = ["OpenAIChatProvider", "openai_messages", "openai_tools", "convert_openai_error"]
+
+# OpenAI's reasoning models (o1, o3, o4-mini, gpt-5...) accept only the default temperature
+_REASONING = re.compile(r"^(o\d|gpt-5)")
 
 
 def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -79,22 +87,27 @@ class OpenAIChatProvider(Provider):
     `{"type": "json_object", "schema": ...}`)."""
 
     def __init__(self, name: str, client: Any, *, response_format_style: str = "json_schema",
-                 remote: bool = True, stream_usage: bool = True) -> None:
+                 remote: bool = True, stream_usage: bool = True,
+                 official: bool = False) -> None:
         self.name = name
         self.client = client
         self.response_format_style = response_format_style
         self.remote = remote
         self.stream_usage = stream_usage
+        self.official = official
 
     def arguments(self, request: LLMRequest) -> dict[str, Any]:
         """Exactly what is sent, as keyword arguments of `chat.completions.create`."""
         args: dict[str, Any] = {"model": request.model,
                                 "messages": openai_messages(request.messages),
                                 **openai_tools(request)}
-        if request.temperature is not None:
+        reasoning = self.official and _REASONING.match(request.model) is not None
+        if request.temperature is not None and not reasoning:
             args["temperature"] = request.temperature
         if request.max_tokens is not None:
-            args["max_tokens"] = request.max_tokens
+            # OpenAI's own API wants max_completion_tokens (its reasoning models refuse
+            # max_tokens); compatible servers know only max_tokens
+            args["max_completion_tokens" if self.official else "max_tokens"] = request.max_tokens
         if request.stop:
             args["stop"] = request.stop
         if request.response_format is not None:
@@ -189,8 +202,9 @@ def _factory(name: str, options: ProviderOptions,
                               organization=env.get("OPENAI_ORG_ID") or None,
                               project=env.get("OPENAI_PROJECT_ID") or None,
                               max_retries=0, http_client=http_client)
-    return OpenAIChatProvider("openai", client,
-                              remote=not is_loopback_url(env.get("OPENAI_BASE_URL"))), name
+    base_url = env.get("OPENAI_BASE_URL")
+    return OpenAIChatProvider("openai", client, remote=not is_loopback_url(base_url),
+                              official=not base_url), name
 
 
 register_provider("openai", _factory)
