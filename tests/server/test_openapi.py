@@ -24,6 +24,15 @@ EXPECTED = {
     "/api/pipeline/run": {"post"},
     "/api/me": {"get"},
     "/api/users": {"get", "post"},
+    # the builder (server/routes_builder.py, issue 6)
+    "/api/blocks": {"get", "post"},
+    "/api/blocks/{block_id}": {"get"},
+    "/api/blocks/{block_id}/source": {"get"},
+    "/api/blocks/search": {"post"},
+    "/api/clarify": {"post"},
+    "/api/create-agent": {"post"},
+    "/api/create-agent/stream": {"post"},
+    "/api/automate": {"post"},
 }
 
 
