@@ -86,3 +86,46 @@ async def test_block_failure_with_an_open_mcp_connection_keeps_its_message():
     assert statuses(result) == {"agent": "failed"}
     assert "still calling tools after max_iterations=2" in result.blocks["agent"].error
     assert [e["name"] for e in events(result, "tool_called", "agent")] == ["get_current_time"] * 2
+
+
+@pytest.fixture
+def http_server():
+    """The SDK's own server over streamable HTTP on a free loopback port, stopped by PID."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, str(Path(__file__).with_name(
+        "mcp_http_server.py")), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("the MCP HTTP server did not start")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_streamable_http_server_and_its_ssrf_guard(http_server):
+    with pytest.raises(ToolError, match="refused to call"):
+        async with AsyncExitStack() as stack:
+            await open_mcp_tools(McpServer(url=http_server), stack)
+    async with AsyncExitStack() as stack:
+        tools = await open_mcp_tools(McpServer(url=http_server, headers={"X-Test": "1"},
+                                               prefix="remote_"), stack,
+                                     allow_private_network=True)
+        assert [tool.name for tool in tools] == ["remote_shout"]
+        assert tools[0].parameters["required"] == ["text"]
+        assert await tools[0].execute({"text": "refund"}, ToolContext()) == {"result": "REFUND"}
