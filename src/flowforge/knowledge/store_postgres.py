@@ -148,7 +148,8 @@ class PostgresKnowledgeStore(KnowledgeStore):
     _BASE_SQL = """SELECT b.name, b.embedding_model, b.dimensions, b.chunk_size, b.chunk_overlap,
         b.description, b.created_at,
         (SELECT count(*) FROM kb_documents d WHERE d.kb = b.name),
-        (SELECT count(*) FROM kb_chunks c WHERE c.kb = b.name) FROM kb_bases b"""
+        (SELECT coalesce(sum(chunk_count), 0) FROM kb_documents d WHERE d.kb = b.name)
+        FROM kb_bases b"""
 
     @staticmethod
     def _base(r) -> KnowledgeBase:
@@ -255,10 +256,10 @@ class PostgresKnowledgeStore(KnowledgeStore):
     async def vector_search(self, kb: str, vector: np.ndarray, k: int,
                             filters: Filters | None) -> list[tuple[int, float]]:
         from psycopg import sql
-        base = await self.get_base(kb)
-        if base is None or not base.dimensions:
+        found = await self._fetch("SELECT dimensions FROM kb_bases WHERE name = %s", (kb,))
+        if not found or not found[0][0]:
             return []
-        dims = sql.Literal(int(base.dimensions))
+        dims = sql.Literal(int(found[0][0]))
         where, params = self._filter_sql(filters)
         query = _vec(vector)
         distance = sql.SQL("(embedding::vector({}) <=> %s::vector({}))").format(dims, dims)
@@ -271,15 +272,19 @@ class PostgresKnowledgeStore(KnowledgeStore):
         async with self._lock:
             conn = self.conn
             if filters:
-                count_sql = sql.SQL("SELECT count(*) FROM kb_chunks WHERE kb = %s{}").format(where)
-                allowed = (await (await conn.execute(count_sql, [kb, *params])).fetchone())[0]
+                # Counted on documents (chunks inherit their document's tags): cheap.
+                cond = sql.SQL(" AND ").join(sql.SQL("tags -> %s ?| %s::text[]")
+                                             for _ in filters)
+                count_sql = sql.SQL("SELECT coalesce(sum(chunk_count) FILTER (WHERE {}), 0),"
+                                    " coalesce(sum(chunk_count), 0) FROM kb_documents"
+                                    " WHERE kb = %s").format(cond)
+                count_args = [x for tag, values in filters.items() for x in (tag, values)] + [kb]
+                allowed, total = await (await conn.execute(count_sql, count_args)).fetchone()
                 if allowed == 0:
                     return []
                 if allowed <= EXACT_FILTER_ROWS:
                     rows = await (await conn.execute(exact, args)).fetchall()
                     return [(int(i), float(s)) for i, s in rows]
-                total = (await (await conn.execute(
-                    "SELECT count(*) FROM kb_chunks WHERE kb = %s", (kb,))).fetchone())[0]
                 share = allowed / max(total, 1)
             else:
                 share = 1.0

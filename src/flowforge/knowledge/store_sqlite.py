@@ -55,14 +55,6 @@ _MIGRATIONS: list[tuple[str, list[str]]] = [
             REFERENCES kb_chunks(id) ON DELETE CASCADE, kb TEXT NOT NULL,
             document_id INTEGER NOT NULL, embedding BLOB NOT NULL)""",
         "CREATE INDEX kb_vectors_kb ON kb_vectors (kb)",
-        # External-content FTS5: the text lives once, in kb_chunks.
-        """CREATE VIRTUAL TABLE kb_fts USING fts5(content, scope, content='kb_chunks',
-            content_rowid='id', tokenize='porter unicode61')""",
-        """CREATE TRIGGER kb_chunks_ai AFTER INSERT ON kb_chunks BEGIN
-            INSERT INTO kb_fts (rowid, content, scope) VALUES (new.id, new.content, new.scope); END""",
-        """CREATE TRIGGER kb_chunks_ad AFTER DELETE ON kb_chunks BEGIN
-            INSERT INTO kb_fts (kb_fts, rowid, content, scope)
-            VALUES ('delete', old.id, old.content, old.scope); END""",
         """CREATE TABLE kb_keywords (namespace TEXT NOT NULL, keyword TEXT NOT NULL,
             display TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL, created_at REAL NOT NULL,
             PRIMARY KEY (namespace, keyword, kind, value)) WITHOUT ROWID""",
@@ -70,12 +62,18 @@ _MIGRATIONS: list[tuple[str, list[str]]] = [
 ]
 
 
+def _fts(kb: str) -> str:
+    """Each base has its own FTS5 table (external content: the text lives once,
+    in kb_chunks), so a query never intersects with a list of every chunk."""
+    return f"kb_fts_{base_token(kb)}"
+
+
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _scope(kb: str, tags: dict[str, list[str]]) -> str:
-    return " ".join([base_token(kb)] + [tag_token(k, v) for k, vs in tags.items() for v in vs])
+def _scope(tags: dict[str, list[str]]) -> str:
+    return " ".join(tag_token(k, v) for k, vs in tags.items() for v in vs)
 
 
 class SQLiteKnowledgeStore(KnowledgeStore):
@@ -162,6 +160,17 @@ class SQLiteKnowledgeStore(KnowledgeStore):
                 self._indexes.pop(kb, None)
         self._allowed = {k: v for k, v in self._allowed.items() if k[0] != kb}
 
+    @staticmethod
+    def _delete_chunks(db: sqlite3.Connection, kb: str, document_id: int) -> list[int]:
+        """Delete a document's chunks from FTS5 (which needs the indexed values)
+        and from the table (vectors cascade); returns their ids."""
+        rows = db.execute("SELECT id, content, scope FROM kb_chunks WHERE document_id = ?",
+                          (document_id,)).fetchall()
+        db.executemany(f'INSERT INTO "{_fts(kb)}" ("{_fts(kb)}", rowid, content, scope) '
+                       f"VALUES ('delete', ?, ?, ?)", rows)
+        db.execute("DELETE FROM kb_chunks WHERE document_id = ?", (document_id,))
+        return [r[0] for r in rows]
+
     # -- knowledge bases ------------------------------------------------------------------
     @staticmethod
     def _base(row) -> KnowledgeBase:
@@ -172,16 +181,25 @@ class SQLiteKnowledgeStore(KnowledgeStore):
     _BASE_SQL = """SELECT b.name, b.embedding_model, b.dimensions, b.chunk_size, b.chunk_overlap,
         b.description, b.created_at,
         (SELECT count(*) FROM kb_documents d WHERE d.kb = b.name),
-        (SELECT count(*) FROM kb_chunks c WHERE c.kb = b.name) FROM kb_bases b"""
+        (SELECT coalesce(sum(chunk_count), 0) FROM kb_documents d WHERE d.kb = b.name)
+        FROM kb_bases b"""
 
     async def create_base(self, base: KnowledgeBase) -> KnowledgeBase:
         base.created_at = base.created_at or time.time()
-        try:
-            self._write(lambda db: db.execute(
+        def create(db):
+            db.execute(
                 "INSERT INTO kb_bases (name, embedding_model, dimensions, chunk_size, chunk_overlap,"
                 " description, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (base.name, base.embedding_model, base.dimensions, base.chunk_size,
-                 base.chunk_overlap, base.description, base.created_at)))
+                 base.chunk_overlap, base.description, base.created_at))
+            fts = _fts(base.name)
+            db.execute(f'DROP TABLE IF EXISTS "{fts}"')
+            db.execute(f'CREATE VIRTUAL TABLE "{fts}" USING fts5(content, scope, '
+                       f"content='kb_chunks', content_rowid='id', tokenize='porter unicode61')")
+            # `ORDER BY rank` then ranks by BM25 on the text only, inside FTS5.
+            db.execute(f'INSERT INTO "{fts}" ("{fts}", rank) VALUES (\'rank\', \'bm25(1.0, 0.0)\')')
+        try:
+            self._write(create)
         except sqlite3.IntegrityError:
             raise StorageError(f"a knowledge base named '{base.name}' already exists") from None
         return base
@@ -199,7 +217,7 @@ class SQLiteKnowledgeStore(KnowledgeStore):
 
     async def delete_base(self, name: str) -> bool:
         def delete(db):
-            # Chunks first, one statement, so the FTS trigger sees each row.
+            db.execute(f'DROP TABLE IF EXISTS "{_fts(name)}"')
             db.execute("DELETE FROM kb_chunks WHERE kb = ?", (name,))
             return db.execute("DELETE FROM kb_bases WHERE name = ?", (name,)).rowcount
         deleted = self._write(delete)
@@ -235,7 +253,8 @@ class SQLiteKnowledgeStore(KnowledgeStore):
                            vectors: np.ndarray) -> DocumentInfo:
         now = time.time()
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        scope = _scope(doc.kb, doc.tags)
+        scope = _scope(doc.tags)
+        fts = _fts(doc.kb)
 
         def put(db):
             old = db.execute("SELECT id, created_at FROM kb_documents WHERE kb = ? AND source = ?",
@@ -243,9 +262,7 @@ class SQLiteKnowledgeStore(KnowledgeStore):
             removed: list[int] = []
             if old:
                 doc.id, doc.created_at = old
-                removed = [r[0] for r in db.execute(
-                    "SELECT id FROM kb_chunks WHERE document_id = ?", (doc.id,))]
-                db.execute("DELETE FROM kb_chunks WHERE document_id = ?", (doc.id,))
+                removed = self._delete_chunks(db, doc.kb, doc.id)
                 db.execute("DELETE FROM kb_doc_tags WHERE document_id = ?", (doc.id,))
                 db.execute("UPDATE kb_documents SET name = ?, tags = ?, content_hash = ?,"
                            " chunk_count = ?, updated_at = ? WHERE id = ?",
@@ -268,6 +285,8 @@ class SQLiteKnowledgeStore(KnowledgeStore):
                 " start_char, end_char, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(i, doc.kb, doc.id, c.chunk_index, c.content, scope, c.start, c.end, now)
                  for i, c in zip(ids, chunks)])
+            db.executemany(f'INSERT INTO "{fts}" (rowid, content, scope) VALUES (?, ?, ?)',
+                           [(i, c.content, scope) for i, c in zip(ids, chunks)])
             db.executemany("INSERT INTO kb_vectors VALUES (?, ?, ?, ?)",
                            [(i, doc.kb, doc.id, vectors[n].tobytes()) for n, i in enumerate(ids)])
             self._bump(db, doc.kb)
@@ -287,9 +306,7 @@ class SQLiteKnowledgeStore(KnowledgeStore):
             docs = [r[0] for r in db.execute(f"SELECT id FROM kb_documents WHERE {where}", args)]
             removed = []
             for doc_id in docs:
-                removed += [r[0] for r in db.execute(
-                    "SELECT id FROM kb_chunks WHERE document_id = ?", (doc_id,))]
-                db.execute("DELETE FROM kb_chunks WHERE document_id = ?", (doc_id,))
+                removed += self._delete_chunks(db, kb, doc_id)
                 db.execute("DELETE FROM kb_documents WHERE id = ?", (doc_id,))
             if docs:
                 self._bump(db, kb)
@@ -357,14 +374,13 @@ class SQLiteKnowledgeStore(KnowledgeStore):
                           filters: Filters | None) -> list[tuple[int, float]]:
         if not terms:
             return []
-        parts = ["content : (" + " OR ".join(_quote(t) for t in terms) + ")",
-                 "scope : " + _quote(base_token(kb))]
+        parts = ["content : (" + " OR ".join(_quote(t) for t in terms) + ")"]
         for tag, values in (filters or {}).items():
             parts.append("scope : (" + " OR ".join(_quote(tag_token(tag, v)) for v in values) + ")")
         try:
             rows = self._conn().execute(
-                "SELECT rowid, bm25(kb_fts, 1.0, 0.0) AS score FROM kb_fts WHERE kb_fts MATCH ?"
-                " ORDER BY score LIMIT ?", (" AND ".join(parts), k)).fetchall()
+                f'SELECT rowid, rank FROM "{_fts(kb)}" WHERE "{_fts(kb)}" MATCH ?'
+                " ORDER BY rank LIMIT ?", (" AND ".join(parts), k)).fetchall()
         except sqlite3.OperationalError as exc:
             raise StorageError(f"full-text search failed: {exc}") from None
         return [(int(r[0]), -float(r[1])) for r in rows]
