@@ -48,35 +48,18 @@ def setting(context: Any, value: Any, key: str, fallback: Any = None) -> Any:
     return fallback if default is None else default
 
 
-def _source_folder(context: Any) -> Path | None:
-    scope = getattr(context, "_scope", None)             # engine RunContext
-    source = getattr(scope, "source", None)
-    if source is None:
-        return None
-    path = Path(source)
-    return path.parent if path.suffix else path
-
-
 def provider_options(context: Any) -> ProviderOptions:
-    return ProviderOptions(env=dict(context.env), base_dir=_source_folder(context))
+    return ProviderOptions(env=dict(context.env), base_dir=getattr(context, "source_dir", None))
 
 
 def block_data(context: Any) -> dict[str, Any]:
     """Outputs of the blocks visible to this block, by id (the seed's blockData)."""
-    from flowforge.workflow.graph import NAMESPACES
-
-    scope = getattr(context, "_scope", None)
-    names = getattr(getattr(scope, "graph", None), "nodes", None)
-    values = context.scope
-    if names is not None:
-        return {key: values[key] for key in names if key in values}
-    return {key: value for key, value in values.items() if key not in NAMESPACES}
+    return context.block_data()
 
 
 def name_mapping(context: Any) -> dict[str, str]:
     """Normalised block name -> id (the seed's blockNameMapping)."""
-    graph = getattr(getattr(context, "_scope", None), "graph", None)
-    return dict(getattr(graph, "names", {}) or {})
+    return context.name_mapping()
 
 
 async def _complete(model: str, request: LLMRequest, *, options: ProviderOptions,

@@ -65,6 +65,14 @@ class BlockContext(Protocol):
     env: Mapping[str, str]            # process environment over the workflow's `env:`
     user: Mapping[str, Any]
 
+    source_dir: Any                   # folder of the workflow file, or None
+
+    def block_data(self) -> dict[str, Any]:
+        """Outputs of the blocks of this graph that have run, by id (blockData)."""
+
+    def name_mapping(self) -> dict[str, str]:
+        """Normalised block name -> id (blockNameMapping)."""
+
     def emit(self, event_type: str, **data: Any) -> None:
         """Publish an event (progress, llm_delta, tool_called, ...) for this block."""
 

@@ -66,6 +66,27 @@ class RunContext:
         """Objects the caller made available to blocks (storage, knowledge, ...)."""
         return self.run.services
 
+    @property
+    def source_dir(self) -> Any:
+        """Folder of the workflow file this block belongs to (None when the
+        workflow was not loaded from a file): relative paths resolve here."""
+        source = self._scope.source
+        if source is None:
+            return None
+        from pathlib import Path
+
+        path = Path(source)
+        return path.parent if path.suffix else path
+
+    def block_data(self) -> dict[str, Any]:
+        """Outputs of the blocks of this block's graph that have run, by id (Sim's blockData)."""
+        values = self._scope.values
+        return {key: values[key] for key in self._scope.graph.nodes if key in values}
+
+    def name_mapping(self) -> dict[str, str]:
+        """Normalised block name -> id for this block's graph (Sim's blockNameMapping)."""
+        return dict(self._scope.graph.names)
+
     def emit(self, event_type: str, **data: Any) -> None:
         self.run.bus.publish(event_type, self.block_id, scope=self._scope.label, **data)
 

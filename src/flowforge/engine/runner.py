@@ -50,6 +50,28 @@ class EnvView(dict):
     def __contains__(self, key: object) -> bool:
         return (isinstance(key, str) and key in os.environ) or dict.__contains__(self, key)
 
+    # Enumerating (`dict(env)`, `env.items()`) sees both layers, process env winning.
+    def merged(self) -> dict[str, str]:
+        return {**dict(dict.items(self)), **os.environ}
+
+    def __iter__(self):  # type: ignore[override]
+        return iter(self.merged())
+
+    def keys(self):  # type: ignore[override]
+        return self.merged().keys()
+
+    def items(self):  # type: ignore[override]
+        return self.merged().items()
+
+    def values(self):  # type: ignore[override]
+        return self.merged().values()
+
+    def __len__(self) -> int:
+        return len(self.merged())
+
+    def copy(self) -> dict[str, str]:  # type: ignore[override]
+        return self.merged()
+
 
 def _make_context(scheduler: Scheduler, scope: Scope, node: Node) -> RunContext:
     return RunContext(scheduler.owner, scope, node)
