@@ -41,8 +41,18 @@ async def test_block_routes(server, registry):
         bad = await client.post("/api/blocks", json={**new, "source_code": "import os"})
         assert bad.status_code == 422
         assert "module 'os' is not allowed" in json.dumps(bad.json())
+        again = await client.post("/api/blocks", json={**new, "description": "Shouts."})
+        assert again.json()["block"]["version"] == 2          # the owner may add versions
+        taken = await client.post("/api/blocks", json={**new, "id": "text_clean"})
+        assert taken.status_code == 403 and "belongs to library" in taken.text
         missing = await client.get("/api/blocks/shuot")
         assert missing.status_code == 404 and "did you mean 'shout'" in missing.text
+    async with server.client("bob") as bob:
+        assert (await bob.post("/api/blocks", json={**new, "description": "Mine"})).status_code \
+            == 403
+    async with server.client("admin") as admin:
+        assert (await admin.post("/api/blocks", json={**new, "description": "x"})).status_code \
+            == 201
     async with server.client(None) as anonymous:
         assert (await anonymous.get("/api/blocks")).status_code == 401
 

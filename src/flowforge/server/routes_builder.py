@@ -25,7 +25,7 @@ from fastapi import APIRouter, Body, Query, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from flowforge.registry import get_registry
-from flowforge.server.auth import CurrentUser
+from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.service.build import automate, build_pipeline
 from flowforge.thinker import BuildEvents, clarify
@@ -60,6 +60,12 @@ async def list_blocks(user: CurrentUser, category: str | None = None,
 
 @router.post("/api/blocks", status_code=201, summary="Add a block (checked; a new version)")
 async def add_block(user: CurrentUser, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
+    existing = get_registry().find(str(body.get("id", "")))
+    owner = getattr(existing.metadata, "owner", None) if existing is not None else None
+    if existing is not None and not is_admin(user) and owner != user["user_id"]:
+        raise ApiError(403, f"block '{existing.id}' belongs to "
+                            f"{owner or existing.metadata.created_by}; only its owner or an "
+                            f"admin may add a new version - choose another id")
     metadata = dict(body.get("metadata") or {})
     if metadata.get("created_by") in ("library", "thinker"):
         metadata.pop("created_by")
