@@ -23,7 +23,7 @@ it); `service.pipeline` re-exports it and adds `run_pipeline`.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
