@@ -35,7 +35,8 @@ async def test_chat_completions_request(openai_via):
     recorder = openai_via(Recorder(completion()))
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     messages = [Message("system", "Be brief."), Message("user", "Time?"),
-                Message("assistant", tool_calls=[ToolCall("call_1", "get_time", {"timezone": "UTC"})]),
+                Message("assistant",
+                        tool_calls=[ToolCall("call_1", "get_time", {"timezone": "UTC"})]),
                 Message("tool", "10:00", tool_call_id="call_1", name="get_time")]
     await call_model("openai/gpt-4o", LLMRequest(
         model="", messages=messages, tools=[TIME_TOOL], tool_choice="get_time",

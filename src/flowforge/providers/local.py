@@ -17,7 +17,8 @@ answer is constrained to exactly one of
 so the agent's tool loop runs offline.  `tool_choice` "required" or a tool's
 name leaves only the first shape (restricted to that tool); "none" leaves only
 the second.  One call per answer (a tiny model otherwise repeats the same call
-until max_tokens); `extra: {parallel_tool_calls: true}` allows up to four.  Earlier tool calls and results are replayed as the same JSON and
+until max_tokens); `extra: {parallel_tool_calls: true}` allows up to four.
+Earlier tool calls and results are replayed as the same JSON and
 as user messages, since small chat templates know no `tool` role.
 
 Threads: `FLOWFORGE_LOCAL_THREADS` (process env or workflow `env:`) or
@@ -147,7 +148,8 @@ def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
                 stop_token_ids=[eos_id])
             format_ = lambda messages: formatter(messages=messages)  # noqa: E731
         else:   # a GGUF without a chat template: ChatML, the commonest format
-            format_ = lambda messages: llama_chat_format.format_chatml(messages=messages)  # noqa: E731
+            format_ = lambda messages: llama_chat_format.format_chatml(  # noqa: E731
+                messages=messages)
         _MODELS[key] = _Loaded(llama, threading.Lock(), format_)
         return _MODELS[key]
 

@@ -5,12 +5,15 @@ Azure OpenAI - through the official `openai` SDK.
 Where each setting comes from, first found wins (`<NAME>` is the server name
 upper-cased, other characters as `_`: `my-vllm` -> `MY_VLLM`):
 
-| setting | block/defaults `with:` (`LLMRequest.extra`) | environment (process, then workflow `env:`) | built-in |
-| --- | --- | --- | --- |
-| base URL | `base_url` | `OPENAI_COMPATIBLE_<NAME>_BASE_URL` | see `PRESETS` |
-| key (optional) | `api_key_env` (names the variable) | `OPENAI_COMPATIBLE_<NAME>_API_KEY` | `OPENROUTER_API_KEY`, `AZURE_OPENAI_API_KEY` |
-| model | the part after `<server>/` | `OPENAI_COMPATIBLE_<NAME>_MODEL` | - |
-| structured output | `response_format_style` | `OPENAI_COMPATIBLE_<NAME>_RESPONSE_FORMAT` | `json_schema` |
+- base URL: `base_url` in the block / defaults (`LLMRequest.extra`), else
+  `OPENAI_COMPATIBLE_<NAME>_BASE_URL`, else the preset (see `PRESETS`);
+- key (optional): the variable named by `api_key_env`, else
+  `OPENAI_COMPATIBLE_<NAME>_API_KEY`, else the preset's (`OPENROUTER_API_KEY`,
+  `AZURE_OPENAI_API_KEY`); servers that need none get a placeholder;
+- model: the part after `<server>/`, else `model` in the block, else
+  `OPENAI_COMPATIBLE_<NAME>_MODEL`;
+- structured output: `response_format_style`, else
+  `OPENAI_COMPATIBLE_<NAME>_RESPONSE_FORMAT`, else `json_schema`.
 
 So `openai-compatible/ollama/llama3.2` works with no setting at all (Ollama on
 its default port), and `OPENAI_COMPATIBLE_MYBOX_BASE_URL=http://10.0.0.5:8000/v1`
