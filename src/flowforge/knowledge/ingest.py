@@ -26,7 +26,7 @@ import yaml
 
 from flowforge.errors import FlowforgeError
 
-__all__ = ["SourceDocument", "SUPPORTED_SUFFIXES", "load_path", "load_paths", "load_bytes",
+__all__ = ["SourceDocument", "IngestError", "SUPPORTED_SUFFIXES", "load_path", "load_paths", "load_bytes",
            "fetch_url", "normalise_tags", "merge_tags", "parse_tag_options"]
 
 SUPPORTED_SUFFIXES = {".txt", ".text", ".md", ".markdown", ".html", ".htm", ".pdf", ".jsonl"}

@@ -8,9 +8,10 @@ Each base carries a `version` bumped by every write, so a process whose
 in-memory index is older than the file (another process ran `kb add`)
 reloads it before searching.
 
-Tag filters act inside both searches: for vectors, as the set of allowed
-documents handed to the index; for text, as tag tokens in a second FTS5
-column that the MATCH expression intersects with the query terms.
+Each base has its own FTS5 table (BM25 ranking done inside FTS5 with
+`ORDER BY rank`). Tag filters act inside both searches: for vectors, as the
+set of allowed documents handed to the index; for text, as tag tokens in a
+second FTS5 column that the MATCH expression intersects with the query terms.
 """
 
 from __future__ import annotations
