@@ -46,6 +46,8 @@ this process only.  Every request and response is in the run's events
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import time
 from contextlib import AsyncExitStack
@@ -256,7 +258,7 @@ def _with_ids(tool_calls: list[ToolCall], used: set[str]) -> list[ToolCall]:
             while call_id in used:
                 call_id += "_"
         used.add(call_id)
-        out.append(ToolCall(call_id, call.name, call.arguments))
+        out.append(dataclasses.replace(call, id=call_id))     # keeps provider `meta`
     return out
 
 
