@@ -95,6 +95,9 @@ class ModelCalls:
         self.fallback = tuple(fallback)
         self.stream = stream
         self.options = provider_options(context)
+        # Workflow-wide provider settings (base_url, api_key_env, parallel_tool_calls, ...)
+        # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra.
+        self.provider_extra = dict(context.defaults.get("provider_options") or {})
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_input = 0.0
@@ -115,7 +118,7 @@ class ModelCalls:
                              messages=list(messages), tools=list(tools or []),
                              response_format=response_format, temperature=temperature,
                              max_tokens=max_tokens, stream=self.stream, tool_choice=tool_choice,
-                             extra=dict(extra or {}))
+                             extra={**self.provider_extra, **(extra or {})})
         emit = self.context.emit
         emit("llm_request", model=self.model, call=self.count, purpose=purpose,
              request=self._record(request))
