@@ -15,11 +15,13 @@ RULES = f"scripted/{EXAMPLES / 'scripted' / 'support.rules.yaml'}"
 
 @pytest.mark.parametrize("query, route, statuses", [
     ("Can I get a refund on an order I placed three weeks ago?", "standard",
-     {"question": "succeeded", "answer": "succeeded", "grade": "succeeded",
-      "triage": "succeeded", "standard": "succeeded", "review": "skipped"}),
+     {"question": "succeeded", "search": "succeeded", "answer": "succeeded",
+      "grade": "succeeded", "triage": "succeeded", "standard": "succeeded",
+      "review": "skipped"}),
     ("I bought a jacket on sale, can I get my money back?", "review",
-     {"question": "succeeded", "answer": "succeeded", "grade": "succeeded",
-      "triage": "succeeded", "standard": "skipped", "review": "succeeded"}),
+     {"question": "succeeded", "search": "succeeded", "answer": "succeeded",
+      "grade": "succeeded", "triage": "succeeded", "standard": "skipped",
+      "review": "succeeded"}),
 ])
 async def test_support_routes_by_scores(query, route, statuses):
     result = await flowforge.run(EXAMPLES / "support.yaml", {"query": query}, storage=False,
@@ -34,13 +36,23 @@ async def test_support_routes_by_scores(query, route, statuses):
                       else {"accuracy": 4, "completeness": 5, "clarity": 8})
     assert result.results["triage"]["selectedPath"]["blockTitle"] == (
         "Standard Response" if route == "standard" else "Needs Review")
+    search = result.results["search"]
+    assert 1 <= search["totalResults"] <= 3
+    assert all(set(r["metadata"]["tags"]["category"]) & {"policies", "legal"}
+               for r in search["results"])
+    if route == "standard":       # "refund on an order placed three weeks ago"
+        assert search["results"][0]["documentName"] == "Refund Policy"
+    answer_prompt = next(e for e in result.events if e["type"] == "llm_request"
+                         and e["block_id"] == "answer")
+    sent = "\n".join(m["content"] or "" for m in answer_prompt["request"]["messages"])
+    assert search["results"][0]["content"] in sent
     answer = result.results["answer"]
     assert answer["content"] in (result.outputs[route].get("message"),
                                  result.outputs[route]["data"].get("draft"))
-    blocks_with_usage = set(result.usage["blocks"])
-    assert blocks_with_usage == {"answer", "grade", "triage"}
+    assert set(result.usage["blocks"]) == {"search", "answer", "grade", "triage"}
+    assert result.usage["blocks"]["search"]["tokens"]["total"] == 0   # local embeddings
     assert result.usage["tokens"]["total"] == sum(
-        result.results[b]["tokens"]["total"] for b in blocks_with_usage)
+        result.results[b]["tokens"]["total"] for b in ("answer", "grade", "triage")) > 0
 
 
 def test_support_defaults_to_the_local_model():

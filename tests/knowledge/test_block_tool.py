@@ -111,3 +111,29 @@ async def test_semantic_ranking_picks_the_closest_route():
     assert (await rank_routes("please delete all data you hold about me", routes))[0][0] == "privacy"
     assert (await rank_routes("give me a refund", routes))[0][0] == "refunds"
     assert await rank_routes("x", []) == []
+
+
+async def test_block_sources_create_and_sync_the_base(sqlite_kb, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "hours.md").write_text("---\ntags: {category: policies}\n---\n"
+                                     "The shop opens at nine and closes at six.")
+    workflow = {"id": "kb-sources", "inputs": {"query": {"type": "string"}}, "blocks": [
+        {"id": "search", "type": "knowledge",
+         "with": {"knowledge_base": "shop", "sources": [str(folder)], "query": "{{input.query}}",
+                  "top_k": 1}}]}
+    first = await flowforge.run(workflow, {"query": "when do you open"}, storage=False,
+                                services={"knowledge": sqlite_kb})
+    assert "opens at nine" in first.results["search"]["context"]
+    synced = [e for e in first.events if e["type"] == "progress" and "report" in e]
+    assert synced[0]["report"]["added"] == ["hours.md"] or synced[0]["report"]["added"]
+    (folder / "hours.md").write_text("---\ntags: {category: policies}\n---\n"
+                                     "The shop opens at ten on Sundays.")
+    second = await flowforge.run(workflow, {"query": "when do you open"}, storage=False,
+                                 services={"knowledge": sqlite_kb})
+    assert "ten on Sundays" in second.results["search"]["context"]
+    assert len(await sqlite_kb.documents("shop")) == 1
+    workflow["blocks"][0]["with"]["sources"] = [str(tmp_path / "missing")]
+    broken = await flowforge.run(workflow, {"query": "x"}, storage=False,
+                                 services={"knowledge": sqlite_kb})
+    assert "knowledge sources not found" in broken.blocks["search"].error

@@ -42,6 +42,10 @@ class KnowledgeConfig(BlockConfig):
     """`vector` (meaning), `text` (BM25 words) or `hybrid` (both, rank-fused)."""
     min_similarity: float | None = Field(None, ge=-1, le=1)
     """Drop passages whose similarity is below this (cosine; BM25 mapped to 0..1 in text mode)."""
+    sources: list[str] = Field(default_factory=list)
+    """Files or folders (relative to the workflow file) that make up the knowledge base:
+    it is created if missing and kept in sync before searching — unchanged documents
+    cost a hash, changed ones are re-indexed. Leave empty for a base managed with `flowforge kb`."""
 
 
 @register_block
@@ -54,6 +58,8 @@ class KnowledgeBlock(BlockType):
         from flowforge.knowledge.api import knowledge_for
         try:
             knowledge = await knowledge_for(context)
+            if config.sources:
+                await _sync_sources(context, knowledge, config)
             result = await knowledge.search(config.knowledge_base, config.query,
                                             top_k=config.top_k, filters=config.filters,
                                             mode=config.mode,
@@ -63,3 +69,27 @@ class KnowledgeBlock(BlockType):
         context.emit("progress", message=f"{result['totalResults']} passage(s) from "
                                          f"'{config.knowledge_base}'")
         return result
+
+
+async def _sync_sources(context: BlockContext, knowledge: Any, config: KnowledgeConfig) -> None:
+    """Create the base if needed and add its declared sources (a no-op for
+    documents whose content hash is unchanged)."""
+    from pathlib import Path
+
+    folder = getattr(context, "source_dir", None) or Path.cwd()
+    paths = [Path(source) if Path(source).is_absolute() else Path(folder) / source
+             for source in config.sources]
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        raise BlockError(context.block_id, "knowledge",
+                         f"knowledge sources not found: {', '.join(missing)}")
+    await knowledge.create(config.knowledge_base, exist_ok=True)
+    report = await knowledge.add_paths(config.knowledge_base, paths)
+    context.emit("progress", message=f"knowledge base '{config.knowledge_base}' in sync with "
+                                     f"{len(paths)} source(s)", report=_report(report))
+
+
+def _report(report: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.asdict(report) if dataclasses.is_dataclass(report) else str(report)

@@ -321,9 +321,11 @@ class Scheduler:
             bus.publish("block_failed", nid, error=error, scope=scope.label,
                         handled_by=node.spec.on_error, traceback=detail)
         elif status == SKIPPED:
-            bus.publish("block_skipped", nid, reason=reason, scope=scope.label)
+            bus.publish("block_skipped", nid, reason=reason, scope=scope.label,
+                        block_type=node.type)
         else:
-            bus.publish("block_cancelled", nid, reason=error, scope=scope.label)
+            bus.publish("block_cancelled", nid, reason=error, scope=scope.label,
+                        block_type=node.type)
 
         poison = None
         if status == FAILED and node.spec.on_error is None:

@@ -88,8 +88,9 @@ class Recorder:
             key = (event.get("scope") or "", event["block_id"])
             row = blocks.setdefault(key, {"scope": key[0], "block_id": key[1]})
             row["status"] = status
+            if event.get("block_type"):
+                row["type"] = event["block_type"]
             if status == "running":
-                row["type"] = event.get("block_type")
                 row["inputs"] = event.get("inputs")
                 row["started_at"] = event["time"]
             else:
