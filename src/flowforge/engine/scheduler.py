@@ -201,7 +201,10 @@ class Scheduler:
         instead of a Task and two extra loop turns per block)."""
         while True:
             try:
-                output = await self._guarded(node, context, config)
+                if node.timeout is None and node.retry is None:
+                    output = await node.info.run(context, config)
+                else:
+                    output = await self._guarded(node, context, config)
             except asyncio.CancelledError:
                 self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
                 self._pump()

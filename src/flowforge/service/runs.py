@@ -167,6 +167,11 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     Workflow errors raise before anything runs; a failing block does not
     raise — the result says `failed` and names the block."""
     compiled = load(workflow)
+    if storage is False:       # the in-memory fast path: no database to open or close
+        _, _, execute = await _prepare(compiled, inputs, user=user, storage=None, model=model,
+                                       concurrency=concurrency, services=services,
+                                       on_event=on_event)
+        return await execute
     async with open_storage(storage) as opened:
         _, _, execute = await _prepare(compiled, inputs, user=user, storage=opened, model=model,
                                        concurrency=concurrency, services=services,
