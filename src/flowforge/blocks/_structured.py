@@ -14,9 +14,9 @@ import json
 import re
 from typing import Any, Callable
 
-import jsonschema
 
 from flowforge.providers.base import LLMResponse, Message
+from flowforge.workflow.schema_check import schema_problems
 
 __all__ = ["extract_json", "schema_problems", "ask_structured", "StructuredAnswerError", "repair_message",
            "parse_against"]
@@ -56,18 +56,6 @@ def extract_json(text: str) -> Any:
             return value
     raise ValueError("no JSON value found in the text" + (
         f" (it starts with {stripped[:80]!r})" if stripped else " (it is empty)"))
-
-
-def schema_problems(schema: dict[str, Any] | None, value: Any) -> list[str]:
-    """Every way `value` breaks `schema` (empty when it fits)."""
-    if not schema:
-        return []
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(value), key=lambda e: list(e.path)):
-        where = ".".join(str(part) for part in error.path)
-        problems.append(f"{where}: {error.message}" if where else error.message)
-    return problems
 
 
 def parse_against(schema: dict[str, Any] | None, text: str) -> Any:

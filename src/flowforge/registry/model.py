@@ -19,6 +19,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flowforge.errors import Problem
+from flowforge.workflow.schema_check import schema_problems
 
 __all__ = ["BlockDefinition", "Example", "BlockMetadata", "check_definition",
            "definition_from_data", "schema_problems", "template_fields",
@@ -103,18 +104,6 @@ _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}"
 def template_fields(template: str) -> list[str]:
     """The inputs a prompt template's `{placeholders}` read, once each."""
     return list(dict.fromkeys(m.split(".")[0] for m in _PLACEHOLDER_RE.findall(template)))
-
-
-def schema_problems(schema: dict[str, Any] | None, value: Any) -> list[str]:
-    """Every way `value` breaks `schema`, located (empty when it fits)."""
-    if not schema:
-        return []
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(value), key=lambda e: list(e.path)):
-        where = ".".join(str(part) for part in error.path)
-        problems.append(f"{where}: {error.message}" if where else error.message)
-    return problems
 
 
 def _check_schema(schema: dict[str, Any], where: str) -> list[Problem]:

@@ -81,19 +81,13 @@ class RunHandle:
         return await asyncio.shield(self.task)
 
 
-async def start_run(workflow: Any, inputs: dict[str, Any] | None = None, *,
-                    user: str | dict[str, Any] | None = None, storage: Storage | None = None,
-                    model: str | None = None, concurrency: int | None = None,
-                    services: dict[str, Any] | None = None, run_id: str | None = None,
-                    on_event: Callable[[dict], None] | None = None,
-                    workflow_version: int | None = None,
-                    checkpoint: dict[str, tuple[str, Any]] | None = None,
-                    start_seq: int = 0) -> RunHandle:
-    """Start a run in the background on an *open* storage (or None)."""
-    run_obj, recorder, execute = await _prepare(
-        workflow, inputs, user=user, storage=storage, model=model, concurrency=concurrency,
-        services=services, run_id=run_id, on_event=on_event,
-        workflow_version=workflow_version, checkpoint=checkpoint, start_seq=start_seq)
+async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
+                    **options: Any) -> RunHandle:
+    """Start a run in the background on an *open* storage (or None).
+
+    Options are those of `run()` (user, storage, model, concurrency, services,
+    on_event) plus run_id, workflow_version, checkpoint and start_seq."""
+    run_obj, recorder, execute = await _prepare(workflow, inputs, **options)
     task = asyncio.get_running_loop().create_task(execute)
     return RunHandle(run_obj, task, recorder)
 
