@@ -80,25 +80,10 @@ def start() -> tuple[str, int, str]:
 
 def stop(pid: int, folder: str | None = None) -> None:
     """Stop the server by PID and delete its folder."""
-    import signal
-    import time
-    if folder is None:                          # read it while the process still exists
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            folder = str(Path(argv[argv.index(b"-D") + 1].decode()).parent)
-        except (OSError, ValueError, IndexError):
-            folder = None
-    try:
-        os.kill(pid, signal.SIGINT)            # fast shutdown
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            os.kill(pid, 0)
-            time.sleep(0.05)
-        os.kill(pid, signal.SIGQUIT)
-    except ProcessLookupError:
-        pass
-    if folder and Path(folder).name.startswith("flowforge-pg-vector-"):
-        shutil.rmtree(folder, ignore_errors=True)
+    from flowforge.storage.testing import folder_of, stop_server
+
+    # The folder is read from the process while it still exists.
+    stop_server(pid, folder or folder_of(pid), "flowforge-pg-vector-")
 
 
 _SHARED: tuple[str, int, str] | None = None

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from flowforge.errors import StorageError
 
-__all__ = ["ThrowawayPostgres", "start", "stop", "shared_url", "main"]
+__all__ = ["ThrowawayPostgres", "folder_of", "start", "stop", "stop_server", "shared_url", "main"]
 
 _ENV_URL = "FLOWFORGE_TEST_POSTGRES_URL"
 
@@ -116,7 +116,7 @@ def start(*, durable: bool = False) -> ThrowawayPostgres:
     return ThrowawayPostgres(f"postgresql://postgres@127.0.0.1:{port}/postgres", pid, folder)
 
 
-def _folder_of(pid: int) -> str | None:
+def folder_of(pid: int) -> str | None:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
@@ -132,11 +132,17 @@ def stop(target: int | str | ThrowawayPostgres) -> None:
     if isinstance(target, ThrowawayPostgres):
         pid, folder = target.pid, target.folder
     elif str(target).isdigit():
-        pid, folder = int(target), _folder_of(int(target))
+        pid, folder = int(target), folder_of(int(target))
     else:
         folder = str(target)
         pid_file = Path(folder, "data", "postmaster.pid")
         pid = int(pid_file.read_text().split()[0]) if pid_file.exists() else 0
+    stop_server(pid, folder, "flowforge-pg-")
+
+
+def stop_server(pid: int, folder: str | None, prefix: str) -> None:
+    """Fast-shutdown a PostgreSQL postmaster by PID (SIGQUIT after 30 s) and
+    delete its throwaway folder when the name carries our `prefix`."""
     if pid:
         try:
             os.kill(pid, signal.SIGINT)          # "fast" shutdown
@@ -147,7 +153,7 @@ def stop(target: int | str | ThrowawayPostgres) -> None:
             os.kill(pid, signal.SIGQUIT)
         except ProcessLookupError:
             pass
-    if folder and Path(folder).name.startswith("flowforge-pg-"):
+    if folder and Path(folder).name.startswith(prefix):
         shutil.rmtree(folder, ignore_errors=True)
 
 
