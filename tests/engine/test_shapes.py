@@ -281,3 +281,20 @@ async def test_cancelling_the_caller_cancels_the_run_and_returns_its_record():
     result = await task
     assert result.status == "cancelled"
     assert statuses(result) == {"first": "succeeded", "long": "cancelled"}
+
+
+async def test_cancel_right_after_a_block_got_its_task_does_not_hang():
+    # `first` finishes inline and `long` gets a Task; cancelling before that Task
+    # has run a single step must still settle `long` and end the run.
+    doc = {"id": "cancel-early", "blocks": [
+        s("first", v=1),
+        {"id": "long", "type": "function", "after": ["first"],
+         "with": {"function": "shape_sleep", "args": {"ms": 5000}}},
+        s("after_long", v="{{long.slept}}")]}
+    handle = await flowforge.start_run(doc, {})
+    await asyncio.sleep(0)          # the run's task takes one step: first done, long queued
+    handle.cancel()
+    result = await asyncio.wait_for(handle.wait(), 5)
+    assert result.status == "cancelled"
+    assert statuses(result) == {"first": "succeeded", "long": "cancelled",
+                                "after_long": "cancelled"}

@@ -89,6 +89,7 @@ class Scheduler:
         self.usage: dict[str, dict[str, Any]] = {}
         self.make_context = make_context       # (scheduler, scope, node) -> BlockContext
         self.adopting: list[Any] | None = None  # a finishing worker's slot for its next block
+        self.holding: dict[asyncio.Task, tuple[Scope, Node]] = {}   # worker -> block it runs
 
     # -- public ---------------------------------------------------------------
     async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None
@@ -183,7 +184,8 @@ class Scheduler:
                 task = asyncio.get_running_loop().create_task(
                     self._worker(scope, node, context, config))
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                self.holding[task] = (scope, node)
+                task.add_done_callback(self._worker_done)
                 return
             started = start_eagerly(node.info.run(context, config))
         except Exception as exc:  # noqa: BLE001
@@ -199,6 +201,8 @@ class Scheduler:
         """Run a block in a Task, settle it from inside the Task, and carry on
         with one of the blocks that became ready (a chain runs in one Task
         instead of a Task and two extra loop turns per block)."""
+        task = asyncio.current_task()
+        holding = self.holding
         while True:
             try:
                 if node.timeout is None and node.retry is None:
@@ -206,12 +210,15 @@ class Scheduler:
                 else:
                     output = await self._guarded(node, context, config)
             except asyncio.CancelledError:
+                del holding[task]
                 self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
                 self._pump()
                 raise
             except Exception as exc:  # noqa: BLE001 - reported as the block's failure
+                del holding[task]
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
             else:
+                del holding[task]
                 self._finish(scope, node, SUCCEEDED, output, None, None)
             slot: list[Any] = [None]
             self.adopting = slot
@@ -222,6 +229,17 @@ class Scheduler:
             if slot[0] is None:
                 return
             scope, node, context, config = slot[0]
+            holding[task] = (scope, node)
+
+    def _worker_done(self, task: asyncio.Task) -> None:
+        """A worker Task cancelled before its first step never ran its body:
+        settle the block it was holding so the run still ends."""
+        self.tasks.discard(task)
+        held = self.holding.pop(task, None)
+        if held is not None:
+            scope, node = held
+            self._finish(scope, node, CANCELLED, None, "cancelled before it started", None)
+            self._pump()
 
     @staticmethod
     def _validate(node: Node, resolved: Any) -> Any:
