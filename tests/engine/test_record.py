@@ -139,3 +139,18 @@ async def test_resume_keeps_the_routing_decision_of_a_finished_condition():
     assert EXECUTED == ["big"]
     assert {k: r.status for k, r in resumed.blocks.items()} == {
         "gate": "succeeded", "big": "succeeded", "small": "skipped", "done": "succeeded"}
+
+
+async def test_a_finished_run_leaves_no_reference_cycles():
+    import gc
+
+    doc = flowforge.load({"id": "cycles", "blocks": [step("a"), step("b", after=["a"], ms=1)]})
+    await flowforge.run(doc, {}, storage=False)
+    gc.collect()
+    gc.disable()
+    try:
+        result = await flowforge.run(doc, {}, storage=False)
+        assert result.status == "succeeded"
+        assert gc.collect() == 0      # everything of the run was freed by reference counting
+    finally:
+        gc.enable()

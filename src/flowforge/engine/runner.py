@@ -146,6 +146,9 @@ class Run:
                          duration_ms=round((time.time() - started) * 1000, 3),
                          outputs=result.outputs, usage=result.usage, memory=result.memory)
         result.events = self.bus.events
+        # Break the run <-> scheduler reference cycle so a finished run is freed
+        # by reference counting at once, not by a later garbage collection.
+        self.scheduler.owner = None
         return result
 
     # -- scopes ----------------------------------------------------------------
