@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
+import secrets
 from typing import Any, Callable
 
 from flowforge.blocks.base import ChildOutcome
@@ -88,7 +88,7 @@ class Run:
                  services: dict[str, Any] | None = None) -> None:
         self.workflow = workflow
         self.doc = workflow.doc
-        self.run_id = run_id or uuid.uuid4().hex
+        self.run_id = run_id or secrets.token_hex(16)
         self.raw_inputs = dict(inputs or {})
         if isinstance(user, str):
             user = {"id": user}
@@ -131,8 +131,12 @@ class Run:
                 # Whoever awaited the run was cancelled (Ctrl-C, a server
                 # shutting down): cancel the blocks, wait for them to settle,
                 # and return a complete `cancelled` result to be recorded.
-                self.scheduler.cancel()
-                await top.done
+                # (Cancelling the awaiting task cancelled `done` itself: wait on a
+                # fresh one, which the last block to settle resolves.)
+                if top.remaining:
+                    top.done = asyncio.get_running_loop().create_future()
+                    self.scheduler.cancel()
+                    await top.done
             if self.scheduler.cancelled:
                 self.status = "cancelled"
                 self.error = "the run was cancelled"
@@ -219,10 +223,8 @@ class Run:
 
 def _outputs_of(scope: Scope) -> dict[str, Any]:
     """Response blocks that ran; when there are none, the sink blocks that succeeded."""
-    nodes = scope.graph.nodes
-    responses = {bid: out for bid, out in scope.outputs.items()
-                 if nodes[bid].type == "response" and scope.records[bid].status == SUCCEEDED}
-    if responses or any(node.type == "response" for node in nodes.values()):
-        return responses
-    return {bid: scope.outputs[bid] for bid in scope.graph.sinks()
-            if bid in scope.outputs and scope.records[bid].status == SUCCEEDED}
+    graph = scope.graph
+    records, outputs = scope.records, scope.outputs
+    chosen = graph.response_ids or graph.sink_ids
+    return {bid: outputs[bid] for bid in chosen
+            if bid in outputs and records[bid].status == SUCCEEDED}

@@ -113,12 +113,7 @@ class Scheduler:
             if not node.inputs and scope.pending[nid] == 0:
                 self.queue.append((scope, nid))
         self._pump()
-        if scope.top:
-            # Shielded: if the awaiting task is cancelled, `done` must survive so
-            # the runner can cancel the blocks and still wait for them to settle.
-            await asyncio.shield(scope.done)
-        else:
-            await scope.done
+        await scope.done
         return scope
 
     def cancel(self) -> None:

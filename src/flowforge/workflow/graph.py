@@ -10,6 +10,7 @@ layer above it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, ClassVar, Protocol
 
 from pydantic import BaseModel
@@ -86,6 +87,16 @@ class Graph:
     nodes: dict[str, Node]
     names: dict[str, str]          # normalised name -> id (ids included)
     outer_refs: set[str] = field(default_factory=set)   # blocks read from enclosing scopes
+
+    @cached_property
+    def response_ids(self) -> tuple[str, ...]:
+        """The response blocks, in document order (a run's `outputs`)."""
+        return tuple(nid for nid, node in self.nodes.items() if node.type == "response")
+
+    @cached_property
+    def sink_ids(self) -> tuple[str, ...]:
+        """Blocks nothing depends on (a run's `outputs` when it has no response block)."""
+        return tuple(self.sinks())
 
     @property
     def roots(self) -> list[str]:
