@@ -57,6 +57,18 @@ class EventBus:
             callback(event)
         return event
 
+    def publish_block(self, event_type: str, block_id: str, scope: str | None,
+                      key: str, value: Any, key2: str, value2: Any, now: float) -> dict:
+        """`publish` for the scheduler's two per-block events, without the
+        keyword-argument dict: the same event, built in one step."""
+        self._seq += 1
+        event = {"seq": self._seq, "type": event_type, "run_id": self.run_id, "time": now,
+                 "block_id": block_id, "scope": scope, key: value, key2: value2}
+        self.events.append(event)
+        for callback in self._subscribers:
+            callback(event)
+        return event
+
     async def stream(self, replay: bool = True) -> AsyncIterator[dict]:
         """Every event (past ones first when `replay`), ending after run_finished."""
         queue: asyncio.Queue[dict] = asyncio.Queue()

@@ -155,7 +155,8 @@ class Scheduler:
 
     def _launch(self, scope: Scope, node: Node) -> None:
         nid = node.id
-        record = scope.records[nid] = BlockRecord("running", time.time(), type=node.type)
+        now = time.time()
+        record = scope.records[nid] = BlockRecord("running", now, type=node.type)
         if node.resolve is None:
             config, inputs = node.config, node.spec.with_
         else:
@@ -166,8 +167,8 @@ class Scheduler:
                 self.bus.publish("block_started", nid, block_type=node.type, scope=scope.label)
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
                 return
-        self.bus.publish("block_started", nid, block_type=node.type, scope=scope.label,
-                         inputs=inputs)
+        self.bus.publish_block("block_started", nid, scope.label, "block_type", node.type,
+                               "inputs", inputs, now)
         context = self.make_context(self, scope, node)
         try:
             eager = node.timeout is None and node.retry is None and node.info.is_eager(config)
@@ -324,8 +325,8 @@ class Scheduler:
                 bus.publish("block_succeeded", nid, output=output, resumed=True,
                             scope=scope.label)
             else:
-                bus.publish("block_succeeded", nid, output=output, scope=scope.label,
-                            duration_ms=record.duration_ms)
+                bus.publish_block("block_succeeded", nid, scope.label, "output", output,
+                                  "duration_ms", record.duration_ms, now)
         elif status == FAILED:
             failure = {"error": error}
             scope.outputs[nid] = failure
