@@ -73,10 +73,6 @@ class EnvView(dict):
         return self.merged()
 
 
-def _make_context(scheduler: Scheduler, scope: Scope, node: Node) -> RunContext:
-    return RunContext(scheduler.owner, scope, node)
-
-
 class Run:
     """A single execution. Create, then `await execute()`; `cancel()` any time."""
 
@@ -102,7 +98,7 @@ class Run:
         self.env = EnvView(self.doc.env)
         self.checkpoint = checkpoint or {}
         self.services = services or {}
-        self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, _make_context)
+        self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)
         self.scheduler.owner = self
         self.status = "pending"
         self.error: str | None = None

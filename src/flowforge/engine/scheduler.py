@@ -34,7 +34,6 @@ from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
 from flowforge.engine.result import BlockRecord
 from flowforge.workflow.compile import format_loc
 from flowforge.workflow.graph import DATA, Graph, Node
-from flowforge.workflow.templates import normalize_name
 
 __all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED"]
 
@@ -87,7 +86,8 @@ class Scheduler:
         self.tasks: set[asyncio.Task] = set()
         self.cancelled = False
         self.usage: dict[str, dict[str, Any]] = {}
-        self.make_context = make_context       # (scheduler, scope, node) -> BlockContext
+        self.make_context = make_context       # (owner, scope, node) -> BlockContext
+        self.owner: Any = None                 # the Run, handed to each block's context
         self.adopting: list[Any] | None = None  # a finishing worker's slot for its next block
         self.holding: dict[asyncio.Task, tuple[Scope, Node]] = {}   # worker -> block it runs
 
@@ -169,7 +169,7 @@ class Scheduler:
                 return
         self.bus.publish_block("block_started", nid, scope.label, "block_type", node.type,
                                "inputs", inputs, now)
-        context = self.make_context(self, scope, node)
+        context = self.make_context(self.owner, scope, node)
         try:
             eager = node.timeout is None and node.retry is None and node.info.is_eager(config)
             if not eager:
@@ -317,16 +317,18 @@ class Scheduler:
         if status == SUCCEEDED:
             scope.outputs[nid] = output
             scope.values[nid] = output
-            if node.spec.name:
-                scope.values.setdefault(normalize_name(node.spec.name), output)
+            if node.alias is not None:
+                scope.values.setdefault(node.alias, output)
             if type(output) is dict and ("tokens" in output or "cost" in output):
                 self._add_usage(nid, output)
             if resumed:
                 bus.publish("block_succeeded", nid, output=output, resumed=True,
                             scope=scope.label)
             else:
+                started_at = record.started_at
                 bus.publish_block("block_succeeded", nid, scope.label, "output", output,
-                                  "duration_ms", record.duration_ms, now)
+                                  "duration_ms", None if started_at is None
+                                  else round((now - started_at) * 1000, 3), now)
         elif status == FAILED:
             failure = {"error": error}
             scope.outputs[nid] = failure

@@ -101,7 +101,8 @@ class _Compiler:
                      f"{', '.join(sorted(self.types))}")
             return None
         node = Node(id=spec.id, type=type_name, spec=spec, where=where, info=info,
-                    retry=spec.retry_policy(), timeout=spec.timeout)
+                    retry=spec.retry_policy(), timeout=spec.timeout,
+                    alias=templates.normalize_name(spec.name) if spec.name else None)
         self.compile_config(node, info)
         for problem in info.check(spec, where, self.all_ids):
             self.problems.append(problem)

@@ -74,6 +74,7 @@ class Node:
     timeout: float | None = None
     env_refs: frozenset[str] = frozenset()     # env variables its templates read
     routed: bool = False                       # a router/condition feeds it: it runs only if chosen
+    alias: str | None = None                   # normalised name, another template root for its output
 
     @property
     def name(self) -> str:
