@@ -18,11 +18,7 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ENV_URL = "FLOWFORGE_TEST_PGVECTOR_URL"
@@ -36,46 +32,13 @@ def bin_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
 
 
-def _as_postgres(command: list[str]) -> list[str]:
-    """initdb refuses to run as root: root runs the server as `postgres`."""
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start() -> tuple[str, int, str]:
     """(url, pid, folder) of a fresh server with fsync off (test data is thrown away)."""
-    binaries = bin_dir()
-    folder = tempfile.mkdtemp(prefix="flowforge-pg-vector-")
-    data = os.path.join(folder, "data")
-    if os.geteuid() == 0:
-        shutil.chown(folder, "postgres", "postgres")
-        os.chmod(folder, 0o755)
-    try:
-        subprocess.run(_as_postgres([str(binaries / "initdb"), "-D", data, "-U", "postgres",
-                                     "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"]),
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        port = _free_port()
-        options = (f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=100 "
-                   f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                   f"-c shared_buffers=256MB -c maintenance_work_mem=256MB")
-        subprocess.run(_as_postgres([str(binaries / "pg_ctl"), "-D", data, "-l",
-                                     os.path.join(folder, "server.log"), "-o", options,
-                                     "-w", "-t", "60", "start"]),
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    except subprocess.CalledProcessError as exc:
-        log = Path(folder, "server.log")
-        detail = (exc.stderr or b"").decode(errors="replace")
-        if log.exists():
-            detail += log.read_text(errors="replace")[-2000:]
-        shutil.rmtree(folder, ignore_errors=True)
-        raise RuntimeError(f"could not start PostgreSQL with pgvector: {detail.strip()}") from None
-    pid = int(Path(data, "postmaster.pid").read_text().split()[0])
-    return f"postgresql://postgres@127.0.0.1:{port}/postgres", pid, folder
+    from flowforge.storage.testing import start as start_postgres
+
+    server = start_postgres(bin_dir=bin_dir(), prefix="flowforge-pg-vector-",
+                            settings=("shared_buffers=256MB", "maintenance_work_mem=256MB"))
+    return server.url, server.pid, server.folder
 
 
 def stop(pid: int, folder: str | None = None) -> None:

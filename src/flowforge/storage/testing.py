@@ -84,14 +84,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start(*, durable: bool = False) -> ThrowawayPostgres:
+def start(*, durable: bool = False, bin_dir: Path | None = None,
+          prefix: str = "flowforge-pg-", settings: tuple[str, ...] = ()) -> ThrowawayPostgres:
     """initdb into a new temporary folder and start the server; `durable=False`
-    turns fsync off (fast, for tests: the data is thrown away anyway)."""
-    bin_dir = ensure_installed()
-    folder = tempfile.mkdtemp(prefix="flowforge-pg-")
+    turns fsync off (fast, for tests: the data is thrown away anyway).
+    `bin_dir` picks other binaries than Debian's (scripts/pgvector_server.py
+    uses pgserver's), `settings` adds `-c name=value` server settings."""
+    bin_dir = bin_dir or ensure_installed()
+    folder = tempfile.mkdtemp(prefix=prefix)
     data = os.path.join(folder, "data")
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres", "postgres")
+        os.chmod(folder, 0o755)
     run = lambda cmd: subprocess.run(_as_postgres(cmd), check=True,  # noqa: E731
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -103,6 +107,7 @@ def start(*, durable: bool = False) -> ThrowawayPostgres:
         if not durable:
             options += ["-c fsync=off", "-c synchronous_commit=off",
                         "-c full_page_writes=off"]
+        options += [f"-c {setting}" for setting in settings]
         run([str(bin_dir / "pg_ctl"), "-D", data, "-l", os.path.join(folder, "server.log"),
              "-o", " ".join(options), "-w", "-t", "60", "start"])
     except subprocess.CalledProcessError as exc:
