@@ -6,7 +6,6 @@ PostgreSQL test gets a schema of its own."""
 from __future__ import annotations
 
 import importlib.util
-import uuid
 from pathlib import Path
 
 import pytest
@@ -33,14 +32,10 @@ def pgvector_url() -> str:
 
 @pytest.fixture
 def pgvector_schema_url(pgvector_url: str):
-    import psycopg
-    schema = f"kb_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pgvector_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in pgvector_url else "?"
-    yield f"{pgvector_url}{separator}options=-csearch_path%3D{schema},public"
-    with psycopg.connect(pgvector_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    from flowforge.storage.testing import temporary_schema
+
+    with temporary_schema(pgvector_url, "kb_", also="public") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -7,7 +7,6 @@ exercises the migrations on an empty database."""
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
@@ -23,14 +22,10 @@ def postgres_url() -> str:
 @pytest.fixture
 def postgres_schema_url(postgres_url: str):
     """A URL whose connections use a fresh, empty schema; dropped afterwards."""
-    import psycopg
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    separator = "&" if "?" in postgres_url else "?"
-    yield f"{postgres_url}{separator}options=-csearch_path%3D{schema}"
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    from flowforge.storage.testing import temporary_schema
+
+    with temporary_schema(postgres_url, "t_") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -24,12 +24,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from flowforge.errors import StorageError
 
-__all__ = ["ThrowawayPostgres", "folder_of", "start", "stop", "stop_server", "shared_url", "main"]
+__all__ = ["ThrowawayPostgres", "folder_of", "temporary_schema", "start", "stop", "stop_server", "shared_url", "main"]
 
 _ENV_URL = "FLOWFORGE_TEST_POSTGRES_URL"
 
@@ -197,3 +200,21 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+@contextmanager
+def temporary_schema(url: str, prefix: str, *, also: str = "") -> Iterator[str]:
+    """A URL whose connections use a fresh, empty schema (then `also`, e.g.
+    `public` for extension types), dropped afterwards: one server, isolated tests."""
+    import psycopg
+
+    schema = f"{prefix}{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    path = f"{schema},{also}" if also else schema
+    separator = "&" if "?" in url else "?"
+    try:
+        yield f"{url}{separator}options=-csearch_path%3D{path}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
