@@ -119,8 +119,8 @@ class Run:
             self.status, self.error = "failed", str(exc)
         else:
             values = self._root_values(self.doc, self.inputs, self.memory)
-            top = Scope(self.scheduler, self.workflow.graph, values, None,
-                        source=self.workflow.source, top=True)
+            top = Scope(self.workflow.graph, values, None,
+                        source=self.workflow.source)
             try:
                 await self.scheduler.run_scope(top, self.checkpoint)
             except asyncio.CancelledError:
@@ -160,7 +160,7 @@ class Run:
     async def run_child_scope(self, parent: Scope, graph: Graph, extra: dict[str, Any],
                               label: str) -> ChildOutcome:
         full = f"{parent.label}/{label}" if parent.label else label
-        child = Scope(self.scheduler, graph, {**parent.values, **extra}, full,
+        child = Scope(graph, {**parent.values, **extra}, full,
                       depth=parent.depth, source=parent.source)
         await self.scheduler.run_scope(child)
         return child.outcome()
@@ -179,7 +179,7 @@ class Run:
             raise BlockError(node.id, node.type, str(exc)) from None
         values = self._root_values(nested.doc, nested_inputs, {})
         label = f"{parent.label}/{node.id}" if parent.label else node.id
-        child = Scope(self.scheduler, nested.graph, values, label, depth=parent.depth + 1,
+        child = Scope(nested.graph, values, label, depth=parent.depth + 1,
                       source=nested.source)
         await self.scheduler.run_scope(child)
         if child.errors:

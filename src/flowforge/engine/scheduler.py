@@ -45,13 +45,11 @@ _EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "bl
 class Scope:
     """One graph being run: the workflow itself, a loop pass, a parallel item."""
 
-    __slots__ = ("scheduler", "graph", "values", "label", "pending", "active", "chosen", "poisoned",
-                 "records", "outputs", "errors", "remaining", "done", "depth", "source",
-                 "top")
+    __slots__ = ("graph", "values", "label", "pending", "active", "chosen", "poisoned",
+                 "records", "outputs", "errors", "remaining", "done", "depth", "source")
 
-    def __init__(self, scheduler: Scheduler, graph: Graph, values: dict[str, Any],
-                 label: str | None, depth: int = 0, source: Any = None, top: bool = False):
-        self.scheduler = scheduler
+    def __init__(self, graph: Graph, values: dict[str, Any], label: str | None,
+                 depth: int = 0, source: Any = None):
         self.graph = graph
         self.values = values                   # template roots visible to this graph
         self.label = label                     # None for the top scope, else e.g. "refine[2]"
@@ -66,7 +64,6 @@ class Scope:
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()
         self.depth = depth
         self.source = source                   # the document path, for nested workflows
-        self.top = top
 
     def outcome(self) -> ChildOutcome:
         return ChildOutcome(self.outputs, {k: r.status for k, r in self.records.items()},
