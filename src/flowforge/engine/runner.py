@@ -18,7 +18,7 @@ from flowforge.blocks.base import ChildOutcome
 from flowforge.engine.context import RunContext
 from flowforge.engine.events import EventBus
 from flowforge.engine.inputs import validate_inputs
-from flowforge.engine.result import RunResult
+from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
 from flowforge.errors import BlockError, FlowforgeError, InputError
 from flowforge.workflow.graph import CompiledWorkflow, Graph, Node
@@ -210,7 +210,6 @@ class Run:
         if self.status == CANCELLED:
             for bid in top.graph.nodes:
                 if bid not in records:
-                    from flowforge.engine.result import BlockRecord
                     records[bid] = BlockRecord(CANCELLED, type=top.graph.nodes[bid].type)
         ordered = {bid: records[bid] for bid in top.graph.nodes if bid in records}
         return RunResult(self.run_id, self.doc.id, self.status, _outputs_of(top),
