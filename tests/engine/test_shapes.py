@@ -284,11 +284,14 @@ async def test_cancelling_the_caller_cancels_the_run_and_returns_its_record():
 
 
 async def test_cancel_right_after_a_block_got_its_task_does_not_hang():
-    # `first` finishes inline and `long` gets a Task; cancelling before that Task
-    # has run a single step must still settle `long` and end the run.
+    # `first` finishes at once; `long` runs in the run's own Task and `other`
+    # gets a Task of its own.  Cancelling before that Task has run a single
+    # step must still settle `other` and end the run.
     doc = {"id": "cancel-early", "blocks": [
         s("first", v=1),
         {"id": "long", "type": "function", "after": ["first"],
+         "with": {"function": "shape_sleep", "args": {"ms": 5000}}},
+        {"id": "other", "type": "function", "after": ["first"],
          "with": {"function": "shape_sleep", "args": {"ms": 5000}}},
         s("after_long", v="{{long.slept}}")]}
     handle = await flowforge.start_run(doc, {})
@@ -297,4 +300,44 @@ async def test_cancel_right_after_a_block_got_its_task_does_not_hang():
     result = await asyncio.wait_for(handle.wait(), 5)
     assert result.status == "cancelled"
     assert statuses(result) == {"first": "succeeded", "long": "cancelled",
-                                "after_long": "cancelled"}
+                                "other": "cancelled", "after_long": "cancelled"}
+    blocks = {e["block_id"]: e["reason"] for e in result.events
+              if e["type"] == "block_cancelled"}
+    assert blocks == {"long": "cancelled while running", "other": "cancelled before it started",
+                      "after_long": "the run was cancelled"}
+
+
+async def test_cancelling_a_run_leaves_no_cancellation_pending_on_the_task_running_it():
+    # The run's blocks run in the Task that awaits the run; `cancel()` cancels
+    # that Task's block, and must take its cancellation request back, or an
+    # `asyncio.timeout` / TaskGroup around the run would misread it.
+    doc = {"id": "cancel-own", "blocks": [
+        {"id": "long", "type": "function",
+         "with": {"function": "shape_sleep", "args": {"ms": 5000}}}]}
+    handle = await flowforge.start_run(doc, {})
+    await asyncio.sleep(0.02)
+    handle.cancel()
+    result = await asyncio.wait_for(handle.wait(), 5)
+    assert result.status == "cancelled"
+    assert handle.task.cancelling() == 0
+
+
+@flowforge.function("shape_inner_cancel")
+async def shape_inner_cancel() -> dict:
+    future = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(future.cancel)
+    await future                     # raises CancelledError: nobody cancelled the run
+    return {}
+
+
+async def test_a_cancelled_error_from_inside_a_block_fails_that_block_only():
+    doc = {"id": "inner-cancel", "blocks": [
+        {"id": "odd", "type": "function", "with": {"function": "shape_inner_cancel"},
+         "on_error": "recover"},
+        s("recover", why="{{odd.error}}"),
+        s("unrelated", v=2)]}
+    result = await asyncio.wait_for(flowforge.run(doc, {}, storage=False), 5)
+    assert result.status == "succeeded"
+    assert statuses(result) == {"odd": "failed", "recover": "succeeded",
+                                "unrelated": "succeeded"}
+    assert "cancelled from inside" in result.results["recover"]["why"]

@@ -12,7 +12,9 @@ import asyncio
 import os
 import time
 import secrets
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+from weakref import WeakKeyDictionary
 
 from flowforge.blocks.base import ChildOutcome
 from flowforge.engine.context import RunContext
@@ -73,6 +75,18 @@ class EnvView(dict):
         return self.merged()
 
 
+_NO_SERVICES: Mapping[str, Any] = MappingProxyType({})
+_ENV_VIEWS: WeakKeyDictionary[CompiledWorkflow, EnvView] = WeakKeyDictionary()
+
+
+def _env_view(workflow: CompiledWorkflow) -> EnvView:
+    """One read-only EnvView per compiled workflow, shared by its runs."""
+    view = _ENV_VIEWS.get(workflow)
+    if view is None:
+        view = _ENV_VIEWS[workflow] = EnvView(workflow.doc.env)
+    return view
+
+
 class Run:
     """A single execution. Create, then `await execute()`; `cancel()` any time."""
 
@@ -85,19 +99,19 @@ class Run:
         self.workflow = workflow
         self.doc = workflow.doc
         self.run_id = run_id or secrets.token_hex(16)
-        self.raw_inputs = dict(inputs or {})
+        self.raw_inputs = dict(inputs) if inputs else {}
         if isinstance(user, str):
             user = {"id": user}
         self.user: dict[str, Any] = dict(user or {"id": "default"})
-        self.memory = dict(memory or {})
+        self.memory = dict(memory) if memory else {}
         self.bus = bus or EventBus(self.run_id)
         self.bus.run_id = self.run_id
         self.resolver = resolver
         self.model_override = model
-        self.defaults = dict(self.doc.defaults)
-        self.env = EnvView(self.doc.env)
-        self.checkpoint = checkpoint or {}
-        self.services = services or {}
+        self.defaults: Mapping[str, Any] = self.doc.defaults     # read-only for blocks
+        self.env = _env_view(workflow)
+        self.checkpoint = checkpoint
+        self.services: Mapping[str, Any] = services if services is not None else _NO_SERVICES
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)
         self.scheduler.owner = self
         self.status = "pending"
@@ -122,16 +136,23 @@ class Run:
             top = Scope(self.workflow.graph, values, None,
                         source=self.workflow.source)
             try:
-                await self.scheduler.run_scope(top, self.checkpoint)
+                await self.scheduler.run_scope(top, self.checkpoint, inline=True)
             except asyncio.CancelledError:
-                # Whoever awaited the run was cancelled (Ctrl-C, a server
-                # shutting down): cancel the blocks, wait for them to settle,
-                # and return a complete `cancelled` result to be recorded.
-                # (Cancelling the awaiting task cancelled `done` itself: wait on a
-                # fresh one, which the last block to settle resolves.)
+                # Either `cancel()` reached the block this Task was running
+                # (the scope runs inline), or whoever awaited the run was
+                # cancelled (Ctrl-C, a server shutting down).  Either way:
+                # cancel the blocks, wait for them to settle, and return a
+                # complete `cancelled` result to be recorded.  (Cancelling
+                # this Task cancelled `done` itself: wait on a fresh one,
+                # which the last block to settle resolves.)
+                if self.scheduler.cancelled_inline:
+                    self.scheduler.cancelled_inline = False
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()            # ours, not the caller's
+                self.scheduler.cancel()
                 if top.remaining:
                     top.done = asyncio.get_running_loop().create_future()
-                    self.scheduler.cancel()
                     await top.done
             if self.scheduler.cancelled:
                 self.status = "cancelled"

@@ -53,15 +53,17 @@ class Scope:
         self.graph = graph
         self.values = values                   # template roots visible to this graph
         self.label = label                     # None for the top scope, else e.g. "refine[2]"
-        self.pending = {nid: len(node.inputs) for nid, node in graph.nodes.items()}
-        self.active = dict.fromkeys(graph.nodes, 0)
-        self.chosen: set[str] = set()          # blocks a router or condition picked
-        self.poisoned: dict[str, str] = {}
+        self.pending = graph.input_counts.copy()   # dependencies not yet settled
+        self.active = graph.zero_counts.copy()     # incoming edges that are active
+        # Made on first use: most scopes never route, fail or get awaited by a
+        # second task, and thousands of concurrent runs each build scopes.
+        self.chosen: set[str] | None = None        # blocks a router or condition picked
+        self.poisoned: dict[str, str] | None = None
         self.records: dict[str, BlockRecord] = {}
         self.outputs: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
         self.remaining = len(graph.nodes)
-        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future | None = None    # awaited only while blocks run elsewhere
         self.depth = depth
         self.source = source                   # the document path, for nested workflows
 
@@ -77,21 +79,30 @@ class Scheduler:
         self.bus = bus
         self.limit = limit
         self.running = 0
-        self.waiting: deque[tuple[Scope, str]] = deque()
+        self.waiting: deque[tuple[Scope, str]] | None = None   # made when the limit is hit
         self.queue: deque[tuple[Scope, str]] = deque()
         self.pumping = False
-        self.tasks: set[asyncio.Task] = set()
+        # Every Task running blocks -> the block it holds until its first step
+        # (None once it runs: from then on the Task settles its blocks itself).
+        self.tasks: dict[asyncio.Task, tuple[Scope, Node] | None] = {}
+        self.inline: asyncio.Task | None = None   # the caller's Task while it runs blocks
+        self.cancelled_inline = False          # cancel() cancelled the caller's Task
         self.cancelled = False
         self.usage: dict[str, dict[str, Any]] = {}
         self.make_context = make_context       # (owner, scope, node) -> BlockContext
         self.owner: Any = None                 # the Run, handed to each block's context
         self.adopting: list[Any] | None = None  # a finishing worker's slot for its next block
-        self.holding: dict[asyncio.Task, tuple[Scope, Node]] = {}   # worker -> block it runs
 
     # -- public ---------------------------------------------------------------
-    async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None
-                        ) -> Scope:
-        """Run every block of `scope`; `preset` settles blocks from a checkpoint."""
+    async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None,
+                        inline: bool = False) -> Scope:
+        """Run every block of `scope`; `preset` settles blocks from a checkpoint.
+
+        `inline`: the calling Task runs the first block that needs a Task
+        itself (and the chain after it) instead of starting a Task for it and
+        waiting: a run's caller does nothing else meanwhile.  Only the run's
+        top scope does this; `cancel()` then cancels the caller's Task, and
+        the caller must catch that (see `Run.execute`)."""
         if not scope.graph.nodes:
             return scope
         if preset:
@@ -106,17 +117,40 @@ class Scheduler:
                     chosen = selected.get("blockId") if isinstance(selected, dict) else None
                     output = Routed(output, (chosen,) if chosen else ())
                 self._settle(scope, nid, SUCCEEDED, output, None, resumed=True)
-        for nid, node in scope.graph.nodes.items():
-            if not node.inputs and scope.pending[nid] == 0:
+        pending = scope.pending
+        for nid in scope.graph.root_ids:
+            if pending[nid] == 0:
                 self.queue.append((scope, nid))
-        self._pump()
-        await scope.done
+        if not inline:
+            self._pump()
+        else:
+            slot: list[Any] = [None]
+            self.adopting = slot
+            try:
+                self._pump()
+            finally:
+                self.adopting = None
+            if slot[0] is not None:
+                self.inline = asyncio.current_task()
+                try:
+                    await self._worker(*slot[0], started=True)
+                finally:
+                    self.inline = None
+        if scope.remaining:
+            scope.done = asyncio.get_running_loop().create_future()
+            await scope.done
         return scope
 
     def cancel(self) -> None:
         self.cancelled = True
         for task in list(self.tasks):
             task.cancel()
+        inline = self.inline
+        if inline is not None and inline is not _current_task():
+            # (A block cancelling its own run from the caller's Task finishes
+            # its step; what comes after it is cancelled.)
+            self.cancelled_inline = True
+            inline.cancel()
 
     # -- the ready queue ------------------------------------------------------
     def _pump(self) -> None:
@@ -136,15 +170,18 @@ class Scheduler:
         if self.cancelled:
             self._settle(scope, nid, CANCELLED, None, "the run was cancelled")
             return
-        reason = scope.poisoned.get(nid)
-        if reason is not None:
-            self._settle(scope, nid, SKIPPED, None, None, reason=reason)
+        poisoned = scope.poisoned
+        if poisoned is not None and nid in poisoned:
+            self._settle(scope, nid, SKIPPED, None, None, reason=poisoned[nid])
             return
-        if (node.routed and nid not in scope.chosen) or (node.inputs and not scope.active[nid]):
+        if (node.routed and (scope.chosen is None or nid not in scope.chosen)) \
+                or (node.inputs and not scope.active[nid]):
             self._settle(scope, nid, SKIPPED, None, None, reason="not on the chosen route")
             return
         if node.info.holds_slot:
             if self.running >= self.limit:
+                if self.waiting is None:
+                    self.waiting = deque()
                 self.waiting.append((scope, nid))
                 return
             self.running += 1
@@ -176,8 +213,7 @@ class Scheduler:
                     return
                 task = asyncio.get_running_loop().create_task(
                     self._worker(scope, node, context, config))
-                self.tasks.add(task)
-                self.holding[task] = (scope, node)
+                self.tasks[task] = (scope, node)
                 task.add_done_callback(self._worker_done)
                 return
             started = start_eagerly(node.info.run(context, config))
@@ -187,31 +223,40 @@ class Scheduler:
         if type(started) is Finished:
             self._finish(scope, node, SUCCEEDED, started.value, None, None)
             return
-        self.tasks.add(started)
+        self.tasks[started] = None
         started.add_done_callback(lambda task: self._task_done(scope, node, task))
 
-    async def _worker(self, scope: Scope, node: Node, context: Any, config: Any) -> None:
+    async def _worker(self, scope: Scope, node: Node, context: Any, config: Any,
+                      started: bool = False) -> None:
         """Run a block in a Task, settle it from inside the Task, and carry on
         with one of the blocks that became ready (a chain runs in one Task
         instead of a Task and two extra loop turns per block)."""
-        task = asyncio.current_task()
-        holding = self.holding
+        if not started:
+            self.tasks[asyncio.current_task()] = None   # running: it settles its blocks itself
         while True:
             try:
                 if node.timeout is None and node.retry is None:
                     output = await node.info.run(context, config)
                 else:
                     output = await self._guarded(node, context, config)
-            except asyncio.CancelledError:
-                del holding[task]
-                self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
-                self._pump()
-                raise
+            except asyncio.CancelledError as exc:
+                task = asyncio.current_task()
+                if not self.cancelled and task is not None and not task.cancelling():
+                    # Nobody cancelled this Task: the block let out a CancelledError
+                    # of its own (an inner future was cancelled) - its failure.
+                    self._finish(scope, node, FAILED, None, "CancelledError: the block was "
+                                 "cancelled from inside (not by cancelling the run)", exc)
+                else:
+                    # The run is being cancelled (this may be the caller's Task,
+                    # running the scope inline): what is queued next is
+                    # cancelled, not started.
+                    self.cancelled = True
+                    self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
+                    self._pump()
+                    raise
             except Exception as exc:  # noqa: BLE001 - reported as the block's failure
-                del holding[task]
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
             else:
-                del holding[task]
                 self._finish(scope, node, SUCCEEDED, output, None, None)
             slot: list[Any] = [None]
             self.adopting = slot
@@ -222,13 +267,11 @@ class Scheduler:
             if slot[0] is None:
                 return
             scope, node, context, config = slot[0]
-            holding[task] = (scope, node)
 
     def _worker_done(self, task: asyncio.Task) -> None:
         """A worker Task cancelled before its first step never ran its body:
         settle the block it was holding so the run still ends."""
-        self.tasks.discard(task)
-        held = self.holding.pop(task, None)
+        held = self.tasks.pop(task, None)
         if held is not None:
             scope, node = held
             self._finish(scope, node, CANCELLED, None, "cancelled before it started", None)
@@ -270,7 +313,7 @@ class Scheduler:
         raise AssertionError("unreachable")
 
     def _task_done(self, scope: Scope, node: Node, task: asyncio.Task) -> None:
-        self.tasks.discard(task)
+        self.tasks.pop(task, None)
         if task.cancelled():
             self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
         else:
@@ -346,7 +389,8 @@ class Scheduler:
         poison = None
         if status == FAILED and node.spec.on_error is None:
             poison = f"dependency '{nid}' failed"
-        elif status == SKIPPED and reason is not None and nid in scope.poisoned:
+        elif status == SKIPPED and reason is not None and scope.poisoned is not None \
+                and nid in scope.poisoned:
             poison = reason
         nodes = scope.graph.nodes
         for dep_id in node.dependants:
@@ -356,9 +400,13 @@ class Scheduler:
                 if status == SUCCEEDED and (targets is None or dep_id in targets):
                     scope.active[dep_id] += 1
                     if targets is not None:
+                        if scope.chosen is None:
+                            scope.chosen = set()
                         scope.chosen.add(dep_id)
-                elif poison is not None and dep_id not in scope.poisoned:
-                    scope.poisoned[dep_id] = poison
+                elif poison is not None:
+                    if scope.poisoned is None:
+                        scope.poisoned = {}
+                    scope.poisoned.setdefault(dep_id, poison)
             elif status == FAILED:
                 scope.active[dep_id] += 1
             left = scope.pending[dep_id] - 1
@@ -366,7 +414,7 @@ class Scheduler:
             if left == 0:
                 self.queue.append((scope, dep_id))
         scope.remaining -= 1
-        if scope.remaining == 0 and not scope.done.done():
+        if scope.remaining == 0 and scope.done is not None and not scope.done.done():
             scope.done.set_result(None)
 
     def _add_usage(self, nid: str, output: dict) -> None:
@@ -383,6 +431,13 @@ class Scheduler:
             cost = cost.get("total")
         if isinstance(cost, (int, float)):
             entry["cost"] += cost
+
+
+def _current_task() -> asyncio.Task | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:           # called outside the event loop
+        return None
 
 
 def _message(exc: BaseException) -> str:

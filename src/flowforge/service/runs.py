@@ -87,8 +87,9 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
 
     Options are those of `run()` (user, storage, model, concurrency, services,
     on_event) plus run_id, workflow_version, checkpoint and start_seq."""
-    run_obj, recorder, execute = await _prepare(workflow, inputs, **options)
-    task = asyncio.get_running_loop().create_task(execute)
+    run_obj, recorder = await _prepare(workflow, inputs, **options)
+    task = asyncio.get_running_loop().create_task(
+        _execute(run_obj, recorder, options.get("storage")))
     return RunHandle(run_obj, task, recorder)
 
 
@@ -99,12 +100,11 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     on_event: Callable[[dict], None] | None = None,
                     workflow_version: int | None = None,
                     checkpoint: dict[str, tuple[str, Any]] | None = None,
-                    start_seq: int = 0) -> tuple[Run, Recorder | None, Any]:
-    """Create the run (row, memory, recorder); return it with the coroutine
-    that executes it and writes the outcome."""
+                    start_seq: int = 0) -> tuple[Run, Recorder | None]:
+    """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome."""
     compiled = load(workflow)
-    services = dict(services or {})
     if storage is not None:
+        services = dict(services or {})
         services.setdefault("storage", storage)
     bus = EventBus(start_seq=start_seq)
     run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
@@ -131,24 +131,28 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
         bus.subscribe(recorder)
     if on_event is not None:
         bus.subscribe(on_event)
+    return run_obj, recorder
 
-    async def execute() -> RunResult:
-        try:
-            result = await run_obj.execute()
-        finally:
-            if recorder is not None:
-                await recorder.close()
-        if storage is not None:
-            await storage.update_run(
-                run_obj.run_id, status=result.status, outputs=recorder.redact(result.outputs),
-                usage=result.usage, memory=result.memory, error=result.error,
-                finished_at=time.time())
-            if result.status == "succeeded" and compiled.doc.memory:
-                await storage.save_memory(user_id, {k: v for k, v in result.memory.items()
-                                                    if k in compiled.doc.memory})
-        return result
 
-    return run_obj, recorder, execute()
+async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | None
+                   ) -> RunResult:
+    """Execute a prepared run; with storage, write its outcome and memory."""
+    if storage is None:
+        return await run_obj.execute()
+    try:
+        result = await run_obj.execute()
+    finally:
+        if recorder is not None:
+            await recorder.close()
+    await storage.update_run(
+        run_obj.run_id, status=result.status,
+        outputs=recorder.redact(result.outputs) if recorder is not None else result.outputs,
+        usage=result.usage, memory=result.memory, error=result.error, finished_at=time.time())
+    memory_keys = run_obj.doc.memory
+    if result.status == "succeeded" and memory_keys:
+        await storage.save_memory(run_obj.user.get("id"), {
+            k: v for k, v in result.memory.items() if k in memory_keys})
+    return result
 
 
 async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
@@ -162,15 +166,15 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     raise — the result says `failed` and names the block."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
-        _, _, execute = await _prepare(compiled, inputs, user=user, storage=None, model=model,
-                                       concurrency=concurrency, services=services,
-                                       on_event=on_event)
-        return await execute
+        run_obj, _ = await _prepare(compiled, inputs, user=user, storage=None, model=model,
+                                    concurrency=concurrency, services=services,
+                                    on_event=on_event)
+        return await run_obj.execute()
     async with open_storage(storage) as opened:
-        _, _, execute = await _prepare(compiled, inputs, user=user, storage=opened, model=model,
-                                       concurrency=concurrency, services=services,
-                                       on_event=on_event)
-        return await execute
+        run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
+                                           model=model, concurrency=concurrency,
+                                           services=services, on_event=on_event)
+        return await _execute(run_obj, recorder, opened)
 
 
 def run_sync(workflow: Any, inputs: dict[str, Any] | None = None, **kwargs: Any) -> RunResult:

@@ -99,6 +99,19 @@ class Graph:
         """Blocks nothing depends on (a run's `outputs` when it has no response block)."""
         return tuple(self.sinks())
 
+    @cached_property
+    def input_counts(self) -> dict[str, int]:
+        """Node id -> how many dependencies it waits for (each run copies it)."""
+        return {nid: len(node.inputs) for nid, node in self.nodes.items()}
+
+    @cached_property
+    def zero_counts(self) -> dict[str, int]:
+        return dict.fromkeys(self.nodes, 0)
+
+    @cached_property
+    def root_ids(self) -> tuple[str, ...]:
+        return tuple(self.roots)
+
     @property
     def roots(self) -> list[str]:
         return [node_id for node_id, node in self.nodes.items() if not node.inputs]
