@@ -14,7 +14,6 @@ import time
 import secrets
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
-from weakref import WeakKeyDictionary
 
 from flowforge.blocks.base import ChildOutcome
 from flowforge.engine.context import RunContext
@@ -76,19 +75,15 @@ class EnvView(dict):
 
 
 _NO_SERVICES: Mapping[str, Any] = MappingProxyType({})
-_ENV_VIEWS: WeakKeyDictionary[CompiledWorkflow, EnvView] = WeakKeyDictionary()
-
-
-def _env_view(workflow: CompiledWorkflow) -> EnvView:
-    """One read-only EnvView per compiled workflow, shared by its runs."""
-    view = _ENV_VIEWS.get(workflow)
-    if view is None:
-        view = _ENV_VIEWS[workflow] = EnvView(workflow.doc.env)
-    return view
+_PROCESS_ENV = EnvView()        # shared by every run of a workflow without `env:`
 
 
 class Run:
     """A single execution. Create, then `await execute()`; `cancel()` any time."""
+
+    __slots__ = ("workflow", "doc", "run_id", "raw_inputs", "user", "memory", "bus",
+                 "resolver", "model_override", "defaults", "env", "checkpoint", "services",
+                 "scheduler", "status", "error", "inputs")
 
     def __init__(self, workflow: CompiledWorkflow, inputs: dict[str, Any] | None = None, *,
                  user: str | dict[str, Any] | None = None, run_id: str | None = None,
@@ -109,7 +104,7 @@ class Run:
         self.resolver = resolver
         self.model_override = model
         self.defaults: Mapping[str, Any] = self.doc.defaults     # read-only for blocks
-        self.env = _env_view(workflow)
+        self.env = EnvView(self.doc.env) if self.doc.env else _PROCESS_ENV
         self.checkpoint = checkpoint
         self.services: Mapping[str, Any] = services if services is not None else _NO_SERVICES
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)

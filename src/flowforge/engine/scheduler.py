@@ -75,6 +75,9 @@ class Scope:
 class Scheduler:
     """Runs graphs for one run: owns the concurrency limit, the tasks, the events."""
 
+    __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "tasks", "inline",
+                 "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting")
+
     def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
         self.bus = bus
         self.limit = limit
