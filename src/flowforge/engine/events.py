@@ -31,16 +31,20 @@ class EventBus:
     def __init__(self, run_id: str = "", start_seq: int = 0) -> None:
         self.run_id = run_id
         self.events: list[dict] = []
-        self._subscribers: list[Subscriber] = []
+        # A tuple, replaced on (un)subscribe: publishing iterates a snapshot, so a
+        # consumer may unsubscribe from inside its callback without skipping another.
+        self._subscribers: tuple[Subscriber, ...] = ()
         self._seq = start_seq          # a resumed run continues its stored sequence
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(event)` for every later event; returns an unsubscribe."""
-        self._subscribers.append(callback)
+        self._subscribers = (*self._subscribers, callback)
 
         def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
+            subscribers = list(self._subscribers)
+            if callback in subscribers:
+                subscribers.remove(callback)
+                self._subscribers = tuple(subscribers)
 
         return unsubscribe
 

@@ -38,7 +38,7 @@ class BlockRecord:
                 "error": self.error}
 
 
-@dataclass
+@dataclass(slots=True)
 class RunResult:
     """The outcome of one run. Field names and meanings are fixed by DESIGN.md."""
 

@@ -123,7 +123,9 @@ class Run:
                          user=self.user.get("id"))
         top = None
         try:
-            self.inputs = validate_inputs(self.doc.inputs, self.raw_inputs)
+            declared = self.doc.inputs
+            self.inputs = validate_inputs(declared, self.raw_inputs) \
+                if declared or self.raw_inputs else self.raw_inputs    # {}: nothing to check
         except InputError as exc:
             self.status, self.error = "failed", str(exc)
         else:
@@ -216,7 +218,8 @@ class Run:
         if top is None:
             return RunResult(self.run_id, self.doc.id, self.status, {}, {}, {}, usage,
                              dict(self.memory), error=self.error)
-        memory = dict(self.memory)
+        # The run is over: its own containers become the result's, uncopied.
+        memory = dict(self.memory) if self.doc.memory else self.memory
         for key in self.doc.memory:
             for bid, record in top.records.items():   # settle order: the last writer wins
                 output = top.outputs.get(bid)
@@ -227,9 +230,11 @@ class Run:
             for bid in top.graph.nodes:
                 if bid not in records:
                     records[bid] = BlockRecord(CANCELLED, type=top.graph.nodes[bid].type)
-        ordered = {bid: records[bid] for bid in top.graph.nodes if bid in records}
+        nodes = top.graph.nodes
+        if len(records) != len(nodes) or any(a != b for a, b in zip(records, nodes)):
+            records = {bid: records[bid] for bid in nodes if bid in records}  # document order
         return RunResult(self.run_id, self.doc.id, self.status, _outputs_of(top),
-                         dict(top.outputs), ordered, usage, memory, error=self.error)
+                         top.outputs, records, usage, memory, error=self.error)
 
 
 def _outputs_of(scope: Scope) -> dict[str, Any]:
