@@ -5,6 +5,7 @@ Every problem is reported at once, each naming the input."""
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from typing import Any
 
 import jsonschema
@@ -22,6 +23,27 @@ def inputs_schema(declared: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
+#: id(declared) -> (declared, validator); holding `declared` keeps its id from being reused.
+_VALIDATORS: OrderedDict[int, tuple[dict, Any]] = OrderedDict()
+_VALIDATORS_KEPT = 256
+
+
+def _validator_for(declared: dict[str, dict[str, Any]]) -> Any:
+    """Building a JSON-Schema validator costs more than the rest of a run's
+    set-up; a workflow's `inputs` never change once compiled, so each is
+    built once (a few hundred are kept, least recently used dropped)."""
+    key = id(declared)
+    cached = _VALIDATORS.get(key)
+    if cached is not None and cached[0] is declared:
+        _VALIDATORS.move_to_end(key)
+        return cached[1]
+    validator = jsonschema.Draft202012Validator(inputs_schema(declared))
+    _VALIDATORS[key] = (declared, validator)
+    if len(_VALIDATORS) > _VALIDATORS_KEPT:
+        _VALIDATORS.popitem(last=False)
+    return validator
+
+
 def validate_inputs(declared: dict[str, dict[str, Any]], given: dict[str, Any] | None
                     ) -> dict[str, Any]:
     """Return the inputs with defaults applied, or raise InputError."""
@@ -31,7 +53,7 @@ def validate_inputs(declared: dict[str, dict[str, Any]], given: dict[str, Any] |
     values = {name: copy.deepcopy(schema["default"]) for name, schema in declared.items()
               if "default" in schema and name not in given}
     values.update(given)
-    validator = jsonschema.Draft202012Validator(inputs_schema(declared))
+    validator = _validator_for(declared)
     problems = []
     for error in sorted(validator.iter_errors(values), key=lambda e: list(e.path)):
         if error.validator == "required":
