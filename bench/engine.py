@@ -1,7 +1,8 @@
 """Engine overhead: flowforge against LangGraph (and bare asyncio as the floor),
 measured in the same process run on the same machine.
 
-    .venv/bin/python bench/engine.py [--repeat 5] [--quick]
+    .venv/bin/python bench/engine.py [--repeat 5]
+    .venv/bin/python bench/engine.py --s4-anatomy 6    # where S4's time goes, per round
 
 Scenarios (from the engine issue):
   S1  a chain of 500 no-op blocks: overhead per block, µs
@@ -285,10 +286,62 @@ async def measure(engine: Any, repeat: int) -> dict[str, Any]:
     return out
 
 
+async def s4_anatomy(rounds: int) -> None:
+    """Where S4's time goes, round by round: the wall, when the last run's first
+    sleep began (all runs' set-up), and the garbage collector's share."""
+    import gc
+
+    engine = Flowforge()
+    first_sleeps: list[float] = []
+    collections = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+    gc_started = [0.0]
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        else:
+            entry = collections[info["generation"]]
+            entry[0] += 1
+            entry[1] += time.perf_counter() - gc_started[0]
+
+    @flowforge.function("bench_sleep_probe")
+    async def probe(ms: float, first: bool = False) -> dict:
+        if first:
+            first_sleeps.append(time.perf_counter())
+        await asyncio.sleep(ms / 1000)
+        return {}
+
+    doc = {"id": "s4-probe", "blocks": [
+        {"id": f"c{i}", "type": "function", **({"after": [f"c{i - 1}"]} if i else {}),
+         "with": {"function": "bench_sleep_probe", "args": {"ms": SLEEP_MS, "first": i == 0}}}
+        for i in range(RUN_CHAIN)]}
+    small = flowforge.load(doc)
+    await asyncio.gather(*(flowforge.run(small, storage=False) for _ in range(RUNS)))
+    gc.callbacks.append(on_gc)
+    for _ in range(rounds):
+        first_sleeps.clear()
+        for entry in collections.values():
+            entry[0], entry[1] = 0, 0.0
+        started = time.perf_counter()
+        await asyncio.gather(*(flowforge.run(small, storage=False) for _ in range(RUNS)))
+        wall = time.perf_counter() - started
+        print(json.dumps({
+            "s4_wall_over_ideal": round(wall * 1000 / (RUN_CHAIN * SLEEP_MS), 3),
+            "last_run_started_sleeping_ms": round((max(first_sleeps) - started) * 1000, 1),
+            "gc_collections": [collections[g][0] for g in range(3)],
+            "gc_ms": [round(collections[g][1] * 1000, 1) for g in range(3)]}))
+    gc.callbacks.remove(on_gc)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--s4-anatomy", type=int, metavar="ROUNDS", default=0,
+                        help="only print where S4's time goes, for this many rounds")
     args = parser.parse_args()
+    if args.s4_anatomy:
+        await s4_anatomy(args.s4_anatomy)
+        return
     print(json.dumps({"machine": platform.machine(), "python": platform.python_version(),
                       "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}))
     results = {}
