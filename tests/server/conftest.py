@@ -68,7 +68,7 @@ async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None
     await storage.open()
     storage.poll_interval = 0.1
     config = dict(max_body_bytes=64 * 1024, webhook_backoff=0.05, webhook_attempts=3,
-                  sse_ping_seconds=1.0)
+                  sse_ping_seconds=1.0, allow_private_webhooks=True)   # receivers on loopback
     config.update(settings)
     app = create_app(ServerSettings(**config), storage=storage, webhook_client=webhook_client)
     url, stop_serving = await serve_asgi(app)

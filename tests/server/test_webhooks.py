@@ -97,3 +97,63 @@ async def test_an_unreachable_receiver_is_recorded_and_the_run_still_succeeds(se
     assert detail["status"] == "succeeded" and detail["webhook"] == with_closed_port
     assert [a["succeeded"] for a in attempts] == [False, False, False]
     assert all(a["status_code"] is None and "Connect" in a["error"] for a in attempts)
+
+
+async def test_webhooks_to_internal_addresses_are_refused_before_anything_runs(tmp_path):
+    # Without --allow-private-webhooks, a user must not be able to make the server
+    # POST to its own network: loopback, private, link-local (cloud metadata).
+    received: list[httpx.Request] = []
+    client = httpx.AsyncClient(transport=httpx.MockTransport(
+        lambda request: received.append(request) or httpx.Response(200)))
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'db.sqlite'}",
+                                    webhook_client=client, allow_private_webhooks=False)
+    try:
+        async with live.client() as api:
+            saved = await api.post("/api/workflows", json=chain(
+                count=1, seconds=0, webhook="http://169.254.169.254/latest/meta-data"))
+            assert saved.status_code == 422
+            error = saved.json()["error"]
+            assert error["code"] == "webhook_refused"
+            assert error["message"].startswith("webhook (in the document): ")
+            assert "169.254.169.254" in error["message"]
+            assert "--allow-private-webhooks" in error["message"]
+            assert (await api.get("/api/workflows/chain")).status_code == 404
+
+            assert (await api.post("/api/workflows", json=chain(count=1, seconds=0))
+                    ).status_code == 201
+            refused = await api.post("/api/workflows/chain/runs",
+                                     json={"webhook": "http://127.0.0.1:9/hook"})
+            assert refused.status_code == 422
+            assert refused.json()["error"]["message"].startswith(
+                "webhook: webhook refused to call 'http://127.0.0.1:9/hook'")
+            assert (await api.get("/api/runs")).json()["runs"] == []
+
+            public = await api.post("/api/workflows/chain/runs?wait=true",
+                                    json={"webhook": "http://93.184.216.34/hook"})
+            assert public.status_code == 200
+            await _deliveries(live, api, public.json()["run_id"], 1)
+    finally:
+        await stop()
+    assert [str(r.url) for r in received] == ["http://93.184.216.34/hook"]
+
+
+async def test_a_webhook_host_that_turns_internal_is_refused_at_delivery(tmp_path):
+    from flowforge.server.webhooks import deliver_webhook
+    from flowforge.storage import storage_from_url
+
+    calls: list[httpx.Request] = []
+    client = httpx.AsyncClient(transport=httpx.MockTransport(
+        lambda request: calls.append(request) or httpx.Response(200)))
+    storage = storage_from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    await storage.open()
+    try:
+        await storage.create_run({"run_id": "r1", "workflow_id": "w", "status": "succeeded",
+                                  "inputs": {}, "created_at": 1.0, "document": {}})
+        delivered = await deliver_webhook(storage, client, "r1", "http://10.1.2.3/hook",
+                                          {"run_id": "r1"}, "secret", attempts=3, backoff=0)
+        attempts = await storage.list_deliveries("r1")
+    finally:
+        await storage.close()
+    assert delivered is False and calls == []
+    assert [(a["attempt"], a["succeeded"]) for a in attempts] == [(1, False)]
+    assert "10.1.2.3" in attempts[0]["error"] and "--allow-private-webhooks" in attempts[0]["error"]

@@ -28,6 +28,10 @@ def serve(
     model: Optional[str] = typer.Option(None, "--model", "-m",
                                         help="Model for every LLM block of every run."),
     log_level: str = typer.Option("info", "--log-level"),
+    allow_private_webhooks: bool = typer.Option(
+        False, "--allow-private-webhooks", help="Let webhooks go to loopback, private and "
+        "link-local addresses (off: refused, so users cannot reach internal services "
+        "through the server; also FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:
@@ -51,6 +55,8 @@ def serve(
         err.print("no users yet: create one with `flowforge users create NAME --admin"
                   f"{' --db ' + database_url if database_url else ''}`")
     settings = ServerSettings(database_url=url, model=model)
+    if allow_private_webhooks:
+        settings.allow_private_webhooks = True
     if max_body_bytes is not None:
         settings.max_body_bytes = max_body_bytes
     # Everything in this process (the block registry too) uses the served database.

@@ -18,7 +18,8 @@ import httpx
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
-from flowforge.server.webhooks import deliver_webhook, webhook_payload
+from flowforge.server.errors import ApiError
+from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
 from flowforge.service.runs import RunHandle, start_run
 from flowforge.service.workflows import WorkflowStore
 from flowforge.storage.base import Storage
@@ -55,20 +56,29 @@ class LiveRuns:
                     user: dict[str, Any], version: int | None = None,
                     webhook: str | None = None,
                     services: dict[str, Any] | None = None) -> RunHandle:
-        """Start a compiled workflow as `user` (a user row) in the background."""
+        """Start a compiled workflow as `user` (a user row) in the background.
+        A webhook the server will not call is refused here (422), before the run."""
+        webhook = webhook or compiled.doc.webhook
+        if webhook:
+            await self.check_webhook(webhook)
         run_id = uuid.uuid4().hex
         user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
         handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
                                  services=services,
                                  model=self.settings.model, run_id=run_id,
                                  workflow_version=version)
-        webhook = webhook or compiled.doc.webhook
         if webhook:
             await self.storage.update_run(run_id, webhook=webhook)
         self.handles[run_id] = handle
         handle.task.add_done_callback(
             lambda task: self._finished(handle, task, webhook, user["webhook_secret"]))
         return handle
+
+    async def check_webhook(self, url: str, where: str = "webhook") -> None:
+        """Raise 422 naming `where` when the SSRF guard refuses `url`."""
+        refusal = await webhook_refusal(url, self.settings.allow_private_webhooks)
+        if refusal is not None:
+            raise ApiError(422, f"{where}: {refusal}", code="webhook_refused")
 
     def _finished(self, handle: RunHandle, task: asyncio.Task, webhook: str | None,
                   secret: str) -> None:
@@ -88,7 +98,8 @@ class LiveRuns:
         payload = redact(webhook_payload(result, row))
         await deliver_webhook(self.storage, self.http, handle.run_id, url, payload, secret,
                               attempts=self.settings.webhook_attempts,
-                              backoff=self.settings.webhook_backoff)
+                              backoff=self.settings.webhook_backoff,
+                              allow_private=self.settings.allow_private_webhooks)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)

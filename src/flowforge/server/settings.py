@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 __all__ = ["ServerSettings"]
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
 def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
     return int(value) if value and value.isdigit() else default
@@ -26,6 +30,11 @@ class ServerSettings:
     """Seconds before the first retry; doubles after each failed attempt."""
     webhook_timeout: float = 10.0
     """Seconds one delivery attempt may take."""
+    allow_private_webhooks: bool = field(
+        default_factory=lambda: _env_flag("FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS"))
+    """Let webhooks go to loopback, private and link-local addresses (a server
+    whose receivers are on its own network).  Off: any user could otherwise make
+    the server POST to `http://169.254.169.254/...` or an intranet service."""
     sse_ping_seconds: float = 15.0
     """Comment lines keep idle event streams open through proxies."""
     cancel_wait_seconds: float = 10.0

@@ -9,6 +9,11 @@ The key is the run owner's webhook secret (`GET /api/me`).  Signing the
 timestamp with the body lets a receiver refuse replays of old deliveries.
 A non-2xx answer or a network error is retried with exponential backoff;
 every attempt is recorded (`GET /api/runs/{id}/deliveries`).
+
+A webhook URL is checked by the SSRF guard when it is given (a run request or a
+saved workflow: 422) and again before delivery (its host may resolve
+differently by then): loopback, private and link-local addresses are refused
+unless the server allows them (`--allow-private-webhooks`).
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from typing import Any
 import httpx
 
 from flowforge.engine.result import RunResult
+from flowforge.errors import ToolError
 from flowforge.storage.base import Storage
+from flowforge.tools.network import check_url
 
-__all__ = ["sign", "verify", "webhook_payload", "deliver_webhook", "SIGNATURE_HEADER",
-           "TIMESTAMP_HEADER"]
+__all__ = ["sign", "verify", "webhook_payload", "deliver_webhook", "webhook_refusal",
+           "SIGNATURE_HEADER", "TIMESTAMP_HEADER"]
 
 SIGNATURE_HEADER = "X-Flowforge-Signature"
 TIMESTAMP_HEADER = "X-Flowforge-Timestamp"
@@ -53,10 +60,32 @@ def webhook_payload(result: RunResult, row: dict[str, Any] | None) -> dict[str, 
     return payload
 
 
+async def webhook_refusal(url: str, allow_private: bool) -> str | None:
+    """Why the server will not POST to `url` (None: it will)."""
+    try:
+        await check_url(url, allow_private=allow_private)
+    except ToolError as exc:
+        reason = str(exc).split("; set `allow_private_network", 1)[0]
+        hint = ("; webhooks go to public addresses only unless the server is started with "
+                "--allow-private-webhooks (FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)"
+                if "loopback, private" in reason else "")
+        return f"webhook {reason}{hint}"
+    return None
+
+
 async def deliver_webhook(storage: Storage, client: httpx.AsyncClient, run_id: str,
                           url: str, payload: dict[str, Any], secret: str, *,
-                          attempts: int = 5, backoff: float = 1.0) -> bool:
-    """POST until a 2xx or `attempts` tries; True when delivered."""
+                          attempts: int = 5, backoff: float = 1.0,
+                          allow_private: bool = False) -> bool:
+    """POST until a 2xx or `attempts` tries; True when delivered.  A URL the
+    SSRF guard refuses is recorded as one failed attempt and not retried."""
+    refusal = await webhook_refusal(url, allow_private)
+    if refusal is not None:
+        await storage.add_delivery({
+            "run_id": run_id, "attempt": 1, "url": url, "status_code": None,
+            "error": refusal, "succeeded": False, "created_at": time.time(),
+            "duration_ms": 0.0})
+        return False
     body = json.dumps(payload, default=str, ensure_ascii=False).encode()
     for attempt in range(1, attempts + 1):
         timestamp = str(int(time.time()))

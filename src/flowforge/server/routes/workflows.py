@@ -74,12 +74,21 @@ async def _document(request: Request) -> Any:
                             f"{exc.lineno}, column {exc.colno}", code="malformed_json") from None
 
 
+async def _check_document_webhook(live: Any, document: Any) -> None:
+    """A saved workflow's `webhook:` is refused at save time, not at its first run."""
+    webhook = document.get("webhook") if isinstance(document, dict) else None
+    if isinstance(webhook, str) and webhook:
+        await live.check_webhook(webhook, where="webhook (in the document)")
+
+
 @router.post("", status_code=201, openapi_extra=_DOCUMENT_BODY,
              summary="Save a new workflow (or a new version of one)")
 async def create_workflow(request: Request, user: CurrentUser,
                           owner: str | None = None) -> dict[str, Any]:
-    store = request.app.state.live.workflows
-    row = await store.save(owner_of(user, owner), await _document(request))
+    live = request.app.state.live
+    document = await _document(request)
+    await _check_document_webhook(live, document)
+    row = await live.workflows.save(owner_of(user, owner), document)
     return workflow_view(row)
 
 
@@ -108,9 +117,10 @@ async def get_workflow(request: Request, workflow_id: str, user: CurrentUser,
             summary="Save a new version of a workflow (creates it when new)")
 async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
                        owner: str | None = None) -> JSONResponse:
-    store = request.app.state.live.workflows
-    row = await store.save(owner_of(user, owner), await _document(request),
-                           expected_id=workflow_id)
+    live = request.app.state.live
+    document = await _document(request)
+    await _check_document_webhook(live, document)
+    row = await live.workflows.save(owner_of(user, owner), document, expected_id=workflow_id)
     return JSONResponse(workflow_view(row), status_code=201 if row["version"] == 1 else 200)
 
 
