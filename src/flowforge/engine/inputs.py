@@ -8,8 +8,6 @@ import copy
 from collections import OrderedDict
 from typing import Any
 
-import jsonschema
-
 from flowforge.errors import InputError
 
 __all__ = ["validate_inputs", "inputs_schema"]
@@ -37,6 +35,8 @@ def _validator_for(declared: dict[str, dict[str, Any]]) -> Any:
     if cached is not None and cached[0] is declared:
         _VALIDATORS.move_to_end(key)
         return cached[1]
+    import jsonschema    # here, not at the top: ~0.1 s that `flowforge --help` need not pay
+
     validator = jsonschema.Draft202012Validator(inputs_schema(declared))
     _VALIDATORS[key] = (declared, validator)
     if len(_VALIDATORS) > _VALIDATORS_KEPT:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flowforge.errors import Problem
@@ -107,6 +106,8 @@ def template_fields(template: str) -> list[str]:
 
 
 def _check_schema(schema: dict[str, Any], where: str) -> list[Problem]:
+    import jsonschema    # here, not at the top: loading the block types need not pay for it
+
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote, urljoin
 
-import httpx
 
 from flowforge.errors import ToolError
 from flowforge.tools.network import check_url
@@ -54,6 +53,8 @@ async def http_request(method: str, url: str, *, headers: Mapping[str, str] | No
                        max_bytes: int = MAX_RESPONSE_BYTES) -> HttpResult:
     """Make one request; raise ToolError for refused URLs, network failures,
     timeouts and oversized answers (HTTP error statuses are returned)."""
+    import httpx    # here, not at the top: ~0.1 s every CLI start would pay for tools it never calls
+
     method = method.upper()
     started = time.perf_counter()
     try:

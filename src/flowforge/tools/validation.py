@@ -15,7 +15,6 @@ import re
 from functools import lru_cache
 from typing import Any, Iterator
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.tools.spec import Tool
@@ -65,6 +64,8 @@ def _validator(schema: dict[str, Any]) -> Any:
     key = repr(schema)
     validator = _VALIDATORS.get(key)
     if validator is None:
+        import jsonschema    # here, not at the top: loading the block types need not pay for it
+
         if len(_VALIDATORS) > 1024:
             _VALIDATORS.clear()
         validator = _VALIDATORS[key] = jsonschema.validators.validator_for(schema)(schema)

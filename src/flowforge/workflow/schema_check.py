@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
-
 __all__ = ["schema_problems"]
 
 
@@ -17,6 +15,8 @@ def schema_problems(schema: dict[str, Any] | None, value: Any) -> list[str]:
     """Every way `value` breaks `schema`, located (empty when it fits)."""
     if not schema:
         return []
+    import jsonschema    # here, not at the top: most documents have no schema to check
+
     validator = jsonschema.validators.validator_for(schema)(schema)
     problems = []
     for error in sorted(validator.iter_errors(value), key=lambda e: list(e.path)):
