@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from flowforge.sandbox import Limits, SandboxError, run_python
+from flowforge.sandbox.process import _POOL
 
 pytestmark = pytest.mark.asyncio
 
@@ -22,9 +23,22 @@ def _modes() -> list[str]:
     return ["process"]
 
 
-@pytest.fixture(params=_modes())
-def mode(request) -> str:
-    return request.param
+@pytest.fixture(params=[(m, start) for m in _modes() for start in ("cold", "waiting")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def mode(request, monkeypatch) -> str:
+    """Each confinement, started cold for the run or waiting beforehand in the
+    pool (libseccomp loaded, modules preloaded where files are denied, before
+    its job): both must hold."""
+    mode, start = request.param
+    _POOL.close()
+    if start == "cold":
+        monkeypatch.setenv("FLOWFORGE_SANDBOX_WARM", "0")
+    else:
+        monkeypatch.setenv("FLOWFORGE_SANDBOX_WARM", "1")
+        _POOL.refill(mode)
+        assert [c.alive() for c in _POOL.idle[mode]] == [True]
+    yield mode
+    _POOL.close()
 
 
 def block(body: str) -> str:

@@ -14,11 +14,20 @@ Either way the parent counts wall time, kills the whole process group past
 it, caps what it reads, and answers the block's HTTP requests through the
 SSRF guard.  Every failure is a `SandboxError` whose `kind` says which limit
 or rule stopped the block.
+
+Starting the confined interpreter is most of a block's cost (~50 ms), so
+after the first run each mode keeps one process started and waiting for its
+job (`FLOWFORGE_SANDBOX_WARM`, default 1; 0 turns it off).  A waiting process
+has read nothing and confined nothing yet: it takes its limits, rules and
+code from the job like a cold one, runs one block and exits; the pool only
+moves the start earlier.  Idle processes are killed when this process exits,
+and a forked child (a worker pool) never uses its parent's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import json
 import os
@@ -107,9 +116,105 @@ def _bwrap_prefix() -> list[str]:
 def _command(mode: str) -> list[str]:
     python, _ = _interpreter()
     if mode == "bwrap":
+        # Modules are imported when the block asks (importing all of them up
+        # front costs more CPU than most blocks; back to back, that is latency).
         return [*_bwrap_prefix(), "--ro-bind", str(RUNNER), "/sandbox/runner.py",
                 python, "-I", "-S", "-B", "/sandbox/runner.py"]
-    return [python, "-I", "-S", "-B", str(RUNNER)]
+    # No file may be opened once confined: the runner imports what blocks may use first.
+    return [python, "-I", "-S", "-B", str(RUNNER), "--preload"]
+
+
+_CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+class _Child:
+    """One sandbox process (started, not yet given its job) and its scratch folder."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.scratch = tempfile.mkdtemp(prefix="flowforge-sandbox-") if mode == "process" \
+            else None
+        try:
+            self.proc = subprocess.Popen(
+                _command(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, cwd=self.scratch or "/",
+                env=_CHILD_ENV)
+        except OSError as exc:
+            _cleanup(self.scratch)
+            raise SandboxError("setup", f"cannot start the sandbox ({mode}): {exc}; install "
+                               f"bubblewrap (apt-get install bubblewrap) or set "
+                               f"FLOWFORGE_SANDBOX=process") from None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def discard(self) -> None:
+        """Kill (if still running), reap, remove the scratch folder; never raises."""
+        _kill(self.proc)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()                     # type: ignore[union-attr]
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        _cleanup(self.scratch)
+
+
+class _WarmPool:
+    """Started sandbox processes waiting for a job, by mode."""
+
+    def __init__(self) -> None:
+        self.idle: dict[str, list[_Child]] = {}
+        self.pid = os.getpid()
+
+    @staticmethod
+    def size() -> int:
+        value = os.environ.get("FLOWFORGE_SANDBOX_WARM", "1").strip()
+        return max(0, min(int(value), 8)) if value.isdigit() else 1
+
+    def take(self, mode: str) -> _Child:
+        """A waiting process for `mode` if one is alive, else a newly started one."""
+        if self.pid == os.getpid():
+            idle = self.idle.get(mode, [])
+            while idle:
+                child = idle.pop()
+                if child.alive():
+                    return child
+                child.discard()
+        return _Child(mode)
+
+    def refill(self, mode: str) -> None:
+        """Start processes until `mode` has its share waiting (after a take)."""
+        if self.pid != os.getpid():
+            return
+        idle = self.idle.setdefault(mode, [])
+        try:
+            while len(idle) < self.size():
+                idle.append(_Child(mode))
+        except SandboxError:
+            pass                      # the next run starts cold and reports the problem
+
+    def close(self) -> None:
+        if self.pid != os.getpid():
+            return                    # a forked child: the processes are the parent's
+        for idle in self.idle.values():
+            while idle:
+                idle.pop().discard()
+
+
+_POOL = _WarmPool()
+atexit.register(_POOL.close)
+
+
+def _forget_inherited_pool() -> None:
+    global _POOL
+    _POOL = _WarmPool()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_pool)
 
 
 async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | None = None,
@@ -133,34 +238,24 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     job = {"source": source, "inputs": inputs, "context": context or {},
            "limits": limits.to_dict(), "network": network,
            "deny_files": mode == "process", "drop_root": mode == "process", "check": check}
-    scratch = tempfile.mkdtemp(prefix="flowforge-sandbox-") if mode == "process" else None
     started = time.monotonic()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *_command(mode), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True, cwd=scratch or "/",
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            limit=limits.output_bytes + 65536)
-    except OSError as exc:
-        _cleanup(scratch)
-        raise SandboxError("setup", f"cannot start the sandbox ({mode}): {exc}; install "
-                           f"bubblewrap (apt-get install bubblewrap) or set "
-                           f"FLOWFORGE_SANDBOX=process") from None
+    child = _POOL.take(mode)
     calls: list[str] = []
+    channel = _Channel()
     try:
+        await channel.open(child.proc, limits.output_bytes + 65536)
+        channel.send(job)
+        # The next block's process starts while this one runs (on the loop's
+        # next turn: not between sending this job and reading its answer).
+        asyncio.get_running_loop().call_soon(_POOL.refill, mode)
         message = await asyncio.wait_for(
-            _converse(proc, job, http, calls, limits), timeout=limits.wall_seconds)
+            _converse(child.proc, channel, http, calls, limits), timeout=limits.wall_seconds)
     except asyncio.TimeoutError:
-        _kill(proc)
-        await proc.wait()
         raise SandboxError("wall", f"the block ran longer than its wall-time limit of "
                            f"{limits.wall_seconds:g} s and was stopped") from None
-    except SandboxError:
-        _kill(proc)
-        await proc.wait()
-        raise
     finally:
-        _cleanup(scratch)
+        channel.close()
+        child.discard()               # killed if still there: one process, one block
     duration = round((time.monotonic() - started) * 1000, 3)
     if message.get("ok"):
         return SandboxResult(message.get("output") or {}, message.get("logs") or "", duration,
@@ -168,14 +263,37 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     raise SandboxError(message.get("kind", "error"), message.get("message", "the block failed"))
 
 
-async def _converse(proc: asyncio.subprocess.Process, job: dict, http: HttpHandler | None,
+class _Channel:
+    """The child's stdin and stdout as asyncio streams of the running loop (a
+    waiting process may have been started under another loop, or none)."""
+
+    def __init__(self) -> None:
+        self.reader: asyncio.StreamReader | None = None
+        self.transports: list[asyncio.BaseTransport] = []
+
+    async def open(self, proc: subprocess.Popen, limit: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.reader = reader = asyncio.StreamReader(limit=limit, loop=loop)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), proc.stdout)
+        self.transports.append(read_transport)
+        write_transport, _ = await loop.connect_write_pipe(asyncio.Protocol, proc.stdin)
+        self.transports.append(write_transport)
+
+    def send(self, message: dict) -> None:
+        self.transports[1].write((json.dumps(message, default=str) + "\n").encode())  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        for transport in self.transports:
+            transport.close()
+
+
+async def _converse(proc: subprocess.Popen, channel: _Channel, http: HttpHandler | None,
                     calls: list[str], limits: Limits) -> dict[str, Any]:
-    assert proc.stdin and proc.stdout and proc.stderr
-    proc.stdin.write((json.dumps(job) + "\n").encode())
-    await proc.stdin.drain()
+    assert channel.reader is not None
     while True:
         try:
-            line = await proc.stdout.readline()
+            line = await channel.reader.readline()
         except (ValueError, asyncio.LimitOverrunError):
             raise SandboxError("output", f"the block's output exceeds the limit of "
                                f"{limits.output_bytes} bytes") from None
@@ -189,17 +307,15 @@ async def _converse(proc: asyncio.subprocess.Process, job: dict, http: HttpHandl
         if message.get("op") == "http":
             calls.append(f"{message.get('method')} {message.get('url')}")
             answer = await http(message) if http else {"error": "network is not declared"}
-            proc.stdin.write((json.dumps(answer, default=str) + "\n").encode())
-            await proc.stdin.drain()
+            channel.send(answer)
             continue
-        await proc.wait()
         return message
 
 
-async def _explain_exit(proc: asyncio.subprocess.Process, limits: Limits) -> dict[str, Any]:
-    code = await proc.wait()
-    stderr = (await proc.stderr.read(4000)).decode(errors="replace").strip() if proc.stderr \
-        else ""
+async def _explain_exit(proc: subprocess.Popen, limits: Limits) -> dict[str, Any]:
+    code = await asyncio.to_thread(proc.wait)
+    stderr = (await asyncio.to_thread(proc.stderr.read, 4000)).decode(
+        errors="replace").strip() if proc.stderr else ""
     if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGKILL) \
             and "MemoryError" not in stderr:
         return {"ok": False, "kind": "cpu", "message": f"the block used more than its CPU-time "
@@ -212,7 +328,9 @@ async def _explain_exit(proc: asyncio.subprocess.Process, limits: Limits) -> dic
             f"result ({tail})"}
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return                        # reaped: its pid may belong to someone else now
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

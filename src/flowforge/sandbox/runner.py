@@ -266,17 +266,13 @@ def main() -> None:
         line = stdin.readline()
         return json.loads(line) if line else {"error": "the parent closed the channel"}
 
-    job = read()
-    limits, network = job["limits"], bool(job.get("network"))
-    problems = check_source(job["source"]) if job.get("check", True) else []
-    if problems:
-        write({"op": "result", "ok": False, "kind": "rejected", "message": "; ".join(problems)})
-        return
-    allowed = ALLOWED_MODULES | (NETWORK_MODULES if network else frozenset())
+    # Everything up to reading the job depends on nothing in it, and is done
+    # while a waiting process waits (see process.py's pool): libseccomp, and in
+    # the mode where no file may be opened later, every allowed module.
     import importlib
     modules = {}
     internal = {}
-    preload = bool(job.get("deny_files"))
+    preload = "--preload" in sys.argv[1:]
 
     def load(name):
         if name not in modules:
@@ -285,18 +281,40 @@ def main() -> None:
             internal["_strptime"] = importlib.import_module("_strptime")
         return modules[name]
 
-    if preload:                  # no file can be opened later in this mode
+    if preload:                  # all at once, before any confinement
         for name in sorted(ALLOWED_MODULES):
             load(name)
         "x".encode("idna"), "x".encode("utf-16"), "x".encode("latin-1")
+    try:
+        seccomp, seccomp_error = _load_seccomp(), None
+    except OSError as exc:
+        seccomp, seccomp_error = None, exc
+
+    first = stdin.readline()
+    if not first:
+        return                   # a waiting process that was never given a job
+    job = json.loads(first)
+    limits, network = job["limits"], bool(job.get("network"))
+    problems = check_source(job["source"]) if job.get("check", True) else []
+    if problems:
+        write({"op": "result", "ok": False, "kind": "rejected", "message": "; ".join(problems)})
+        return
+    allowed = ALLOWED_MODULES | (NETWORK_MODULES if network else frozenset())
+    deny_files = bool(job.get("deny_files"))
+    if deny_files and not preload:
+        write({"op": "result", "ok": False, "kind": "setup",
+               "message": "could not confine the block: a process that may not open files "
+                          "must be started with --preload"})
+        return
     if network:
         modules["httpx"] = _http_module()
     try:
-        seccomp = _load_seccomp()
+        if seccomp_error is not None:
+            raise seccomp_error
         _set_limits(limits)
         if job.get("drop_root"):
             _drop_root()
-        _install_seccomp(seccomp, deny_files=preload)
+        _install_seccomp(seccomp, deny_files=deny_files)
     except OSError as exc:
         write({"op": "result", "ok": False, "kind": "setup",
                "message": f"could not confine the block: {exc}"})
