@@ -134,3 +134,44 @@ def test_import_registers_user_functions():
                                         "status": 200}}
     broken = flowforge("run", str(EXAMPLES / "scoring.yaml"), "--import", "no_such_module_x")
     assert broken.returncode == 2 and "--import no_such_module_x failed" in broken.stderr
+
+
+def test_runs_cancel_stops_a_run_another_process_is_running(tmp_path):
+    # `flowforge run` in one process, `flowforge runs cancel` in another: they
+    # share only the database.
+    (tmp_path / "slow_functions.py").write_text(
+        "import asyncio\nimport flowforge\n\n"
+        "@flowforge.function('nap')\nasync def nap(seconds: float) -> dict:\n"
+        "    await asyncio.sleep(seconds)\n    return {'slept': seconds}\n")
+    doc = tmp_path / "slow.yaml"
+    doc.write_text("id: slow\nblocks:\n"
+                   "  - {id: quick, type: set, with: {v: 1}}\n"
+                   "  - {id: nap, type: function, after: [quick],"
+                   " with: {function: nap, args: {seconds: 60}}}\n")
+    env = {**os.environ, "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'runs.db'}"}
+    running = subprocess.Popen(
+        [sys.executable, "-m", "flowforge.cli.main", "run", str(doc), "--import",
+         str(tmp_path / "slow_functions.py"), "--json"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = None
+        for _ in range(300):
+            listed = flowforge("runs", "list", "--json", env=env)
+            rows = json.loads(listed.stdout) if listed.returncode == 0 else []
+            if rows and rows[0]["status"] == "running":
+                run_id = rows[0]["run_id"]
+                break
+        assert run_id, "the run never started"
+        cancelled = flowforge("runs", "cancel", run_id, env=env)
+        stdout, stderr = running.communicate(timeout=60)
+    finally:
+        running.kill()
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"run {run_id} cancelled" in cancelled.stdout
+    assert running.returncode == 1, stderr
+    result = json.loads(stdout)
+    assert result["status"] == "cancelled"
+    assert {b: v["status"] for b, v in result["blocks"].items()} == {
+        "quick": "succeeded", "nap": "cancelled"}
+    again = flowforge("runs", "cancel", run_id, env=env)
+    assert again.returncode == 0 and "already ended: cancelled" in again.stdout

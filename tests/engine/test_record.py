@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import flowforge
+from flowforge.service.cancel import request_cancel
 from flowforge.storage import storage_from_url
 
 EXECUTED: list[str] = []
@@ -154,3 +155,49 @@ async def test_a_finished_run_leaves_no_reference_cycles():
         assert gc.collect() == 0      # everything of the run was freed by reference counting
     finally:
         gc.enable()
+
+
+async def test_a_cancel_request_from_another_process_cancels_the_run_and_it_is_recorded():
+    # Another process shares only the database with the one running the run:
+    # here, a second connection marks the row; the running side notices.
+    doc = {"id": "far-cancel", "blocks": [step("first"), step("long", after=["first"], ms=20000),
+                                          step("after_long", after=["long"])]}
+    storage = storage_from_url()
+    await storage.open()
+    storage.poll_interval = 0.05
+    elsewhere = storage_from_url()
+    await elsewhere.open()
+    try:
+        handle = await flowforge.start_run(doc, {}, storage=storage)
+        for _ in range(100):
+            if any(b["block_id"] == "long" for b in await elsewhere.get_blocks(handle.run_id)):
+                break
+            await asyncio.sleep(0.02)
+        await request_cancel(elsewhere, handle.run_id)
+        result = await asyncio.wait_for(handle.wait(), 5)
+    finally:
+        await elsewhere.close()
+        await storage.close()
+    assert result.status == "cancelled"
+    assert {b: r.status for b, r in result.blocks.items()} == {
+        "first": "succeeded", "long": "cancelled", "after_long": "cancelled"}
+    row, blocks, _ = await stored(handle.run_id)
+    assert row["status"] == "cancelled" and row["cancel_requested_at"] is not None
+    assert {b["block_id"]: b["status"] for b in blocks}["long"] == "cancelled"
+
+
+async def test_resuming_a_run_supersedes_an_earlier_cancel_request():
+    doc = {"id": "resume-after-cancel", "blocks": [step("only")]}
+    first = await flowforge.run(doc, {})
+    storage = storage_from_url()
+    await storage.open()
+    try:
+        await storage.update_run(first.run_id, status="running", finished_at=None)
+        await request_cancel(storage, first.run_id)          # nobody was running it
+        storage.poll_interval = 0.05
+        resumed = await flowforge.resume(first.run_id, storage=storage)
+    finally:
+        await storage.close()
+    assert resumed.status == "succeeded"
+    row, _, _ = await stored(first.run_id)
+    assert row["status"] == "succeeded" and row["cancel_requested_at"] is None

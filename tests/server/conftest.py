@@ -63,7 +63,9 @@ class Server:
 
 
 async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None,
-                       **settings: Any):
+                       users_of: Server | None = None, **settings: Any):
+    """`users_of`: a server already on this database (a second server process
+    shares its users instead of creating them)."""
     storage = storage_from_url(url)
     await storage.open()
     storage.poll_interval = 0.1
@@ -73,9 +75,12 @@ async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None
     app = create_app(ServerSettings(**config), storage=storage, webhook_client=webhook_client)
     url, stop_serving = await serve_asgi(app)
     live = Server(url, app, storage)
-    for name, role in (("admin", "admin"), ("alice", "user"), ("bob", "user")):
-        user, key = await create_user(storage, name, role)
-        live.users[name], live.keys[name] = user, key
+    if users_of is not None:
+        live.users, live.keys = users_of.users, users_of.keys
+    else:
+        for name, role in (("admin", "admin"), ("alice", "user"), ("bob", "user")):
+            user, key = await create_user(storage, name, role)
+            live.users[name], live.keys[name] = user, key
 
     async def stop() -> None:
         await stop_serving()

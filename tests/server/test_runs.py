@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.server.conftest import chain, read_sse, wait_for_status
+from tests.server.conftest import chain, read_sse, start_server, wait_for_status
 
 
 async def _save(client, workflow: dict) -> dict:
@@ -134,3 +134,31 @@ async def test_bad_run_inputs_are_refused_before_anything_runs(server):
     assert extra.status_code == 422 and extra.json()["error"]["details"][0]["where"] == \
         "body.bogus"
     assert runs == []
+
+
+async def test_cancel_reaches_a_run_that_another_server_process_runs(tmp_path):
+    # Two server processes on one database (as behind a load balancer): the run
+    # lives in the first, the cancel arrives at the second.
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first, stop_first = await start_server(url)
+    second, stop_second = await start_server(url, users_of=first)
+    workflow = chain(count=3, seconds=0.01)
+    workflow["blocks"][1]["with"]["args"]["seconds"] = 60
+    try:
+        async with first.client() as one, second.client() as two:
+            await _save(one, workflow)
+            run_id = (await one.post("/api/workflows/chain/runs", json={})).json()["run_id"]
+            for _ in range(200):
+                detail = (await two.get(f"/api/runs/{run_id}")).json()
+                if detail["blocks"].get("b1", {}).get("status") == "running":
+                    break
+                await asyncio.sleep(0.02)
+            answer = await asyncio.wait_for(two.post(f"/api/runs/{run_id}/cancel"), 15)
+            detail = (await one.get(f"/api/runs/{run_id}")).json()
+    finally:
+        await stop_second()
+        await stop_first()
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"run_id": run_id, "status": "cancelled"}
+    assert {b: v["status"] for b, v in detail["blocks"].items()} == {
+        "b0": "succeeded", "b1": "cancelled", "b2": "cancelled"}

@@ -299,6 +299,33 @@ async def test_keys_are_found_by_hash_until_revoked(storage):
         [("k1", True), ("k2", False)]
 
 
+# -- cancel requests ------------------------------------------------------------------------------
+
+async def test_a_cancel_request_is_seen_through_another_connection(storage, storage_url):
+    # The process running a run and the one asking to cancel it share only the database.
+    for run_id in ("r1", "r2", "r3"):
+        await storage.create_run(_run(run_id))
+    other = storage_from_url(storage_url)
+    await other.open()
+    try:
+        assert await storage.cancel_requests(["r1", "r2", "r3"]) == set()
+        await other.update_run("r2", cancel_requested_at=123.5)
+    finally:
+        await other.close()
+    assert await storage.cancel_requests(["r1", "r2", "r3", "unknown"]) == {"r2"}
+    assert await storage.cancel_requests([]) == set()
+    assert (await storage.get_run("r2"))["cancel_requested_at"] == 123.5
+    await storage.update_run("r2", cancel_requested_at=None)
+    assert await storage.cancel_requests(["r2"]) == set()
+
+
+async def test_many_run_ids_can_be_checked_at_once(storage):
+    ids = [f"run-{i}" for i in range(1200)]            # past SQLite's parameter limit
+    for run_id in ids[::100]:
+        await storage.create_run(_run(run_id, cancel_requested_at=1.0))
+    assert await storage.cancel_requests(ids) == set(ids[::100])
+
+
 # -- webhook deliveries ---------------------------------------------------------------------------
 
 async def test_delivery_attempts_are_recorded_in_order(storage):

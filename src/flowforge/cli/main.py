@@ -201,6 +201,17 @@ def runs_show(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
     _storage_call(show_run(db, run_id, as_json, events, out))
 
 
+@runs_app.command("cancel")
+def runs_cancel(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
+                wait: float = typer.Option(10.0, "--wait", min=0,
+                                           help="Seconds to wait for the run to end.")) -> None:
+    """Cancel a run wherever it runs (a server, another terminal): exit 0 once it ended."""
+    from flowforge.cli.runs_view import cancel_run
+
+    ended = _storage_call(cancel_run(db, run_id, wait, out))
+    raise typer.Exit(0 if ended else 1)
+
+
 @runs_app.command("resume")
 def runs_resume(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
                 as_json: bool = typer.Option(False, "--json")) -> None:

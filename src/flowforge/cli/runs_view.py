@@ -12,9 +12,11 @@ from rich.text import Text
 
 from flowforge.cli.progress import STATUS_STYLE
 from flowforge.errors import NotFound
+from flowforge.service.cancel import request_cancel, wait_until_ended
 from flowforge.service.runs import open_storage
+from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["list_runs", "show_run"]
+__all__ = ["list_runs", "show_run", "cancel_run"]
 
 
 def _when(seconds: float | None) -> str:
@@ -95,3 +97,23 @@ async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool
     for event in events:
         console.print(f"  {event['seq']:>4} {event['type']:<16} {event.get('block_id') or ''}",
                       highlight=False)
+
+
+async def cancel_run(db: str | None, run_id: str, wait: float, console: Console) -> bool:
+    """Ask whichever process runs `run_id` to cancel it; True once it ended."""
+    async with open_storage(db) as storage:
+        row = await storage.get_run(run_id)
+        if row is None:
+            raise NotFound(f"no run with id '{run_id}' in {storage.url}")
+        if row["status"] in TERMINAL_STATUSES:
+            console.print(f"run {run_id} already ended: {row['status']}")
+            return True
+        await request_cancel(storage, run_id)
+        if await wait_until_ended(storage, run_id, wait):
+            row = await storage.get_run(run_id)
+            console.print(f"run {run_id} {row['status'] if row else 'is gone'}")
+            return True
+    console.print(f"asked run {run_id} to cancel; it is still running after {wait:g} s. "
+                  f"If no process runs it any more (it was cut off), "
+                  f"`flowforge runs resume {run_id}` finishes it instead.")
+    return False

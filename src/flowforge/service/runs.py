@@ -20,6 +20,7 @@ from flowforge.engine.events import EventBus
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
 from flowforge.errors import NotFound
+from flowforge.service.cancel import forget_run, watch_for_cancel
 from flowforge.service.loading import load, resolve_workflow
 from flowforge.service.recorder import Recorder, redactor
 from flowforge.storage import Storage, storage_from_url
@@ -123,8 +124,9 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "document": compiled.doc.model_dump(mode="json", by_alias=True,
                                                     exclude_none=True)})
         else:
+            # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
-                                     error=None)
+                                     error=None, cancel_requested_at=None)
         secrets = [run_obj.env[name] for name in _env_refs(compiled.graph)
                    if name in run_obj.env]
         recorder = Recorder(storage, run_obj.run_id, redactor(secrets))
@@ -139,9 +141,11 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     """Execute a prepared run; with storage, write its outcome and memory."""
     if storage is None:
         return await run_obj.execute()
+    watch_for_cancel(storage, run_obj)       # a cancel request from any process reaches it
     try:
         result = await run_obj.execute()
     finally:
+        forget_run(storage, run_obj.run_id)
         if recorder is not None:
             await recorder.close()
     await storage.update_run(

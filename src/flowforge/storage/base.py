@@ -30,7 +30,7 @@ __all__ = ["Storage", "Migration", "AlreadyExists", "RUN_FIELDS", "BLOCK_FIELDS"
 #: Columns of a run row, in order.
 RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", "inputs",
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
-              "finished_at", "webhook")
+              "finished_at", "webhook", "cancel_requested_at")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")
@@ -93,6 +93,11 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def cancel_requests(self, run_ids: list[str]) -> set[str]:
+        """Those of `run_ids` whose row carries a cancel request
+        (`cancel_requested_at`, set with `update_run` by any process)."""
 
     @abc.abstractmethod
     async def list_runs(self, *, workflow_id: str | None = None, status: str | None = None,

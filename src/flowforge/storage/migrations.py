@@ -86,6 +86,9 @@ SQLITE_MIGRATIONS: list[Migration] = [
             created_at REAL NOT NULL,
             PRIMARY KEY (run_id, attempt))""",
     )),
+    Migration("0003_run_cancel_requests", (
+        "ALTER TABLE runs ADD COLUMN cancel_requested_at REAL",
+    )),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -172,5 +175,8 @@ POSTGRES_MIGRATIONS: list[Migration] = [
             duration_ms DOUBLE PRECISION,
             created_at DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (run_id, attempt))""",
+    )),
+    Migration("0003_run_cancel_requests", (
+        "ALTER TABLE runs ADD COLUMN cancel_requested_at DOUBLE PRECISION",
     )),
 ]

@@ -160,6 +160,13 @@ class PostgresStorage(Storage):
                                    f"WHERE run_id = %s", (run_id,))
         return _run_row(row) if row else None
 
+    async def cancel_requests(self, run_ids: list[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        rows = await self._fetch("SELECT run_id FROM runs WHERE cancel_requested_at IS NOT NULL "
+                                 "AND run_id = ANY(%s)", (list(run_ids),))
+        return {row["run_id"] for row in rows}
+
     async def list_runs(self, *, workflow_id: str | None = None, status: str | None = None,
                         user_id: str | None = None, limit: int = 50, offset: int = 0
                         ) -> list[dict[str, Any]]:

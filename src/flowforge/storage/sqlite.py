@@ -114,6 +114,17 @@ class SQLiteStorage(Storage):
         row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return _run_row(row) if row else None
 
+    async def cancel_requests(self, run_ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(run_ids)
+        for start in range(0, len(ids), 500):          # SQLite's bound-parameter limit
+            chunk = ids[start:start + 500]
+            rows = self._conn().execute(
+                f"SELECT run_id FROM runs WHERE cancel_requested_at IS NOT NULL AND run_id IN "
+                f"({', '.join('?' * len(chunk))})", chunk).fetchall()
+            found.update(row[0] for row in rows)
+        return found
+
     async def list_runs(self, *, workflow_id: str | None = None, status: str | None = None,
                         user_id: str | None = None, limit: int = 50, offset: int = 0
                         ) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from flowforge.server.auth import CurrentUser, is_admin, owned_run
 from flowforge.server.errors import ApiError
 from flowforge.server.sse import after_seq, event_stream
 from flowforge.server.views import run_detail, run_summary
+from flowforge.service.cancel import request_cancel, wait_until_ended
 from flowforge.storage.base import TERMINAL_STATUSES
 
 __all__ = ["router", "history", "cancel_run"]
@@ -73,19 +74,25 @@ async def run_events(request: Request, run_id: str, user: CurrentUser,
 
 async def cancel_run(request: Request, user: dict[str, Any], run_id: str) -> JSONResponse:
     """Cancel, then wait (a bounded time) for the run to settle, so the answer
-    says how it ended: blocks that finished keep their results."""
+    says how it ended: blocks that finished keep their results.  A run of
+    another process (another server process, a CLI, a worker) is cancelled
+    through its row: that process sees the request within its poll interval."""
     storage = request.app.state.storage
     row = await owned_run(storage, user, run_id)
     if row["status"] in TERMINAL_STATUSES:
         raise ApiError(409, f"run '{run_id}' already ended ({row['status']})")
+    wait = request.app.state.settings.cancel_wait_seconds
     handle = request.app.state.live.cancel(run_id)
-    if handle is None:
-        raise ApiError(409, f"run '{run_id}' is not running on this server (it may have been "
-                            f"cut off: `flowforge runs resume {run_id}`)")
-    done, _ = await asyncio.wait({handle.task},
-                                 timeout=request.app.state.settings.cancel_wait_seconds)
-    if not done:
-        return JSONResponse({"run_id": run_id, "status": "cancelling"}, status_code=202)
+    if handle is not None:
+        done, _ = await asyncio.wait({handle.task}, timeout=wait)
+        settled = bool(done)
+    else:
+        await request_cancel(storage, run_id)
+        settled = await wait_until_ended(storage, run_id, wait)
+    if not settled:
+        return JSONResponse({"run_id": run_id, "status": "cancelling", "note": (
+            "asked to cancel; if no process is running it any more (cut off), "
+            f"`flowforge runs resume {run_id}` finishes it instead")}, status_code=202)
     row = await storage.get_run(run_id)
     return JSONResponse({"run_id": run_id, "status": row["status"]}, status_code=200)
 

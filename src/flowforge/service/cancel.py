@@ -1,0 +1,90 @@
+"""Cancelling a run wherever it runs.
+
+A run executes in one process (a CLI, one of a server's processes, later a
+worker), but the cancel request may arrive anywhere.  The request is a mark
+on the run's row (`cancel_requested_at`); each process that runs runs with
+storage watches the rows of its own runs — one query per `poll_interval` for
+all of them, only while it has any — and cancels the ones marked.  A run
+cancelled this way ends `cancelled` and is recorded like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from flowforge.errors import StorageError
+from flowforge.storage import Storage
+from flowforge.storage.base import TERMINAL_STATUSES
+
+__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run"]
+
+log = logging.getLogger("flowforge.cancel")
+
+
+async def request_cancel(storage: Storage, run_id: str) -> None:
+    """Mark the run: whichever process runs it cancels it within `poll_interval`."""
+    await storage.update_run(run_id, cancel_requested_at=time.time())
+
+
+async def wait_until_ended(storage: Storage, run_id: str, timeout: float) -> bool:
+    """True once the run's row says it ended (or it is gone); False after `timeout` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        row = await storage.get_run(run_id)
+        if row is None or row["status"] in TERMINAL_STATUSES:
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(min(storage.poll_interval, 0.1))
+
+
+class _Watcher:
+    """The runs one storage object is running in this process, and the task
+    that polls their rows for cancel requests."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.runs: dict[str, Any] = {}             # run id -> Run
+        self.task: asyncio.Task | None = None
+
+    def watch(self, run: Any) -> None:
+        self.runs[run.run_id] = run
+        loop = asyncio.get_running_loop()
+        if self.task is None or self.task.done() or self.task.get_loop() is not loop:
+            self.task = loop.create_task(self._poll(), name="flowforge-cancel-watcher")
+
+    async def _poll(self) -> None:
+        while self.runs:
+            await asyncio.sleep(self.storage.poll_interval)
+            ids = list(self.runs)
+            if not ids:
+                break
+            try:
+                marked = await self.storage.cancel_requests(ids)
+            except StorageError as exc:           # a busy or restarting database: next time
+                log.warning("could not check runs for cancel requests: %s", exc)
+                continue
+            for run_id in marked:
+                run = self.runs.pop(run_id, None)
+                if run is not None:
+                    run.cancel()
+
+
+def _watcher(storage: Storage) -> _Watcher:
+    watcher = storage.__dict__.get("_cancel_watcher")
+    if watcher is None:
+        watcher = storage.__dict__["_cancel_watcher"] = _Watcher(storage)
+    return watcher
+
+
+def watch_for_cancel(storage: Storage, run: Any) -> None:
+    """Cancel `run` (a `Run`) when its row gets a cancel request."""
+    _watcher(storage).watch(run)
+
+
+def forget_run(storage: Storage, run_id: str) -> None:
+    _watcher(storage).runs.pop(run_id, None)
