@@ -127,16 +127,11 @@ class Scheduler:
         if not inline:
             self._pump()
         else:
-            slot: list[Any] = [None]
-            self.adopting = slot
-            try:
-                self._pump()
-            finally:
-                self.adopting = None
-            if slot[0] is not None:
+            adopted = self._pump_adopting()
+            if adopted is not None:
                 self.inline = asyncio.current_task()
                 try:
-                    await self._worker(*slot[0], started=True)
+                    await self._worker(*adopted, started=True)
                 finally:
                     self.inline = None
         if scope.remaining:
@@ -261,15 +256,21 @@ class Scheduler:
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
             else:
                 self._finish(scope, node, SUCCEEDED, output, None, None)
-            slot: list[Any] = [None]
-            self.adopting = slot
-            try:
-                self._pump()
-            finally:
-                self.adopting = None
-            if slot[0] is None:
+            adopted = self._pump_adopting()
+            if adopted is None:
                 return
-            scope, node, context, config = slot[0]
+            scope, node, context, config = adopted
+
+    def _pump_adopting(self) -> tuple[Scope, Node, Any, Any] | None:
+        """Pump, keeping the first block that needs a Task for the calling one
+        (its scope, node, context and config) instead of starting a Task."""
+        slot: list[Any] = [None]
+        self.adopting = slot
+        try:
+            self._pump()
+        finally:
+            self.adopting = None
+        return slot[0]
 
     def _worker_done(self, task: asyncio.Task) -> None:
         """A worker Task cancelled before its first step never ran its body:
