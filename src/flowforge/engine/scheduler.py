@@ -76,7 +76,8 @@ class Scheduler:
     """Runs graphs for one run: owns the concurrency limit, the tasks, the events."""
 
     __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "tasks", "inline",
-                 "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting")
+                 "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting",
+                 "adopted")
 
     def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
         self.bus = bus
@@ -87,14 +88,16 @@ class Scheduler:
         self.pumping = False
         # Every Task running blocks -> the block it holds until its first step
         # (None once it runs: from then on the Task settles its blocks itself).
-        self.tasks: dict[asyncio.Task, tuple[Scope, Node] | None] = {}
+        # Made with the first such Task: a chain run inline never needs one.
+        self.tasks: dict[asyncio.Task, tuple[Scope, Node] | None] | None = None
         self.inline: asyncio.Task | None = None   # the caller's Task while it runs blocks
         self.cancelled_inline = False          # cancel() cancelled the caller's Task
         self.cancelled = False
         self.usage: dict[str, dict[str, Any]] = {}
         self.make_context = make_context       # (owner, scope, node) -> BlockContext
         self.owner: Any = None                 # the Run, handed to each block's context
-        self.adopting: list[Any] | None = None  # a finishing worker's slot for its next block
+        self.adopting = False                  # a Task is pumping and will run the next block
+        self.adopted: tuple[Scope, Node, Any, Any] | None = None   # ...this one (see _worker)
 
     # -- public ---------------------------------------------------------------
     async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None,
@@ -141,7 +144,7 @@ class Scheduler:
 
     def cancel(self) -> None:
         self.cancelled = True
-        for task in list(self.tasks):
+        for task in list(self.tasks or ()):
             task.cancel()
         inline = self.inline
         if inline is not None and inline is not _current_task():
@@ -205,13 +208,12 @@ class Scheduler:
         try:
             eager = node.timeout is None and node.retry is None and node.info.is_eager(config)
             if not eager:
-                adopting = self.adopting
-                if adopting is not None and adopting[0] is None:
-                    adopting[0] = (scope, node, context, config)   # see _worker
+                if self.adopting and self.adopted is None:
+                    self.adopted = (scope, node, context, config)   # see _worker
                     return
                 task = asyncio.get_running_loop().create_task(
                     self._worker(scope, node, context, config))
-                self.tasks[task] = (scope, node)
+                self._hold(task, (scope, node))
                 task.add_done_callback(self._worker_done)
                 return
             started = start_eagerly(node.info.run(context, config))
@@ -221,7 +223,7 @@ class Scheduler:
         if type(started) is Finished:
             self._finish(scope, node, SUCCEEDED, started.value, None, None)
             return
-        self.tasks[started] = None
+        self._hold(started, None)
         started.add_done_callback(lambda task: self._task_done(scope, node, task))
 
     async def _worker(self, scope: Scope, node: Node, context: Any, config: Any,
@@ -230,7 +232,7 @@ class Scheduler:
         with one of the blocks that became ready (a chain runs in one Task
         instead of a Task and two extra loop turns per block)."""
         if not started:
-            self.tasks[asyncio.current_task()] = None   # running: it settles its blocks itself
+            self._hold(asyncio.current_task(), None)   # running: it settles its blocks itself
         while True:
             try:
                 if node.timeout is None and node.retry is None:
@@ -264,18 +266,23 @@ class Scheduler:
     def _pump_adopting(self) -> tuple[Scope, Node, Any, Any] | None:
         """Pump, keeping the first block that needs a Task for the calling one
         (its scope, node, context and config) instead of starting a Task."""
-        slot: list[Any] = [None]
-        self.adopting = slot
+        self.adopting, self.adopted = True, None
         try:
             self._pump()
         finally:
-            self.adopting = None
-        return slot[0]
+            self.adopting = False
+        adopted, self.adopted = self.adopted, None
+        return adopted
+
+    def _hold(self, task: asyncio.Task, held: tuple[Scope, Node] | None) -> None:
+        if self.tasks is None:
+            self.tasks = {}
+        self.tasks[task] = held
 
     def _worker_done(self, task: asyncio.Task) -> None:
         """A worker Task cancelled before its first step never ran its body:
         settle the block it was holding so the run still ends."""
-        held = self.tasks.pop(task, None)
+        held = self.tasks.pop(task, None) if self.tasks else None
         if held is not None:
             scope, node = held
             self._finish(scope, node, CANCELLED, None, "cancelled before it started", None)
@@ -317,7 +324,8 @@ class Scheduler:
         raise AssertionError("unreachable")
 
     def _task_done(self, scope: Scope, node: Node, task: asyncio.Task) -> None:
-        self.tasks.pop(task, None)
+        if self.tasks:
+            self.tasks.pop(task, None)
         if task.cancelled():
             self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
         else:

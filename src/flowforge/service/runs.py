@@ -107,10 +107,10 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
     if storage is not None:
         services = dict(services or {})
         services.setdefault("storage", storage)
-    bus = EventBus(start_seq=start_seq)
-    run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
-                  concurrency=concurrency, resolver=resolve_workflow, bus=bus,
-                  services=services, checkpoint=checkpoint)
+    run_obj = _new_run(compiled, inputs, user=user, run_id=run_id, model=model,
+                       concurrency=concurrency, services=services, on_event=None,
+                       checkpoint=checkpoint, start_seq=start_seq)
+    bus = run_obj.bus
     user_id = run_obj.user.get("id")
     recorder = None
     if storage is not None:
@@ -134,6 +134,18 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
     if on_event is not None:
         bus.subscribe(on_event)
     return run_obj, recorder
+
+
+def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user: Any,
+             run_id: str | None, model: str | None, concurrency: int | None,
+             services: dict[str, Any] | None, on_event: Callable[[dict], None] | None,
+             checkpoint: dict[str, tuple[str, Any]] | None = None, start_seq: int = 0) -> Run:
+    run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
+                  concurrency=concurrency, resolver=resolve_workflow,
+                  bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint)
+    if on_event is not None:
+        run_obj.bus.subscribe(on_event)
+    return run_obj
 
 
 async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | None
@@ -170,10 +182,9 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     raise — the result says `failed` and names the block."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
-        run_obj, _ = await _prepare(compiled, inputs, user=user, storage=None, model=model,
-                                    concurrency=concurrency, services=services,
-                                    on_event=on_event)
-        return await run_obj.execute()
+        return await _new_run(compiled, inputs, user=user, run_id=None, model=model,
+                              concurrency=concurrency, services=services,
+                              on_event=on_event).execute()
     async with open_storage(storage) as opened:
         run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
                                            model=model, concurrency=concurrency,
