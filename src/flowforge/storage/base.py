@@ -202,12 +202,18 @@ class Storage(abc.ABC):
             for event in waiters:
                 event.set()
 
+    async def _watch_other_processes(self) -> None:
+        """Arrange for `_notify(run_id)` to be called when another process
+        records events (PostgreSQL: LISTEN).  Default: nothing, poll instead."""
+
     async def follow_events(self, run_id: str, after_seq: int = 0
                             ) -> AsyncIterator[dict[str, Any]]:
         """Every stored event with seq > after_seq, in order, then each new one as
         it is stored; ends after `run_finished`, or when the run has ended without
         one (a crashed process) or does not exist.  Events recorded by this
-        process wake the follower at once; others are found by polling."""
+        process wake the follower at once; so do other processes' where the back
+        end can tell (`_watch_other_processes`); else they are found by polling."""
+        await self._watch_other_processes()
         # Created on first use: back ends define their own __init__ without calling ours.
         waiters: dict[str, set[asyncio.Event]] = self.__dict__.setdefault("_waiters", {})
         wake = asyncio.Event()

@@ -11,6 +11,7 @@ conformance suite does to give every test an empty database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -67,12 +68,17 @@ def _split_url(url: str) -> tuple[str, int]:
     return urlunsplit(parts._replace(query=urlencode(kept))), pool_max
 
 
+#: NOTIFY channel: the payload is the id of a run that has new events.
+_CHANNEL = "flowforge_runs"
+
+
 class PostgresStorage(Storage):
     def __init__(self, url: str, migrations: list[Migration] | None = None) -> None:
         self.url = url
         self.conninfo, self.pool_max = _split_url(url)
         self.migrations = migrations or POSTGRES_MIGRATIONS
         self.pool: AsyncConnectionPool | None = None
+        self._listener: asyncio.Task | None = None      # LISTEN for other processes' events
 
     # -- lifecycle ---------------------------------------------------------------
     async def open(self) -> None:
@@ -112,9 +118,40 @@ class PostgresStorage(Storage):
                                        (migration.name, time.time()))
 
     async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            try:
+                await self._listener
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
+                pass
+            self._listener = None
         if self.pool is not None:
             await self.pool.close()
             self.pool = None
+
+    async def _watch_other_processes(self) -> None:
+        """One connection per storage LISTENs on `flowforge_runs`; `record`
+        NOTIFYs the run id on commit, so a follower in any process wakes at
+        once instead of at its next poll.  If the connection drops, followers
+        poll until the next follow starts listening again."""
+        if self._listener is not None and not self._listener.done():
+            return
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
+            await conn.execute(f"LISTEN {_CHANNEL}")
+        except psycopg.Error:
+            return                                       # polling still works
+        self._listener = asyncio.get_running_loop().create_task(
+            self._listen(conn), name="flowforge-postgres-listen")
+
+    async def _listen(self, conn: Any) -> None:
+        try:
+            async for note in conn.notifies():
+                self._notify(note.payload)
+        except psycopg.Error:
+            pass
+        finally:
+            await conn.close()
 
     def _pool(self) -> AsyncConnectionPool:
         if self.pool is None:
@@ -190,6 +227,8 @@ class PostgresStorage(Storage):
             async with self._pool().connection() as conn:
                 async with conn.transaction():
                     cursor = conn.cursor()
+                    # Delivered at commit, to every process LISTENing (followers).
+                    await cursor.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, run_id))
                     if events:
                         await cursor.executemany(
                             "INSERT INTO run_events (run_id, seq, type, block_id, time, data) "
