@@ -4,10 +4,19 @@ use_when + tags (never the schemas) and falls back to text when embedding fails.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from flowforge.knowledge.api import Knowledge
 from flowforge.knowledge.embeddings import Embedder
 from flowforge.registry import KnowledgeSearch, Registry
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def registry_url(request, tmp_path) -> str:
+    """Text search on both back ends (FTS5's bm25; PostgreSQL's ts_rank)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'registry.db'}"
+    return request.getfixturevalue("postgres_schema_url")
 
 
 async def test_text_search_finds_blocks_by_what_they_do(registry):

@@ -20,6 +20,14 @@ DOUBLE = {
 }
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def registry_url(request, tmp_path) -> str:
+    """Every test here runs on both back ends of the registry."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'registry.db'}"
+    return request.getfixturevalue("postgres_schema_url")
+
+
 def test_a_fresh_registry_holds_the_starter_library(registry):
     ids = registry.ids()
     assert {"text_word_count", "llm_summarise", "http_fetch", "date_diff"} <= set(ids)
@@ -53,8 +61,8 @@ def test_unknown_id_suggests_the_closest(registry):
         registry.get("math_stat")
 
 
-def test_the_registry_persists_in_its_database(tmp_path):
-    url = f"sqlite:///{tmp_path / 'r.db'}"
+def test_the_registry_persists_in_its_database(registry_url):
+    url = registry_url
     first = Registry.open(url, search="text")
     first.add(DOUBLE)
     first.close()
@@ -84,3 +92,20 @@ def test_invalid_definitions_are_refused_with_the_place_and_the_reason(registry,
         registry.add({**DOUBLE, **change})
     text = str(info.value)
     assert where in text and words in text
+
+
+def test_servers_on_one_postgresql_database_share_one_registry(postgres_schema_url, monkeypatch):
+    # With FLOWFORGE_DATABASE_URL on PostgreSQL (several server processes or hosts),
+    # the registry lives there too: a block one server adds, another one finds.
+    monkeypatch.setenv("FLOWFORGE_DATABASE_URL", postgres_schema_url)
+    monkeypatch.delenv("FLOWFORGE_REGISTRY_URL", raising=False)
+    one = Registry.open(search="text")
+    other = Registry.open(search="text")
+    try:
+        one.add(DOUBLE)
+        assert other.get("double_it").version == 1
+        other.delete("double_it")
+        assert one.find("double_it") is None
+    finally:
+        one.close()
+        other.close()

@@ -76,8 +76,9 @@ class Registry:
     @classmethod
     def open(cls, url: str | None = None, *, seed: bool = True,
              search: str | None = None) -> Registry:
-        """A registry on `url` (a SQLite URL or path; `:memory:` for a
-        throwaway one), seeded with the starter library."""
+        """A registry on `url` (a SQLite URL or path, `:memory:` for a
+        throwaway one, or a PostgreSQL URL; default: where the runs are
+        stored), seeded with the starter library."""
         store = BlockStore.from_url(url or _default_url())
         registry = cls(store, _searcher(store, search))
         if seed:
@@ -180,11 +181,7 @@ def _default_url() -> str:
     if url:
         return url
     from flowforge.storage import default_database_url
-    database = default_database_url()
-    if database.startswith("sqlite:") or "://" not in database:
-        return database
-    from platformdirs import user_data_dir
-    return f"sqlite:///{Path(user_data_dir('flowforge')) / 'registry.db'}"
+    return default_database_url()             # SQLite or PostgreSQL: where the runs are
 
 
 def _searcher(store: BlockStore, mode: str | None) -> BlockSearch:

@@ -3,9 +3,9 @@ current head of each, and a full-text index (embeddings live in the knowledge
 layer, see `registry.search`).
 
 The registry keeps its own tables and its own ordered migration list
-(`REGISTRY_MIGRATIONS`, recorded in `registry_schema`), on the same SQLite
-file as runs (`FLOWFORGE_DATABASE_URL`) unless `FLOWFORGE_REGISTRY_URL`
-names another.  So the storage layer's owner and this module never edit
+(`REGISTRY_MIGRATIONS`, recorded in `registry_schema`), on the same database
+as runs (`FLOWFORGE_DATABASE_URL`: a SQLite file here, PostgreSQL in
+`store_postgres.py`) unless `FLOWFORGE_REGISTRY_URL` names another.  So the storage layer's owner and this module never edit
 each other's migrations.  Calls are synchronous: a local SQLite query costs
 microseconds, and the compiler checks `uses:` blocks synchronously.
 """
@@ -67,14 +67,19 @@ class BlockStore:
             raise StorageError(f"cannot open the block registry at {self.path}: {exc}") from None
 
     @classmethod
-    def from_url(cls, url: str) -> BlockStore:
+    def from_url(cls, url: str) -> Any:
+        """The store for `url`: a SQLite file (or `:memory:`), or PostgreSQL."""
         if url.startswith("sqlite:///"):
             return cls(url[len("sqlite:///"):] or ":memory:")
         if url.startswith("sqlite:"):
             return cls(":memory:")
+        if url.startswith(("postgresql://", "postgres://")):
+            from flowforge.registry.store_postgres import PostgresBlockStore
+            return PostgresBlockStore(url)
         if "://" in url:
-            raise StorageError(f"the block registry needs SQLite for now, not '{url}': set "
-                               f"FLOWFORGE_REGISTRY_URL=sqlite:///path/registry.db")
+            raise StorageError(f"the block registry needs SQLite or PostgreSQL, not '{url}': "
+                               f"set FLOWFORGE_REGISTRY_URL=sqlite:///path/registry.db or "
+                               f"postgresql://...")
         return cls(url)
 
     def _migrate(self) -> None:
