@@ -74,7 +74,8 @@ async def one_client(client: httpx.AsyncClient, index: int) -> Outcome:
                     outcome.last_type = event["type"]
         outcome.seconds = time.perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - counted as a failed request
-        outcome.error = f"{type(exc).__name__}: {exc}"
+        phase = "start" if outcome.run_id is None else f"events after {len(outcome.seqs)}"
+        outcome.error = f"{phase}: {type(exc).__name__}: {exc!r}"
     return outcome
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import socket
@@ -62,11 +63,27 @@ def test_serve_answers_with_a_created_key_and_refuses_without(tmp_path):
                 time.sleep(0.1)
         me = httpx.get(f"{base}/api/me", headers={"Authorization": f"Bearer {key}"})
         anonymous = httpx.get(f"{base}/api/runs")
+        # An idle connection outlives clients' own pool expiry (httpx: 5 s), so a
+        # client never reuses one the server is closing at that very moment.
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("GET", "/health")
+            first = conn.getresponse()
+            first.read()
+            used = conn.sock
+            time.sleep(6)
+            conn.request("GET", "/health")        # raises if the server closed it
+            second = conn.getresponse()
+            second.read()
+            same_connection = conn.sock is used
+        finally:
+            conn.close()
     finally:
         os.kill(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
     assert me.status_code == 200 and me.json()["name"] == "dana"
     assert anonymous.status_code == 401
+    assert (first.status, second.status, same_connection) == (200, 200, True)
 
 
 def test_serve_explains_a_bad_database_url(tmp_path):

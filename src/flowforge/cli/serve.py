@@ -28,6 +28,10 @@ def serve(
     model: Optional[str] = typer.Option(None, "--model", "-m",
                                         help="Model for every LLM block of every run."),
     log_level: str = typer.Option("info", "--log-level"),
+    keep_alive: int = typer.Option(
+        75, "--keep-alive", min=1, help="Seconds an idle connection stays open. Longer "
+        "than clients' and load balancers' own idle timeouts (httpx 5 s, AWS ALB 60 s), so "
+        "the server never closes a connection just as a client reuses it."),
     allow_private_webhooks: bool = typer.Option(
         False, "--allow-private-webhooks", help="Let webhooks go to loopback, private and "
         "link-local addresses (off: refused, so users cannot reach internal services "
@@ -62,7 +66,7 @@ def serve(
     # Everything in this process (the block registry too) uses the served database.
     os.environ["FLOWFORGE_DATABASE_URL"] = url
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
-                proxy_headers=False)
+                proxy_headers=False, timeout_keep_alive=keep_alive)
 
 
 async def _check_database(storage_from_url, url: str) -> int:
