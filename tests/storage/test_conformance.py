@@ -299,6 +299,23 @@ async def test_keys_are_found_by_hash_until_revoked(storage):
         [("k1", True), ("k2", False)]
 
 
+async def test_runs_recording_at_once_are_each_stored_and_one_failure_fails_only_its_run(storage):
+    # SQLite commits the calls of one loop turn together; each must still stand alone.
+    for run_id in ("r1", "r2"):
+        await storage.create_run(_run(run_id))
+    results = await asyncio.gather(
+        storage.record("r1", [_event(1), _event(2)], []),
+        storage.record("no-such-run", [_event(1)], []),          # no run row: refused
+        storage.record("r2", [_event(1)], [{"block_id": "a", "status": "running"}]),
+        return_exceptions=True)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], StorageError) and "no-such-run" in str(results[1])
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2]
+    assert [e["seq"] for e in await storage.get_events("r2")] == [1]
+    assert [b["status"] for b in await storage.get_blocks("r2")] == ["running"]
+    assert await storage.get_events("no-such-run") == []
+
+
 # -- cancel requests ------------------------------------------------------------------------------
 
 async def test_a_cancel_request_is_seen_through_another_connection(storage, storage_url):

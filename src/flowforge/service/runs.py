@@ -121,8 +121,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "run_id": run_obj.run_id, "workflow_id": compiled.id,
                 "workflow_version": workflow_version, "user_id": user_id, "status": "running",
                 "inputs": inputs or {}, "created_at": time.time(), "started_at": time.time(),
-                "document": compiled.doc.model_dump(mode="json", by_alias=True,
-                                                    exclude_none=True)})
+                "document": compiled.document})
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,

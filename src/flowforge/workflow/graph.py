@@ -132,3 +132,8 @@ class CompiledWorkflow:
     @property
     def id(self) -> str:
         return self.doc.id
+
+    @cached_property
+    def document(self) -> dict[str, Any]:
+        """The document as JSON data (what each run's record keeps), dumped once."""
+        return self.doc.model_dump(mode="json", by_alias=True, exclude_none=True)
