@@ -21,7 +21,7 @@ from flowforge.errors import Problem
 from flowforge.workflow.graph import Graph, Node
 from flowforge.workflow.model import BlockSpec
 
-__all__ = ["BlockConfig", "BlockType", "BlockContext", "Routed", "ChildOutcome"]
+__all__ = ["BlockConfig", "BlockType", "BlockContext", "Routed", "ChildOutcome", "LATER"]
 
 
 class BlockConfig(BaseModel):
@@ -87,6 +87,17 @@ class BlockContext(Protocol):
         """Run another workflow (by path or id) nested in this run; returns its outputs."""
 
 
+class _Later:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "LATER"
+
+
+#: What `BlockType.run_now` returns when the block must be awaited through `run`.
+LATER: Any = _Later()
+
+
 class BlockType:
     """Base class of block types. Subclasses set `type_name`, `Config`, and
     implement `run`; containers and routers set the flags."""
@@ -120,6 +131,14 @@ class BlockType:
         Task (no `asyncio.timeout`, no anyio cancel scopes): the engine may then
         start it inline and only make a Task if it suspends."""
         return False
+
+    @classmethod
+    def run_now(cls, context: BlockContext, config: Any) -> Any:
+        """The output, computed without awaiting, for a block that never waits
+        (set, condition, response, a plain function): the engine calls this
+        first and so skips the coroutine and its start.  Return `LATER` when
+        this run must go through `run` (the default)."""
+        return LATER
 
     @classmethod
     async def run(cls, context: BlockContext, config: Any) -> Any:  # pragma: no cover

@@ -75,6 +75,10 @@ class ConditionBlock(BlockType):
 
     @classmethod
     async def run(cls, context: BlockContext, config: ConditionConfig) -> Any:
+        return cls.run_now(context, config)
+
+    @classmethod
+    def run_now(cls, context: BlockContext, config: ConditionConfig) -> Any:
         chosen, index = config.default, "default"
         scope = context.scope
         for position, case in enumerate(config.cases):

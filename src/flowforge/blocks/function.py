@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import LATER, BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.tools.functions import get_function
 
@@ -35,6 +35,16 @@ class FunctionBlock(BlockType):
     def is_eager(cls, config: FunctionConfig) -> bool:
         # A plain callable on the loop cannot tell whether it has a Task of its own.
         return not config.thread and not get_function(config.function).is_async
+
+    @classmethod
+    def run_now(cls, context: BlockContext, config: FunctionConfig) -> Any:
+        if config.thread:
+            return LATER
+        registered = get_function(config.function)
+        if registered.is_async:
+            return LATER
+        result = registered.fn(**config.args)
+        return result if isinstance(result, dict) else {"result": result}
 
     @classmethod
     async def run(cls, context: BlockContext, config: FunctionConfig) -> Any:

@@ -23,5 +23,9 @@ class InputBlock(BlockType):
         return True
 
     @classmethod
-    async def run(cls, context: BlockContext, config: InputConfig) -> Any:
+    def run_now(cls, context: BlockContext, config: InputConfig) -> Any:
         return dict(context.scope.get("input") or {})
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: InputConfig) -> Any:
+        return cls.run_now(context, config)

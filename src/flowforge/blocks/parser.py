@@ -49,6 +49,10 @@ class ParserBlock(BlockType):
 
     @classmethod
     async def run(cls, context: BlockContext, config: ParserConfig) -> Any:
+        return cls.run_now(context, config)
+
+    @classmethod
+    def run_now(cls, context: BlockContext, config: ParserConfig) -> Any:
         try:
             value = config.text if isinstance(config.text, (dict, list)) else \
                 extract_json(config.text if isinstance(config.text, str) else str(config.text))

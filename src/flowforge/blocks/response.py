@@ -33,6 +33,10 @@ class ResponseBlock(BlockType):
 
     @classmethod
     async def run(cls, context: BlockContext, config: ResponseConfig) -> Any:
+        return cls.run_now(context, config)
+
+    @classmethod
+    def run_now(cls, context: BlockContext, config: ResponseConfig) -> Any:
         output: dict[str, Any] = {}
         if config.message is not None:
             output["message"] = config.message

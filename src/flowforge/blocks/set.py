@@ -30,5 +30,9 @@ class SetBlock(BlockType):
         return True
 
     @classmethod
-    async def run(cls, context: BlockContext, config: SetConfig) -> Any:
+    def run_now(cls, context: BlockContext, config: SetConfig) -> Any:
         return dict(config.model_extra or {})
+
+    @classmethod
+    async def run(cls, context: BlockContext, config: SetConfig) -> Any:
+        return cls.run_now(context, config)

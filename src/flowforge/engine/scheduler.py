@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from flowforge.blocks.base import ChildOutcome, Routed
+from flowforge.blocks.base import LATER, ChildOutcome, Routed
 from flowforge.engine.eager import Finished, start_eagerly
 from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
 from flowforge.engine.result import BlockRecord
@@ -206,22 +206,27 @@ class Scheduler:
                                "inputs", inputs, now)
         context = self.make_context(self.owner, scope, node)
         try:
-            eager = node.timeout is None and node.retry is None and node.info.is_eager(config)
-            if not eager:
-                if self.adopting and self.adopted is None:
-                    self.adopted = (scope, node, context, config)   # see _worker
+            plain = node.timeout is None and node.retry is None
+            # A block that never waits answers at once: no coroutine at all.
+            output = node.info.run_now(context, config) if plain else LATER
+            if output is LATER:
+                if not (plain and node.info.is_eager(config)):
+                    if self.adopting and self.adopted is None:
+                        self.adopted = (scope, node, context, config)   # see _worker
+                        return
+                    task = asyncio.get_running_loop().create_task(
+                        self._worker(scope, node, context, config))
+                    self._hold(task, (scope, node))
+                    task.add_done_callback(self._worker_done)
                     return
-                task = asyncio.get_running_loop().create_task(
-                    self._worker(scope, node, context, config))
-                self._hold(task, (scope, node))
-                task.add_done_callback(self._worker_done)
-                return
-            started = start_eagerly(node.info.run(context, config))
+                started = start_eagerly(node.info.run(context, config))
+                if type(started) is Finished:
+                    output = started.value
         except Exception as exc:  # noqa: BLE001
             self._finish(scope, node, FAILED, None, _message(exc), exc)
             return
-        if type(started) is Finished:
-            self._finish(scope, node, SUCCEEDED, started.value, None, None)
+        if output is not LATER:
+            self._finish(scope, node, SUCCEEDED, output, None, None)
             return
         self._hold(started, None)
         started.add_done_callback(lambda task: self._task_done(scope, node, task))
