@@ -28,6 +28,7 @@ from flowforge.errors import StorageError
 from flowforge.knowledge.store import (ChunkRow, DocumentInfo, Filters, KnowledgeBase,
                                        KnowledgeStore, NewChunk)
 from flowforge.knowledge.text import base_token, tag_token
+from flowforge.knowledge import vector_cache
 from flowforge.knowledge.vectors import VectorIndex
 
 __all__ = ["SQLiteKnowledgeStore"]
@@ -223,6 +224,8 @@ class SQLiteKnowledgeStore(KnowledgeStore):
             return db.execute("DELETE FROM kb_bases WHERE name = ?", (name,)).rowcount
         deleted = self._write(delete)
         self._indexes.pop(name, None)
+        if self.path != ":memory:":
+            vector_cache.forget_index(self.path, name)
         return bool(deleted)
 
     # -- documents ------------------------------------------------------------------------
@@ -330,6 +333,16 @@ class SQLiteKnowledgeStore(KnowledgeStore):
         if known is not None and known[0] == version:
             return known[1]
         with self._lock:
+            stamp = None
+            if self.path != ":memory:":
+                count, top = db.execute("SELECT COUNT(*), MAX(chunk_id) FROM kb_vectors "
+                                        "WHERE kb = ?", (kb,)).fetchone()
+                stamp = (version, count, top)
+                if count >= vector_cache.CACHE_MIN_ROWS:
+                    cached = vector_cache.load_index(self.path, kb, stamp)
+                    if cached is not None:
+                        self._indexes[kb] = (version, cached)
+                        return cached
             index = VectorIndex(dims or 1)
             ids, docs, blobs = [], [], []
             for chunk_id, doc_id, blob in db.execute(
@@ -342,6 +355,8 @@ class SQLiteKnowledgeStore(KnowledgeStore):
                 matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
                 index.tail = [(np.array(ids, np.int64), np.array(docs, np.int64), matrix)]
                 index.rebuild()
+                if stamp is not None and stamp[1] >= vector_cache.CACHE_MIN_ROWS:
+                    vector_cache.save_index(self.path, kb, stamp, index)
             self._indexes[kb] = (version, index)
             return index
 
