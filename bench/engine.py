@@ -293,7 +293,6 @@ async def s4_anatomy(rounds: int) -> None:
     sleep began (all runs' set-up), and the garbage collector's share."""
     import gc
 
-    engine = Flowforge()
     first_sleeps: list[float] = []
     collections = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
     gc_started = [0.0]

@@ -33,6 +33,14 @@ async def opened(path: Path) -> SQLiteKnowledgeStore:
     return store
 
 
+async def new_base(path: Path, rng, documents: int) -> SQLiteKnowledgeStore:
+    """An open store at `path` whose base `kb` holds `documents` x 10 vectors."""
+    store = await opened(path)
+    await store.create_base(KnowledgeBase("kb", "test/none", DIMS, 200, 30))
+    await add_docs(store, rng, 0, documents)
+    return store
+
+
 async def add_docs(store, rng, first: int, count: int) -> None:
     for d in range(first, first + count):
         doc = DocumentInfo(0, "kb", f"doc-{d}", f"src:{d}", {}, f"h{d}")
@@ -43,9 +51,7 @@ async def add_docs(store, rng, first: int, count: int) -> None:
 async def test_the_next_process_maps_the_index_and_gets_the_same_answers(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     path = tmp_path / "k.db"
-    first = await opened(path)
-    await first.create_base(KnowledgeBase("kb", "test/none", DIMS, 200, 30))
-    await add_docs(first, rng, 0, 40)                               # 400 vectors
+    first = await new_base(path, rng, 40)                               # 400 vectors
     queries = unit(rng, 5)
     expected = [await first.vector_search("kb", q, 10, None) for q in queries]
     await first.close()
@@ -66,9 +72,7 @@ async def test_the_next_process_maps_the_index_and_gets_the_same_answers(tmp_pat
 async def test_a_changed_base_is_rebuilt_not_read_from_a_stale_cache(tmp_path):
     rng = np.random.default_rng(1)
     path = tmp_path / "k.db"
-    store = await opened(path)
-    await store.create_base(KnowledgeBase("kb", "test/none", DIMS, 200, 30))
-    await add_docs(store, rng, 0, 30)
+    store = await new_base(path, rng, 30)
     probe = unit(rng, 1)[0]
     await store.vector_search("kb", probe, 5, None)                # builds and caches
     await add_docs(store, rng, 30, 1)                              # another process's write
@@ -88,9 +92,7 @@ async def test_a_changed_base_is_rebuilt_not_read_from_a_stale_cache(tmp_path):
 async def test_an_unreadable_cache_falls_back_to_building_the_index(tmp_path):
     rng = np.random.default_rng(2)
     path = tmp_path / "k.db"
-    store = await opened(path)
-    await store.create_base(KnowledgeBase("kb", "test/none", DIMS, 200, 30))
-    await add_docs(store, rng, 0, 20)
+    store = await new_base(path, rng, 20)
     query = unit(rng, 1)[0]
     expected = await store.vector_search("kb", query, 5, None)
     await store.close()

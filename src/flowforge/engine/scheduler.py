@@ -191,7 +191,7 @@ class Scheduler:
     def _launch(self, scope: Scope, node: Node) -> None:
         nid = node.id
         now = time.time()
-        record = scope.records[nid] = BlockRecord("running", now, type=node.type)
+        scope.records[nid] = BlockRecord("running", now, type=node.type)
         if node.resolve is None:
             config, inputs = node.config, node.spec.with_
         else:

@@ -12,18 +12,19 @@ microseconds, and the compiler checks `uses:` blocks synchronously.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from flowforge.errors import NotFound, StorageError
 from flowforge.registry.model import BlockDefinition
 
-__all__ = ["BlockStore", "REGISTRY_MIGRATIONS", "fts_query"]
+__all__ = ["BlockStore", "RegistryTables", "REGISTRY_MIGRATIONS", "fts_query"]
 
 REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     ("0001_registry_blocks", (
@@ -49,7 +50,109 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
 
 
-class BlockStore:
+class RegistryTables:
+    """Reads and deletes both back ends write the same way: SQL with `?`
+    placeholders (the PostgreSQL store turns them into `%s`), `deleted` as 0/1."""
+
+    _lock: Any
+
+    def _all(self, sql: str, args: Any = ()) -> list[tuple]:
+        raise NotImplementedError
+
+    def _change(self, sql: str, args: Any = ()) -> int:
+        """Run a write; its row count."""
+        raise NotImplementedError
+
+    def _transaction(self) -> Any:
+        raise NotImplementedError
+
+    def _one(self, sql: str, args: Any = ()) -> tuple | None:
+        rows = self._all(sql, args)
+        return rows[0] if rows else None
+
+    _lock_head = ""          # PostgreSQL: " FOR UPDATE" (SQLite's write lock covers it)
+
+    def _index_text(self, definition: BlockDefinition) -> None:
+        """(Re)index the block's name, description, use_when and tags."""
+        raise NotImplementedError
+
+    # -- writes --------------------------------------------------------------------
+    def put(self, definition: BlockDefinition) -> BlockDefinition:
+        """Store a new version (1 for a new id); returns it with `version` set.
+        A definition identical to the current head is not stored again."""
+        body = definition.model_dump(exclude={"version"})
+        with self._lock, self._transaction():
+            head = self._one("SELECT version, deleted FROM registry_heads WHERE id = ?"
+                             + self._lock_head, (definition.id,))
+            if head is not None and not head[1] and \
+                    self._version_row(definition.id, head[0]) == body:
+                return definition.model_copy(update={"version": head[0]})
+            version = (head[0] + 1) if head else 1
+            now = time.time()
+            self._change("INSERT INTO registry_versions VALUES (?, ?, ?, ?, ?)",
+                         (definition.id, version, json.dumps(body), now,
+                          definition.metadata.created_by))
+            self._change(
+                "INSERT INTO registry_heads VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0) "
+                "ON CONFLICT (id) DO UPDATE SET version = excluded.version, "
+                "name = excluded.name, category = excluded.category, "
+                "execution_type = excluded.execution_type, created_by = excluded.created_by, "
+                "tier = excluded.tier, updated_at = excluded.updated_at, deleted = 0",
+                (definition.id, version, definition.name, definition.category,
+                 definition.execution_type, definition.metadata.created_by,
+                 definition.metadata.tier, now))
+            self._index_text(definition)
+        return definition.model_copy(update={"version": version})
+
+    def delete(self, block_id: str) -> None:
+        """Hide a block (its versions stay, so old runs remain explainable)."""
+        with self._lock, self._transaction():
+            found = self._change("UPDATE registry_heads SET deleted = 1 WHERE id = ? "
+                                 "AND deleted = 0", (block_id,))
+            if not found:
+                raise NotFound(f"no block '{block_id}' in the registry")
+            self._change("DELETE FROM registry_fts WHERE id = ?", (block_id,))
+
+    # -- reads ---------------------------------------------------------------------
+    def _version_row(self, block_id: str, version: int) -> dict[str, Any] | None:
+        row = self._one("SELECT definition FROM registry_versions WHERE id = ? AND "
+                        "version = ?", (block_id, version))
+        return json.loads(row[0]) if row else None
+
+    def get(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+        with self._lock:
+            if version is None:
+                head = self._one("SELECT version FROM registry_heads WHERE id = ? AND "
+                                 "deleted = 0", (block_id,))
+                if head is None:
+                    return None
+                version = head[0]
+            data = self._version_row(block_id, version)
+        if data is None:
+            return None
+        return BlockDefinition.model_validate({**data, "version": version})
+
+    def versions(self, block_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._all("SELECT version, created_at, created_by FROM registry_versions "
+                             "WHERE id = ? ORDER BY version", (block_id,))
+        return [{"version": v, "created_at": t, "created_by": c} for v, t, c in rows]
+
+    def ids(self, *, category: str | None = None, created_by: str | None = None,
+            execution_type: str | None = None) -> list[str]:
+        where, args = ["deleted = 0"], []
+        for column, value in (("category", category), ("created_by", created_by),
+                              ("execution_type", execution_type)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        with self._lock:
+            rows = self._all(f"SELECT id FROM registry_heads WHERE {' AND '.join(where)} "
+                             f"ORDER BY id", args)
+        return [row[0] for row in rows]
+
+
+class BlockStore(RegistryTables):
     """SQLite tables of the registry. Thread-safe (one lock, one connection)."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
@@ -106,94 +209,27 @@ class BlockStore:
         with self._lock:
             self.db.close()
 
-    # -- writes --------------------------------------------------------------------
-    def put(self, definition: BlockDefinition) -> BlockDefinition:
-        """Store a new version (1 for a new id); returns it with `version` set.
-        A definition identical to the current head is not stored again."""
-        body = definition.model_dump(exclude={"version"})
-        with self._lock:
-            head = self.db.execute("SELECT version FROM registry_heads WHERE id = ?",
-                                   (definition.id,)).fetchone()
-            if head is not None:
-                current = self._version_row(definition.id, head[0])
-                deleted = self.db.execute("SELECT deleted FROM registry_heads WHERE id = ?",
-                                          (definition.id,)).fetchone()[0]
-                if current == body and not deleted:
-                    return definition.model_copy(update={"version": head[0]})
-            version = (head[0] + 1) if head else 1
-            now = time.time()
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                self.db.execute("INSERT INTO registry_versions VALUES (?, ?, ?, ?, ?)",
-                                (definition.id, version, json.dumps(body), now,
-                                 definition.metadata.created_by))
-                self.db.execute(
-                    "INSERT INTO registry_heads VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0) "
-                    "ON CONFLICT (id) DO UPDATE SET version = excluded.version, "
-                    "name = excluded.name, category = excluded.category, "
-                    "execution_type = excluded.execution_type, "
-                    "created_by = excluded.created_by, tier = excluded.tier, "
-                    "updated_at = excluded.updated_at, deleted = 0",
-                    (definition.id, version, definition.name, definition.category,
-                     definition.execution_type, definition.metadata.created_by,
-                     definition.metadata.tier, now))
-                self.db.execute("DELETE FROM registry_fts WHERE id = ?", (definition.id,))
-                self.db.execute("INSERT INTO registry_fts VALUES (?, ?, ?, ?, ?)",
-                                (definition.id, definition.name, definition.description,
-                                 definition.use_when, " ".join(definition.tags)))
-                self.db.execute("COMMIT")
-            except Exception:
-                self.db.execute("ROLLBACK")
-                raise
-        return definition.model_copy(update={"version": version})
+    def _all(self, sql: str, args: Any = ()) -> list[tuple]:
+        return self.db.execute(sql, args).fetchall()
 
-    def delete(self, block_id: str) -> None:
-        """Hide a block (its versions stay, so old runs remain explainable)."""
-        with self._lock:
-            found = self.db.execute("UPDATE registry_heads SET deleted = 1 WHERE id = ? "
-                                    "AND deleted = 0", (block_id,)).rowcount
-            if not found:
-                raise NotFound(f"no block '{block_id}' in the registry")
-            self.db.execute("DELETE FROM registry_fts WHERE id = ?", (block_id,))
+    def _change(self, sql: str, args: Any = ()) -> int:
+        return self.db.execute(sql, args).rowcount
 
-    # -- reads ---------------------------------------------------------------------
-    def _version_row(self, block_id: str, version: int) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT definition FROM registry_versions WHERE id = ? AND "
-                              "version = ?", (block_id, version)).fetchone()
-        return json.loads(row[0]) if row else None
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
-    def get(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
-        with self._lock:
-            if version is None:
-                head = self.db.execute("SELECT version FROM registry_heads WHERE id = ? AND "
-                                       "deleted = 0", (block_id,)).fetchone()
-                if head is None:
-                    return None
-                version = head[0]
-            data = self._version_row(block_id, version)
-        if data is None:
-            return None
-        return BlockDefinition.model_validate({**data, "version": version})
-
-    def versions(self, block_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self.db.execute("SELECT version, created_at, created_by FROM "
-                                   "registry_versions WHERE id = ? ORDER BY version",
-                                   (block_id,)).fetchall()
-        return [{"version": v, "created_at": t, "created_by": c} for v, t, c in rows]
-
-    def ids(self, *, category: str | None = None, created_by: str | None = None,
-            execution_type: str | None = None) -> list[str]:
-        where, args = ["deleted = 0"], []
-        for column, value in (("category", category), ("created_by", created_by),
-                              ("execution_type", execution_type)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        with self._lock:
-            rows = self.db.execute(f"SELECT id FROM registry_heads WHERE {' AND '.join(where)} "
-                                   f"ORDER BY id", args).fetchall()
-        return [row[0] for row in rows]
+    def _index_text(self, definition: BlockDefinition) -> None:
+        self._change("DELETE FROM registry_fts WHERE id = ?", (definition.id,))
+        self._change("INSERT INTO registry_fts VALUES (?, ?, ?, ?, ?)",
+                     (definition.id, definition.name, definition.description,
+                      definition.use_when, " ".join(definition.tags)))
 
     def text_search(self, query: str, limit: int = 10) -> list[tuple[str, float]]:
         """(id, score) by bm25 over name, description, use_when and tags."""
