@@ -17,7 +17,7 @@ from flowforge.errors import (BlockError, BlockTimeout, FlowforgeError, InputErr
                               MissingCredentials, NotFound, Problem, ProviderError, RunError,
                               StorageError, ToolError, ValidationFailed, WorkflowError)
 from flowforge.service.loading import load, load_text, register_workflow
-from flowforge.service.runs import RunHandle, resume, run, run_sync, start_run
+from flowforge.service.runs import RunHandle, cancel_run, resume, run, run_sync, start_run
 from flowforge.tools.functions import function
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.model import Workflow
@@ -44,6 +44,7 @@ __all__ = [
     "ValidationFailed",
     "Workflow",
     "WorkflowError",
+    "cancel_run",
     "function",
     "load",
     "load_text",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import flowforge
 from flowforge.service.cancel import request_cancel
 from flowforge.storage import storage_from_url
@@ -201,3 +203,22 @@ async def test_resuming_a_run_supersedes_an_earlier_cancel_request():
     assert resumed.status == "succeeded"
     row, _, _ = await stored(first.run_id)
     assert row["status"] == "succeeded" and row["cancel_requested_at"] is None
+
+
+async def test_cancel_run_from_python_reaches_a_run_in_another_process(tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    doc = {"id": "py-cancel", "blocks": [step("first"), step("long", after=["first"], ms=20000)]}
+    running_side = storage_from_url(url)
+    await running_side.open()
+    running_side.poll_interval = 0.05
+    try:
+        handle = await flowforge.start_run(doc, {}, storage=running_side)
+        await asyncio.sleep(0.1)
+        status = await flowforge.cancel_run(handle.run_id, storage=url, wait=5)
+        result = await asyncio.wait_for(handle.wait(), 5)
+        again = await flowforge.cancel_run(handle.run_id, storage=url)
+        with pytest.raises(flowforge.NotFound, match="no run with id 'nope'"):
+            await flowforge.cancel_run("nope", storage=url)
+    finally:
+        await running_side.close()
+    assert (status, result.status, again) == ("cancelled", "cancelled", "cancelled")

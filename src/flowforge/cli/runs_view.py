@@ -12,7 +12,7 @@ from rich.text import Text
 
 from flowforge.cli.progress import STATUS_STYLE
 from flowforge.errors import NotFound
-from flowforge.service.cancel import request_cancel, wait_until_ended
+from flowforge.service.runs import cancel_run as service_cancel_run
 from flowforge.service.runs import open_storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
@@ -108,11 +108,10 @@ async def cancel_run(db: str | None, run_id: str, wait: float, console: Console)
         if row["status"] in TERMINAL_STATUSES:
             console.print(f"run {run_id} already ended: {row['status']}")
             return True
-        await request_cancel(storage, run_id)
-        if await wait_until_ended(storage, run_id, wait):
-            row = await storage.get_run(run_id)
-            console.print(f"run {run_id} {row['status'] if row else 'is gone'}")
-            return True
+        status = await service_cancel_run(run_id, storage=storage, wait=wait)
+    if status != "cancelling":
+        console.print(f"run {run_id} {status}")
+        return True
     console.print(f"asked run {run_id} to cancel; it is still running after {wait:g} s. "
                   f"If no process runs it any more (it was cut off), "
                   f"`flowforge runs resume {run_id}` finishes it instead.")

@@ -20,13 +20,15 @@ from flowforge.engine.events import EventBus
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
 from flowforge.errors import NotFound
-from flowforge.service.cancel import forget_run, watch_for_cancel
+from flowforge.service.cancel import (forget_run, request_cancel, wait_until_ended,
+                                      watch_for_cancel)
 from flowforge.service.loading import load, resolve_workflow
 from flowforge.service.recorder import Recorder, redactor
 from flowforge.storage import Storage, storage_from_url
+from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.graph import CompiledWorkflow, Graph
 
-__all__ = ["run", "run_sync", "start_run", "resume", "RunHandle", "open_storage"]
+__all__ = ["run", "run_sync", "start_run", "resume", "cancel_run", "RunHandle", "open_storage"]
 
 StorageArg = Storage | str | bool | None
 
@@ -216,3 +218,25 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
                                  checkpoint=checkpoint,
                                  start_seq=events[-1]["seq"] if events else 0)
         return await handle.wait()
+
+
+async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 10.0) -> str:
+    """Cancel a run wherever it runs (this process, another one, any server
+    process on the same database) and wait up to `wait` seconds for it to end.
+
+    Returns the run's status: `cancelled`, or how it had already ended, or
+    `cancelling` when it still runs after `wait` (if no process runs it any
+    more, it was cut off: `resume` finishes it)."""
+    async with open_storage(storage) as opened:
+        if opened is None:
+            raise NotFound("cancelling a run needs storage")
+        row = await opened.get_run(run_id)
+        if row is None:
+            raise NotFound(f"no run with id '{run_id}' in {opened.url}")
+        if row["status"] in TERMINAL_STATUSES:
+            return row["status"]
+        await request_cancel(opened, run_id)
+        if not await wait_until_ended(opened, run_id, wait):
+            return "cancelling"
+        row = await opened.get_run(run_id)
+        return row["status"] if row is not None else "cancelled"
