@@ -203,11 +203,7 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
     """Finish a run that was cut off: blocks that already succeeded (stored
     checkpoints) are not run again; the rest run as usual."""
     async with open_storage(storage) as opened:
-        if opened is None:
-            raise NotFound("resuming a run needs storage")
-        row = await opened.get_run(run_id)
-        if row is None:
-            raise NotFound(f"no run with id '{run_id}' in {opened.url}")
+        row = await _stored_run(opened, run_id, "resuming")
         compiled: CompiledWorkflow = load(row["document"])
         checkpoint = {b["block_id"]: (b["status"], b["output"])
                       for b in await opened.get_blocks(run_id)
@@ -228,11 +224,7 @@ async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 1
     `cancelling` when it still runs after `wait` (if no process runs it any
     more, it was cut off: `resume` finishes it)."""
     async with open_storage(storage) as opened:
-        if opened is None:
-            raise NotFound("cancelling a run needs storage")
-        row = await opened.get_run(run_id)
-        if row is None:
-            raise NotFound(f"no run with id '{run_id}' in {opened.url}")
+        row = await _stored_run(opened, run_id, "cancelling")
         if row["status"] in TERMINAL_STATUSES:
             return row["status"]
         await request_cancel(opened, run_id)
@@ -240,3 +232,12 @@ async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 1
             return "cancelling"
         row = await opened.get_run(run_id)
         return row["status"] if row is not None else "cancelled"
+
+
+async def _stored_run(storage: Storage | None, run_id: str, doing: str) -> dict[str, Any]:
+    if storage is None:
+        raise NotFound(f"{doing} a run needs storage")
+    row = await storage.get_run(run_id)
+    if row is None:
+        raise NotFound(f"no run with id '{run_id}' in {storage.url}")
+    return row
