@@ -131,7 +131,6 @@ class _Child:
     """One sandbox process (started, not yet given its job) and its scratch folder."""
 
     def __init__(self, mode: str) -> None:
-        self.mode = mode
         self.scratch = tempfile.mkdtemp(prefix="flowforge-sandbox-") if mode == "process" \
             else None
         try:

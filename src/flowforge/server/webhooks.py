@@ -60,16 +60,16 @@ def webhook_payload(result: RunResult, row: dict[str, Any] | None) -> dict[str, 
     return payload
 
 
+_PRIVATE_HINT = ("webhooks go to public addresses only unless the server is started with "
+                 "--allow-private-webhooks (FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)")
+
+
 async def webhook_refusal(url: str, allow_private: bool) -> str | None:
     """Why the server will not POST to `url` (None: it will)."""
     try:
-        await check_url(url, allow_private=allow_private)
+        await check_url(url, allow_private=allow_private, hint=_PRIVATE_HINT)
     except ToolError as exc:
-        reason = str(exc).split("; set `allow_private_network", 1)[0]
-        hint = ("; webhooks go to public addresses only unless the server is started with "
-                "--allow-private-webhooks (FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)"
-                if "loopback, private" in reason else "")
-        return f"webhook {reason}{hint}"
+        return f"webhook {exc}"
     return None
 
 

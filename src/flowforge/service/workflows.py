@@ -39,8 +39,7 @@ class WorkflowStore:
                                     f"URL '{expected_id}': make them the same", where="id")
         doc = document_from_data(data, "<request body>")
         compiled = compile_document(doc)
-        document = doc.model_dump(mode="json", by_alias=True, exclude_none=True)
-        version = await self.storage.save_workflow(owner, doc.id, document)
+        version = await self.storage.save_workflow(owner, doc.id, compiled.document)
         self._remember((owner, doc.id, version), compiled)
         return await self.get(owner, doc.id, version)
 

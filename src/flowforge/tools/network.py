@@ -62,9 +62,14 @@ def is_public_address(address: str) -> bool:
                 or ip.is_multicast or ip.is_unspecified)
 
 
-async def check_url(url: str, allow_private: bool = False) -> None:
+_BLOCK_HINT = ("set `allow_private_network: true` on the block if this workflow may reach "
+               "internal services")
+
+
+async def check_url(url: str, allow_private: bool = False, *, hint: str = _BLOCK_HINT) -> None:
     """Raise ToolError unless `url` is http(s) and (when private addresses are
-    not allowed) every address its host resolves to is public."""
+    not allowed) every address its host resolves to is public.  `hint` ends the
+    refusal of a private address: how the caller's user may allow it."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise ToolError(f"URL '{url}' must start with http:// or https://")
@@ -81,8 +86,7 @@ async def check_url(url: str, allow_private: bool = False) -> None:
     if blocked:
         raise ToolError(
             f"refused to call '{url}': host '{host}' is a loopback, private or link-local "
-            f"address ({', '.join(sorted(set(blocked)))}); set `allow_private_network: true` "
-            f"on the block if this workflow may reach internal services")
+            f"address ({', '.join(sorted(set(blocked)))}); {hint}")
 
 
 def _is_ip(host: str) -> bool:
