@@ -16,6 +16,7 @@ not errors and do not appear here.
     │   ├── ProviderError         an LLM back end failed (status, retryable)
     │   │   └── MissingCredentials  says which environment variable to set
     │   └── ToolError             a tool call failed or was rejected
+    ├── CapabilityDenied          a document asks for what its user was not granted
     ├── StorageError              the database could not be read or written
     └── NotFound                  a run, workflow or record id that does not exist
 """
@@ -36,6 +37,7 @@ __all__ = [
     "ProviderError",
     "MissingCredentials",
     "ToolError",
+    "CapabilityDenied",
     "StorageError",
     "NotFound",
 ]
@@ -135,6 +137,25 @@ class MissingCredentials(ProviderError):
 
 class ToolError(RunError):
     """A tool call failed or its arguments were rejected."""
+
+
+class CapabilityDenied(FlowforgeError):
+    """A workflow asks for something that reaches the host (a local command, a
+    server file, the server's environment, a provider URL of its choosing, a
+    private address) and its user was not granted that capability.  Each
+    problem is located and names the capability; `capabilities` lists them."""
+
+    def __init__(self, problems: list[Problem], subject: str = "", source: str | None = None):
+        self.problems = list(problems)
+        self.subject = subject
+        self.source = source
+        head = f"{source}: " if source else ""
+        body = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{head}not allowed on this server:\n{body}")
+
+    @property
+    def capabilities(self) -> list[str]:
+        return sorted({getattr(p, "capability", "") for p in self.problems} - {""})
 
 
 class StorageError(FlowforgeError):

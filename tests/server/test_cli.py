@@ -41,7 +41,7 @@ def test_users_create_prints_the_key_alone_on_its_last_line(tmp_path):
 
 def test_users_create_refuses_a_bad_name_clearly(tmp_path):
     result = _cli("users", "create", "two words", db=f"sqlite:///{tmp_path / 'u.db'}")
-    assert result.returncode == 1 and "letters, digits" in result.stderr
+    assert result.returncode == 2 and "letters, digits" in result.stderr
 
 
 def test_serve_answers_with_a_created_key_and_refuses_without(tmp_path):

@@ -24,6 +24,12 @@ EXPECTED = {
     "/api/pipeline/run": {"post"},
     "/api/me": {"get"},
     "/api/users": {"get", "post"},
+    # capability grants and per-user secrets (issue 16)
+    "/api/capabilities": {"get"},
+    "/api/users/{target}/grants": {"post"},
+    "/api/users/{target}/grants/{capability}": {"delete"},
+    "/api/secrets": {"get", "post"},
+    "/api/secrets/{name}": {"delete"},
     # the builder (server/routes_builder.py, issue 6)
     "/api/blocks": {"get", "post"},
     "/api/blocks/{block_id}": {"get"},

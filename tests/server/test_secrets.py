@@ -1,5 +1,5 @@
-"""Environment variables a run reads never reach its record, its answers, its
-streams or its webhook."""
+"""Environment variables a run reads (for a user granted `server_env`) never
+reach its record, its answers, its streams or its webhook."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ async def test_environment_values_are_never_written_or_sent(tmp_path, monkeypatc
         {"id": "header", "type": "set",
          "with": {"authorization": "Bearer {{env.FF_SERVER_TEST_TOKEN}}"}},
         {"id": "done", "type": "response", "with": {"message": "{{header.authorization}}"}}]}
+    # Reading the server's environment is a capability an administrator grants.
+    await live.storage.add_grant(f"user:{live.users['alice']['user_id']}", "server_env")
     try:
         async with live.client() as client:
             await client.post("/api/workflows", json=workflow)

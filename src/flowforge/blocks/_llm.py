@@ -27,7 +27,9 @@ from typing import Any, Mapping
 
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model
+from flowforge.blocks.base import policy_of
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions
+from flowforge.workflow.policy import ENDPOINT_OPTIONS, model_capability
 
 __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
            "name_mapping", "sent_requests"]
@@ -48,8 +50,23 @@ def setting(context: Any, value: Any, key: str, fallback: Any = None) -> Any:
     return fallback if default is None else default
 
 
-def provider_options(context: Any) -> ProviderOptions:
-    return ProviderOptions(env=dict(context.env), base_dir=getattr(context, "source_dir", None))
+def provider_options(context: Any, endpoint_chosen: bool = False) -> ProviderOptions:
+    """Keys and settings for the providers: the run's `provider_env` (its
+    environment, shared provider keys, the user's secrets) where the engine
+    gives one, else the plain environment (a context built by hand)."""
+    provider_env = getattr(context, "provider_env", None)
+    env = provider_env(endpoint_chosen) if provider_env is not None else dict(context.env)
+    return ProviderOptions(env=env, base_dir=getattr(context, "source_dir", None))
+
+
+def _endpoint_chosen(context: Any, extra: Mapping[str, Any]) -> bool:
+    """True when the document picks the provider's URL or key source; that
+    needs the `provider_endpoints` capability (checked here, at run time, too)."""
+    chosen = [key for key in ENDPOINT_OPTIONS if key in extra]
+    for key in chosen:
+        policy_of(context).require("provider_endpoints", f"defaults.provider_options.{key}",
+                                   f"setting the model provider's `{key}`")
+    return bool(chosen)
 
 
 def block_data(context: Any) -> dict[str, Any]:
@@ -94,10 +111,14 @@ class ModelCalls:
         self.model = model
         self.fallback = tuple(fallback)
         self.stream = stream
-        self.options = provider_options(context)
         # Workflow-wide provider settings (base_url, api_key_env, parallel_tool_calls, ...)
         # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra.
         self.provider_extra = dict(context.defaults.get("provider_options") or {})
+        self.options = provider_options(context, _endpoint_chosen(context, self.provider_extra))
+        if not getattr(context, "model_override", None):
+            for name in (model, *self.fallback):
+                if use := model_capability(name):
+                    policy_of(context).require(use[0], "with.model", f"using {use[1]}")
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_input = 0.0

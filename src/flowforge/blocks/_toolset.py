@@ -27,14 +27,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flowforge.blocks._llm import block_data, name_mapping
-from flowforge.blocks.base import Routed
+from flowforge.blocks.base import Routed, is_set, policy_of
 from flowforge.errors import ToolError
 from flowforge.tools.http import http_tool
 from flowforge.tools.mcp_client import McpServer, open_mcp_tools
 from flowforge.tools.python import function_tool
 from flowforge.tools.spec import Tool, ToolContext
+from flowforge.workflow.policy import CapabilityUse, looks_like_path
 
-__all__ = ["ToolEntry", "HttpToolTarget", "BlockToolTarget", "build_tools", "tool_context"]
+__all__ = ["ToolEntry", "HttpToolTarget", "BlockToolTarget", "build_tools", "tool_context",
+           "tool_capabilities"]
 
 
 class HttpToolTarget(BaseModel):
@@ -131,8 +133,59 @@ async def build_tools(entries: list[str | ToolEntry], context: Any, stack: Async
     return tools
 
 
+def tool_capabilities(entries: Any, allow_private_network: Any = False) -> list[CapabilityUse]:
+    """What a `tools:` list (as written) will do that reaches the host."""
+    uses: list[CapabilityUse] = []
+    if is_set(allow_private_network):
+        uses.append(CapabilityUse("private_network", "allow_private_network",
+                                  "letting tools call private addresses"))
+    if not isinstance(entries, list):
+        return uses
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        where = f"tools[{index}]"
+        mcp = entry.get("mcp")
+        if isinstance(mcp, dict) and mcp.get("command") is not None:
+            uses.append(CapabilityUse("local_commands", f"{where}.mcp.command",
+                                      f"starting the local command '{mcp.get('command')}' "
+                                      f"(an MCP server over stdio; a server may use MCP over "
+                                      f"HTTP: `mcp: {{url: ...}}`)"))
+        reference = entry.get("workflow")
+        if isinstance(reference, str) and looks_like_path(reference):
+            uses.append(CapabilityUse("server_files", f"{where}.workflow",
+                                      f"using the workflow file '{reference}' as a tool"))
+        target = entry.get("block")
+        if isinstance(target, dict) and isinstance(target.get("type"), str):
+            from flowforge.blocks.registry import block_types
+            from flowforge.workflow.model import BlockSpec
+
+            block_type = block_types().get(target["type"])
+            with_ = target.get("with")
+            if block_type is not None and isinstance(with_, dict):
+                spec = BlockSpec.model_construct(id="tool", type=target["type"], with_=with_)
+                uses.extend(CapabilityUse(u.capability, f"{where}.block.with.{u.where}", u.what)
+                            for u in block_type.capabilities(spec))
+    return uses
+
+
+def _check_entry(entry: ToolEntry, context: Any, allow_private: bool) -> None:
+    """The run-time half of `tool_capabilities`."""
+    policy = policy_of(context)
+    if allow_private:
+        policy.require("private_network", "with.allow_private_network",
+                       "letting tools call private addresses")
+    if entry.mcp is not None and entry.mcp.command is not None:
+        policy.require("local_commands", "with.tools",
+                       f"starting the local command '{entry.mcp.command}' (MCP over stdio)")
+    if entry.workflow is not None and looks_like_path(entry.workflow):
+        policy.require("server_files", "with.tools",
+                       f"using the workflow file '{entry.workflow}' as a tool")
+
+
 async def _build(entry: ToolEntry, context: Any, stack: AsyncExitStack,
                  allow_private: bool) -> list[Tool]:
+    _check_entry(entry, context, allow_private)
     if entry.function is not None:
         tool = function_tool(entry.function, name=entry.name, description=entry.description,
                              runs_commands=entry.runs_commands)

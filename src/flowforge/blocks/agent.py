@@ -60,7 +60,7 @@ from flowforge.blocks._llm import ModelCalls, choose_model, setting
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
                                           repair_message)
-from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
+from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, ToolError
@@ -290,6 +290,10 @@ class AgentBlock(BlockType):
 
     type_name = "agent"
     Config = AgentConfig
+
+    @classmethod
+    def capabilities(cls, spec: Any) -> list[Any]:
+        return tool_capabilities(spec.with_.get("tools"), spec.with_.get("allow_private_network"))
 
     @classmethod
     async def run(cls, context: BlockContext, config: AgentConfig) -> Any:

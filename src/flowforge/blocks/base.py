@@ -20,8 +20,21 @@ from pydantic import BaseModel, ConfigDict
 from flowforge.errors import Problem
 from flowforge.workflow.graph import Graph, Node
 from flowforge.workflow.model import BlockSpec
+from flowforge.workflow.policy import TRUSTED, Policy
 
-__all__ = ["BlockConfig", "BlockType", "BlockContext", "Routed", "ChildOutcome", "LATER"]
+__all__ = ["BlockConfig", "BlockType", "BlockContext", "Routed", "ChildOutcome", "LATER",
+           "policy_of", "is_set"]
+
+
+def policy_of(context: Any) -> Policy:
+    """The run's capability policy (a context built outside the engine, as in
+    tests of a single block, is the local user's: trusted)."""
+    return getattr(context, "policy", None) or TRUSTED
+
+
+def is_set(value: Any) -> bool:
+    """A flag as written in a document: true, or a template that may become true."""
+    return value is True or (isinstance(value, str) and "{{" in value)
 
 
 class BlockConfig(BaseModel):
@@ -123,6 +136,14 @@ class BlockType:
 
     @classmethod
     def expressions(cls, spec: BlockSpec) -> list[tuple[str, str]]:
+        return []
+
+    @classmethod
+    def capabilities(cls, spec: BlockSpec) -> list[Any]:
+        """What this block will do that reaches the host (a command, a server
+        file, a private address), as `workflow.policy.CapabilityUse`s located
+        inside `with`: a server refuses the document when its user lacks one.
+        The block checks again when it runs (`policy_of(context).require`)."""
         return []
 
     @classmethod

@@ -27,8 +27,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, is_set, policy_of
 from flowforge.blocks.registry import register_block
+from flowforge.workflow.policy import CapabilityUse
 from flowforge.errors import BlockError, ToolError
 from flowforge.tools.http import http_request
 
@@ -61,7 +62,17 @@ class HttpBlock(BlockType):
     Config = HttpConfig
 
     @classmethod
+    def capabilities(cls, spec: Any) -> list[CapabilityUse]:
+        if is_set(spec.with_.get("allow_private_network")):
+            return [CapabilityUse("private_network", "allow_private_network",
+                                  "calling private addresses")]
+        return []
+
+    @classmethod
     async def run(cls, context: BlockContext, config: HttpConfig) -> Any:
+        if config.allow_private_network:
+            policy_of(context).require("private_network", "with.allow_private_network",
+                                       f"block '{context.block_id}' calling private addresses")
         json_body = config.body if isinstance(config.body, (dict, list, int, float, bool)) \
             else None
         content = config.body if isinstance(config.body, str) else None

@@ -21,9 +21,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError
+from flowforge.workflow.policy import CapabilityUse
 
 __all__ = ["KnowledgeBlock", "KnowledgeConfig"]
 
@@ -54,8 +55,19 @@ class KnowledgeBlock(BlockType):
     Config = KnowledgeConfig
 
     @classmethod
+    def capabilities(cls, spec: Any) -> list[CapabilityUse]:
+        if spec.with_.get("sources"):
+            return [CapabilityUse("server_files", "sources",
+                                  "building a knowledge base from files on the server")]
+        return []
+
+    @classmethod
     async def run(cls, context: BlockContext, config: KnowledgeConfig) -> Any:
         from flowforge.knowledge.api import knowledge_for
+        if config.sources:
+            policy_of(context).require("server_files", "with.sources",
+                                       f"block '{context.block_id}' reading knowledge sources "
+                                       f"from the server")
         try:
             knowledge = await knowledge_for(context)
             if config.sources:

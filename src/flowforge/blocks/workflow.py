@@ -11,6 +11,7 @@ from pydantic import Field
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
+from flowforge.workflow.policy import CapabilityUse, looks_like_path
 
 
 class WorkflowConfig(BlockConfig):
@@ -25,6 +26,14 @@ class WorkflowBlock(BlockType):
     type_name = "workflow"
     Config = WorkflowConfig
     holds_slot = False
+
+    @classmethod
+    def capabilities(cls, spec: Any) -> list[CapabilityUse]:
+        reference = spec.with_.get("workflow")
+        if isinstance(reference, str) and looks_like_path(reference):
+            return [CapabilityUse("server_files", "workflow",
+                                  f"running the workflow file '{reference}'")]
+        return []
 
     @classmethod
     async def run(cls, context: BlockContext, config: WorkflowConfig) -> Any:

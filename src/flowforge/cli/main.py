@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 
 from flowforge.cli.progress import LiveProgress, print_summary
-from flowforge.cli import serve as serve_cli, users as users_cli
+from flowforge.cli import secrets as secrets_cli, serve as serve_cli, users as users_cli
 from flowforge.cli import kb as kb_cli
 from flowforge.errors import FlowforgeError, InputError, StorageError, WorkflowError
 
@@ -31,7 +31,7 @@ app.add_typer(kb_cli.kb_app, name="kb")           # `flowforge kb ...` (knowledg
 from flowforge.cli import blocks as blocks_cli, build as build_cli  # noqa: E402
 app.add_typer(blocks_cli.blocks_app, name="blocks")  # `flowforge blocks ...` (block registry)
 build_cli.register(app)                               # `flowforge build "..."` (the thinker)
-for _commands in (serve_cli, users_cli):   # `flowforge serve`, `flowforge users ...`
+for _commands in (serve_cli, users_cli, secrets_cli):   # serve, users ..., secrets ...
     _commands.register(app)
 
 out = Console()

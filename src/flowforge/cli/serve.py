@@ -36,6 +36,11 @@ def serve(
         False, "--allow-private-webhooks", help="Let webhooks go to loopback, private and "
         "link-local addresses (off: refused, so users cannot reach internal services "
         "through the server; also FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)."),
+    share_provider_keys: bool = typer.Option(
+        False, "--share-provider-keys", help="Let every user's runs use the provider keys "
+        "in this process's environment (OPENAI_API_KEY, ...), sent only to the providers' "
+        "configured URLs (off: users store their own keys with `flowforge secrets set`; "
+        "also FLOWFORGE_SHARE_PROVIDER_KEYS=1)."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:
@@ -61,6 +66,8 @@ def serve(
     settings = ServerSettings(database_url=url, model=model)
     if allow_private_webhooks:
         settings.allow_private_webhooks = True
+    if share_provider_keys:
+        settings.share_provider_keys = True
     if max_body_bytes is not None:
         settings.max_body_bytes = max_body_bytes
     # Everything in this process (the block registry too) uses the served database.

@@ -1,4 +1,5 @@
-"""`flowforge users`: create users and their API keys, list, revoke.
+"""`flowforge users`: create users and their API keys, list, revoke; grant
+capabilities to users or roles.
 
 A key is printed once, alone on the last line, so a script can capture it
 with `tail -n 1`; only its hash is stored."""
@@ -24,10 +25,13 @@ DbOption = typer.Option(None, "--db", "--database-url",
 
 
 def _call(work: Any) -> Any:
-    from flowforge.errors import FlowforgeError
+    from flowforge.errors import FlowforgeError, InputError
 
     try:
         return asyncio.run(work)
+    except InputError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2)
     except FlowforgeError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1)
@@ -124,6 +128,86 @@ def revoke(prefix: str = typer.Argument(..., help="A key's first characters (as 
                   f"the key id from `flowforge users list --json`")
         raise typer.Exit(1)
     out.print(f"revoked key {matches[0]}")
+
+
+_CAPABILITY_HELP = ("A capability: local_commands, server_files, server_env, "
+                    "provider_endpoints or private_network.")
+
+
+async def _subject(storage: Any, target: str) -> tuple[str, str]:
+    from flowforge.service.grants import subject_of
+    from flowforge.service.users import find_user
+
+    if target.startswith("role:"):
+        return subject_of(role=target[5:]), f"role '{target[5:]}'"
+    user = await find_user(storage, target)
+    return subject_of(user), f"user '{user['name']}'"
+
+
+_TARGET_HELP = "User name or id, or role:user / role:admin for every user of that role."
+
+
+@users_app.command("grant")
+def grant_capability(target: str = typer.Argument(..., help=_TARGET_HELP),
+                     capability: str = typer.Argument(..., help=_CAPABILITY_HELP),
+                     db: Optional[str] = DbOption) -> None:
+    """Let a user's (or a role's) workflows use a capability on the server."""
+    from flowforge.service.grants import grant
+
+    async def action(storage: Any) -> tuple[str, bool]:
+        subject, shown = await _subject(storage, target)
+        return shown, await grant(storage, subject, capability, by="cli")
+
+    shown, new = _call(_with_storage(db, action))
+    out.print(f"granted {capability} to {shown}" if new else
+              f"{shown} already had {capability}", highlight=False)
+
+
+@users_app.command("ungrant")
+def ungrant_capability(target: str = typer.Argument(..., help=_TARGET_HELP),
+                       capability: str = typer.Argument(..., help=_CAPABILITY_HELP),
+                       db: Optional[str] = DbOption) -> None:
+    """Take a capability back (runs already started keep what they had)."""
+    from flowforge.service.grants import revoke
+
+    async def action(storage: Any) -> tuple[str, bool]:
+        subject, shown = await _subject(storage, target)
+        return shown, await revoke(storage, subject, capability)
+
+    shown, found = _call(_with_storage(db, action))
+    if not found:
+        err.print(f"[bold red]error:[/] {shown} has no grant of {capability}", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"{shown} no longer has {capability}", highlight=False)
+
+
+@users_app.command("grants")
+def list_grants(db: Optional[str] = DbOption,
+                as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every grant, and what each capability allows."""
+    from flowforge.workflow.policy import CAPABILITIES
+
+    async def action(storage: Any) -> list[dict]:
+        names = {u["user_id"]: u["name"] for u in await storage.list_users()}
+        rows = await storage.list_grants()
+        for row in rows:
+            kind, _, ident = row["subject"].partition(":")
+            row["shown"] = f"user {names.get(ident, ident)}" if kind == "user" else \
+                f"role {ident}"
+        return rows
+
+    rows = _call(_with_storage(db, action))
+    if as_json:
+        print(json.dumps(rows))
+        return
+    for row in rows:
+        out.print(f"{row['shown']:<24} {row['capability']}", highlight=False)
+    if not rows:
+        out.print("no grants: on a server, documents may reach nothing of the host "
+                  "(admins have every capability)", highlight=False)
+    out.print("\ncapabilities:", highlight=False)
+    for name, what in CAPABILITIES.items():
+        out.print(f"  {name:<20} {what}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

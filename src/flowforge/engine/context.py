@@ -58,6 +58,15 @@ class RunContext:
         return self.run.env
 
     @property
+    def policy(self) -> Any:
+        """The run's capability policy (`workflow.policy.Policy`)."""
+        return self.run.policy
+
+    def provider_env(self, endpoint_chosen: bool = False) -> dict[str, str]:
+        """Where this run's model providers find keys (see `Run.provider_env`)."""
+        return self.run.provider_env(endpoint_chosen)
+
+    @property
     def user(self) -> Mapping[str, Any]:
         return self.run.user
 

@@ -1,17 +1,23 @@
 """One run of a compiled workflow: inputs in, `RunResult` out.
 
 `Run` wires the pieces the scheduler does not own: input validation, the
-template scope (`input`, `vars`, `env`, `memory`, `user`, `run`), nested
-workflows and child scopes, memory write-back, and the result.  Storage is
-not touched here; a recorder subscribed to the event bus persists the run,
-so the engine works the same with or without a database."""
+template scope (`input`, `vars`, `env`, `secrets`, `memory`, `user`, `run`),
+nested workflows and child scopes, memory write-back, and the result.
+Storage is not touched here; a recorder subscribed to the event bus persists
+the run, so the engine works the same with or without a database.
+
+What a run may read of the host follows its `Policy`: a run without the
+`server_env` capability sees only its document's own `env:`, and its model
+providers find keys only in the user's secrets, the document's `env:` and the
+keys an administrator chose to share (`provider_keys`)."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import time
-import secrets
+import secrets as _random
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -23,13 +29,15 @@ from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
 from flowforge.errors import BlockError, FlowforgeError, InputError
 from flowforge.workflow.graph import CompiledWorkflow, Graph, Node
+from flowforge.workflow.policy import TRUSTED, Policy, is_provider_setting
 
 __all__ = ["Run", "MAX_NESTING", "WorkflowResolver"]
 
 MAX_NESTING = 8
 
-#: (reference, the referring document's path or None) -> CompiledWorkflow
-WorkflowResolver = Callable[[str, Any], CompiledWorkflow]
+#: (reference, the referring document's path or None) -> CompiledWorkflow (or an
+#: awaitable of one: a server resolves stored workflows from its database)
+WorkflowResolver = Callable[[str, Any], Any]
 
 
 class EnvView(dict):
@@ -75,6 +83,7 @@ class EnvView(dict):
 
 
 _NO_SERVICES: Mapping[str, Any] = MappingProxyType({})
+_NO_SECRETS: Mapping[str, str] = MappingProxyType({})
 _PROCESS_ENV = EnvView()        # shared by every run of a workflow without `env:`
 
 
@@ -83,17 +92,20 @@ class Run:
 
     __slots__ = ("workflow", "doc", "run_id", "raw_inputs", "user", "memory", "bus",
                  "resolver", "model_override", "defaults", "env", "checkpoint", "services",
-                 "scheduler", "status", "error", "inputs")
+                 "scheduler", "status", "error", "inputs", "policy", "secrets",
+                 "provider_keys")
 
     def __init__(self, workflow: CompiledWorkflow, inputs: dict[str, Any] | None = None, *,
                  user: str | dict[str, Any] | None = None, run_id: str | None = None,
                  memory: dict[str, Any] | None = None, concurrency: int | None = None,
                  resolver: WorkflowResolver | None = None, model: str | None = None,
                  bus: EventBus | None = None, checkpoint: dict[str, tuple[str, Any]] | None = None,
-                 services: dict[str, Any] | None = None) -> None:
+                 services: dict[str, Any] | None = None, policy: Policy = TRUSTED,
+                 secrets: Mapping[str, str] | None = None,
+                 provider_keys: Mapping[str, str] | None = None) -> None:
         self.workflow = workflow
         self.doc = workflow.doc
-        self.run_id = run_id or secrets.token_hex(16)
+        self.run_id = run_id or _random.token_hex(16)
         self.raw_inputs = dict(inputs) if inputs else {}
         if isinstance(user, str):
             user = {"id": user}
@@ -104,7 +116,14 @@ class Run:
         self.resolver = resolver
         self.model_override = model
         self.defaults: Mapping[str, Any] = self.doc.defaults     # read-only for blocks
-        self.env = EnvView(self.doc.env) if self.doc.env else _PROCESS_ENV
+        self.policy = policy
+        if policy is TRUSTED or policy.allows("server_env"):
+            self.env = EnvView(self.doc.env) if self.doc.env else _PROCESS_ENV
+        else:                              # the document's own `env:` and nothing of the host
+            self.env = MappingProxyType(dict(self.doc.env))
+        self.secrets: Mapping[str, str] = MappingProxyType(dict(secrets)) if secrets \
+            else _NO_SECRETS
+        self.provider_keys: Mapping[str, str] = provider_keys or _NO_SECRETS
         self.checkpoint = checkpoint
         self.services: Mapping[str, Any] = services if services is not None else _NO_SERVICES
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)
@@ -112,6 +131,31 @@ class Run:
         self.status = "pending"
         self.error: str | None = None
         self.inputs: dict[str, Any] = {}
+
+    def provider_env(self, endpoint_chosen: bool = False) -> dict[str, str]:
+        """Where model providers look for keys and settings.
+
+        Trusted: the run's environment, then the user's secrets (a user's own
+        key wins).  Otherwise: the host's provider *settings* (endpoints, API
+        versions, `FLOWFORGE_LOCAL_*`: the administrator's configuration), the
+        keys the administrator shares (`provider_keys`) unless the document
+        chose the endpoint itself, then the document's `env:` and the user's
+        secrets; those two may set endpoints only with `provider_endpoints`,
+        so a shared key never travels to a URL a user picked."""
+        if self.policy is TRUSTED or self.policy.allows("server_env"):
+            env = dict(self.env)
+            if self.secrets:
+                env.update(self.secrets)
+            return env
+        env = {name: value for name, value in os.environ.items() if is_provider_setting(name)}
+        if self.provider_keys and not endpoint_chosen:
+            env.update(self.provider_keys)
+        may_choose = self.policy.allows("provider_endpoints")
+        for source in (self.doc.env, self.secrets):
+            for name, value in source.items():
+                if may_choose or not is_provider_setting(name):
+                    env[name] = value
+        return env
 
     def cancel(self) -> None:
         """Cancel in-flight blocks; finished results are kept, the rest marked cancelled."""
@@ -172,8 +216,9 @@ class Run:
     # -- scopes ----------------------------------------------------------------
     def _root_values(self, doc: Any, inputs: dict[str, Any], memory: dict[str, Any]
                      ) -> dict[str, Any]:
-        return {"input": inputs, "vars": doc.variables, "env": self.env, "memory": memory,
-                "user": self.user, "run": {"id": self.run_id, "workflow_id": doc.id}}
+        return {"input": inputs, "vars": doc.variables, "env": self.env, "secrets": self.secrets,
+                "memory": memory, "user": self.user,
+                "run": {"id": self.run_id, "workflow_id": doc.id}}
 
     async def run_child_scope(self, parent: Scope, graph: Graph, extra: dict[str, Any],
                               label: str) -> ChildOutcome:
@@ -192,6 +237,8 @@ class Run:
             raise BlockError(node.id, node.type, "nested workflows need a workflow resolver")
         try:
             nested = self.resolver(reference, parent.source)
+            if inspect.isawaitable(nested):
+                nested = await nested
             nested_inputs = validate_inputs(nested.doc.inputs, inputs)
         except FlowforgeError as exc:
             raise BlockError(node.id, node.type, str(exc)) from None

@@ -17,8 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowforge.errors import (FlowforgeError, InputError, NotFound, StorageError,
-                              ValidationFailed, WorkflowError)
+from flowforge.errors import (CapabilityDenied, FlowforgeError, InputError, NotFound,
+                              StorageError, ValidationFailed, WorkflowError)
 from flowforge.storage.base import AlreadyExists
 
 __all__ = ["ApiError", "error_body", "install_error_handlers"]
@@ -65,6 +65,12 @@ def _where(loc: tuple[Any, ...]) -> str:
 
 
 def _from_flowforge(exc: FlowforgeError) -> JSONResponse:
+    if isinstance(exc, CapabilityDenied):
+        return _json(403, f"the workflow needs capabilities this user has not been granted: "
+                          f"{', '.join(exc.capabilities)}; an administrator grants them with "
+                          f"`flowforge users grant NAME CAPABILITY`", "capability_denied",
+                     [{"where": p.where, "message": p.message,
+                       "capability": getattr(p, "capability", "")} for p in exc.problems])
     if isinstance(exc, NotFound):
         return _json(404, str(exc))
     if isinstance(exc, AlreadyExists):

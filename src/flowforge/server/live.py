@@ -20,8 +20,11 @@ from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
 from flowforge.server.errors import ApiError
 from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
+from flowforge.service.grants import policy_for
 from flowforge.service.runs import RunHandle, start_run
+from flowforge.service.secrets import load_secrets
 from flowforge.service.workflows import WorkflowStore
+from flowforge.workflow.policy import Policy
 from flowforge.storage.base import Storage
 from flowforge.workflow.graph import CompiledWorkflow
 
@@ -63,16 +66,30 @@ class LiveRuns:
             await self.check_webhook(webhook)
         run_id = uuid.uuid4().hex
         user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
+        owner = user["user_id"]
+
+        async def stored_workflow(reference: str) -> CompiledWorkflow:
+            workflow_id, _, pinned = reference.partition("@")
+            version = int(pinned) if pinned.isdigit() else None
+            return (await self.workflows.compiled(owner, workflow_id, version))[1]
+
         handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
                                  services=services,
                                  model=self.settings.model, run_id=run_id,
-                                 workflow_version=version)
+                                 workflow_version=version, policy=await self.policy(user),
+                                 secrets=await load_secrets(self.storage, owner),
+                                 provider_keys=self.settings.shared_provider_keys(),
+                                 stored_workflows=stored_workflow)
         if webhook:
             await self.storage.update_run(run_id, webhook=webhook)
         self.handles[run_id] = handle
         handle.task.add_done_callback(
             lambda task: self._finished(handle, task, webhook, user["webhook_secret"]))
         return handle
+
+    async def policy(self, user: dict[str, Any]) -> Policy:
+        """What this user's documents may reach of the host (their grants)."""
+        return await policy_for(self.storage, user)
 
     async def check_webhook(self, url: str, where: str = "webhook") -> None:
         """Raise 422 naming `where` when the SSRF guard refuses `url`."""

@@ -28,6 +28,7 @@ from flowforge.registry import get_registry
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.service.build import automate, build_pipeline
+from flowforge.service.grants import policy_for
 from flowforge.thinker import BuildEvents, clarify
 
 __all__ = ["router"]
@@ -158,5 +159,7 @@ async def automate_route(request: Request, user: CurrentUser,
     inputs = body.get("input") or body.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise ApiError(422, "`input` must be an object: the run's values for {{input.x}}")
+    storage = request.app.state.storage
     return await automate(_intent(body), inputs, model=_model(request, body),
-                          user=user["user_id"], storage=request.app.state.storage)
+                          user=user["user_id"], storage=storage,
+                          policy=await policy_for(storage, user))

@@ -41,3 +41,23 @@ class ServerSettings:
     """How long `POST .../cancel` waits for the run to settle before answering."""
     model: str | None = None
     """Model for every LLM block of every run (like `flowforge run --model`)."""
+    share_provider_keys: bool = field(
+        default_factory=lambda: _env_flag("FLOWFORGE_SHARE_PROVIDER_KEYS"))
+    """Let every user's runs use the provider keys in the server's environment
+    (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...), sent only to the provider's
+    configured URL.  Off: each user brings their own keys as secrets."""
+
+    def shared_provider_keys(self) -> dict[str, str]:
+        """The provider key variables of this process, when the administrator shares them."""
+        if not self.share_provider_keys:
+            return {}
+        return {name: value for name, value in os.environ.items()
+                if name in PROVIDER_KEY_VARIABLES or (
+                    name.startswith("OPENAI_COMPATIBLE_") and name.endswith("_API_KEY"))}
+
+
+#: Variables model providers read their keys from (shared only by `share_provider_keys`).
+PROVIDER_KEY_VARIABLES = frozenset({
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+    "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY", "REPLICATE_API_TOKEN", "PERPLEXITY_API_KEY",
+    "TAVILY_API_KEY", "BRAVE_API_KEY"})

@@ -31,15 +31,18 @@ async def automate(intent: str, inputs: dict[str, Any] | None = None, *,
                    model: str | None = None, run_model: str | None = None,
                    user: str | dict[str, Any] | None = None, storage: Any = None,
                    registry: Registry | None = None,
-                   on_event: Callable[[dict], None] | None = None) -> dict[str, Any]:
+                   on_event: Callable[[dict], None] | None = None,
+                   policy: Any = None) -> dict[str, Any]:
     """Build a pipeline for `intent`, then run it with `inputs`.
-    `run_model` (default: `model`) answers the pipeline's LLM blocks."""
+    `run_model` (default: `model`) answers the pipeline's LLM blocks; `policy`
+    (None: trusted) limits what the generated pipeline may reach of the host."""
     registry = registry or get_registry()
     result = await build_pipeline(intent, model=model, registry=registry, on_event=on_event)
     answer: dict[str, Any] = {"build": result.to_dict(), "run": None}
     if result.ok and result.pipeline is not None:
         run = await run_pipeline(result.pipeline, inputs or {}, user=user, storage=storage,
-                                 model=run_model or model, registry=registry, on_event=on_event)
+                                 model=run_model or model, registry=registry, on_event=on_event,
+                                 policy=policy)
         answer["run"] = run.to_dict()
         answer["run"]["error"] = run.error
     return answer

@@ -13,7 +13,8 @@ from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_document
 from flowforge.workflow.model import Workflow
 
-__all__ = ["load", "load_text", "compile_document", "register_workflow", "resolve_workflow"]
+__all__ = ["load", "load_text", "compile_document", "register_workflow", "resolve_workflow",
+           "registered_workflow"]
 
 _REGISTERED: dict[str, CompiledWorkflow] = {}
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -51,6 +52,11 @@ def register_workflow(workflow: CompiledWorkflow | str | Path | dict) -> Compile
     compiled = load(workflow)
     _REGISTERED[compiled.id] = compiled
     return compiled
+
+
+def registered_workflow(reference: str) -> CompiledWorkflow | None:
+    """A workflow the host program registered under this id, or None."""
+    return _REGISTERED.get(reference)
 
 
 def resolve_workflow(reference: str, base: Path | None) -> CompiledWorkflow:

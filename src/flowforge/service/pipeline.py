@@ -25,9 +25,11 @@ __all__ = ["Pipeline", "PipelineEdge", "PipelineNode", "is_pipeline", "pipeline_
 async def run_pipeline(data: Pipeline | dict[str, Any], inputs: dict[str, Any] | None = None, *,
                        user: str | dict[str, Any] | None = None, storage: Any = None,
                        model: str | None = None, registry: Registry | None = None,
-                       on_event: Callable[[dict], None] | None = None) -> Any:
+                       on_event: Callable[[dict], None] | None = None,
+                       policy: Any = None) -> Any:
     """Validate and run a pipeline; returns the RunResult. Raises
     ValidationFailed (located in pipeline terms) before anything runs.
+    `policy` (a workflow.policy.Policy; None: trusted) limits what it may reach.
     `storage` takes what `service.runs.run` takes (None: the default database)."""
     from flowforge.service.runs import run
 
@@ -38,4 +40,5 @@ async def run_pipeline(data: Pipeline | dict[str, Any], inputs: dict[str, Any] |
     document = pipeline_to_workflow(data, registry)
     with use_registry(registry):
         return await run(document, inputs or {}, user=user, storage=storage, model=model,
-                         services={"registry": registry}, on_event=on_event)
+                         services={"registry": registry}, on_event=on_event,
+                         **({"policy": policy} if policy is not None else {}))

@@ -22,13 +22,16 @@ from flowforge.engine.runner import Run
 from flowforge.errors import NotFound
 from flowforge.service.cancel import (forget_run, request_cancel, wait_until_ended,
                                       watch_for_cancel)
-from flowforge.service.loading import load, resolve_workflow
+from flowforge.service.loading import load, registered_workflow, resolve_workflow
 from flowforge.service.recorder import Recorder, redactor
+from flowforge.service.secrets import load_secrets
 from flowforge.storage import Storage, storage_from_url
 from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.graph import CompiledWorkflow, Graph
+from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
 
-__all__ = ["run", "run_sync", "start_run", "resume", "cancel_run", "RunHandle", "open_storage"]
+__all__ = ["run", "run_sync", "start_run", "resume", "cancel_run", "RunHandle", "open_storage",
+           "guarded_resolver"]
 
 StorageArg = Storage | str | bool | None
 
@@ -84,12 +87,37 @@ class RunHandle:
         return await asyncio.shield(self.task)
 
 
+def guarded_resolver(policy: Policy, stored: Callable[[str], Any] | None = None,
+                     model_override: str | None = None) -> Callable[[str, Any], Any]:
+    """How a run that is not trusted finds nested workflows: a file only with
+    the `server_files` capability; an id among the user's stored workflows
+    (`stored`, `id` or `id@version`) or those the host program registered.
+    Every nested workflow meets the same capability check as the run's own."""
+    async def resolve(reference: str, base: Any) -> CompiledWorkflow:
+        if looks_like_path(reference):
+            policy.require("server_files", "with.workflow",
+                           f"running the workflow file '{reference}'")
+            nested = resolve_workflow(reference, base)
+        else:
+            nested = registered_workflow(reference)
+            if nested is None and stored is not None:
+                nested = await stored(reference)
+            if nested is None:
+                raise NotFound(f"no stored workflow '{reference}': save it first "
+                               f"(POST /api/workflows), then name it by id or `id@version`")
+        check_policy(nested, policy, reference, model_override)
+        return nested
+
+    return resolve
+
+
 async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
                     **options: Any) -> RunHandle:
     """Start a run in the background on an *open* storage (or None).
 
     Options are those of `run()` (user, storage, model, concurrency, services,
-    on_event) plus run_id, workflow_version, checkpoint and start_seq."""
+    on_event, policy, secrets, provider_keys, stored_workflows) plus run_id,
+    workflow_version, checkpoint and start_seq."""
     run_obj, recorder = await _prepare(workflow, inputs, **options)
     task = asyncio.get_running_loop().create_task(
         _execute(run_obj, recorder, options.get("storage")))
@@ -103,15 +131,28 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     on_event: Callable[[dict], None] | None = None,
                     workflow_version: int | None = None,
                     checkpoint: dict[str, tuple[str, Any]] | None = None,
-                    start_seq: int = 0) -> tuple[Run, Recorder | None]:
-    """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome."""
+                    start_seq: int = 0, policy: Policy = TRUSTED,
+                    secrets: dict[str, str] | None = None,
+                    provider_keys: dict[str, str] | None = None,
+                    stored_workflows: Callable[[str], Any] | None = None
+                    ) -> tuple[Run, Recorder | None]:
+    """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome.
+
+    `policy` is checked against the document before anything is stored
+    (CapabilityDenied); `secrets` default to the user's stored ones."""
     compiled = load(workflow)
+    check_policy(compiled, policy, model_override=model)
     if storage is not None:
         services = dict(services or {})
         services.setdefault("storage", storage)
+    user_key = user.get("id") if isinstance(user, dict) else user
+    if secrets is None and storage is not None:
+        secrets = await load_secrets(storage, user_key or "default")
     run_obj = _new_run(compiled, inputs, user=user, run_id=run_id, model=model,
                        concurrency=concurrency, services=services, on_event=None,
-                       checkpoint=checkpoint, start_seq=start_seq)
+                       checkpoint=checkpoint, start_seq=start_seq, policy=policy,
+                       secrets=secrets, provider_keys=provider_keys,
+                       stored_workflows=stored_workflows)
     bus = run_obj.bus
     user_id = run_obj.user.get("id")
     recorder = None
@@ -128,9 +169,11 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
                                      error=None, cancel_requested_at=None)
-        secrets = [run_obj.env[name] for name in _env_refs(compiled.graph)
-                   if name in run_obj.env]
-        recorder = Recorder(storage, run_obj.run_id, redactor(secrets))
+        hidden = [run_obj.env[name] for name in _env_refs(compiled.graph)
+                  if name in run_obj.env]
+        hidden.extend(run_obj.secrets.values())
+        hidden.extend(run_obj.provider_keys.values())
+        recorder = Recorder(storage, run_obj.run_id, redactor(hidden))
         bus.subscribe(recorder)
     if on_event is not None:
         bus.subscribe(on_event)
@@ -140,10 +183,16 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
 def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user: Any,
              run_id: str | None, model: str | None, concurrency: int | None,
              services: dict[str, Any] | None, on_event: Callable[[dict], None] | None,
-             checkpoint: dict[str, tuple[str, Any]] | None = None, start_seq: int = 0) -> Run:
+             checkpoint: dict[str, tuple[str, Any]] | None = None, start_seq: int = 0,
+             policy: Policy = TRUSTED, secrets: dict[str, str] | None = None,
+             provider_keys: dict[str, str] | None = None,
+             stored_workflows: Callable[[str], Any] | None = None) -> Run:
+    resolver = resolve_workflow if policy is TRUSTED and stored_workflows is None \
+        else guarded_resolver(policy, stored_workflows, model)
     run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
-                  concurrency=concurrency, resolver=resolve_workflow,
-                  bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint)
+                  concurrency=concurrency, resolver=resolver,
+                  bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint,
+                  policy=policy, secrets=secrets, provider_keys=provider_keys)
     if on_event is not None:
         run_obj.bus.subscribe(on_event)
     return run_obj
@@ -176,20 +225,25 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
               user: str | dict[str, Any] | None = None, storage: StorageArg = None,
               model: str | None = None, concurrency: int | None = None,
               services: dict[str, Any] | None = None,
-              on_event: Callable[[dict], None] | None = None) -> RunResult:
+              on_event: Callable[[dict], None] | None = None, policy: Policy = TRUSTED,
+              secrets: dict[str, str] | None = None) -> RunResult:
     """Run a workflow (path, dict, Workflow or CompiledWorkflow) to the end.
 
     Workflow errors raise before anything runs; a failing block does not
-    raise — the result says `failed` and names the block."""
+    raise — the result says `failed` and names the block.  `policy` limits
+    what the document may reach of the host (default: trusted, as on one's
+    own machine); `secrets` default to the user's stored secrets."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
+        check_policy(compiled, policy, model_override=model)
         return await _new_run(compiled, inputs, user=user, run_id=None, model=model,
                               concurrency=concurrency, services=services,
-                              on_event=on_event).execute()
+                              on_event=on_event, policy=policy, secrets=secrets).execute()
     async with open_storage(storage) as opened:
         run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
                                            model=model, concurrency=concurrency,
-                                           services=services, on_event=on_event)
+                                           services=services, on_event=on_event,
+                                           policy=policy, secrets=secrets)
         return await _execute(run_obj, recorder, opened)
 
 

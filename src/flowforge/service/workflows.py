@@ -14,6 +14,7 @@ from flowforge.service.loading import compile_document
 from flowforge.storage.base import Storage
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data
+from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
 __all__ = ["WorkflowStore"]
 
@@ -26,10 +27,12 @@ class WorkflowStore:
         self.cache_size = cache_size
         self._compiled: OrderedDict[tuple[str, str, int], CompiledWorkflow] = OrderedDict()
 
-    async def save(self, owner: str, data: Any, *, expected_id: str | None = None
+    async def save(self, owner: str, data: Any, *, expected_id: str | None = None,
+                   policy: Policy = TRUSTED, model_override: str | None = None
                    ) -> dict[str, Any]:
         """Validate and compile `data` (raising WorkflowError/ValidationFailed with
-        every located problem), then store it as the next version."""
+        every located problem), check it against the saver's `policy`
+        (CapabilityDenied), then store it as the next version."""
         if isinstance(data, dict) and expected_id is not None:
             given = data.get("id")
             if given is None:
@@ -39,6 +42,7 @@ class WorkflowStore:
                                     f"URL '{expected_id}': make them the same", where="id")
         doc = document_from_data(data, "<request body>")
         compiled = compile_document(doc)
+        check_policy(compiled, policy, model_override=model_override)
         version = await self.storage.save_workflow(owner, doc.id, compiled.document)
         self._remember((owner, doc.id, version), compiled)
         return await self.get(owner, doc.id, version)

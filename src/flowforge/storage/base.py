@@ -24,6 +24,8 @@ from typing import Any, AsyncIterator
 
 from flowforge.errors import StorageError
 
+from flowforge.storage.access import AccessStore
+
 __all__ = ["Storage", "Migration", "AlreadyExists", "RUN_FIELDS", "BLOCK_FIELDS",
            "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES"]
 
@@ -58,8 +60,9 @@ class Migration:
     statements: tuple[str, ...]
 
 
-class Storage(abc.ABC):
-    """Where runs, their events and block results, and per-user memory live."""
+class Storage(AccessStore, abc.ABC):
+    """Where runs, their events and block results, and per-user memory live
+    (and, through `AccessStore`, users' secrets and capability grants)."""
 
     url: str
 

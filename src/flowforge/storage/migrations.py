@@ -4,6 +4,7 @@ already applied the old ones."""
 
 from __future__ import annotations
 
+from flowforge.storage.access import ACCESS_TABLES
 from flowforge.storage.base import Migration
 
 __all__ = ["SQLITE_MIGRATIONS", "POSTGRES_MIGRATIONS"]
@@ -88,7 +89,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
     )),
     Migration("0003_run_cancel_requests", (
         "ALTER TABLE runs ADD COLUMN cancel_requested_at REAL",
-    )),
+    )),    Migration("0005_user_secrets_and_capability_grants", ACCESS_TABLES),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -178,5 +179,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
     )),
     Migration("0003_run_cancel_requests", (
         "ALTER TABLE runs ADD COLUMN cancel_requested_at DOUBLE PRECISION",
-    )),
+    )),    Migration("0005_user_secrets_and_capability_grants", ACCESS_TABLES),
 ]

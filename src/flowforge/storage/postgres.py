@@ -173,6 +173,12 @@ class PostgresStorage(Storage):
             cursor = await conn.execute(sql, args)
             return cursor.rowcount
 
+    async def _sql_rows(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
+        return await self._fetch(sql.replace("?", "%s"), args)
+
+    async def _sql_change(self, sql: str, args: Any = ()) -> int:
+        return await self._execute(sql.replace("?", "%s"), args)
+
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
         row = [(_dumps(run.get(f)) if f in _JSON_RUN else run.get(f)) for f in RUN_FIELDS]

@@ -96,6 +96,12 @@ class SQLiteStorage(Storage):
             raise StorageError("storage is not open: call `await storage.open()` first")
         return self.db
 
+    async def _sql_rows(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
+        return [dict(row) for row in self._conn().execute(sql, args).fetchall()]
+
+    async def _sql_change(self, sql: str, args: Any = ()) -> int:
+        return self._conn().execute(sql, args).rowcount
+
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
         row = [(_dumps(run.get(f)) if f in _JSON_RUN else run.get(f)) for f in RUN_FIELDS]

@@ -21,7 +21,7 @@ from flowforge.workflow.model import BlockSpec, RetryPolicy
 __all__ = ["BlockTypeInfo", "CompiledWorkflow", "Node", "Graph", "NAMESPACES", "DATA", "ERROR"]
 
 #: Template roots that are not blocks.
-NAMESPACES = frozenset({"input", "vars", "env", "memory", "user", "loop", "run"})
+NAMESPACES = frozenset({"input", "vars", "env", "secrets", "memory", "user", "loop", "run"})
 
 DATA = "data"      # a template reference or `after`: active when the source succeeds
 ERROR = "error"    # an `on_error` edge: active only when the source fails

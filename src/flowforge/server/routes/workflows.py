@@ -88,7 +88,9 @@ async def create_workflow(request: Request, user: CurrentUser,
     live = request.app.state.live
     document = await _document(request)
     await _check_document_webhook(live, document)
-    row = await live.workflows.save(owner_of(user, owner), document)
+    row = await live.workflows.save(owner_of(user, owner), document,
+                                    policy=await live.policy(user),
+                                    model_override=live.settings.model)
     return workflow_view(row)
 
 
@@ -120,7 +122,9 @@ async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
     live = request.app.state.live
     document = await _document(request)
     await _check_document_webhook(live, document)
-    row = await live.workflows.save(owner_of(user, owner), document, expected_id=workflow_id)
+    row = await live.workflows.save(owner_of(user, owner), document, expected_id=workflow_id,
+                                    policy=await live.policy(user),
+                                    model_override=live.settings.model)
     return JSONResponse(workflow_view(row), status_code=201 if row["version"] == 1 else 200)
 
 
