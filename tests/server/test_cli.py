@@ -91,3 +91,53 @@ def test_serve_explains_a_bad_database_url(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "unsupported database URL" in result.stderr and "Traceback" not in result.stderr
+
+
+def _cli_in(*args: str, db: str, stdin: str = "", env: dict | None = None
+            ) -> subprocess.CompletedProcess:
+    return subprocess.run([FLOWFORGE, *args, "--db", db], capture_output=True, text=True,
+                          timeout=60, input=stdin,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+def test_users_grant_and_secrets_from_the_command_line(tmp_path):
+    db = f"sqlite:///{tmp_path / 'access.db'}"
+    keyfile = {"FLOWFORGE_SECRET_KEY_FILE": str(tmp_path / "secret.key")}
+    assert _cli("users", "create", "dana", db=db).returncode == 0
+    granted = _cli("users", "grant", "dana", "server_files", db=db)
+    again = _cli("users", "grant", "dana", "server_files", db=db)
+    role = _cli("users", "grant", "role:user", "private_network", db=db)
+    typo = _cli("users", "grant", "dana", "server_file", db=db)
+    nobody = _cli("users", "grant", "erin", "server_files", db=db)
+    listed = _cli("users", "grants", db=db)
+    assert granted.returncode == 0 and "granted server_files to user 'dana'" in granted.stdout
+    assert "already had" in again.stdout and role.returncode == 0
+    assert typo.returncode == 2 and "did you mean 'server_files'" in typo.stderr
+    assert nobody.returncode == 1 and "no user 'erin'" in nobody.stderr
+    assert "user dana" in listed.stdout and "role user" in listed.stdout
+    assert _cli("users", "ungrant", "dana", "server_files", db=db).returncode == 0
+    assert _cli("users", "ungrant", "dana", "server_files", db=db).returncode == 1
+
+    value = "sk-from-stdin-0123456789"
+    stored = _cli_in("secrets", "set", "TEAM_TOKEN", "--user", "dana", db=db,
+                     stdin=value + "\n", env=keyfile)
+    assert stored.returncode == 0, stored.stderr
+    names = _cli_in("secrets", "list", "--user", "dana", db=db, env=keyfile)
+    assert "TEAM_TOKEN" in names.stdout and value not in names.stdout
+    bad = _cli_in("secrets", "set", "two words", db=db, env=keyfile)
+    assert bad.returncode == 2 and "secret name" in bad.stderr
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("access.db*"))
+    assert value.encode() not in raw
+    assert (tmp_path / "secret.key").stat().st_mode & 0o777 == 0o600
+
+    # The local user's runs read their secrets, and print them as ***.
+    workflow = tmp_path / "w.yaml"
+    workflow.write_text("id: w\nblocks:\n  - {id: a, type: set, with: {t: '{{secrets.T}}'}}\n")
+    _cli_in("secrets", "set", "T", db=db, stdin="local-secret-value", env=keyfile)
+    ran = subprocess.run([FLOWFORGE, "run", str(workflow), "--json"], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, **keyfile,
+                                                     "FLOWFORGE_DATABASE_URL": db})
+    assert ran.returncode == 0, ran.stderr
+    assert '"t": "***"' in ran.stdout and "local-secret-value" not in ran.stdout
+    assert _cli_in("secrets", "delete", "T", db=db, env=keyfile).returncode == 0
+    assert _cli_in("secrets", "delete", "T", db=db, env=keyfile).returncode == 1

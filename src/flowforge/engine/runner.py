@@ -120,9 +120,9 @@ class Run:
         if policy is TRUSTED or policy.allows("server_env"):
             self.env = EnvView(self.doc.env) if self.doc.env else _PROCESS_ENV
         else:                              # the document's own `env:` and nothing of the host
-            self.env = MappingProxyType(dict(self.doc.env))
-        self.secrets: Mapping[str, str] = MappingProxyType(dict(secrets)) if secrets \
-            else _NO_SECRETS
+            self.env = dict(self.doc.env)
+        # Plain dicts: templates descend into dicts (a run owns its copies).
+        self.secrets: Mapping[str, str] = dict(secrets) if secrets else _NO_SECRETS
         self.provider_keys: Mapping[str, str] = provider_keys or _NO_SECRETS
         self.checkpoint = checkpoint
         self.services: Mapping[str, Any] = services if services is not None else _NO_SERVICES

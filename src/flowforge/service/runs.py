@@ -101,7 +101,10 @@ def guarded_resolver(policy: Policy, stored: Callable[[str], Any] | None = None,
         else:
             nested = registered_workflow(reference)
             if nested is None and stored is not None:
-                nested = await stored(reference)
+                try:
+                    nested = await stored(reference)
+                except NotFound:
+                    nested = None
             if nested is None:
                 raise NotFound(f"no stored workflow '{reference}': save it first "
                                f"(POST /api/workflows), then name it by id or `id@version`")
@@ -198,11 +201,27 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
     return run_obj
 
 
+def _hide_secrets(run_obj: Run, result: RunResult) -> RunResult:
+    """A user's secrets (and shared provider keys) never appear in what a run
+    returns either: every value becomes `***` in outputs, results, events and
+    errors (a workflow that echoes `{{secrets.X}}` shows `***`)."""
+    values = [*run_obj.secrets.values(), *run_obj.provider_keys.values()]
+    if not values:
+        return result
+    hide = redactor(values)
+    result.outputs, result.results = hide(result.outputs), hide(result.results)
+    result.events, result.memory = hide(result.events), hide(result.memory)
+    result.error = hide(result.error)
+    for record in result.blocks.values():
+        record.error = hide(record.error)
+    return result
+
+
 async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | None
                    ) -> RunResult:
     """Execute a prepared run; with storage, write its outcome and memory."""
     if storage is None:
-        return await run_obj.execute()
+        return _hide_secrets(run_obj, await run_obj.execute())
     watch_for_cancel(storage, run_obj)       # a cancel request from any process reaches it
     try:
         result = await run_obj.execute()
@@ -210,10 +229,12 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         forget_run(storage, run_obj.run_id)
         if recorder is not None:
             await recorder.close()
+    result = _hide_secrets(run_obj, result)
+    redact = recorder.redact if recorder is not None else (lambda data: data)
     await storage.update_run(
-        run_obj.run_id, status=result.status,
-        outputs=recorder.redact(result.outputs) if recorder is not None else result.outputs,
-        usage=result.usage, memory=result.memory, error=result.error, finished_at=time.time())
+        run_obj.run_id, status=result.status, outputs=redact(result.outputs),
+        usage=result.usage, memory=redact(result.memory), error=redact(result.error),
+        finished_at=time.time())
     memory_keys = run_obj.doc.memory
     if result.status == "succeeded" and memory_keys:
         await storage.save_memory(run_obj.user.get("id"), {
@@ -236,9 +257,10 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
         check_policy(compiled, policy, model_override=model)
-        return await _new_run(compiled, inputs, user=user, run_id=None, model=model,
-                              concurrency=concurrency, services=services,
-                              on_event=on_event, policy=policy, secrets=secrets).execute()
+        run_obj = _new_run(compiled, inputs, user=user, run_id=None, model=model,
+                           concurrency=concurrency, services=services,
+                           on_event=on_event, policy=policy, secrets=secrets)
+        return _hide_secrets(run_obj, await run_obj.execute())
     async with open_storage(storage) as opened:
         run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
                                            model=model, concurrency=concurrency,
