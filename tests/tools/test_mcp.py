@@ -129,3 +129,33 @@ async def test_streamable_http_server_and_its_ssrf_guard(http_server):
         assert [tool.name for tool in tools] == ["remote_shout"]
         assert tools[0].parameters["required"] == ["text"]
         assert await tools[0].execute({"text": "refund"}, ToolContext()) == {"result": "REFUND"}
+
+
+async def test_a_registered_server_needs_no_capability_and_keeps_its_command(tmp_path,
+                                                                             monkeypatch):
+    """On a shared server a document may not start commands, but it may use a
+    stdio server the administrator registered, by name, without changing it."""
+    import json
+
+    import flowforge
+    from flowforge.workflow.policy import Policy
+
+    registry = tmp_path / "mcp.json"
+    registry.write_text(json.dumps({"clock": TIME_SERVER}))
+    monkeypatch.setenv("FLOWFORGE_MCP_SERVERS", str(registry))
+    async with AsyncExitStack() as stack:
+        tools = await open_mcp_tools(McpServer(server="clock", include=["get_current_time"]),
+                                     stack)
+        assert [tool.name for tool in tools] == ["get_current_time"]
+    with pytest.raises(ValueError, match="keeps its own args"):
+        McpServer(server="clock", args=["-c", "import os"])
+    with pytest.raises(ToolError, match="no registered MCP server 'calendar' \\(registered: clock"):
+        async with AsyncExitStack() as stack:
+            await open_mcp_tools(McpServer(server="calendar"), stack)
+    with scripted(lambda m, t: "it is late") as model:
+        document = {"id": "d", "defaults": {"model": model}, "blocks": [
+            {"id": "agent", "type": "agent",
+             "with": {"prompt": "time?", "tools": [{"mcp": {"server": "clock"}}]}}]}
+        result = await flowforge.run(document, storage=False, model=model,
+                                     policy=Policy(subject="u"))
+    assert result.status == "succeeded", result.error

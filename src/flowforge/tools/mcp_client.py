@@ -7,6 +7,12 @@ long as the `AsyncExitStack` the caller passes (the agent block's run), so a
 stdio server is stopped when the block ends.  `command: python` means the
 interpreter running flowforge, so `python -m some_server` works in a venv.
 
+On a shared server a document may not start commands (the `local_commands`
+capability); it reaches MCP over HTTP (`url:`) or names a stdio server the
+administrator registered (`server: NAME`: `register_mcp_server(...)`, or a
+YAML/JSON file `{NAME: {command, args, env, cwd}}` named by
+`FLOWFORGE_MCP_SERVERS`), whose command the document cannot change.
+
 The SDK's 1.x and 2.x releases spell a few names differently
 (`inputSchema`/`input_schema`, `streamablehttp_client`/`streamable_http_client`);
 both are accepted here.
@@ -26,7 +32,8 @@ from flowforge.errors import ToolError
 from flowforge.tools.network import check_url
 from flowforge.tools.spec import Tool, ToolContext
 
-__all__ = ["McpServer", "open_mcp_tools", "close_quietly"]
+__all__ = ["McpServer", "open_mcp_tools", "close_quietly", "register_mcp_server",
+           "registered_mcp_server"]
 
 _NAME_RE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -46,6 +53,8 @@ class McpServer(BaseModel):
     """Working directory of the server process."""
     url: str | None = None
     """Streamable-HTTP endpoint instead of a command, e.g. `https://host/mcp`."""
+    server: str | None = None
+    """A stdio server the administrator registered by name (`FLOWFORGE_MCP_SERVERS`)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers (e.g. Authorization) for `url`."""
     include: list[str] | None = None
@@ -59,10 +68,53 @@ class McpServer(BaseModel):
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:
-        if bool(self.command) == bool(self.url):
-            raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` "
-                             "(streamable HTTP)")
+        if sum(map(bool, (self.command, self.url, self.server))) != 1:
+            raise ValueError("an MCP server needs exactly one of `command` (stdio), `url` "
+                             "(streamable HTTP) or `server` (registered by the administrator)")
+        if self.server and (self.args or self.env or self.cwd):
+            raise ValueError("a registered `server` keeps its own args, env and cwd; remove "
+                             "them from the document")
         return self
+
+
+_REGISTERED: dict[str, dict[str, Any]] = {}
+
+
+def register_mcp_server(name: str, command: str, args: list[str] | None = None,
+                        env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    """Offer a stdio MCP server to every document as `mcp: {server: name}`."""
+    _REGISTERED[name] = {"command": command, "args": list(args or []), "env": dict(env or {}),
+                         "cwd": cwd}
+
+
+def registered_mcp_server(name: str) -> dict[str, Any]:
+    """The administrator's entry for `name` (from `register_mcp_server` or the
+    `FLOWFORGE_MCP_SERVERS` file); ToolError naming the known ones otherwise."""
+    import os
+
+    known = dict(_REGISTERED)
+    path = os.environ.get("FLOWFORGE_MCP_SERVERS")
+    if path:
+        import yaml
+
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = yaml.safe_load(handle) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ToolError(f"cannot read FLOWFORGE_MCP_SERVERS ({path}): {exc}") from None
+        if isinstance(loaded, dict):
+            for key, entry in loaded.items():
+                if isinstance(entry, dict) and isinstance(entry.get("command"), str):
+                    known.setdefault(str(key), {"command": entry["command"],
+                                                "args": [str(a) for a in entry.get("args") or []],
+                                                "env": {str(k): str(v) for k, v in
+                                                        (entry.get("env") or {}).items()},
+                                                "cwd": entry.get("cwd")})
+    if name not in known:
+        raise ToolError(f"no registered MCP server '{name}' (registered: "
+                        f"{', '.join(sorted(known)) or 'none'}; an administrator adds them to "
+                        f"the FLOWFORGE_MCP_SERVERS file)")
+    return known[name]
 
 
 def _field(obj: Any, *names: str, default: Any = None) -> Any:
@@ -78,6 +130,8 @@ async def _connect(server: McpServer, stack: AsyncExitStack, allow_private: bool
         from mcp import ClientSession
     except ImportError:
         raise ToolError("MCP tools need the `mcp` package: pip install 'flowforge[mcp]'") from None
+    if server.server:
+        server = server.model_copy(update=registered_mcp_server(server.server))
     if server.command:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -124,7 +178,8 @@ def _result_value(result: Any, name: str) -> Any:
 async def open_mcp_tools(server: McpServer, stack: AsyncExitStack,
                          allow_private_network: bool = False) -> list[Tool]:
     """Connect to `server` (kept open on `stack`) and return its tools."""
-    where = server.command and " ".join([server.command, *server.args]) or server.url
+    where = server.server and f"registered server '{server.server}'" or \
+        server.command and " ".join([server.command, *server.args]) or server.url
     connection = AsyncExitStack()       # closed on its own if connecting fails
     try:
         session = await _connect(server, connection, allow_private_network)
