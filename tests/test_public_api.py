@@ -36,4 +36,6 @@ def test_error_tree_matches_its_drawing():
     assert issubclass(errors.MissingCredentials, errors.ProviderError)
     assert issubclass(errors.ProviderError, errors.RunError)
     assert not issubclass(errors.InputError, errors.WorkflowError)
+    assert issubclass(errors.CapabilityDenied, errors.FlowforgeError)
+    assert "CapabilityDenied          a document asks" in errors.__doc__
     assert "MissingCredentials  says which environment variable" in errors.__doc__

@@ -13,14 +13,15 @@
 
 from flowforge.engine.events import EventBus
 from flowforge.engine.result import BlockRecord, RunResult
-from flowforge.errors import (BlockError, BlockTimeout, FlowforgeError, InputError,
-                              MissingCredentials, NotFound, Problem, ProviderError, RunError,
-                              StorageError, ToolError, ValidationFailed, WorkflowError)
+from flowforge.errors import (BlockError, BlockTimeout, CapabilityDenied, FlowforgeError,
+                              InputError, MissingCredentials, NotFound, Problem, ProviderError,
+                              RunError, StorageError, ToolError, ValidationFailed, WorkflowError)
 from flowforge.service.loading import load, load_text, register_workflow
 from flowforge.service.runs import RunHandle, cancel_run, resume, run, run_sync, start_run
 from flowforge.tools.functions import function
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.model import Workflow
+from flowforge.workflow.policy import CAPABILITIES, Policy
 
 __version__ = "0.1.0"
 
@@ -28,12 +29,15 @@ __all__ = [
     "BlockError",
     "BlockRecord",
     "BlockTimeout",
+    "CAPABILITIES",
+    "CapabilityDenied",
     "CompiledWorkflow",
     "EventBus",
     "FlowforgeError",
     "InputError",
     "MissingCredentials",
     "NotFound",
+    "Policy",
     "Problem",
     "ProviderError",
     "RunError",
