@@ -35,7 +35,7 @@ for _commands in (serve_cli, users_cli, secrets_cli):   # serve, users ..., secr
     _commands.register(app)
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -53,8 +53,20 @@ def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
             data = parse_text(inputs_file.read_text(encoding="utf-8"), str(inputs_file))
         except FileNotFoundError:
             fail(f"--inputs-file: no such file: {inputs_file}")
+        except IsADirectoryError:
+            fail(f"--inputs-file {inputs_file} is a directory: give a JSON or YAML file")
+        except UnicodeDecodeError:
+            fail(f"--inputs-file {inputs_file} is not UTF-8 text: give a JSON or YAML file")
+        except OSError as exc:
+            fail(f"--inputs-file {inputs_file}: {exc.strerror or exc}")
+        except WorkflowError as exc:
+            fail(f"--inputs-file {exc}")
+        if data is None:
+            fail(f"--inputs-file {inputs_file} is empty: write a mapping such as "
+                 f"{{\"query\": \"refund policy\"}}")
         if not isinstance(data, dict):
-            fail(f"--inputs-file {inputs_file}: expected a mapping of input names to values")
+            fail(f"--inputs-file {inputs_file}: expected a mapping of input names to values, "
+                 f"got {type(data).__name__}")
         values.update(data)
     for pair in pairs:
         key, sep, raw = pair.partition("=")

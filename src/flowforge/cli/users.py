@@ -17,7 +17,7 @@ __all__ = ["users_app", "register"]
 
 users_app = typer.Typer(help="Users of the server and their API keys.", no_args_is_help=True)
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
 
 DbOption = typer.Option(None, "--db", "--database-url",
                         help="Database URL (default: FLOWFORGE_DATABASE_URL or the user data "

@@ -116,15 +116,40 @@ def guarded_resolver(policy: Policy, stored: Callable[[str], Any] | None = None,
 
 async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
                     **options: Any) -> RunHandle:
-    """Start a run in the background on an *open* storage (or None).
+    """Start a run in the background; `await handle.wait()` for its result.
 
-    Options are those of `run()` (user, storage, model, concurrency, services,
-    on_event, policy, secrets, provider_keys, stored_workflows) plus run_id,
-    workflow_version, checkpoint and start_seq."""
-    run_obj, recorder = await _prepare(workflow, inputs, **options)
+    `storage` means what it means for `run()`: None the default database, a
+    URL that database, a Storage that one (opened if needed, left open),
+    False no record.  Other options are those of `run()` (user, model,
+    concurrency, services, on_event, policy, secrets) plus provider_keys,
+    stored_workflows, run_id, workflow_version, checkpoint and start_seq."""
+    storage = options.pop("storage", None)
+    owned: Storage | None = None
+    if storage is False:
+        storage = None
+    elif isinstance(storage, Storage):
+        await storage.open()
+    else:
+        storage = owned = storage_from_url(storage)
+        await owned.open()
+    try:
+        run_obj, recorder = await _prepare(workflow, inputs, storage=storage, **options)
+    except BaseException:
+        if owned is not None:
+            await owned.close()
+        raise
     task = asyncio.get_running_loop().create_task(
-        _execute(run_obj, recorder, options.get("storage")))
+        _execute(run_obj, recorder, storage) if owned is None
+        else _execute_and_close(run_obj, recorder, owned))
     return RunHandle(run_obj, task, recorder)
+
+
+async def _execute_and_close(run_obj: Run, recorder: Recorder | None, storage: Storage
+                             ) -> RunResult:
+    try:
+        return await _execute(run_obj, recorder, storage)
+    finally:
+        await storage.close()
 
 
 async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
@@ -270,8 +295,15 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
 
 
 def run_sync(workflow: Any, inputs: dict[str, Any] | None = None, **kwargs: Any) -> RunResult:
-    """`run()` for scripts and notebooks without an event loop."""
-    return asyncio.run(run(workflow, inputs, **kwargs))
+    """`run()` for scripts without an event loop.  Inside a running loop (a
+    notebook, an async app) it cannot block: use `await flowforge.run(...)`."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run(workflow, inputs, **kwargs))
+    raise RuntimeError("flowforge.run_sync() was called inside a running event loop (a "
+                       "notebook, an async function): use `await flowforge.run(workflow, "
+                       "inputs, ...)` there instead")
 
 
 async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,

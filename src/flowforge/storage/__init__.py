@@ -23,10 +23,18 @@ def default_database_url() -> str:
     return f"sqlite:///{Path(user_data_dir('flowforge')) / 'flowforge.db'}"
 
 
+_SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
 def storage_from_url(url: str | None = None) -> Storage:
-    """A (not yet opened) storage for `url`: `sqlite:///file.db`, `sqlite://:memory:`,
-    a bare path, or `postgresql://user@host/db`."""
+    """A (not yet opened) storage for `url`: `sqlite:///relative.db`,
+    `sqlite:////absolute.db`, `sqlite://:memory:`, a path to a `.db` /
+    `.sqlite` file, or `postgresql://user@host/db`.  Anything else is a
+    StorageError naming the accepted forms: a typo must never become an
+    in-memory database that forgets every run, or a file called `bogus`."""
     url = url or default_database_url()
+    forms = ("use sqlite:///relative/path.db, sqlite:////absolute/path.db, "
+             "sqlite://:memory: or postgresql://user@host/db")
     if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         try:
             from flowforge.storage.postgres import PostgresStorage
@@ -34,13 +42,18 @@ def storage_from_url(url: str | None = None) -> Storage:
             raise StorageError(f"PostgreSQL storage needs psycopg: pip install "
                                f"'flowforge[postgres]' ({exc})") from None
         return PostgresStorage(url)
+    from flowforge.storage.sqlite import SQLiteStorage
     if url.startswith("sqlite:"):
         # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute.db
-        path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ":memory:"
-        from flowforge.storage.sqlite import SQLiteStorage
-        return SQLiteStorage(path or ":memory:")
-    if "://" in url:
-        raise StorageError(f"unsupported database URL '{url}': use sqlite:///path.db or "
-                           f"postgresql://user@host/db")
-    from flowforge.storage.sqlite import SQLiteStorage
+        if url in ("sqlite://:memory:", "sqlite:///:memory:", "sqlite://"):
+            return SQLiteStorage(":memory:")
+        if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
+            raise StorageError(f"database URL '{url}' names no file: {forms} (three slashes "
+                               f"before a relative path, four before an absolute one)")
+        return SQLiteStorage(url[len("sqlite:///"):])
+    if "://" in url or ":" in url.split("/")[0]:
+        raise StorageError(f"unsupported database URL '{url}': {forms}")
+    if not url.endswith(_SQLITE_SUFFIXES) and not Path(url).is_file():
+        raise StorageError(f"database URL '{url}' is neither a URL nor a SQLite file path "
+                           f"(ending in .db, .sqlite or .sqlite3): {forms}")
     return SQLiteStorage(url)

@@ -84,11 +84,13 @@ class PostgresStorage(Storage):
     async def open(self) -> None:
         if self.pool is not None:
             return
+        # An unreachable server fails the open within seconds, in one line.
         pool = AsyncConnectionPool(self.conninfo, min_size=1, max_size=self.pool_max,
-                                   open=False, kwargs={"autocommit": True},
+                                   open=False, kwargs={"autocommit": True,
+                                                       "connect_timeout": 3},
                                    name="flowforge")
         try:
-            await pool.open(wait=True, timeout=15)
+            await pool.open(wait=True, timeout=5)
             self.pool = pool
             await self._migrate()
         except Exception as exc:
