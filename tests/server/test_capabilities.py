@@ -298,3 +298,37 @@ async def test_a_users_secret_is_their_provider_key(server, receiver, monkeypatc
     assert result["status"] == "succeeded", result
     assert receiver.requests[-1]["authorization"] == "Bearer sk-alice-own-key"
     assert "sk-alice-own-key" not in json.dumps(result)
+
+
+async def test_the_support_demo_uploaded_to_a_server(tmp_path, monkeypatch):
+    """examples/support.yaml builds its knowledge base from `sources: [policies]`:
+    on a server that is a server-files capability, and the relative source
+    resolves against the server's files root (issue 15)."""
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    monkeypatch.setenv("FLOWFORGE_SECRET_KEY_FILE", str(tmp_path / "secret.key"))
+    monkeypatch.setenv("FLOWFORGE_KNOWLEDGE_URL", f"sqlite:///{tmp_path / 'kb.db'}")
+    live, stop = await start_server(
+        f"sqlite:///{tmp_path / 'server.db'}", files_root=str(tmp_path),
+        model=f"scripted/{examples / 'scripted' / 'support.rules.yaml'}")
+    text = (examples / "support.yaml").read_text()
+    headers = {"Content-Type": "application/yaml"}
+    try:
+        async with live.client("alice") as alice:
+            refused = await alice.post("/api/workflows", content=text, headers=headers)
+            _refused(refused, "server_files", "blocks[1].with.sources")
+            await _grant(live, "alice", "server_files")
+            saved = await alice.post("/api/workflows", content=text, headers=headers)
+            assert saved.status_code == 201, saved.text
+            assert "blocks[1].with.sources[0]" in saved.json()["warnings"][0]
+            assert "--files-root" in saved.json()["warnings"][0]
+            live.app.state.settings.files_root = str(examples)
+            again = await alice.put("/api/workflows/support", content=text, headers=headers)
+            assert again.status_code == 200 and "warnings" not in again.json()
+            ran = await alice.post("/api/workflows/support/runs?wait=true", json={})
+        result = ran.json()
+        assert result["status"] == "succeeded", result["blocks"]
+        assert result["results"]["search"]["totalResults"] > 0
+    finally:
+        await stop()

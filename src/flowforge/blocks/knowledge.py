@@ -88,7 +88,9 @@ async def _sync_sources(context: BlockContext, knowledge: Any, config: Knowledge
     documents whose content hash is unchanged)."""
     from pathlib import Path
 
-    folder = getattr(context, "source_dir", None) or Path.cwd()
+    # A stored workflow (no file of its own) resolves against the server's files root.
+    folder = getattr(context, "source_dir", None) or \
+        (getattr(context, "services", None) or {}).get("files_root") or Path.cwd()
     paths = [Path(source) if Path(source).is_absolute() else Path(folder) / source
              for source in config.sources]
     missing = [str(path) for path in paths if not path.exists()]

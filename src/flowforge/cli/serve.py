@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -36,6 +37,10 @@ def serve(
         False, "--allow-private-webhooks", help="Let webhooks go to loopback, private and "
         "link-local addresses (off: refused, so users cannot reach internal services "
         "through the server; also FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)."),
+    files_root: Optional[Path] = typer.Option(
+        None, "--files-root", help="Folder that relative file references of stored "
+        "workflows (knowledge sources) resolve against, for users granted server_files "
+        "(default: the current directory; also FLOWFORGE_FILES_ROOT)."),
     share_provider_keys: bool = typer.Option(
         False, "--share-provider-keys", help="Let every user's runs use the provider keys "
         "in this process's environment (OPENAI_API_KEY, ...), sent only to the providers' "
@@ -68,6 +73,8 @@ def serve(
         settings.allow_private_webhooks = True
     if share_provider_keys:
         settings.share_provider_keys = True
+    if files_root is not None:
+        settings.files_root = str(files_root.resolve())
     if max_body_bytes is not None:
         settings.max_body_bytes = max_body_bytes
     # Everything in this process (the block registry too) uses the served database.

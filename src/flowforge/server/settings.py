@@ -41,6 +41,11 @@ class ServerSettings:
     """How long `POST .../cancel` waits for the run to settle before answering."""
     model: str | None = None
     """Model for every LLM block of every run (like `flowforge run --model`)."""
+    files_root: str = field(default_factory=lambda: os.environ.get("FLOWFORGE_FILES_ROOT")
+                            or os.getcwd())
+    """Folder that relative file references of stored workflows resolve against
+    (knowledge `sources: [policies]` -> `<files_root>/policies`), for users
+    granted `server_files`; the server's working directory by default."""
     share_provider_keys: bool = field(
         default_factory=lambda: _env_flag("FLOWFORGE_SHARE_PROVIDER_KEYS"))
     """Let every user's runs use the provider keys in the server's environment

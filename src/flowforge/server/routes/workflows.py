@@ -74,6 +74,31 @@ async def _document(request: Request) -> Any:
                             f"{exc.lineno}, column {exc.colno}", code="malformed_json") from None
 
 
+def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str
+                   ) -> dict[str, Any]:
+    """Saved, but a relative knowledge source is missing under the server's
+    files root: say so now rather than at the first run."""
+    from pathlib import Path
+
+    from flowforge.workflow.model import Workflow
+
+    warnings = []
+    for where, spec in Workflow.model_validate(row["document"]).iter_blocks():
+        sources = spec.with_.get("sources") if spec.type == "knowledge" else None
+        for index, source in enumerate(sources if isinstance(sources, list) else []):
+            if not isinstance(source, str) or "{{" in source:
+                continue
+            path = Path(source) if Path(source).is_absolute() else Path(files_root) / source
+            if not path.exists():
+                warnings.append(f"{where}.with.sources[{index}]: {path} does not exist on the "
+                                f"server (relative sources resolve against the files root "
+                                f"{files_root}, `flowforge serve --files-root`); runs will "
+                                f"fail until it does")
+    if warnings:
+        view["warnings"] = warnings
+    return view
+
+
 async def _check_document_webhook(live: Any, document: Any) -> None:
     """A saved workflow's `webhook:` is refused at save time, not at its first run."""
     webhook = document.get("webhook") if isinstance(document, dict) else None
@@ -91,7 +116,7 @@ async def create_workflow(request: Request, user: CurrentUser,
     row = await live.workflows.save(owner_of(user, owner), document,
                                     policy=await live.policy(user),
                                     model_override=live.settings.model)
-    return workflow_view(row)
+    return _with_warnings(workflow_view(row), row, live.settings.files_root)
 
 
 @router.get("", summary="List workflows (latest versions)")
@@ -125,7 +150,8 @@ async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
     row = await live.workflows.save(owner_of(user, owner), document, expected_id=workflow_id,
                                     policy=await live.policy(user),
                                     model_override=live.settings.model)
-    return JSONResponse(workflow_view(row), status_code=201 if row["version"] == 1 else 200)
+    return JSONResponse(_with_warnings(workflow_view(row), row, live.settings.files_root),
+                        status_code=201 if row["version"] == 1 else 200)
 
 
 @router.delete("/{workflow_id}", status_code=204, summary="Delete a workflow (runs are kept)")
