@@ -33,7 +33,7 @@ def test_users_create_prints_the_key_alone_on_its_last_line(tmp_path):
     assert key.startswith("ff_") and " " not in key and len(key) > 40
     assert key not in listed.stdout and key[:10] in listed.stdout
     assert "admin" in admin.stdout
-    assert duplicate.returncode == 1 and "already exists" in duplicate.stderr
+    assert duplicate.returncode == 2 and "already exists" in duplicate.stderr   # taken: 2
     assert "Traceback" not in duplicate.stderr
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("users.db*"))
     assert key.encode() not in raw                    # only the hash is stored

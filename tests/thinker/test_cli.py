@@ -26,7 +26,7 @@ def test_blocks_list_show_source_search(registry):
     found = json.loads(invoke("blocks", "search", "average of numbers", "--json").stdout)
     assert found["results"][0]["block"]["id"] == "math_stats"
     missing = invoke("blocks", "show", "math_stat")
-    assert missing.exit_code == 2 and "did you mean 'math_stats'" in missing.stderr
+    assert missing.exit_code == 1 and "did you mean 'math_stats'" in missing.stderr  # not found: 1
 
 
 def test_blocks_add_and_test(registry, tmp_path):

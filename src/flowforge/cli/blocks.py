@@ -32,6 +32,9 @@ out = Console()
 err = Console(stderr=True)
 
 
+from flowforge.cli.exits import exit_code  # noqa: E402
+
+
 def _fail(message: str, code: int = 2) -> None:
     err.print(f"[bold red]error:[/] {message}", highlight=False)
     raise typer.Exit(code)
@@ -42,7 +45,7 @@ def _registry():
     try:
         return get_registry()
     except FlowforgeError as exc:
-        _fail(str(exc))
+        _fail(str(exc), exit_code(exc))
 
 
 @blocks_app.command("list")
@@ -72,7 +75,7 @@ def show_block(block_id: str, version: Optional[int] = typer.Option(None, "--ver
     try:
         block = _registry().get(block_id, version)
     except FlowforgeError as exc:
-        _fail(str(exc))
+        _fail(str(exc), exit_code(exc))
     if as_json:
         print(json.dumps(block.model_dump(mode="json"), ensure_ascii=False, indent=2))
         return
@@ -88,7 +91,7 @@ def block_source(block_id: str, version: Optional[int] = typer.Option(None, "--v
     try:
         print(_registry().source(block_id, version))
     except FlowforgeError as exc:
-        _fail(str(exc))
+        _fail(str(exc), exit_code(exc))
 
 
 @blocks_app.command("add")
@@ -99,7 +102,7 @@ def add_block(file: Path = typer.Argument(..., help="Block definition (YAML or J
         definition = read_definition_file(file)
         saved = _registry().add(definition)
     except FlowforgeError as exc:
-        _fail(str(exc))
+        _fail(str(exc), exit_code(exc))
     out.print(f"added [bold]{saved.id}[/] version {saved.version}")
 
 
@@ -109,7 +112,7 @@ def delete_block(block_id: str) -> None:
     try:
         _registry().delete(block_id)
     except FlowforgeError as exc:
-        _fail(str(exc))
+        _fail(str(exc), exit_code(exc))
     out.print(f"deleted {block_id}")
 
 
@@ -142,7 +145,7 @@ def test_block(block_id: str, version: Optional[int] = typer.Option(None, "--ver
         block = _registry().get(block_id, version)
         report = asyncio.run(run_examples(block, model=model))
     except FlowforgeError as exc:
-        _fail(str(exc))
+        _fail(str(exc), exit_code(exc))
     if as_json:
         print(json.dumps(report.to_dict(), ensure_ascii=False, default=str))
     else:

@@ -50,10 +50,9 @@ def _run(coro_fn) -> Any:
             await close_all()
     try:
         return asyncio.run(main())
-    except StorageError as exc:
-        _fail(str(exc), 1)
-    except (NotFound, FlowforgeError) as exc:
-        _fail(str(exc), 2)
+    except FlowforgeError as exc:
+        from flowforge.cli.exits import exit_code
+        _fail(str(exc), exit_code(exc))
 
 
 async def _open(url: Optional[str]):

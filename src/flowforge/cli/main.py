@@ -239,16 +239,12 @@ def runs_resume(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
 
 
 def _storage_call(coro: Any) -> Any:
-    from flowforge.errors import NotFound
+    from flowforge.cli.exits import exit_code
 
     try:
         return asyncio.run(coro)
-    except NotFound as exc:
-        fail(str(exc), 1)
-    except (StorageError, InputError) as exc:
-        fail(str(exc), 1)
-    except WorkflowError as exc:
-        fail(str(exc))
+    except FlowforgeError as exc:
+        fail(str(exc), exit_code(exc))
 
 
 def main() -> None:

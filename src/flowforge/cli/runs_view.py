@@ -16,7 +16,27 @@ from flowforge.service.runs import cancel_run as service_cancel_run
 from flowforge.service.runs import open_storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["list_runs", "show_run", "cancel_run"]
+__all__ = ["list_runs", "show_run", "cancel_run", "find_run", "RUN_STATUSES"]
+
+#: What `runs list --status` accepts.
+RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
+
+
+async def find_run(storage: Any, run_id: str) -> dict[str, Any]:
+    """The run named by its id or by a unique prefix of it (as git does)."""
+    row = await storage.get_run(run_id)
+    if row is not None:
+        return row
+    matches = await storage.run_ids_starting(run_id, limit=6)
+    if len(matches) == 1:
+        return await storage.get_run(matches[0])
+    if not matches:
+        raise NotFound(f"no run with id '{run_id}' in {storage.url} "
+                       f"(`flowforge runs list` shows them)")
+    from flowforge.errors import InputError
+    shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+    raise InputError([f"run id prefix '{run_id}' is ambiguous: it starts {shown}; give more "
+                      f"characters"])
 
 
 def _when(seconds: float | None) -> str:
@@ -32,6 +52,9 @@ def _short(value: Any, width: int = 100) -> str:
 
 async def list_runs(db: str | None, workflow: str | None, status: str | None, user: str | None,
                     limit: int, as_json: bool, console: Console) -> None:
+    if status is not None and status not in RUN_STATUSES:
+        from flowforge.errors import InputError
+        raise InputError([f"--status {status!r}: use one of {', '.join(RUN_STATUSES)}"])
     async with open_storage(db) as storage:
         rows = await storage.list_runs(workflow_id=workflow, status=status, user_id=user,
                                        limit=limit)
@@ -39,10 +62,15 @@ async def list_runs(db: str | None, workflow: str | None, status: str | None, us
         print(json.dumps(rows, default=str))
         return
     if not rows:
-        console.print("no runs stored yet")
+        filters = [f"--{name} {value}" for name, value in
+                   (("workflow", workflow), ("status", status), ("user", user)) if value]
+        console.print(f"no runs match {' '.join(filters)}" if filters else "no runs stored yet",
+                      highlight=False)
         return
     table = Table(box=None, padding=(0, 1))
-    for column in ("run id", "workflow", "user", "status", "started", "duration"):
+    # The id is what every other command takes: never cut, whatever the width.
+    table.add_column("run id", no_wrap=True, min_width=32, overflow="fold")
+    for column in ("workflow", "user", "status", "started", "duration"):
         table.add_column(column)
     for row in rows:
         duration = ""
@@ -57,9 +85,8 @@ async def list_runs(db: str | None, workflow: str | None, status: str | None, us
 async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool,
                    console: Console) -> None:
     async with open_storage(db) as storage:
-        row = await storage.get_run(run_id)
-        if row is None:
-            raise NotFound(f"no run with id '{run_id}' in {storage.url}")
+        row = await find_run(storage, run_id)
+        run_id = row["run_id"]
         blocks = await storage.get_blocks(run_id)
         events = await storage.get_events(run_id) if (with_events or as_json) else []
     if as_json:
@@ -102,9 +129,8 @@ async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool
 async def cancel_run(db: str | None, run_id: str, wait: float, console: Console) -> bool:
     """Ask whichever process runs `run_id` to cancel it; True once it ended."""
     async with open_storage(db) as storage:
-        row = await storage.get_run(run_id)
-        if row is None:
-            raise NotFound(f"no run with id '{run_id}' in {storage.url}")
+        row = await find_run(storage, run_id)
+        run_id = row["run_id"]
         if row["status"] in TERMINAL_STATUSES:
             console.print(f"run {run_id} already ended: {row['status']}")
             return True

@@ -25,16 +25,14 @@ DbOption = typer.Option(None, "--db", "--database-url",
 
 
 def _call(work: Any) -> Any:
-    from flowforge.errors import FlowforgeError, InputError
+    from flowforge.cli.exits import exit_code
+    from flowforge.errors import FlowforgeError
 
     try:
         return asyncio.run(work)
-    except InputError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2)
     except FlowforgeError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(1)
+        raise typer.Exit(exit_code(exc))
 
 
 async def _with_storage(db: str | None, action: Any) -> Any:

@@ -87,7 +87,8 @@ class Knowledge:
         if found is not None:
             if exist_ok:
                 return found
-            raise FlowforgeError(f"a knowledge base named '{name}' already exists "
+            from flowforge.storage.base import AlreadyExists
+            raise AlreadyExists(f"a knowledge base named '{name}' already exists "
                                  f"(`flowforge kb list` shows them)")
         embedder = self.embedder_for(normalise_model_name(model))
         size = chunk_size or min(DEFAULT_CHUNK_TOKENS, embedder.max_tokens - 2)

@@ -97,6 +97,16 @@ class Storage(AccessStore, abc.ABC):
     @abc.abstractmethod
     async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
 
+    async def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
+        """Ids of runs that start with `prefix` (letters, digits, '-' and '_'
+        only, so it is never a LIKE pattern), at most `limit`."""
+        if not prefix or not all(c.isalnum() or c in "-_" for c in prefix):
+            return []
+        rows = await self._sql_rows(  # type: ignore[attr-defined]
+            "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id LIMIT ?",
+            (len(prefix), prefix, limit))
+        return [row["run_id"] for row in rows]
+
     @abc.abstractmethod
     async def cancel_requests(self, run_ids: list[str]) -> set[str]:
         """Those of `run_ids` whose row carries a cancel request
