@@ -48,13 +48,19 @@ def _registry():
         _fail(str(exc), exit_code(exc))
 
 
+_JSON = "Print JSON."
+_VERSION = "A version number (default: the latest)."
+_BLOCK_ID = "A block id from the registry (`flowforge blocks list`)."
+
+
 @blocks_app.command("list")
-def list_blocks(category: Optional[str] = typer.Option(None, "--category"),
+def list_blocks(category: Optional[str] = typer.Option(None, "--category",
+                                                       help="Only this category."),
                 created_by: Optional[str] = typer.Option(None, "--created-by",
                                                          help="library, user or thinker"),
                 execution_type: Optional[str] = typer.Option(None, "--type",
                                                              help="python or llm"),
-                as_json: bool = typer.Option(False, "--json")) -> None:
+                as_json: bool = typer.Option(False, "--json", help=_JSON)) -> None:
     """List the registry's blocks."""
     blocks = _registry().list(category=category, created_by=created_by,
                               execution_type=execution_type)
@@ -69,8 +75,8 @@ def list_blocks(category: Optional[str] = typer.Option(None, "--category"),
 
 
 @blocks_app.command("show")
-def show_block(block_id: str, version: Optional[int] = typer.Option(None, "--version"),
-               as_json: bool = typer.Option(False, "--json")) -> None:
+def show_block(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Optional[int] = typer.Option(None, "--version", help=_VERSION),
+               as_json: bool = typer.Option(False, "--json", help=_JSON)) -> None:
     """A block's full definition."""
     try:
         block = _registry().get(block_id, version)
@@ -85,7 +91,7 @@ def show_block(block_id: str, version: Optional[int] = typer.Option(None, "--ver
 
 
 @blocks_app.command("source")
-def block_source(block_id: str, version: Optional[int] = typer.Option(None, "--version")
+def block_source(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Optional[int] = typer.Option(None, "--version", help=_VERSION)
                  ) -> None:
     """A block's Python source or prompt template."""
     try:
@@ -107,7 +113,7 @@ def add_block(file: Path = typer.Argument(..., help="Block definition (YAML or J
 
 
 @blocks_app.command("delete")
-def delete_block(block_id: str) -> None:
+def delete_block(block_id: str = typer.Argument(..., help=_BLOCK_ID)) -> None:
     """Hide a block (its versions are kept)."""
     try:
         _registry().delete(block_id)
@@ -117,9 +123,10 @@ def delete_block(block_id: str) -> None:
 
 
 @blocks_app.command("search")
-def search_blocks(query: str, limit: int = typer.Option(5, "--limit", min=1, max=50),
-                  execution_type: Optional[str] = typer.Option(None, "--type"),
-                  as_json: bool = typer.Option(False, "--json")) -> None:
+def search_blocks(query: str = typer.Argument(..., help="What the block should do, in words."),
+                  limit: int = typer.Option(5, "--limit", min=1, max=50, help="How many results."),
+                  execution_type: Optional[str] = typer.Option(None, "--type", help="python or llm"),
+                  as_json: bool = typer.Option(False, "--json", help=_JSON)) -> None:
     """Find blocks by what they do."""
     registry = _registry()
     hits = asyncio.run(registry.search(query, limit, execution_type=execution_type))
@@ -135,10 +142,10 @@ def search_blocks(query: str, limit: int = typer.Option(5, "--limit", min=1, max
 
 
 @blocks_app.command("test")
-def test_block(block_id: str, version: Optional[int] = typer.Option(None, "--version"),
+def test_block(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Optional[int] = typer.Option(None, "--version", help=_VERSION),
                model: Optional[str] = typer.Option(None, "--model", "-m",
                                                    help="Model for LLM blocks."),
-               as_json: bool = typer.Option(False, "--json")) -> None:
+               as_json: bool = typer.Option(False, "--json", help=_JSON)) -> None:
     """Run a block's examples; exit 1 if one fails."""
     from flowforge.blocks.registry_block import run_examples
     try:

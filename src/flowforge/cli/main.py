@@ -188,14 +188,21 @@ def schema_command(output: Optional[Path] = typer.Option(None, "--output", "-o",
         print(text)
 
 
+_DB_HELP = "Database URL (default: FLOWFORGE_DATABASE_URL or the user data directory)."
+_RUN_ID_HELP = "A run id, or a unique prefix of one (`flowforge runs list` shows them)."
+
+
 @runs_app.command("list")
 def runs_list(
-    workflow: Optional[str] = typer.Option(None, "--workflow", "-w"),
-    status: Optional[str] = typer.Option(None, "--status", "-s"),
-    user: Optional[str] = typer.Option(None, "--user", "-u"),
-    limit: int = typer.Option(20, "--limit", "-n", min=1),
-    db: Optional[str] = typer.Option(None, "--db"),
-    as_json: bool = typer.Option(False, "--json"),
+    workflow: Optional[str] = typer.Option(None, "--workflow", "-w",
+                                           help="Only runs of this workflow id."),
+    status: Optional[str] = typer.Option(None, "--status", "-s",
+                                         help="Only runs in this state: running, succeeded, "
+                                              "failed or cancelled."),
+    user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user's runs."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many runs, newest first."),
+    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
 ) -> None:
     """List stored runs, newest first."""
     from flowforge.cli.runs_view import list_runs
@@ -204,8 +211,9 @@ def runs_list(
 
 
 @runs_app.command("show")
-def runs_show(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
-              as_json: bool = typer.Option(False, "--json"),
+def runs_show(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
+              db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+              as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
               events: bool = typer.Option(False, "--events", help="Also list every event.")) -> None:
     """Show a stored run: every block's inputs, output, status and timing."""
     from flowforge.cli.runs_view import show_run
@@ -214,7 +222,8 @@ def runs_show(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
 
 
 @runs_app.command("cancel")
-def runs_cancel(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
+def runs_cancel(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
+                db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
                 wait: float = typer.Option(10.0, "--wait", min=0,
                                            help="Seconds to wait for the run to end.")) -> None:
     """Cancel a run wherever it runs (a server, another terminal): exit 0 once it ended."""
@@ -225,8 +234,10 @@ def runs_cancel(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
 
 
 @runs_app.command("resume")
-def runs_resume(run_id: str, db: Optional[str] = typer.Option(None, "--db"),
-                as_json: bool = typer.Option(False, "--json")) -> None:
+def runs_resume(run_id: str = typer.Argument(..., help="The id of the run to finish."),
+                db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                as_json: bool = typer.Option(False, "--json",
+                                             help="Print the RunResult as JSON.")) -> None:
     """Finish a run that was cut off, without re-running blocks that succeeded."""
     from flowforge.service.runs import resume
 

@@ -19,7 +19,8 @@ err = Console(stderr=True)
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on "
                              "(0.0.0.0 for every interface)."),
-    port: int = typer.Option(8000, "--port", "-p", min=0, max=65535),
+    port: int = typer.Option(8000, "--port", "-p", min=0, max=65535,
+                             help="TCP port to listen on."),
     database_url: Optional[str] = typer.Option(
         None, "--database-url", "--db", help="sqlite:///file.db or postgresql://user@host/db "
         "(default: FLOWFORGE_DATABASE_URL, else the user data directory)."),
@@ -28,7 +29,8 @@ def serve(
         "(default 1 MiB or FLOWFORGE_MAX_BODY_BYTES)."),
     model: Optional[str] = typer.Option(None, "--model", "-m",
                                         help="Model for every LLM block of every run."),
-    log_level: str = typer.Option("info", "--log-level"),
+    log_level: str = typer.Option("info", "--log-level",
+                                  help="uvicorn's log level: debug, info, warning or error."),
     keep_alive: int = typer.Option(
         75, "--keep-alive", min=1, help="Seconds an idle connection stays open. Longer "
         "than clients' and load balancers' own idle timeouts (httpx 5 s, AWS ALB 60 s), so "

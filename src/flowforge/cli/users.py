@@ -79,7 +79,7 @@ def new_key(name: str = typer.Argument(..., help="User name or id."),
 
 @users_app.command("list")
 def list_users(db: Optional[str] = DbOption,
-               as_json: bool = typer.Option(False, "--json")) -> None:
+               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Users with their keys (prefixes only)."""
     from flowforge.service.users import public_user
 
