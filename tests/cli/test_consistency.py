@@ -65,3 +65,20 @@ def test_run_ids_by_unique_prefix_and_never_cut(db):
         assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr
     none = flowforge("runs", "list", "--workflow", "nothing-like-it", env=db)
     assert none.returncode == 0 and "no runs match --workflow nothing-like-it" in none.stdout
+
+
+def test_without_a_terminal_the_view_prints_starts_and_whole_errors(db, tmp_path):
+    long_error = "x" * 300
+    (tmp_path / "fail.py").write_text(
+        "import flowforge\n\n@flowforge.function('fail_long')\n"
+        f"def fail_long() -> dict:\n    raise RuntimeError({long_error!r})\n")
+    (tmp_path / "w.yaml").write_text(
+        "id: w\nblocks:\n  - {id: first, type: set, with: {x: 1}}\n"
+        "  - {id: boom, type: function, after: [first], with: {function: fail_long}}\n")
+    proc = flowforge("run", str(tmp_path / "w.yaml"), "--no-store", "--import",
+                     str(tmp_path / "fail.py"), env=db)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines.index("▶ first started") < lines.index("▶ boom started")
+    failed = next(line for line in lines if line.startswith("✘ boom failed"))
+    assert long_error in failed                       # one line, whole

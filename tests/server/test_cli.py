@@ -141,3 +141,12 @@ def test_users_grant_and_secrets_from_the_command_line(tmp_path):
     assert '"t": "***"' in ran.stdout and "local-secret-value" not in ran.stdout
     assert _cli_in("secrets", "delete", "T", db=db, env=keyfile).returncode == 0
     assert _cli_in("secrets", "delete", "T", db=db, env=keyfile).returncode == 1
+
+
+def test_users_revoke_explains_a_too_short_prefix(tmp_path):
+    db = f"sqlite:///{tmp_path / 'users.db'}"
+    key = _cli("users", "create", "fay", db=db).stdout.rstrip("\n").splitlines()[-1]
+    short = _cli("users", "revoke", key[:4], db=db)
+    assert short.returncode == 2 and "too short" in short.stderr and "at least 6" in short.stderr
+    done = _cli("users", "revoke", key[:10], db=db)
+    assert done.returncode == 0 and "revoked key" in done.stdout

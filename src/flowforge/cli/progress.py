@@ -63,17 +63,20 @@ class LiveProgress:
             return
         row = self.rows.get(block_id) if block_id else None
         if row is None:
-            if not self.live and kind.startswith("block_") and block_id:
-                pass
             return
         if kind == "block_started":
             row["status"], row["started"] = "running", time.time()
+            if not self.live:
+                # Not a terminal (a log, CI): a line when a block starts, too, so a
+                # slow block is visible while it runs.
+                self.console.print(f"▶ {block_id} started", highlight=False, soft_wrap=True)
         elif kind in ("block_succeeded", "block_failed", "block_skipped", "block_cancelled"):
             row["status"] = kind.removeprefix("block_")
             if row["started"] is not None:
                 row["ms"] = (time.time() - row["started"]) * 1000
             if kind == "block_failed":
-                row["detail"] = str(event.get("error") or "")[:80]
+                # Whole: the live table cuts it to fit, plain lines never do.
+                row["detail"] = str(event.get("error") or "")
             elif kind == "block_skipped":
                 row["detail"] = str(event.get("reason") or "")
             elif kind == "block_succeeded" and not scope:
@@ -88,7 +91,8 @@ class LiveProgress:
             # Not a terminal: one plain line per settled block.
             ms = f" {row['ms']:.0f} ms" if row["ms"] is not None else ""
             self.console.print(f"{_ICON.get(row['status'], '?')} {block_id} "
-                               f"{row['status']}{ms} {row['detail']}".rstrip(), highlight=False)
+                               f"{row['status']}{ms} {row['detail']}".rstrip(), highlight=False,
+                               soft_wrap=True)
 
     def render(self) -> Any:
         table = Table(title=self.title, title_justify="left", expand=False, box=None,

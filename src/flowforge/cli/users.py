@@ -120,6 +120,11 @@ def revoke(prefix: str = typer.Argument(..., help="A key's first characters (as 
             await storage.revoke_api_key(matches[0])
         return matches
 
+    if len(prefix) < 6:
+        err.print(f"[bold red]error:[/] {prefix!r} is too short to name one key: give at least "
+                  f"6 characters of a key as `flowforge users list` shows it (ff_…), or the "
+                  f"key id from `flowforge users list --json`", highlight=False)
+        raise typer.Exit(2)
     matches = _call(_with_storage(db, action))
     if len(matches) != 1:
         err.print(f"[bold red]error:[/] {len(matches)} live keys match {prefix!r}: give "
