@@ -77,8 +77,9 @@ class HttpBlock(BlockType):
             else None
         content = config.body if isinstance(config.body, str) else None
         try:
+            trace = context.trace_headers() if hasattr(context, "trace_headers") else {}
             result = await http_request(
-                config.method, config.url, headers=config.headers,
+                config.method, config.url, headers={**trace, **config.headers},
                 params=config.query or None, json_body=json_body, content=content,
                 timeout=config.timeout, allow_private_network=config.allow_private_network,
                 follow_redirects=config.follow_redirects)

@@ -17,6 +17,7 @@ to the run, else the default store (`FLOWFORGE_KNOWLEDGE_URL`, or
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from pydantic import Field
@@ -72,10 +73,15 @@ class KnowledgeBlock(BlockType):
             knowledge = await knowledge_for(context)
             if config.sources:
                 await _sync_sources(context, knowledge, config)
+            started = time.perf_counter()
             result = await knowledge.search(config.knowledge_base, config.query,
                                             top_k=config.top_k, filters=config.filters,
                                             mode=config.mode,
                                             min_similarity=config.min_similarity)
+            context.emit("knowledge_searched", knowledge_base=config.knowledge_base,
+                         query=config.query, mode=config.mode,
+                         results=result.get("totalResults"),
+                         duration_ms=round((time.perf_counter() - started) * 1000, 3))
         except FlowforgeError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
         context.emit("progress", message=f"{result['totalResults']} passage(s) from "

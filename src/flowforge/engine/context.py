@@ -66,6 +66,15 @@ class RunContext:
         """Where this run's model providers find keys (see `Run.provider_env`)."""
         return self.run.provider_env(endpoint_chosen)
 
+    def trace_headers(self) -> dict[str, str]:
+        """`traceparent` of this block's span when the run is traced, for the
+        HTTP calls it makes (so the service called joins the trace)."""
+        tracer = self.run.tracer
+        if tracer is None:
+            return {}
+        value = tracer.traceparent(self.block_id, self._scope.label)
+        return {"traceparent": value} if value else {}
+
     @property
     def user(self) -> Mapping[str, Any]:
         return self.run.user

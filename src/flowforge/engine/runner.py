@@ -93,7 +93,7 @@ class Run:
     __slots__ = ("workflow", "doc", "run_id", "raw_inputs", "user", "memory", "bus",
                  "resolver", "model_override", "defaults", "env", "checkpoint", "services",
                  "scheduler", "status", "error", "inputs", "policy", "secrets",
-                 "provider_keys")
+                 "provider_keys", "tracer")
 
     def __init__(self, workflow: CompiledWorkflow, inputs: dict[str, Any] | None = None, *,
                  user: str | dict[str, Any] | None = None, run_id: str | None = None,
@@ -124,6 +124,7 @@ class Run:
         # Plain dicts: templates descend into dicts (a run owns its copies).
         self.secrets: Mapping[str, str] = dict(secrets) if secrets else _NO_SECRETS
         self.provider_keys: Mapping[str, str] = provider_keys or _NO_SECRETS
+        self.tracer: Any = None          # service.tracing.RunTracer when tracing is on
         self.checkpoint = checkpoint
         self.services: Mapping[str, Any] = services if services is not None else _NO_SERVICES
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)

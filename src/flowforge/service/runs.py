@@ -25,6 +25,7 @@ from flowforge.service.cancel import (forget_run, request_cancel, wait_until_end
 from flowforge.service.loading import load, registered_workflow, resolve_workflow
 from flowforge.service.recorder import Recorder, redactor
 from flowforge.service.secrets import load_secrets
+from flowforge.service.tracing import tracer_for_run, tracing_enabled
 from flowforge.storage import Storage, storage_from_url
 from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.graph import CompiledWorkflow, Graph
@@ -162,8 +163,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     start_seq: int = 0, policy: Policy = TRUSTED,
                     secrets: dict[str, str] | None = None,
                     provider_keys: dict[str, str] | None = None,
-                    stored_workflows: Callable[[str], Any] | None = None
-                    ) -> tuple[Run, Recorder | None]:
+                    stored_workflows: Callable[[str], Any] | None = None,
+                    traceparent: str | None = None) -> tuple[Run, Recorder | None]:
     """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome.
 
     `policy` is checked against the document before anything is stored
@@ -180,7 +181,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                        concurrency=concurrency, services=services, on_event=None,
                        checkpoint=checkpoint, start_seq=start_seq, policy=policy,
                        secrets=secrets, provider_keys=provider_keys,
-                       stored_workflows=stored_workflows)
+                       stored_workflows=stored_workflows, traceparent=traceparent)
     bus = run_obj.bus
     user_id = run_obj.user.get("id")
     recorder = None
@@ -197,15 +198,21 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
                                      error=None, cancel_requested_at=None)
-        hidden = [run_obj.env[name] for name in _env_refs(compiled.graph)
-                  if name in run_obj.env]
-        hidden.extend(run_obj.secrets.values())
-        hidden.extend(run_obj.provider_keys.values())
-        recorder = Recorder(storage, run_obj.run_id, redactor(hidden))
+        recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)))
         bus.subscribe(recorder)
     if on_event is not None:
         bus.subscribe(on_event)
     return run_obj, recorder
+
+
+def _hidden(run_obj: Run) -> list[str]:
+    """Values no record, answer or trace may show: the environment variables
+    the workflow reads, the user's secrets, shared provider keys."""
+    hidden = [run_obj.env[name] for name in _env_refs(run_obj.workflow.graph)
+              if name in run_obj.env]
+    hidden.extend(run_obj.secrets.values())
+    hidden.extend(run_obj.provider_keys.values())
+    return hidden
 
 
 def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user: Any,
@@ -214,13 +221,19 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
              checkpoint: dict[str, tuple[str, Any]] | None = None, start_seq: int = 0,
              policy: Policy = TRUSTED, secrets: dict[str, str] | None = None,
              provider_keys: dict[str, str] | None = None,
-             stored_workflows: Callable[[str], Any] | None = None) -> Run:
+             stored_workflows: Callable[[str], Any] | None = None,
+             traceparent: str | None = None) -> Run:
     resolver = resolve_workflow if policy is TRUSTED and stored_workflows is None \
         else guarded_resolver(policy, stored_workflows, model)
     run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
                   concurrency=concurrency, resolver=resolver,
                   bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint,
                   policy=policy, secrets=secrets, provider_keys=provider_keys)
+    if tracing_enabled():                   # off: nothing subscribes, a run pays nothing
+        tracer = tracer_for_run(run_obj.run_id, compiled.id, redactor(_hidden(run_obj)),
+                                remote_parent=traceparent)
+        run_obj.tracer = tracer
+        run_obj.bus.subscribe(tracer)
     if on_event is not None:
         run_obj.bus.subscribe(on_event)
     return run_obj
@@ -256,10 +269,11 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
             await recorder.close()
     result = _hide_secrets(run_obj, result)
     redact = recorder.redact if recorder is not None else (lambda data: data)
+    traced = {"trace_id": run_obj.tracer.trace_id} if run_obj.tracer is not None else {}
     await storage.update_run(
         run_obj.run_id, status=result.status, outputs=redact(result.outputs),
         usage=result.usage, memory=redact(result.memory), error=redact(result.error),
-        finished_at=time.time())
+        finished_at=time.time(), **traced)
     memory_keys = run_obj.doc.memory
     if result.status == "succeeded" and memory_keys:
         await storage.save_memory(run_obj.user.get("id"), {

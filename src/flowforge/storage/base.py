@@ -32,7 +32,7 @@ __all__ = ["Storage", "Migration", "AlreadyExists", "RUN_FIELDS", "BLOCK_FIELDS"
 #: Columns of a run row, in order.
 RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", "inputs",
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
-              "finished_at", "webhook", "cancel_requested_at")
+              "finished_at", "webhook", "cancel_requested_at", "trace_id")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")

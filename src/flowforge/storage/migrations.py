@@ -90,6 +90,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
     Migration("0003_run_cancel_requests", (
         "ALTER TABLE runs ADD COLUMN cancel_requested_at REAL",
     )),    Migration("0005_user_secrets_and_capability_grants", ACCESS_TABLES),
+    Migration("0007_run_trace_id", ("ALTER TABLE runs ADD COLUMN trace_id TEXT",)),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -180,4 +181,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
     Migration("0003_run_cancel_requests", (
         "ALTER TABLE runs ADD COLUMN cancel_requested_at DOUBLE PRECISION",
     )),    Migration("0005_user_secrets_and_capability_grants", ACCESS_TABLES),
+    Migration("0007_run_trace_id", ("ALTER TABLE runs ADD COLUMN trace_id TEXT",)),
 ]

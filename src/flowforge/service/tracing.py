@@ -1,0 +1,304 @@
+"""OpenTelemetry traces of runs, for the tracing system a team already runs
+(Phoenix, Langfuse, Jaeger, Tempo, Datadog: all read OTLP).
+
+One trace per run: a span for the run, one per block (children of loops,
+parallel maps and nested workflows under their container), one per model
+request (GenAI semantic conventions: `gen_ai.system`, `gen_ai.request.model`,
+token usage, finish reasons), one per tool call and one per knowledge search.
+Every span carries `flowforge.run_id` and `flowforge.workflow_id`.
+
+Like the CLI's live view and the stored log, the tracer is a consumer of the
+run's event stream, so the engine knows nothing of it; spans take the events'
+own times.  It is on when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, or when a program installed a
+tracer provider with `use_tracer_provider`; otherwise no subscriber exists
+and a run pays nothing.  Prompt and completion text is recorded only with
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, and then with
+environment values and secrets already replaced by `***`.
+
+HTTP blocks and webhooks carry the W3C `traceparent` of their span, so the
+services a workflow calls join the same trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+__all__ = ["RunTracer", "tracer_for_run", "use_tracer_provider", "tracing_enabled",
+           "capture_content"]
+
+_PROVIDER: Any = None          # the TracerProvider runs use (None: not configured yet)
+_CONFIGURED = False
+
+
+def use_tracer_provider(provider: Any) -> None:
+    """Send run traces to this OpenTelemetry TracerProvider (tests install one
+    with an in-memory exporter; None turns tracing off again)."""
+    global _PROVIDER, _CONFIGURED
+    _PROVIDER, _CONFIGURED = provider, True
+
+
+def _provider() -> Any:
+    global _PROVIDER, _CONFIGURED
+    if _CONFIGURED:
+        return _PROVIDER
+    _CONFIGURED = True
+    if not (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+        return None
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        import logging
+
+        logging.getLogger("flowforge").warning(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed: "
+            "pip install 'flowforge[tracing]'")
+        return None
+    service = os.environ.get("OTEL_SERVICE_NAME", "flowforge")
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))   # reads OTEL_* itself
+    _PROVIDER = provider
+    return provider
+
+
+def tracing_enabled() -> bool:
+    return _provider() is not None
+
+
+def capture_content() -> bool:
+    value = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    return value.lower() in ("1", "true", "yes")
+
+
+def _ns(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1_000_000_000)
+
+
+def _parent_key(scope: str) -> tuple[str, str]:
+    """`refine[2]` -> ("", "refine"); `a[0]/b[1]` -> ("a[0]", "b"); a nested
+    workflow's scope `call` -> ("", "call"): the container block's span key."""
+    outer, _, last = scope.rpartition("/")
+    return outer, last.split("[", 1)[0]
+
+
+class RunTracer:
+    """Builds one run's spans from its events (subscribe it to the run's bus)."""
+
+    def __init__(self, tracer: Any, run_id: str, workflow_id: str,
+                 redact: Callable[[Any], Any] = lambda data: data,
+                 content: bool = False, remote_parent: str | None = None) -> None:
+        self.tracer = tracer
+        self.run_id = run_id
+        self.workflow_id = workflow_id
+        self.redact = redact
+        self.content = content
+        self.remote_parent = remote_parent
+        self.run_span: Any = None
+        self.blocks: dict[tuple[str, str], Any] = {}
+        self.calls: dict[tuple[str, str, int], Any] = {}
+
+    # -- what other parts read -------------------------------------------------
+    @property
+    def trace_id(self) -> str | None:
+        if self.run_span is None:
+            return None
+        return format(self.run_span.get_span_context().trace_id, "032x")
+
+    def traceparent(self, block_id: str | None = None, scope: str | None = None
+                    ) -> str | None:
+        """The W3C `traceparent` of a block's span (else the run's)."""
+        span = self.blocks.get((scope or "", block_id)) if block_id else None
+        span = span or self.run_span
+        if span is None:
+            return None
+        context = span.get_span_context()
+        return f"00-{context.trace_id:032x}-{context.span_id:016x}-01"
+
+    # -- the subscriber ----------------------------------------------------------
+    def __call__(self, event: dict[str, Any]) -> None:
+        handler = getattr(self, "_on_" + event["type"], None)
+        if handler is not None:
+            try:
+                handler(event)
+            except Exception:  # noqa: BLE001 - tracing must never break a run
+                import logging
+
+                logging.getLogger("flowforge").exception("tracing failed on %s", event["type"])
+
+    def _attributes(self, **extra: Any) -> dict[str, Any]:
+        base = {"flowforge.run_id": self.run_id, "flowforge.workflow_id": self.workflow_id}
+        base.update({k: v for k, v in extra.items() if v is not None})
+        return base
+
+    def _start(self, name: str, parent: Any, start: float, **attributes: Any) -> Any:
+        from opentelemetry import trace
+
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        return self.tracer.start_span(name, context=context, start_time=_ns(start),
+                                      attributes=self._attributes(**attributes))
+
+    def _on_run_started(self, event: dict[str, Any]) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        context = None
+        if self.remote_parent:
+            context = TraceContextTextMapPropagator().extract({"traceparent": self.remote_parent})
+        self.run_span = self.tracer.start_span(
+            f"flowforge.run {self.workflow_id}", context=context, kind=trace.SpanKind.INTERNAL,
+            start_time=_ns(event["time"]),
+            attributes=self._attributes(**{"flowforge.user_id": event.get("user")}))
+
+    def _on_run_finished(self, event: dict[str, Any]) -> None:
+        if self.run_span is None:
+            return
+        status = event.get("status")
+        self.run_span.set_attribute("flowforge.status", status or "")
+        usage = event.get("usage") or {}
+        tokens = usage.get("tokens") or {}
+        self.run_span.set_attribute("gen_ai.usage.input_tokens", tokens.get("prompt", 0))
+        self.run_span.set_attribute("gen_ai.usage.output_tokens", tokens.get("completion", 0))
+        self.run_span.set_attribute("flowforge.cost_usd", float(usage.get("cost") or 0.0))
+        if status == "failed":
+            self._error(self.run_span, event.get("error"))
+        for span in list(self.calls.values()) + list(self.blocks.values()):
+            if span.is_recording():          # cut off (cancelled): close what is open
+                span.end(end_time=_ns(event["time"]))
+        self.run_span.end(end_time=_ns(event["time"]))
+
+    def _error(self, span: Any, message: Any) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        text = str(self.redact(message) or "failed")
+        span.set_status(Status(StatusCode.ERROR, text[:500]))
+        span.set_attribute("error.type", "flowforge.block_failed" if span is not self.run_span
+                           else "flowforge.run_failed")
+
+    def _block_parent(self, scope: str) -> Any:
+        if not scope:
+            return self.run_span
+        return self.blocks.get(_parent_key(scope)) or self.run_span
+
+    def _on_block_started(self, event: dict[str, Any]) -> None:
+        scope = event.get("scope") or ""
+        key = (scope, event["block_id"])
+        self.blocks[key] = self._start(
+            f"flowforge.block {event['block_id']}", self._block_parent(scope), event["time"],
+            **{"flowforge.block_id": event["block_id"],
+               "flowforge.block_type": event.get("block_type"),
+               "flowforge.scope": scope or None})
+
+    def _settle(self, event: dict[str, Any], status: str) -> None:
+        scope = event.get("scope") or ""
+        key = (scope, event["block_id"])
+        span = self.blocks.get(key)
+        if span is None:                 # skipped before starting: a zero-length span
+            span = self._start(f"flowforge.block {event['block_id']}",
+                               self._block_parent(scope), event["time"],
+                               **{"flowforge.block_id": event["block_id"],
+                                  "flowforge.block_type": event.get("block_type"),
+                                  "flowforge.scope": scope or None})
+            self.blocks[key] = span
+        span.set_attribute("flowforge.status", status)
+        if status == "failed":
+            self._error(span, event.get("error"))
+        elif status == "skipped" and event.get("reason"):
+            span.set_attribute("flowforge.skip_reason", str(event["reason"]))
+        span.end(end_time=_ns(event["time"]))
+
+    def _on_block_succeeded(self, event: dict[str, Any]) -> None:
+        self._settle(event, "succeeded")
+
+    def _on_block_failed(self, event: dict[str, Any]) -> None:
+        self._settle(event, "failed")
+
+    def _on_block_skipped(self, event: dict[str, Any]) -> None:
+        self._settle(event, "skipped")
+
+    def _on_block_cancelled(self, event: dict[str, Any]) -> None:
+        self._settle(event, "cancelled")
+
+    def _on_llm_request(self, event: dict[str, Any]) -> None:
+        scope = event.get("scope") or ""
+        model = str(event.get("model") or "")
+        system, _, name = model.partition("/")
+        request = event.get("request") or {}
+        span = self._start(
+            f"chat {name or model}", self.blocks.get((scope, event.get("block_id", ""))),
+            event["time"], **{"gen_ai.operation.name": "chat", "gen_ai.system": system or None,
+                              "gen_ai.request.model": name or model,
+                              "gen_ai.request.temperature": request.get("temperature"),
+                              "gen_ai.request.max_tokens": request.get("max_tokens"),
+                              "flowforge.purpose": event.get("purpose")})
+        if self.content:
+            span.set_attribute("gen_ai.prompt", json.dumps(
+                self.redact(request.get("messages")), ensure_ascii=False, default=str))
+        self.calls[(scope, event.get("block_id", ""), event.get("call", 0))] = span
+
+    def _on_llm_response(self, event: dict[str, Any]) -> None:
+        key = (event.get("scope") or "", event.get("block_id", ""), event.get("call", 0))
+        span = self.calls.pop(key, None)
+        if span is None:
+            return
+        response = event.get("response")
+        if response is None:
+            self._error(span, event.get("error"))
+        else:
+            usage = response.get("usage") or {}
+            span.set_attribute("gen_ai.usage.input_tokens", usage.get("prompt", 0))
+            span.set_attribute("gen_ai.usage.output_tokens", usage.get("completion", 0))
+            if response.get("model"):
+                span.set_attribute("gen_ai.response.model", str(response["model"]))
+            if response.get("finish_reason"):
+                span.set_attribute("gen_ai.response.finish_reasons",
+                                   [str(response["finish_reason"])])
+            if self.content:
+                span.set_attribute("gen_ai.completion", json.dumps(
+                    self.redact({"text": response.get("text"),
+                                 "tool_calls": response.get("tool_calls")}),
+                    ensure_ascii=False, default=str))
+        span.end(end_time=_ns(event["time"]))
+
+    def _on_tool_called(self, event: dict[str, Any]) -> None:
+        scope = event.get("scope") or ""
+        duration = float(event.get("duration_ms") or 0.0) / 1000
+        span = self._start(f"execute_tool {event.get('name')}",
+                           self.blocks.get((scope, event.get("block_id", ""))),
+                           event["time"] - duration,
+                           **{"gen_ai.operation.name": "execute_tool",
+                              "gen_ai.tool.name": event.get("name"),
+                              "flowforge.tool_status": event.get("status")})
+        if event.get("status") not in (None, "ok"):
+            self._error(span, event.get("result") or event.get("status"))
+        span.end(end_time=_ns(event["time"]))
+
+    def _on_knowledge_searched(self, event: dict[str, Any]) -> None:
+        scope = event.get("scope") or ""
+        duration = float(event.get("duration_ms") or 0.0) / 1000
+        span = self._start(f"knowledge.search {event.get('knowledge_base')}",
+                           self.blocks.get((scope, event.get("block_id", ""))),
+                           event["time"] - duration,
+                           **{"flowforge.knowledge_base": event.get("knowledge_base"),
+                              "flowforge.search_mode": event.get("mode"),
+                              "flowforge.results": event.get("results")})
+        if self.content and event.get("query") is not None:
+            span.set_attribute("flowforge.query", str(self.redact(event["query"])))
+        span.end(end_time=_ns(event["time"]))
+
+
+def tracer_for_run(run_id: str, workflow_id: str, redact: Callable[[Any], Any],
+                   remote_parent: str | None = None) -> RunTracer | None:
+    """A tracer for one run, or None when tracing is off (then nothing subscribes)."""
+    provider = _provider()
+    if provider is None:
+        return None
+    from flowforge import __version__
+
+    return RunTracer(provider.get_tracer("flowforge", __version__), run_id, workflow_id,
+                     redact=redact, content=capture_content(), remote_parent=remote_parent)
