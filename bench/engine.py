@@ -3,6 +3,7 @@ measured in the same process run on the same machine.
 
     .venv/bin/python bench/engine.py [--repeat 5]
     .venv/bin/python bench/engine.py --s4-anatomy 6    # where S4's time goes, per round
+    .venv/bin/python bench/engine.py --tracing         # S1 and S4 with tracing off and on
 
 Scenarios (from the engine issue):
   S1  a chain of 500 no-op blocks: overhead per block, µs
@@ -288,6 +289,45 @@ async def measure(engine: Any, repeat: int) -> dict[str, Any]:
     return out
 
 
+async def tracing_cost(repeat: int) -> None:
+    """S1 and S4 of flowforge with tracing off, then on (the OpenTelemetry SDK
+    with a batch processor and an exporter that drops what it gets, so the
+    figure is the cost of making the spans, not of a network), same process."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, \
+        SpanExportResult
+
+    from flowforge.service import tracing
+
+    class Discard(SpanExporter):
+        def export(self, spans):  # type: ignore[no-untyped-def]
+            return SpanExportResult.SUCCESS
+
+    engine = Flowforge()
+    figures: dict[str, Any] = {}
+    for label in ("off", "on"):
+        provider = None
+        if label == "on":
+            provider = TracerProvider()
+            provider.add_span_processor(BatchSpanProcessor(Discard(), max_queue_size=65536))
+        tracing.use_tracer_provider(provider)
+        await engine.s1()
+        figures[f"s1_us_per_block_tracing_{label}"] = round(statistics.median(
+            [await timed(engine.s1) for _ in range(repeat)]) / CHAIN * 1e6, 1)
+        await engine.s4()
+        figures[f"s4_wall_over_ideal_tracing_{label}"] = round(statistics.median(
+            [await timed(engine.s4) for _ in range(max(9, repeat))]) * 1000
+            / (RUN_CHAIN * SLEEP_MS), 3)
+        if provider is not None:
+            provider.shutdown()
+    tracing.use_tracer_provider(None)
+    figures["s1_ratio_on_over_off"] = round(figures["s1_us_per_block_tracing_on"]
+                                            / figures["s1_us_per_block_tracing_off"], 2)
+    figures["s4_ratio_on_over_off"] = round(figures["s4_wall_over_ideal_tracing_on"]
+                                            / figures["s4_wall_over_ideal_tracing_off"], 2)
+    print(json.dumps(figures))
+
+
 async def s4_anatomy(rounds: int) -> None:
     """Where S4's time goes, round by round: the wall, when the last run's first
     sleep began (all runs' set-up), and the garbage collector's share."""
@@ -339,7 +379,12 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--s4-anatomy", type=int, metavar="ROUNDS", default=0,
                         help="only print where S4's time goes, for this many rounds")
+    parser.add_argument("--tracing", action="store_true",
+                        help="only S1 and S4 of flowforge with tracing off and on")
     args = parser.parse_args()
+    if args.tracing:
+        await tracing_cost(args.repeat)
+        return
     if args.s4_anatomy:
         await s4_anatomy(args.s4_anatomy)
         return

@@ -97,6 +97,8 @@ async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool
                                 "  user ", str(row.get("user_id")), "  ",
                                 (row["status"], STATUS_STYLE.get(row["status"], ""))))
     console.print(f"started {_when(row.get('started_at'))}  finished {_when(row.get('finished_at'))}")
+    if row.get("trace_id"):
+        console.print(f"trace {row['trace_id']}", highlight=False)
     console.print(f"inputs: {_short(row.get('inputs'), 400)}")
     if row.get("error"):
         console.print(Text(f"error: {row['error']}", style="red"))
