@@ -53,9 +53,14 @@ def validate_inputs(declared: dict[str, dict[str, Any]], given: dict[str, Any] |
     values = {name: copy.deepcopy(schema["default"]) for name, schema in declared.items()
               if "default" in schema and name not in given}
     values.update(given)
-    validator = _validator_for(declared)
     problems = []
-    for error in sorted(validator.iter_errors(values), key=lambda e: list(e.path)):
+    try:
+        validator = _validator_for(declared)
+        errors = sorted(validator.iter_errors(values), key=lambda e: list(e.path))
+    except Exception as exc:  # noqa: BLE001 - a schema validation did not catch: never a traceback
+        raise InputError([f"the workflow's `inputs:` cannot check these values ({exc}); "
+                          f"`flowforge validate` shows what to fix"]) from None
+    for error in errors:
         if error.validator == "required":
             missing = error.message.split("'")[1] if "'" in error.message else error.message
             problems.append(f"input '{missing}' is required (declared in `inputs:`); "

@@ -32,6 +32,9 @@ def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWor
         return target
     if isinstance(target, Workflow):
         return compile_document(target)
+    if not isinstance(target, (str, Path, dict)):
+        raise WorkflowError(f"cannot load a workflow from {type(target).__name__}: give a file "
+                            f"path, a mapping (the document) or a Workflow")
     from flowforge.thinker.pipeline import workflow_data_if_pipeline
     converted = workflow_data_if_pipeline(target)      # Pipeline JSON (the thinker's) too
     if converted is not None:

@@ -9,6 +9,7 @@ to one list and compiling stops only at the end.
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any, Mapping
 
 from pydantic import ValidationError
@@ -49,6 +50,7 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
         if spec.id in NAMESPACES and not (spec.id == "input" and spec.type == "input"):
             problems.append(Problem(f"{where}.id", f"'{spec.id}' is a reserved template "
                                     f"namespace; choose another block id"))
+    problems.extend(_input_schema_problems(doc.inputs))
     compiler = _Compiler(doc, block_types, problems, set(all_ids))
     graph = compiler.compile_scope(doc.blocks, "", outer={}, in_container=False)
     if not problems:
@@ -103,8 +105,11 @@ class _Compiler:
         node = Node(id=spec.id, type=type_name, spec=spec, where=where, info=info,
                     retry=spec.retry_policy(), timeout=spec.timeout,
                     alias=templates.normalize_name(spec.name) if spec.name else None)
-        self.compile_config(node, info)
-        for problem in info.check(spec, where, self.all_ids):
+        config_ok = self.compile_config(node, info)
+        # A block type's own checks read `with` as its config describes it; when
+        # the config is malformed they are not asked (its problems are listed).
+        hook = self.hook if config_ok else (lambda *args, default: default)
+        for problem in hook(info.check, spec, where, self.all_ids, default=[]):
             self.problems.append(problem)
 
         if spec.blocks is not None and not info.container:
@@ -121,9 +126,16 @@ class _Compiler:
         # Edges from template and expression references in `with`.
         own_scope = set(children_names) | set(info.scope_names(spec))
         env_refs: set[str] = set()
-        refs = list(templates.references_in(
-            {k: v for k, v in spec.with_.items() if k not in info.raw_fields}, f"{where}.with"))
-        for location, source in info.expressions(spec):
+        try:
+            refs = list(templates.references_in(
+                {k: v for k, v in spec.with_.items() if k not in info.raw_fields},
+                f"{where}.with"))
+        except expressions.ExpressionError as exc:
+            if config_ok:                    # else compiling the config reported it
+                self.add(f"{where}.with", str(exc))
+            refs = []
+        node.config_ok = config_ok
+        for location, source in hook(info.expressions, spec, default=[]):
             try:
                 refs.extend(templates.Reference(f"{where}.with.{location}", path, source)
                             for path in expressions.names_in(source))
@@ -156,7 +168,19 @@ class _Compiler:
         node.inputs = {k: v for k, v in node.inputs.items() if k in local}
         return node
 
-    def compile_config(self, node: Node, info: Any) -> None:
+    def hook(self, method: Any, *args: Any, default: Any) -> Any:
+        """Call a block type's check hook; a hook that trips on a document is a
+        located problem, never a crash of `validate`."""
+        try:
+            return method(*args)
+        except Exception as exc:  # noqa: BLE001 - user documents reach third-party hooks
+            where = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
+            self.add(where, f"cannot be checked: {type(exc).__name__}: {exc}")
+            return default
+
+    def compile_config(self, node: Node, info: Any) -> bool:
+        """Validate `with` against the block's config; False when it is malformed."""
+        before = len(self.problems)
         spec = node.spec
         config_model = info.Config
         templated = {k: v for k, v in spec.with_.items() if k not in info.raw_fields}
@@ -177,6 +201,7 @@ class _Compiler:
                 if _is_placeholder_error(spec.with_, loc, error):
                     continue
                 self.add(format_loc(loc, f"{node.where}.with"), _explain(error, config_model, loc))
+        return len(self.problems) == before
 
     def resolve_ref(self, ref: templates.Reference, visible: dict[str, str],
                     own_scope: set[str], in_container: bool, self_id: str) -> str | None:
@@ -228,7 +253,9 @@ class _Compiler:
             if node is None:
                 continue
             where = f"{prefix}blocks[{index}]"
-            for target in node.info.implied_targets(spec):
+            targets = self.hook(node.info.implied_targets, spec, default=[]) \
+                if node.config_ok else []
+            for target in targets:
                 target_node = graph.nodes.get(target)
                 if target_node is None:
                     if target in graph.nodes or target in self.all_ids:
@@ -284,6 +311,39 @@ class _Compiler:
         for node in graph.nodes.values():
             if node.children is not None:
                 self.check_cycles(node.children, f"{node.where}.")
+
+
+_JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+
+
+def _input_schema_problems(inputs: dict[str, Any]) -> list[Problem]:
+    """Each input must be a JSON Schema that a validator can use, checked now
+    against the 2020-12 meta-schema, not when the first run trips on it."""
+    if not inputs:
+        return []
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    problems = []
+    for name, schema in inputs.items():
+        where = f"inputs.{name}"
+        if "$ref" in json.dumps(schema, default=str):
+            problems.append(Problem(where, "`$ref` is not supported in input schemas: write "
+                                           "the schema out"))
+            continue
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+            message = exc.message
+            if exc.validator in ("anyOf", "enum") and "type" in list(exc.path)[-1:]:
+                given = exc.instance if isinstance(exc.instance, str) else str(exc.instance)
+                message = (f"unknown type {given!r}{_did_you_mean(given, _JSON_TYPES)}; "
+                           f"JSON Schema types: {', '.join(_JSON_TYPES)}")
+            problems.append(Problem(where + path, message))
+        except (RecursionError, ValueError, TypeError) as exc:
+            problems.append(Problem(where, f"not a usable JSON Schema: {exc}"))
+    return problems
 
 
 _PLACEHOLDER = object()

@@ -75,6 +75,7 @@ class Node:
     env_refs: frozenset[str] = frozenset()     # env variables its templates read
     routed: bool = False                       # a router/condition feeds it: it runs only if chosen
     alias: str | None = None                   # normalised name, another template root for its output
+    config_ok: bool = True                     # `with` fits the block's config (hooks may read it)
 
     @property
     def name(self) -> str:

@@ -8,6 +8,7 @@ the Pydantic model, never as a traceback.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +19,132 @@ from flowforge.errors import Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.compile import format_loc
 from flowforge.workflow.model import Workflow
 
-__all__ = ["parse_text", "read_document", "document_from_data"]
+__all__ = ["parse_text", "read_document", "document_from_data", "check_data", "LIMITS"]
+
+
+class LIMITS:
+    """What a document may be: it reaches a shared server from any user, so
+    its size, nesting, aliases and numbers are bounded before anything walks
+    it (a few hundred bytes of YAML aliases otherwise expand to billions of
+    nodes; 5,000 nested brackets overflow the parser's stack)."""
+
+    bytes = 2 * 1024 * 1024      # a document's text
+    depth = 100                  # nested mappings and lists
+    nodes = 200_000              # YAML nodes once aliases are expanded
+    int_digits = 20              # an integer's digits (|n| < 10**20)
+
+
+def _limit(message: str, source: str, line: int | None = None,
+           column: int | None = None) -> WorkflowError:
+    at = f" at line {line}" if line is not None else ""
+    at += f", column {column}" if column is not None else ""
+    return WorkflowError(f"{message}{at}", source=source)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with the limits above, checked while composing:
+    depth before recursing, expanded size as aliases are met, integer length
+    before converting."""
+
+    def __init__(self, stream: str, source: str) -> None:
+        super().__init__(stream)
+        self.source = source
+        self.depth = 0
+        self.expanded = 0
+        self.sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            self._count(self.sizes.get(id(node), 1), event)
+            return node
+        self.depth += 1
+        if self.depth > LIMITS.depth:
+            mark = event.start_mark
+            raise _limit(f"the document is nested deeper than {LIMITS.depth} levels",
+                         self.source, mark.line + 1, mark.column + 1)
+        before = self.expanded
+        node = super().compose_node(parent, index)
+        self.depth -= 1
+        if not isinstance(node, yaml.ScalarNode):
+            self._count(1, event)
+        else:
+            self._count(1, event)
+        self.sizes[id(node)] = self.expanded - before
+        return node
+
+    def _count(self, size: int, event: Any) -> None:
+        self.expanded += size
+        if self.expanded > LIMITS.nodes:
+            mark = event.start_mark
+            raise _limit(f"the document expands to more than {LIMITS.nodes:,} values (YAML "
+                         f"aliases repeat what they name: use fewer)", self.source,
+                         mark.line + 1, mark.column + 1)
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        digits = sum(ch.isdigit() for ch in str(node.value))
+        if digits > LIMITS.int_digits:
+            raise _limit(f"the integer is longer than {LIMITS.int_digits} digits", self.source,
+                         node.start_mark.line + 1, node.start_mark.column + 1)
+        return super().construct_yaml_int(node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
+_JSON_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"')
+_YAML_QUOTED = re.compile(r'"(?:\\.|[^"\\\n])*"|' + r"'(?:''|[^'\n])*'|#[^\n]*")
+_JSON_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _json_depth_error(text: str, source: str, strings: re.Pattern = _JSON_STRINGS
+                      ) -> WorkflowError | None:
+    """The first place JSON (or YAML's flow style) nests brackets deeper than the
+    limit, quoted strings skipped, found in one linear pass: `json.loads` would
+    recurse to find out, and PyYAML's scanner slows quadratically first."""
+    depth = 0
+    stripped = strings.sub('""', text)
+    for match in _JSON_BRACKETS.finditer(stripped):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > LIMITS.depth:
+            line = stripped.count("\n", 0, match.start()) + 1
+            return _limit(f"the document is nested deeper than {LIMITS.depth} levels",
+                          source, line)
+    return None
+
+
+def _bounded_int(text: str) -> int:
+    if sum(ch.isdigit() for ch in text) > LIMITS.int_digits:
+        raise ValueError(f"an integer is longer than {LIMITS.int_digits} digits")
+    return int(text)
 
 
 def parse_text(text: str, source: str = "<text>") -> Any:
-    """YAML or JSON text -> plain data (JSON is YAML, but its errors read better)."""
-    if source.endswith(".json") or text.lstrip().startswith("{"):
+    """YAML or JSON text -> plain data (JSON is YAML, but its errors read better),
+    within LIMITS; every failure is a WorkflowError naming the place and the limit."""
+    if len(text) > LIMITS.bytes or len(text.encode("utf-8", "surrogatepass")) > LIMITS.bytes:
+        raise _limit(f"the document is larger than {LIMITS.bytes // (1024 * 1024)} MiB", source)
+    if source.endswith(".json") or text.lstrip().startswith(("{", "[")):
+        deep = _json_depth_error(text, source)
+        if deep is not None:
+            raise deep
         try:
-            return json.loads(text)
+            return check_data(json.loads(text, parse_int=_bounded_int), source)
         except json.JSONDecodeError as exc:
             if source.endswith(".json"):
                 raise WorkflowError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                                     f"{exc.msg}", source=source) from None
+        except (ValueError, RecursionError) as exc:
+            raise WorkflowError(f"invalid JSON: {exc}", source=source) from None
+    deep = _json_depth_error(text, source, _YAML_QUOTED)
+    if deep is not None:
+        raise deep
     try:
-        return yaml.safe_load(text)
+        loader = _BoundedLoader(text, source)
+    except yaml.YAMLError as exc:            # the reader refuses control characters at once
+        raise WorkflowError(f"invalid YAML: {exc}", source=source) from None
+    try:
+        return check_data(loader.get_single_data(), source)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -39,6 +152,54 @@ def parse_text(text: str, source: str = "<text>") -> Any:
         raise WorkflowError(f"invalid YAML{at}: {reason}", source=source) from None
     except yaml.YAMLError as exc:
         raise WorkflowError(f"invalid YAML: {exc}", source=source) from None
+    except (ValueError, RecursionError, OverflowError) as exc:
+        raise WorkflowError(f"invalid YAML: {exc}", source=source) from None
+    finally:
+        loader.dispose()
+
+
+def check_data(data: Any, source: str = "<data>") -> Any:
+    """Plain data within LIMITS (depth, size, integers) and holding only text
+    that can be encoded (no lone surrogate such as "\\ud800"); returns it.
+    Walks iteratively: the data may come from anywhere, deep or not."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 1)]
+    seen = 0
+    while stack:
+        value, where, depth = stack.pop()
+        seen += 1
+        if seen > LIMITS.nodes:
+            raise WorkflowError(f"the document holds more than {LIMITS.nodes:,} values",
+                                source=source)
+        if depth > LIMITS.depth:
+            raise WorkflowError(f"nested deeper than {LIMITS.depth} levels", where=where,
+                                source=source)
+        if isinstance(value, str):
+            _check_text(value, where, source)
+        elif isinstance(value, bool) or value is None or isinstance(value, float):
+            continue
+        elif isinstance(value, int):
+            if abs(value) >= 10 ** LIMITS.int_digits:
+                raise WorkflowError(f"the integer is longer than {LIMITS.int_digits} digits",
+                                    where=where, source=source)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    _check_text(key, where, source)
+                label = f"{where}.{key}" if where else str(key)
+                stack.append((item, label, depth + 1))
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                stack.append((item, f"{where}[{index}]", depth + 1))
+    return data
+
+
+def _check_text(text: str, where: str, source: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WorkflowError(f"the text holds a lone surrogate ({text[exc.start]!r} at "
+                            f"character {exc.start}), which is not valid Unicode: remove it",
+                            where=where or "(document)", source=source) from None
 
 
 def document_from_data(data: Any, source: str = "<data>") -> Workflow:
@@ -46,6 +207,7 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
     if not isinstance(data, dict):
         raise WorkflowError("a workflow document must be a mapping with `id` and `blocks`",
                             source=source)
+    check_data(data, source)
     try:
         return Workflow.model_validate(data)
     except ValidationError as exc:

@@ -168,7 +168,7 @@ def _compile_string(text: str) -> Resolver | None:
     if not matches:
         return None
     if len(matches) == 1 and matches[0].span() == (0, len(text)):
-        path = parse_path(matches[0].group(1))
+        path = parse_path(matches[0].group(1)) or ("",)    # `{{ }}`: reported by validation
         root, rest = path[0], path[1:]
         if not rest:
             return lambda scope: scope.get(root)
@@ -178,7 +178,7 @@ def _compile_string(text: str) -> Resolver | None:
     for match in matches:
         if match.start() > last:
             pieces.append(text[last:match.start()])
-        path = parse_path(match.group(1))
+        path = parse_path(match.group(1)) or ("",)
         pieces.append((path[0], path[1:]))
         last = match.end()
     if last < len(text):

@@ -4,7 +4,6 @@ name another owner with `?owner=<user id>`."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -68,10 +67,9 @@ async def _document(request: Request) -> Any:
         raise ApiError(415, f"unsupported Content-Type {media!r}: send application/json or "
                             f"application/yaml")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc.msg} at line "
-                            f"{exc.lineno}, column {exc.colno}", code="malformed_json") from None
+        return parse_text(text, "<request body>.json")    # the same limits as every document
+    except WorkflowError as exc:
+        raise ApiError(400, str(exc), code="malformed_json") from None
 
 
 def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str
