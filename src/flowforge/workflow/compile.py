@@ -230,6 +230,20 @@ class _Compiler:
 
     def check_namespace(self, ref: templates.Reference, in_container: bool) -> None:
         root, path = ref.root, ref.path
+        if root in ("env", "secrets"):
+            # A value read whole by a template can be recognised and redacted
+            # wherever it lands; one computed by an expression (upper(env.X),
+            # env['X']) or the whole namespace cannot.
+            in_template = templates.TEMPLATE_RE.fullmatch(ref.text) is not None
+            if not in_template:
+                self.add(ref.where, f"`{root}` cannot be used in an expression ({ref.text}): a "
+                         f"computed value could not be kept out of records; read it in a "
+                         f"template, {{{{{root}.NAME}}}}, in a `set` block first")
+            elif len(path) != 2:
+                self.add(ref.where, f"{ref.text}: read one value, {{{{{root}.NAME}}}}; the "
+                         f"whole `{root}` namespace (or a path inside a value) is not "
+                         f"available")
+            return
         if root == "loop" and not in_container:
             self.add(ref.where, f"{ref.text}: `loop` is only available inside a loop or "
                      f"parallel block")
