@@ -1,18 +1,26 @@
-"""Refuse oversized request bodies with 413 before any route parses them.
+"""Refuse oversized and hostile request bodies before any route parses them.
 
-A declared `Content-Length` over the limit is refused at once; a chunked body
-is counted as it arrives and refused as soon as it passes the limit, so a
-client cannot make the server buffer more than `max_bytes`.
+A declared `Content-Length` over the limit is refused at once (413); a chunked
+body is counted as it arrives and refused as soon as it passes the limit, so a
+client cannot make the server buffer more than `max_bytes`.  A JSON body
+nested deeper than documents may be (its parser would recurse past Python's
+stack) is a 400, and one holding a lone UTF-16 surrogate escape (`"\\ud800"`,
+text no database can store) a 422, both naming the place.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from flowforge.server.errors import error_body
 
 __all__ = ["BodyLimit"]
+
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
 class BodyLimit:
@@ -51,6 +59,10 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        refusal = _hostile(body)
+        if refusal is not None:
+            await self._refuse(send, *refusal)
+            return
         replayed = False
 
         async def replay() -> dict:
@@ -62,7 +74,7 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, send: Any) -> None:
+    async def _too_large(self, send: Any) -> None:  # noqa: D401
         await self._refuse(send, 413, f"the request body is larger than the server's limit of "
                                       f"{self.max_bytes} bytes (FLOWFORGE_MAX_BODY_BYTES or "
                                       f"`flowforge serve --max-body-bytes`)")
@@ -75,3 +87,19 @@ class BodyLimit:
                                 (b"content-length", str(len(payload)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _hostile(body: bytes) -> tuple[int, str] | None:
+    """(status, message) for a body no route should have to parse, else None."""
+    if not body or body.lstrip()[:1] not in (b"{", b"["):
+        return None
+    lone = _LONE_SURROGATE.search(body)
+    if lone is not None:
+        return 422, (f"the body holds a lone surrogate {lone.group().decode()} at byte "
+                     f"{lone.start()}: it is not valid Unicode text; remove it")
+    from flowforge.workflow.loader import _json_depth_error
+
+    deep = _json_depth_error(body.decode("utf-8", "replace"), "the request body")
+    if deep is not None:
+        return 400, str(deep)
+    return None

@@ -77,7 +77,7 @@ async def add_block(user: CurrentUser, body: dict[str, Any] = Body(...)) -> dict
 
 @router.get("/api/blocks/{block_id}", summary="One block definition, body included")
 async def get_block(block_id: str, user: CurrentUser,
-                    version: int | None = Query(None, ge=1)) -> dict[str, Any]:
+                    version: int | None = Query(None, ge=1, le=2**31 - 1)) -> dict[str, Any]:
     registry = get_registry()
     block = registry.get(block_id, version)
     return {"block": block.model_dump(mode="json"), "versions": registry.versions(block_id)}
@@ -85,7 +85,7 @@ async def get_block(block_id: str, user: CurrentUser,
 
 @router.get("/api/blocks/{block_id}/source", summary="A block's Python source or prompt")
 async def block_source(block_id: str, user: CurrentUser,
-                       version: int | None = Query(None, ge=1)) -> dict[str, Any]:
+                       version: int | None = Query(None, ge=1, le=2**31 - 1)) -> dict[str, Any]:
     registry = get_registry()
     block = registry.get(block_id, version)
     return {"id": block.id, "version": block.version, "execution_type": block.execution_type,

@@ -29,8 +29,9 @@ def after_seq(last_event_id: str | None, after: int | None) -> int:
         except ValueError:
             raise ApiError(400, f"Last-Event-ID {last_event_id!r} must be an event's sequence "
                                 f"number (the `id:` of the last event received)") from None
-        if value < 0:
-            raise ApiError(400, "Last-Event-ID must not be negative")
+        if not 0 <= value < 2**63:
+            raise ApiError(400, "Last-Event-ID must be an event's sequence number, from 0 "
+                                "to 2**63 - 1")
         return value
     return after or 0
 

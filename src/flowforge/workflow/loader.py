@@ -215,7 +215,10 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
         for error in exc.errors():
             loc = tuple(error["loc"])
             # Pydantic reports each branch of `retry: RetryPolicy | int`; keep the readable one.
-            loc = tuple(part for part in loc if part not in ("RetryPolicy", "int"))
+            loc = tuple(part for part in loc
+                        if part not in ("RetryPolicy", "int", "constrained-int"))
+            if error["type"] in ("model_type", "int_type") and "retry" in loc:
+                continue                     # the other branch of `RetryPolicy | int` says why
             message = error["msg"]
             if error["type"] == "extra_forbidden":
                 message = f"unknown field '{loc[-1]}'"

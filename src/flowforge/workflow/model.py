@@ -4,7 +4,7 @@ and the field docstrings become the schema's descriptions."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -49,8 +49,8 @@ class BlockSpec(BaseModel):
     """Id of a block that runs instead of this block's dependants if this block fails."""
     timeout: float | None = Field(None, gt=0)
     """Seconds the block may run (every retry included in one try's budget)."""
-    retry: RetryPolicy | int | None = None
-    """Retry policy, or just the number of attempts."""
+    retry: RetryPolicy | Annotated[int, Field(ge=1, le=100)] | None = None
+    """Retry policy, or just the number of attempts (1 to 100)."""
     uses: str | None = None
     """Run a block from the block registry by its id (its schemas are checked)."""
     blocks: list[BlockSpec] | None = None

@@ -39,7 +39,7 @@ def _execution(row: dict[str, Any]) -> dict[str, Any]:
 @router.get("/api/executions", summary="Execution history (runs), newest first")
 async def list_executions(request: Request, user: CurrentUser, status: str | None = None,
                           pipeline_id: str | None = None,
-                          limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0)
+                          limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=2**63 - 1)
                           ) -> dict[str, Any]:
     rows = await history(request, user, workflow=pipeline_id, status=status, for_user=None,
                          limit=limit, offset=offset)
@@ -84,7 +84,7 @@ class AgentWorkflowRequest(BaseModel):
     """A workflow saved with POST /api/workflows."""
     workflow: dict[str, Any] | None = None
     """Or the whole workflow document, run without being saved."""
-    version: int | None = Field(None, ge=1)
+    version: int | None = Field(None, ge=1, le=2**31 - 1)
     inputs: dict[str, Any] = Field(default_factory=dict)
     webhook: str | None = Field(None, pattern=r"^https?://", max_length=2000)
 

@@ -37,7 +37,7 @@ async def history(request: Request, user: dict[str, Any], *, workflow: str | Non
 @router.get("", summary="Run history, newest first, paginated")
 async def list_runs(request: Request, user: CurrentUser, workflow: str | None = None,
                     status: str | None = None, user_id: str | None = Query(None, alias="user"),
-                    limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0)
+                    limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=2**63 - 1)
                     ) -> dict[str, Any]:
     rows = await history(request, user, workflow=workflow, status=status, for_user=user_id,
                          limit=limit, offset=offset)
@@ -60,7 +60,7 @@ async def get_run(request: Request, run_id: str, user: CurrentUser) -> dict[str,
             summary="The run's events: SSE (replayed from the start, then live), or JSON",
             responses={200: {"content": {"text/event-stream": {}, "application/json": {}}}})
 async def run_events(request: Request, run_id: str, user: CurrentUser,
-                     after: int | None = Query(None, ge=0,
+                     after: int | None = Query(None, ge=0, le=2**63 - 1,
                                                description="Only events after this seq"),
                      last_event_id: str | None = Header(None)) -> Any:
     storage = request.app.state.storage

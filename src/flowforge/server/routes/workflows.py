@@ -33,7 +33,7 @@ class RunRequest(BaseModel):
 
     inputs: dict[str, Any] = Field(default_factory=dict)
     """The run's inputs, checked against the workflow's `inputs`."""
-    version: int | None = Field(None, ge=1)
+    version: int | None = Field(None, ge=1, le=2**31 - 1)
     """Run this version instead of the latest."""
     webhook: str | None = Field(None, pattern=r"^https?://", max_length=2000)
     """URL to POST the signed result to when the run ends (overrides the workflow's)."""
@@ -120,7 +120,7 @@ async def create_workflow(request: Request, user: CurrentUser,
 @router.get("", summary="List workflows (latest versions)")
 async def list_workflows(request: Request, user: CurrentUser, owner: str | None = None,
                          all: bool = Query(False, description="Every owner's (admin only)"),
-                         limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0)
+                         limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=2**63 - 1)
                          ) -> dict[str, Any]:
     storage = request.app.state.storage
     if all and not is_admin(user):
@@ -132,7 +132,7 @@ async def list_workflows(request: Request, user: CurrentUser, owner: str | None 
 
 @router.get("/{workflow_id}", summary="A workflow's document (latest or ?version=)")
 async def get_workflow(request: Request, workflow_id: str, user: CurrentUser,
-                       version: int | None = Query(None, ge=1), owner: str | None = None
+                       version: int | None = Query(None, ge=1, le=2**31 - 1), owner: str | None = None
                        ) -> dict[str, Any]:
     store = request.app.state.live.workflows
     return workflow_view(await store.get(owner_of(user, owner), workflow_id, version))
