@@ -30,7 +30,8 @@ from flowforge.errors import ProviderError
 from flowforge.providers.base import DeltaCallback, LLMRequest, LLMResponse
 from flowforge.providers.pricing import cost_of
 from flowforge.providers.registry import ProviderOptions, resolve_model, split_model
-from flowforge.providers.retry import RetryPolicy, timeout_error
+from flowforge.providers.retry import (RetryPolicy, dropped_connection, request_timeout,
+                                       timeout_error, unusable_answer)
 
 __all__ = ["call_model", "RetryCallback", "DEFAULT_RETRY"]
 
@@ -65,12 +66,32 @@ async def _attempt(model: str, request: LLMRequest, options: ProviderOptions,
         on_delta(text)  # type: ignore[misc]
 
     call = provider.complete(sent, forward if on_delta is not None else None)
-    if retry.timeout is None:
-        return await call
+    # A non-streaming attempt is bounded as a whole; a stream by the silence
+    # between its chunks (the provider applies `stream_idle_timeout`), so a long
+    # answer that keeps coming is never cut.
+    limit = retry.timeout if retry.timeout is not None else (
+        None if request.stream else request_timeout(request.extra, options.env))
     try:
-        return await asyncio.wait_for(call, retry.timeout)
+        if limit is None:
+            return await call
+        return await asyncio.wait_for(call, limit)
     except asyncio.TimeoutError:
-        raise timeout_error(prefix, f"no answer within {retry.timeout:g} s") from None
+        raise timeout_error(prefix, f"no answer within {limit:g} s (provider option "
+                            f"`request_timeout` or FLOWFORGE_MODEL_TIMEOUT)") from None
+    except ProviderError:
+        raise
+    except (ValueError, AttributeError, TypeError, KeyError, IndexError) as exc:
+        # The SDK choked on the body (JSON that is not JSON, an HTML page, a
+        # shape with no choices): a bad answer, not a bad request.
+        raise unusable_answer(prefix, f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    except OSError as exc:
+        raise dropped_connection(prefix, f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - httpx's transport errors, by name
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if names & {"RemoteProtocolError", "ReadError", "ReadTimeout", "StreamError",
+                    "TransportError", "HTTPError"}:
+            raise dropped_connection(prefix, f"{type(exc).__name__}: {exc}") from None
+        raise
 
 
 async def call_model(model: str, request: LLMRequest, *,

@@ -15,6 +15,7 @@ so that every attempt is visible and the policy is the same for every vendor.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -25,7 +26,8 @@ from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Me
                                       Timing, ToolCall, Usage, _as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
-from flowforge.providers.retry import error_from_sdk
+from flowforge.providers.retry import (dropped_connection, error_from_sdk, stream_idle_timeout,
+                                       timeout_error, unusable_answer)
 
 try:
     import openai as _sdk
@@ -140,11 +142,16 @@ class OpenAIChatProvider(Provider):
             if request.stream:
                 return await self._stream(request, args, on_delta, start)
             completion = await self.client.chat.completions.create(**args)
+        except _sdk.APIResponseValidationError as exc:
+            raise unusable_answer(self.name, str(exc)[:200]) from exc
         except _sdk.OpenAIError as exc:
             raise convert_openai_error(self.name, exc) from exc
-        if not completion.choices:
-            raise ProviderError("the server answered with no choices", provider=self.name)
-        choice = completion.choices[0]
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list):
+            raise unusable_answer(self.name, f"not a chat completion: {str(completion)[:200]!r}")
+        if not choices or getattr(choices[0], "message", None) is None:
+            raise unusable_answer(self.name, "the answer holds no choice")
+        choice = choices[0]
         calls = [ToolCall(call.id or f"call_{i}", call.function.name,
                           _as_arguments(call.function.arguments))
                  for i, call in enumerate(choice.message.tool_calls or [])]
@@ -164,8 +171,30 @@ class OpenAIChatProvider(Provider):
         finish: str | None = None
         model = request.model
         first: float | None = None
-        stream = await self.client.chat.completions.create(**args)
-        async for chunk in stream:
+        idle = stream_idle_timeout(request.extra)
+        try:
+            stream = await asyncio.wait_for(self.client.chat.completions.create(**args), idle)
+        except asyncio.TimeoutError:
+            raise timeout_error(self.name, f"the server sent nothing for {idle:g} s (provider "
+                                f"option `stream_idle_timeout` or "
+                                f"FLOWFORGE_STREAM_IDLE_TIMEOUT)") from None
+        received = 0
+        iterator = stream.__aiter__()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(iterator.__anext__(), idle)
+            except StopAsyncIteration:
+                break
+            except asyncio.TimeoutError:
+                raise timeout_error(self.name, f"no new part of the answer for {idle:g} s "
+                                    f"(provider option `stream_idle_timeout` or "
+                                    f"FLOWFORGE_STREAM_IDLE_TIMEOUT)") from None
+            except _sdk.APIConnectionError as exc:
+                raise dropped_connection(self.name, str(exc)) from exc
+            if not hasattr(chunk, "choices"):
+                raise unusable_answer(self.name, f"a streamed part is not a chunk: "
+                                      f"{str(chunk)[:200]!r}")
+            received += 1
             model = chunk.model or model
             if chunk.usage is not None:
                 usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
@@ -184,6 +213,11 @@ class OpenAIChatProvider(Provider):
                         slot["arguments"] += call.function.arguments or ""
                 if choice.finish_reason:
                     finish = choice.finish_reason
+        if not received:
+            raise unusable_answer(self.name, "the stream ended without a single part (an "
+                                  "empty body, or one that is not server-sent events)")
+        if finish is None and not pieces and not calls:
+            raise unusable_answer(self.name, "the stream ended with no choice and no text")
         tool_calls = [ToolCall(slot["id"] or f"call_{index}", slot["name"],
                                _as_arguments(slot["arguments"]))
                       for index, slot in sorted(calls.items())]

@@ -29,7 +29,63 @@ from typing import Any, Awaitable, Callable, Mapping
 from flowforge.errors import ProviderError
 
 __all__ = ["RetryPolicy", "RETRYABLE_STATUSES", "is_retryable_status", "retry_after_seconds",
-           "error_from_status", "error_from_sdk", "timeout_error", "connection_error", "NO_RETRY"]
+           "error_from_status", "error_from_sdk", "timeout_error", "connection_error", "NO_RETRY",
+           "unusable_answer", "dropped_connection", "request_timeout", "stream_idle_timeout"]
+
+#: Seconds one non-streaming attempt may take, and the longest silence between two
+#: chunks of a streamed answer (a server that accepts and never answers is given up
+#: on, then retried, instead of being waited on for the SDK's 600 s three times).
+DEFAULT_REQUEST_TIMEOUT = 120.0
+DEFAULT_STREAM_IDLE_TIMEOUT = 60.0
+
+
+def _seconds(value: Any, fallback: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return fallback
+    return number if number > 0 else fallback
+
+
+def request_timeout(extra: Mapping[str, Any] | None = None,
+                    env: Mapping[str, str] | None = None) -> float:
+    """`request_timeout` in the block's provider options, else
+    FLOWFORGE_MODEL_TIMEOUT, else 120 s."""
+    import os
+
+    given = (extra or {}).get("request_timeout")
+    if given is not None:
+        return _seconds(given, DEFAULT_REQUEST_TIMEOUT)
+    return _seconds((env or os.environ).get("FLOWFORGE_MODEL_TIMEOUT")
+                    or os.environ.get("FLOWFORGE_MODEL_TIMEOUT"), DEFAULT_REQUEST_TIMEOUT)
+
+
+def stream_idle_timeout(extra: Mapping[str, Any] | None = None,
+                        env: Mapping[str, str] | None = None) -> float:
+    """`stream_idle_timeout` in the provider options, else
+    FLOWFORGE_STREAM_IDLE_TIMEOUT, else 60 s."""
+    import os
+
+    given = (extra or {}).get("stream_idle_timeout")
+    if given is not None:
+        return _seconds(given, DEFAULT_STREAM_IDLE_TIMEOUT)
+    return _seconds((env or os.environ).get("FLOWFORGE_STREAM_IDLE_TIMEOUT")
+                    or os.environ.get("FLOWFORGE_STREAM_IDLE_TIMEOUT"),
+                    DEFAULT_STREAM_IDLE_TIMEOUT)
+
+
+def unusable_answer(provider: str, detail: str) -> ProviderError:
+    """An answer that cannot be read as one (a body that is not JSON, an HTML
+    page with 200, no choices, a stream that ends with nothing): like a 5xx,
+    the next attempt may well be fine."""
+    return ProviderError(f"the server's answer is unusable: {detail}", provider=provider,
+                         retryable=True)
+
+
+def dropped_connection(provider: str, detail: str = "") -> ProviderError:
+    return ProviderError("the connection was closed in the middle of the answer"
+                         + (f" ({detail})" if detail else ""), provider=provider,
+                         retryable=True)
 
 #: Statuses that may succeed when sent again (plus every 5xx).
 RETRYABLE_STATUSES = frozenset({408, 429})
