@@ -253,3 +253,115 @@ async def test_raising_limits_fails_without_the_source_check(mode):
                                   "r = sys.modules['resource']\n"
                                   "r.setrlimit(r.RLIMIT_CPU, (1000, 1000))\nreturn {}")
     assert "PermissionError" in str(error) or "ValueError" in str(error)
+
+
+# -- issue 17: pattern matching, submodules by name, io_uring, other processes ---------
+
+@pytest.mark.parametrize("attempt", [
+    "import json\nmatch json.dumps:\n    case object(__globals__=g):\n        return {'g': str(g)}\n"
+    "return {}",
+    "try:\n    1 / 0\nexcept Exception as e:\n    match e:\n"
+    "        case Exception(__traceback__=tb):\n            return {'t': str(tb)}\nreturn {}",
+    "match (1).real:\n    case int(tb_frame=f):\n        return {}\nreturn {}",
+    "match {}:\n    case {**__builtins__}:\n        return {}\nreturn {}",
+], ids=["globals", "traceback", "frame-attr", "bind-builtins"])
+async def test_match_patterns_cannot_read_private_attributes(mode, attempt):
+    error = await stopped(mode, block(attempt))
+    assert error.kind == "rejected"
+    assert "not allowed" in str(error) or "not available" in str(error)
+
+
+async def test_from_import_hands_over_no_other_module(mode):
+    error = await stopped(mode, block("from json import decoder\nreturn {'d': str(decoder)}"))
+    assert error.kind == "error" and "ImportError" in str(error)
+    result = await run_python(block("from json import dumps, loads\n"
+                                    "return {'x': dumps(loads('[1]'))}"), {}, mode=mode)
+    assert result.output == {"x": "[1]"}
+
+
+async def test_io_uring_is_denied_without_the_source_check(mode):
+    # io_uring_setup straight through ctypes: it would open and read files
+    # around the file rules; the allow-list refuses it (EPERM).
+    source = OS_VIA_SUBCLASSES.rstrip() + "\n" + "\n".join("    " + line for line in """
+ctypes = sys.modules["ctypes"]
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 8, params)
+enter = libc.syscall(426, 0, 0, 0, 0, 0, 0)
+return {"fd": fd, "errno": ctypes.get_errno(), "enter": enter}
+""".strip().splitlines()) + "\n"
+    result = await run_python(source, {}, mode=mode, check=False)
+    assert result.output["fd"] == -1 and result.output["enter"] == -1
+    assert result.output["errno"] == 1                       # EPERM from seccomp
+
+
+async def test_signals_to_other_processes_are_denied_without_the_source_check(mode):
+    import subprocess
+    import sys
+
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        source = OS_VIA_SUBCLASSES.rstrip() + "\n" + "\n".join("    " + line for line in f"""
+ctypes = sys.modules["ctypes"]
+libc = ctypes.CDLL(None, use_errno=True)
+results = {{}}
+results["kill"] = libc.kill({victim.pid}, 9)
+info = ctypes.create_string_buffer(128)
+results["sigqueue"] = libc.syscall(129, {victim.pid}, 9, info)
+results["pidfd_open"] = libc.syscall(434, {victim.pid}, 0)
+results["ptrace"] = libc.syscall(101, 16, {victim.pid}, 0, 0)
+results["errno"] = ctypes.get_errno()
+return results
+""".strip().splitlines()) + "\n"
+        result = await run_python(source, {}, mode=mode, check=False)
+        assert victim.poll() is None, "the sandboxed block killed another process"
+        assert result.output == {"kill": -1, "sigqueue": -1, "pidfd_open": -1, "ptrace": -1,
+                                 "errno": 1}
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+async def test_negative_or_huge_limits_in_block_metadata_are_invalid():
+    from pydantic import ValidationError
+
+    from flowforge.registry.model import BlockMetadata
+
+    for bad in ({"cpu_seconds": -1}, {"memory_mb": 0}, {"cpu_seconds": 10_000}):
+        with pytest.raises(ValidationError):
+            BlockMetadata(**bad)
+    with pytest.raises(ValueError, match="must be a positive number"):
+        Limits(cpu_seconds=-5)
+
+
+async def test_a_server_refuses_the_plain_process_confinement_unless_accepted():
+    error = await stopped("process", block("return {'x': 1}"), isolated_only=True)
+    assert error.kind == "isolation" and "--allow-process-sandbox" in str(error)
+    result = await run_python(block("return {'x': 1}"), {}, mode="process")
+    assert result.output == {"x": 1}
+
+
+async def test_server_runs_ask_for_isolation(tmp_path, monkeypatch):
+    """Without bubblewrap, a server's registry Python block fails clearly
+    unless the administrator accepted the plain-process confinement."""
+    from flowforge.server.settings import ServerSettings
+    from tests.server.conftest import start_server
+
+    monkeypatch.setenv("FLOWFORGE_SANDBOX", "process")        # as on a host without bwrap
+    document = {"id": "py", "blocks": [{"id": "stats", "uses": "math_stats",
+                                        "with": {"numbers": [1, 2, 3]}}]}
+    for accepted in (False, True):
+        live, stop = await start_server(f"sqlite:///{tmp_path / f'{accepted}.db'}",
+                                        allow_process_sandbox=accepted)
+        try:
+            async with live.client() as client:
+                await client.post("/api/workflows", json=document)
+                answer = (await client.post("/api/workflows/py/runs?wait=true", json={})).json()
+        finally:
+            await stop()
+        if accepted:
+            assert answer["status"] == "succeeded", answer["blocks"]
+        else:
+            assert answer["status"] == "failed"
+            assert "--allow-process-sandbox" in answer["blocks"]["stats"]["error"]
+    assert ServerSettings().allow_process_sandbox is False

@@ -114,8 +114,10 @@ async def execute_definition(definition: BlockDefinition, inputs: dict[str, Any]
         limits = Limits(cpu_seconds=meta.cpu_seconds or Limits.cpu_seconds,
                         memory_mb=meta.memory_mb or Limits.memory_mb)
         try:
+            services = getattr(context, "services", None) or {}
             result = await run_python(definition.source_code or "", inputs, limits=limits,
                                       network=meta.network,
+                                      isolated_only=bool(services.get("sandbox_isolated_only")),
                                       context={"block_id": getattr(context, "block_id", ""),
                                                "run_id": getattr(context, "run_id", "")})
         except SandboxError as exc:

@@ -43,6 +43,10 @@ def serve(
         None, "--files-root", help="Folder that relative file references of stored "
         "workflows (knowledge sources) resolve against, for users granted server_files "
         "(default: the current directory; also FLOWFORGE_FILES_ROOT)."),
+    allow_process_sandbox: bool = typer.Option(
+        False, "--allow-process-sandbox", help="Without bubblewrap, run users' Python blocks "
+        "in a plain process held by seccomp and rlimits only (off: they fail, saying so; "
+        "also FLOWFORGE_ALLOW_PROCESS_SANDBOX=1)."),
     share_provider_keys: bool = typer.Option(
         False, "--share-provider-keys", help="Let every user's runs use the provider keys "
         "in this process's environment (OPENAI_API_KEY, ...), sent only to the providers' "
@@ -75,6 +79,8 @@ def serve(
         settings.allow_private_webhooks = True
     if share_provider_keys:
         settings.share_provider_keys = True
+    if allow_process_sandbox:
+        settings.allow_process_sandbox = True
     if files_root is not None:
         settings.files_root = str(files_root.resolve())
     if max_body_bytes is not None:

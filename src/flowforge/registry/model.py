@@ -49,10 +49,10 @@ class BlockMetadata(BaseModel):
     """`core` for the bundled library, else `community`."""
     network: bool = False
     """Python blocks only: may call `httpx` (through the parent's SSRF guard)."""
-    cpu_seconds: int | None = None
-    """Python blocks only: CPU-time limit for one run (default 2, at most 30)."""
-    memory_mb: int | None = None
-    """Python blocks only: memory limit for one run (default 256, at most 2048)."""
+    cpu_seconds: int | None = Field(None, ge=1, le=30)
+    """Python blocks only: CPU-time limit for one run (default 2, 1 to 30)."""
+    memory_mb: int | None = Field(None, ge=16, le=2048)
+    """Python blocks only: memory limit for one run (default 256, 16 to 2048)."""
 
 
 class BlockDefinition(BaseModel):

@@ -21,6 +21,12 @@ class Limits:
     file_mb: int = 16
     """Largest file the block may write in its scratch directory."""
 
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"sandbox limit {name} must be a positive number, not "
+                                 f"{value!r}")
+
     def to_dict(self) -> dict:
         return asdict(self)
 

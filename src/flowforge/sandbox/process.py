@@ -219,18 +219,27 @@ os.register_at_fork(after_in_child=_forget_inherited_pool)
 async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | None = None,
                      network: bool = False, http: HttpHandler | None = None,
                      context: dict[str, Any] | None = None, mode: str | None = None,
-                     check: bool = True) -> SandboxResult:
+                     check: bool = True, isolated_only: bool = False) -> SandboxResult:
     """Run `async def execute(inputs, context)` from `source` in a confined
     process and return its dict. Raises SandboxError when a rule or limit
     stops it, naming the line when the block's own code failed.
 
     `check=False` skips the source check: only the escape tests use it, to
-    prove the process boundary, rlimits and seccomp hold on their own."""
+    prove the process boundary, rlimits and seccomp hold on their own.
+    `isolated_only` (a server running other people's blocks) refuses the
+    plain-subprocess confinement: without bubblewrap a block shares the
+    server's filesystem view and is held by seccomp and rlimits alone."""
     limits = (limits or Limits()).capped()
     problems = check_source(source) if check else []
     if problems:
         raise SandboxError("rejected", "the block's source was rejected: " + "; ".join(problems))
     mode = mode or sandbox_mode()
+    if mode == "process" and isolated_only:
+        raise SandboxError("isolation", "this server runs untrusted Python blocks only inside "
+                           "bubblewrap, which is not available here (install the `bubblewrap` "
+                           "package); an administrator who accepts the weaker plain-process "
+                           "confinement starts the server with `flowforge serve "
+                           "--allow-process-sandbox` (FLOWFORGE_ALLOW_PROCESS_SANDBOX=1)")
     if network and http is None:
         from flowforge.sandbox.http_bridge import guarded_request
         http = guarded_request

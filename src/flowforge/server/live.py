@@ -73,7 +73,9 @@ class LiveRuns:
             version = int(pinned) if pinned.isdigit() else None
             return (await self.workflows.compiled(owner, workflow_id, version))[1]
 
-        services = {"files_root": self.settings.files_root, **(services or {})}
+        services = {"files_root": self.settings.files_root,
+                    "sandbox_isolated_only": not self.settings.allow_process_sandbox,
+                    **(services or {})}
         handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
                                  services=services,
                                  model=self.settings.model, run_id=run_id,

@@ -162,4 +162,6 @@ async def automate_route(request: Request, user: CurrentUser,
     storage = request.app.state.storage
     return await automate(_intent(body), inputs, model=_model(request, body),
                           user=user["user_id"], storage=storage,
-                          policy=await policy_for(storage, user))
+                          policy=await policy_for(storage, user),
+                          services={"sandbox_isolated_only":
+                                    not request.app.state.settings.allow_process_sandbox})

@@ -46,6 +46,10 @@ class ServerSettings:
     """Folder that relative file references of stored workflows resolve against
     (knowledge `sources: [policies]` -> `<files_root>/policies`), for users
     granted `server_files`; the server's working directory by default."""
+    allow_process_sandbox: bool = field(
+        default_factory=lambda: _env_flag("FLOWFORGE_ALLOW_PROCESS_SANDBOX"))
+    """Run users' Python blocks in the plain-process confinement when bubblewrap
+    is missing (seccomp and rlimits only). Off: such blocks fail, saying so."""
     share_provider_keys: bool = field(
         default_factory=lambda: _env_flag("FLOWFORGE_SHARE_PROVIDER_KEYS"))
     """Let every user's runs use the provider keys in the server's environment

@@ -32,7 +32,8 @@ async def automate(intent: str, inputs: dict[str, Any] | None = None, *,
                    user: str | dict[str, Any] | None = None, storage: Any = None,
                    registry: Registry | None = None,
                    on_event: Callable[[dict], None] | None = None,
-                   policy: Any = None) -> dict[str, Any]:
+                   policy: Any = None, services: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
     """Build a pipeline for `intent`, then run it with `inputs`.
     `run_model` (default: `model`) answers the pipeline's LLM blocks; `policy`
     (None: trusted) limits what the generated pipeline may reach of the host."""
@@ -42,7 +43,7 @@ async def automate(intent: str, inputs: dict[str, Any] | None = None, *,
     if result.ok and result.pipeline is not None:
         run = await run_pipeline(result.pipeline, inputs or {}, user=user, storage=storage,
                                  model=run_model or model, registry=registry, on_event=on_event,
-                                 policy=policy)
+                                 policy=policy, services=services)
         answer["run"] = run.to_dict()
         answer["run"]["error"] = run.error
     return answer

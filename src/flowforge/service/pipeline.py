@@ -26,7 +26,7 @@ async def run_pipeline(data: Pipeline | dict[str, Any], inputs: dict[str, Any] |
                        user: str | dict[str, Any] | None = None, storage: Any = None,
                        model: str | None = None, registry: Registry | None = None,
                        on_event: Callable[[dict], None] | None = None,
-                       policy: Any = None) -> Any:
+                       policy: Any = None, services: dict[str, Any] | None = None) -> Any:
     """Validate and run a pipeline; returns the RunResult. Raises
     ValidationFailed (located in pipeline terms) before anything runs.
     `policy` (a workflow.policy.Policy; None: trusted) limits what it may reach.
@@ -40,5 +40,6 @@ async def run_pipeline(data: Pipeline | dict[str, Any], inputs: dict[str, Any] |
     document = pipeline_to_workflow(data, registry)
     with use_registry(registry):
         return await run(document, inputs or {}, user=user, storage=storage, model=model,
-                         services={"registry": registry}, on_event=on_event,
+                         services={**(services or {}), "registry": registry},
+                         on_event=on_event,
                          **({"policy": policy} if policy is not None else {}))
