@@ -92,5 +92,38 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for name, definition in workflow.pop("$defs", {}).items():
         components.setdefault(name, definition)
     components["WorkflowDocument"] = workflow
+    components["Error"] = _ERROR_SCHEMA
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for status, description in _ERROR_RESPONSES.items():
+                if path == "/health" and status not in ("503",):
+                    continue
+                responses.setdefault(status, {
+                    "description": description,
+                    "content": {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/Error"}}}})
     app.openapi_schema = schema
     return schema
+
+
+#: Every answer but a success is this JSON (server/errors.py).
+_ERROR_SCHEMA = {
+    "type": "object", "required": ["error"],
+    "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
+        "code": {"type": "string"}, "message": {"type": "string"},
+        "details": {"type": "array", "items": {"type": "object"}}}}}}
+
+#: What any route may answer besides its own successes: the same shape every
+#: time, declared for each operation so clients (and schemathesis) know them.
+_ERROR_RESPONSES = {
+    "400": "Malformed request: a body that is not JSON/YAML, too deep, or a bad header",
+    "401": "Missing, unknown or revoked API key",
+    "403": "Not allowed: an admin route, another owner, or a capability not granted",
+    "404": "No such run, workflow, user, secret or block (another user's ids too)",
+    "409": "Conflict: a name already taken, or a run in the wrong state",
+    "413": "The request body is larger than the server's limit",
+    "415": "Unsupported Content-Type",
+    "422": "Invalid input, each problem located",
+    "503": "The database is unreachable",
+}

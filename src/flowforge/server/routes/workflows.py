@@ -173,7 +173,8 @@ async def list_versions(request: Request, workflow_id: str, user: CurrentUser,
 
 
 @router.post("/{workflow_id}/runs", status_code=202,
-             summary="Start a run (202 with its URLs, or ?wait=true for the RunResult)")
+             summary="Start a run (202 with its URLs, or ?wait=true for the RunResult)",
+             responses={200: {"description": "With ?wait=true: the finished run's RunResult"}})
 async def start_run(request: Request, workflow_id: str, body: RunRequest, user: CurrentUser,
                     wait: bool = False, owner: str | None = None) -> JSONResponse:
     live = request.app.state.live
