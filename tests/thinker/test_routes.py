@@ -98,3 +98,34 @@ async def test_automate_builds_then_runs_and_stores_the_run(server, registry):
         assert answer["run"]["results"]["n2"]["mean"] == 50.0
         stored = await client.get(f"/api/runs/{answer['run']['run_id']}")
         assert stored.status_code == 200
+
+
+async def test_a_users_added_blocks_are_theirs(server, registry):
+    """Blocks a user adds are visible to that user (and admins) only; another
+    user's ids answer 404 and their runs cannot `uses:` them (issue 17)."""
+    new = {"id": "whisper", "name": "Whisper", "description": "Lower-cases a text quietly.",
+           "execution_type": "python",
+           "source_code": "async def execute(inputs, context):\n"
+                          "    return {'text': inputs['text'].lower()}\n"}
+    document = {"id": "uses-whisper", "blocks": [
+        {"id": "w", "uses": "whisper", "with": {"text": "HELLO"}}]}
+    async with server.client("alice") as alice:
+        assert (await alice.post("/api/blocks", json=new)).status_code == 201
+        assert (await alice.get("/api/blocks/whisper")).status_code == 200
+        await alice.post("/api/workflows", json=document)
+        mine = (await alice.post("/api/workflows/uses-whisper/runs?wait=true", json={})).json()
+    assert mine["status"] == "succeeded", mine["blocks"]
+    async with server.client("bob") as bob:
+        listed = (await bob.get("/api/blocks")).json()
+        assert "whisper" not in {b["id"] for b in listed["blocks"]}
+        assert (await bob.get("/api/blocks/whisper")).status_code == 404
+        assert (await bob.get("/api/blocks/whisper/source")).status_code == 404
+        found = (await bob.post("/api/blocks/search",
+                                json={"query": "lower-cases a text quietly"})).json()
+        assert "whisper" not in {r["block"]["id"] for r in found["results"]}
+        await bob.post("/api/workflows", json=document)
+        theirs = (await bob.post("/api/workflows/uses-whisper/runs?wait=true", json={})).json()
+    assert theirs["status"] == "failed"
+    assert "no block 'whisper'" in theirs["blocks"]["w"]["error"]
+    async with server.client("admin") as admin:
+        assert (await admin.get("/api/blocks/whisper")).status_code == 200

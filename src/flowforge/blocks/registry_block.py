@@ -248,6 +248,12 @@ class RegistryBlock(BlockType):
             definition = _registry_of(context).get(block_id, version)
         except FlowforgeError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        owner = getattr(definition.metadata, "owner", None)
+        user = getattr(context, "user", None) or {}
+        if owner and owner != user.get("id") and user.get("role") != "admin":
+            # Another user's block: answered exactly as a block that does not exist.
+            raise BlockError(context.block_id, cls.type_name,
+                             f"no block '{block_id}' in the registry")
         try:
             return await execute_definition(definition, dict(config.model_extra or {}), context)
         except BlockRunError as exc:

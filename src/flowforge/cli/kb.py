@@ -67,12 +67,16 @@ def create(name: str = typer.Argument(..., help="Name of the new knowledge base.
            chunk_size: Optional[int] = typer.Option(None, help="Chunk size in tokens (default 200)."),
            chunk_overlap: Optional[int] = typer.Option(None, help="Overlap in tokens (default 30)."),
            description: str = typer.Option("", help="What the base holds."),
+           shared: bool = typer.Option(False, "--shared", help="In the shared space every "
+                                       "user's runs read (kb add/search then name it "
+                                       "shared/NAME)."),
            url: Optional[str] = UrlOption) -> None:
-    """Create an empty knowledge base."""
+    """Create an empty knowledge base (yours, the local user's; --shared for everyone)."""
     async def go():
         kb = await _open(url)
         return await kb.create(name, model=model, chunk_size=chunk_size,
-                               chunk_overlap=chunk_overlap, description=description)
+                               chunk_overlap=chunk_overlap, description=description,
+                               stored_as=f"shared/{name}" if shared else None)
     base = _run(go)
     out.print(f"created knowledge base '{base.name}' ({base.embedding_model}, chunks of "
               f"{base.chunk_size} tokens)", highlight=False)

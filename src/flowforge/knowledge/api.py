@@ -78,11 +78,13 @@ class Knowledge:
     # -- knowledge bases ------------------------------------------------------------------
     async def create(self, name: str, *, model: str | None = None, chunk_size: int | None = None,
                      chunk_overlap: int | None = None, description: str = "",
-                     exist_ok: bool = False) -> KnowledgeBase:
+                     exist_ok: bool = False, stored_as: str | None = None) -> KnowledgeBase:
+        """`stored_as`: the owner-qualified name a `UserKnowledge` view stores it under."""
         name = (name or "").strip()
         if not name or len(name) > 100 or any(c in name for c in "/\\\n"):
             raise FlowforgeError(f"invalid knowledge base name {name!r}: use 1-100 characters "
                                  f"without slashes")
+        name = stored_as or name
         found = await self.store.get_base(name)
         if found is not None:
             if exist_ok:
@@ -254,14 +256,23 @@ async def close_all() -> None:
         await item.close()
 
 
-async def knowledge_for(context: Any = None) -> Knowledge:
+async def knowledge_for(context: Any = None) -> Any:
     """The knowledge layer a running block should use: `services["knowledge"]`
     when the caller provided one (a `Knowledge`, or a store URL), else the
-    shared default."""
+    shared default; seen as the run's user sees it (their own bases and the
+    shared ones, `knowledge.scoped`) when the block runs for a user."""
     services = getattr(context, "services", None) or {}
     provided = services.get("knowledge") if isinstance(services, Mapping) else None
     if isinstance(provided, Knowledge):
-        return provided
-    if isinstance(provided, str):
-        return await open_knowledge(provided)
-    return await open_knowledge()
+        knowledge = provided
+    elif isinstance(provided, str):
+        knowledge = await open_knowledge(provided)
+    else:
+        knowledge = await open_knowledge()
+    user = getattr(context, "user", None)
+    owner = user.get("id") if isinstance(user, Mapping) else None
+    if not owner:
+        return knowledge
+    from flowforge.knowledge.scoped import UserKnowledge
+
+    return UserKnowledge(knowledge, str(owner).replace("/", "_"))

@@ -54,9 +54,23 @@ def _intent(body: dict[str, Any]) -> str:
 async def list_blocks(user: CurrentUser, category: str | None = None,
                       created_by: str | None = None,
                       execution_type: str | None = None) -> dict[str, Any]:
-    blocks = get_registry().list(category=category, created_by=created_by,
-                                 execution_type=execution_type)
+    blocks = [b for b in get_registry().list(category=category, created_by=created_by,
+                                             execution_type=execution_type)
+              if _visible(b, user)]
     return {"blocks": [b.public() for b in blocks], "count": len(blocks)}
+
+
+def _visible(block: Any, user: dict[str, Any]) -> bool:
+    """Library and build blocks are everyone's; a user's own additions are
+    theirs (and an admin's) only."""
+    owner = getattr(block.metadata, "owner", None)
+    return not owner or owner == user["user_id"] or is_admin(user)
+
+
+def _owned(block: Any, user: dict[str, Any]) -> Any:
+    if not _visible(block, user):
+        raise ApiError(404, f"no block '{block.id}' in the registry")
+    return block
 
 
 @router.post("/api/blocks", status_code=201, summary="Add a block (checked; a new version)")
@@ -79,7 +93,7 @@ async def add_block(user: CurrentUser, body: dict[str, Any] = Body(...)) -> dict
 async def get_block(block_id: str, user: CurrentUser,
                     version: int | None = Query(None, ge=1, le=2**31 - 1)) -> dict[str, Any]:
     registry = get_registry()
-    block = registry.get(block_id, version)
+    block = _owned(registry.get(block_id, version), user)
     return {"block": block.model_dump(mode="json"), "versions": registry.versions(block_id)}
 
 
@@ -87,7 +101,7 @@ async def get_block(block_id: str, user: CurrentUser,
 async def block_source(block_id: str, user: CurrentUser,
                        version: int | None = Query(None, ge=1, le=2**31 - 1)) -> dict[str, Any]:
     registry = get_registry()
-    block = registry.get(block_id, version)
+    block = _owned(registry.get(block_id, version), user)
     return {"id": block.id, "version": block.version, "execution_type": block.execution_type,
             "source": registry.source(block_id, version)}
 
@@ -102,8 +116,9 @@ async def search_blocks(user: CurrentUser, body: dict[str, Any] = Body(
     if not isinstance(limit, int) or not 1 <= limit <= 50:
         raise ApiError(422, "`limit` must be an integer from 1 to 50")
     registry = get_registry()
-    hits = await registry.search(query, limit, execution_type=body.get("execution_type"),
+    hits = await registry.search(query, limit * 3, execution_type=body.get("execution_type"),
                                  category=body.get("category"))
+    hits = [h for h in hits if _visible(h.definition, user)][:limit]
     return {"results": [h.to_dict() for h in hits], "mode": registry.search_mode}
 
 
