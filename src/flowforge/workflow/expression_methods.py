@@ -164,6 +164,10 @@ METHODS: dict[type, dict[str, Callable[..., Any]]] = {
     complex: {"conjugate": _number("conjugate")},
 }
 
+for _methods in METHODS.values():
+    for _name, _method in _methods.items():
+        _method.__qualname__ = _method.__name__ = _name    # "zfill() takes ..." in errors
+
 # Attributes an expression may read that are values, not methods.
 DATA_ATTRIBUTES: dict[type, frozenset[str]] = {
     int: frozenset({"real", "imag", "numerator", "denominator"}),

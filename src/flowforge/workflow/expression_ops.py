@@ -64,7 +64,7 @@ def _add(a: Any, b: Any) -> Any:
     budget = current()
     if isinstance(a, str) and isinstance(b, str):
         budget.string(len(a) + len(b))
-    elif isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES) and type(a) is type(b):
+    elif isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
         size = _size(a) + _size(b) - 1
         budget.items(size)
         return budget.remember(a + b, size)
@@ -443,5 +443,6 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "set": _set,
     "dict": _dict,
 }
-for _function in FUNCTIONS.values():
+for _name, _function in FUNCTIONS.items():
     _function._expression_function = True      # type: ignore[attr-defined]
+    _function.__qualname__ = _function.__name__ = _name     # "len() takes ..." in errors
