@@ -14,10 +14,11 @@ asks it first:
   holds 90 301), checked before the value is built wherever its size can be
   computed (repetition, padding widths, `%` and f-string widths, joins,
   `replace`, `expandtabs`, `str()` of a nested value);
-- work is counted in units of roughly one item handled by C code (~10 ns on
-  a server core): an AST node costs NODE, an item our size walk visits in
-  Python VISIT, an item compared, copied or hashed ITEM, CHARS characters one
-  unit.  An evaluation may spend MAX_WORK units (~20-50 ms);
+- work is counted in units of roughly one item handled by C code (10 to 60 ns,
+  from an idle core to a busy one): an AST node costs NODE, a call of a
+  function of the table CALL, an item our size walk visits in Python VISIT, an
+  item compared, copied or hashed ITEM, CHARS characters one unit.  An
+  evaluation may spend MAX_WORK units (10 to 60 ms);
 - a wall-clock deadline (MAX_SECONDS) is checked as work accrues: a backstop
   for a cost the model under-counts, never the limit a normal expression meets.
 
@@ -44,11 +45,11 @@ __all__ = ["Budget", "OverBudget", "current", "MAX_INT_BITS", "MAX_LENGTH", "MAX
 MAX_INT_BITS = 4096          # about 1233 decimal digits
 MAX_LENGTH = 100_000         # characters of a string an expression builds
 MAX_ITEMS = 100_000          # items, counted through nesting, of a container it builds
-MAX_WORK = 2_000_000         # work units per evaluation
+MAX_WORK = 1_000_000         # work units per evaluation
 MAX_SECONDS = 0.05           # wall-clock backstop per evaluation
 
 NODE = 100                   # one AST node evaluated (Python-level dispatch, ~1 µs)
-CALL = 50                    # one call of a function of the table (e.g. as a sort key)
+CALL = 250                   # one call of a function of the table (e.g. as a sort key)
 VISIT = 10                   # one item visited in Python by the size walk
 ITEM = 1                     # one item handled by C code
 CHARS = 16                   # characters handled by C code per unit
@@ -128,8 +129,8 @@ class Budget:
     def _look(self) -> None:
         if self.work > MAX_WORK:
             raise OverBudget(f"it needs more work than an expression may do ({_n(MAX_WORK)} "
-                             f"units, about {MAX_WORK // 100_000} ms); let it go through "
-                             f"less data", whole=True)
+                             f"units, each about one item handled); let it go through less "
+                             f"data", whole=True)
         if time.perf_counter() > self._deadline:
             raise OverBudget(f"it ran longer than {MAX_SECONDS * 1000:g} ms, the limit of an "
                              f"expression", whole=True)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import simpleeval
 
-from flowforge.workflow.expression_limits import CALL, ITEM, MAX_ITEMS, current
+from flowforge.workflow.expression_limits import CALL, ITEM, MAX_ITEMS, VISIT, current
 from flowforge.workflow.expression_ops import deep_cost
 
 __all__ = ["METHODS", "DATA_ATTRIBUTES", "call_method", "read_attribute"]
@@ -76,13 +76,15 @@ def _replace(text: str, old: str, new: str, count: int = -1) -> str:
 def _join(separator: str, items: Any) -> str:
     budget = current()
     members = list(items) if isinstance(items, (dict, set, frozenset)) else items
-    budget.charge(len(members) * ITEM)
+    budget.charge(2 * len(members) * ITEM)         # two passes: types, then lengths
     if isinstance(members, str):
         length = len(members) + len(separator) * max(len(members) - 1, 0)
-    elif all(isinstance(member, str) for member in members):
-        length = sum(map(len, members)) + len(separator) * max(len(members) - 1, 0)
     else:
-        return separator.join(members)        # raises TypeError, naming the bad item
+        if not set(map(type, members)) <= {str}:
+            budget.charge(len(members) * VISIT)
+            if not all(isinstance(member, str) for member in members):
+                return separator.join(members)    # raises TypeError, naming the bad item
+        length = sum(map(len, members)) + len(separator) * max(len(members) - 1, 0)
     budget.string(length)
     return separator.join(members)
 

@@ -20,7 +20,8 @@ from typing import Any, Callable
 import simpleeval
 
 from flowforge.workflow.expression_limits import (CALL, ITEM, MAX_INT_BITS, MAX_ITEMS,
-                                                  MAX_LENGTH, MAX_WORK, OverBudget, current)
+                                                  MAX_LENGTH, MAX_WORK, NODE,
+                                                  OverBudget, current)
 
 __all__ = ["OPERATORS", "FUNCTIONS", "format_value", "deep_cost"]
 
@@ -48,7 +49,9 @@ def deep_cost(value: Any, factor: int = 1) -> None:
     room = _room() // max(factor, 1)
     size = budget.size(value, room)
     if size > room:
-        raise OverBudget(f"it would compare or hash more than {room} items", whole=True)
+        raise OverBudget(f"it would compare, hash or sort too many items (counted through "
+                         f"nesting): more work than an expression may do ({MAX_WORK:_} "
+                         f"units)".replace("_", " "), whole=True)
     budget.charge(size * ITEM * factor)
 
 
@@ -220,6 +223,7 @@ def _percent_specs(fmt: str) -> list[tuple[str | None, str]]:
 
 def _percent(fmt: str, args: Any) -> str:
     budget = current()
+    budget.charge(fmt.count("%") * NODE)      # the specs are parsed in Python
     specs = _percent_specs(fmt)
     if any("*" in spec for _, spec in specs):
         raise simpleeval.FeatureNotAvailable(
@@ -228,8 +232,6 @@ def _percent(fmt: str, args: Any) -> str:
     estimate = len(fmt) + sum(_spec_numbers(spec) for _, spec in specs)
     if isinstance(args, dict):
         estimate += sum(budget.text(args.get(key)) for key, _ in specs if key is not None)
-    elif isinstance(args, tuple):
-        estimate += sum(budget.text(arg) for arg in args)
     else:
         estimate += budget.text(args)
     budget.string(estimate)
@@ -338,13 +340,15 @@ def _sum(items: Any, start: Any = 0) -> Any:
     _iterated(items)
     if isinstance(start, _SEQUENCES):
         # Concatenate once instead of Python's quadratic start + a + b + ...
-        for item in items:
-            if type(item) is not type(start):
-                raise TypeError(f'can only concatenate {type(start).__name__} '
-                                f'(not "{type(item).__name__}") to {type(start).__name__}')
-        size = _size(start) + sum(_size(item) - 1 for item in items)
+        kinds = set(map(type, items))
+        if not kinds <= {type(start)}:
+            wrong = next(iter(kinds - {type(start)}))
+            raise TypeError(f'can only concatenate {type(start).__name__} '
+                            f'(not "{wrong.__name__}") to {type(start).__name__}')
+        # The parts' items: all of `items` through nesting, less its own brackets.
+        size = _size(start) + _size(items) - 1 - len(items)
         budget.items(size)
-        return budget.remember(type(start)(chain(start, *items)), size)
+        return type(start)(chain(start, *items))
     return budget.integer(sum(items, start))
 
 
