@@ -1,12 +1,18 @@
 """Condition expressions (`grade.accuracy >= 8 and not review.flagged`).
 
 Evaluated by simpleeval, never by Python's `eval`: no attribute starting with
-an underscore, no imports, no calls beyond the small function table below.
-Attribute access on a mapping reads its key first (so a field called `count`
-or `items` is the field, not the dict method), and a missing key is None, as
-in templates.  `{{x.y}}` written inside an expression is accepted and read as
-`x.y`, because people write conditions the way they write templates.
-Expressions are parsed once, when the workflow is compiled.
+an underscore, no imports, no calls beyond the function table
+(`expression_ops`) and the allow-listed methods of texts, lists and numbers
+(`expression_methods`).  Attribute access on a mapping reads its key first (so
+a field called `count` or `items` is the field, not the dict method), and a
+missing key is None, as in templates.  `{{x.y}}` written inside an expression
+is accepted and read as `x.y`, because people write conditions the way they
+write templates.  Expressions are parsed once, when the workflow is compiled.
+
+Evaluation is synchronous, on the event loop, so each one has a budget
+(`expression_limits`): integer size, the size of every text and container it
+builds, and its total work are bounded, and an expression over its budget
+raises ExpressionError within milliseconds, failing its block alone.
 """
 
 from __future__ import annotations
@@ -248,6 +254,8 @@ class Expression:
                                   f"({type(exc).__name__})") from None
         except RecursionError:
             raise ExpressionError(f"`{source}` is nested too deeply to evaluate") from None
+        finally:
+            evaluator.names = {}     # a cached expression must not keep a run's scope alive
 
 
 def compile_expression(source: str) -> Expression:
