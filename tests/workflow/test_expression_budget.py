@@ -97,6 +97,12 @@ def test_a_long_attribute_chain_takes_milliseconds():
     ("'a' * 10**9", "characters"),
     ("str([1.5] * 99990)", "characters"),
     ("(1).to_bytes(10**8, 'big')", "'.to_bytes()' is not available"),
+    # equal long texts are compared character by character: 100 000 pairs of them
+    ("['x'*99999]*99999 == ['y'[:0] + 'x'*99999]*99999", "more work than an expression"),
+    ("'x'*99998 + 'y' in ['x'*99999]*99999", "more work than an expression"),
+    ("(['x'*99999]*99999).count('x'*99998 + 'y')", "more work than an expression"),
+    ("sorted(['x'*99999, 'x'*99999]*40000)", "more work than an expression"),
+    ("'%s' % {1: ['x'*99999]*9}", "characters"),
 ])
 def test_each_attack_is_refused_quickly_with_the_limit_named(source, limit):
     message = refused(source)

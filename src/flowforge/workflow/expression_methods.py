@@ -17,12 +17,9 @@ from typing import Any, Callable
 import simpleeval
 
 from flowforge.workflow.expression_limits import CALL, ITEM, MAX_ITEMS, VISIT, current
-from flowforge.workflow.expression_ops import deep_cost
+from flowforge.workflow.expression_ops import scan_cost
 
 __all__ = ["METHODS", "DATA_ATTRIBUTES", "call_method", "read_attribute"]
-
-_CONTAINERS = (list, tuple, dict, set, frozenset)
-
 
 def _scan(name: str) -> Callable[..., Any]:
     """A method that reads its string once and returns a number, a truth value or
@@ -116,10 +113,7 @@ def _splitlines(text: str, keepends: bool = False) -> list:
 def _seq_search(name: str) -> Callable[..., Any]:
     """list/tuple `index` and `count`: compare the value with every item."""
     def run(items: Any, value: Any, *bounds: Any) -> Any:
-        if type(value) in _CONTAINERS:
-            deep_cost(items)
-        else:
-            current().charge(len(items) * ITEM)
+        scan_cost(items, value)
         return getattr(items, name)(value, *bounds)
     return run
 

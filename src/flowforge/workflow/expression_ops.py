@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 import simpleeval
 
-from flowforge.workflow.expression_limits import (CALL, ITEM, MAX_INT_BITS, MAX_ITEMS,
+from flowforge.workflow.expression_limits import (CALL, CHARS, ITEM, MAX_INT_BITS, MAX_ITEMS,
                                                   MAX_LENGTH, MAX_WORK, NODE,
                                                   OverBudget, current)
 
-__all__ = ["OPERATORS", "FUNCTIONS", "format_value", "deep_cost"]
+__all__ = ["OPERATORS", "FUNCTIONS", "format_value", "deep_cost", "scan_cost"]
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 _SEQUENCES = (list, tuple)
@@ -33,6 +33,17 @@ _MAX_DIGITS = MAX_INT_BITS * 30103 // 100_000        # decimal digits of the lar
 def _room() -> int:
     """Work units left in this evaluation: the most any one walk may visit."""
     return max(MAX_WORK - current().work, 0)
+
+
+def _deep_units(value: Any, room: int) -> int:
+    """The work of visiting `value` through nesting: its items, plus the characters
+    of its texts (two equal texts are compared character by character), or
+    more than `room` once that is known."""
+    budget = current()
+    items = budget.size(value, room)
+    if items > room:
+        return items
+    return items + budget.text(value, (room - items) * CHARS) // CHARS
 
 
 def deep_cost(value: Any, factor: int = 1) -> None:
@@ -47,12 +58,23 @@ def deep_cost(value: Any, factor: int = 1) -> None:
         budget.charge(ITEM * factor)
         return
     room = _room() // max(factor, 1)
-    size = budget.size(value, room)
-    if size > room:
+    units = _deep_units(value, room)
+    if units > room:
         raise OverBudget(f"it would compare, hash or sort too many items (counted through "
-                         f"nesting): more work than an expression may do ({MAX_WORK:_} "
-                         f"units)".replace("_", " "), whole=True)
-    budget.charge(size * ITEM * factor)
+                         f"nesting, with the characters of their texts): more work than an "
+                         f"expression may do ({MAX_WORK:_} units)".replace("_", " "),
+                         whole=True)
+    budget.charge(units * ITEM * factor)
+
+
+def scan_cost(items: Any, value: Any) -> None:
+    """Charge comparing `value` with every item of `items` (`in`, `index`, `count`)."""
+    if type(value) in _CONTAINERS:
+        deep_cost(items)
+    else:
+        # A text is compared character by character with every item of its length.
+        width = 1 + len(value) // CHARS if isinstance(value, str) else 1
+        current().charge(len(items) * ITEM * width)
 
 
 def _size(value: Any) -> int:
@@ -126,10 +148,9 @@ def _compare(function: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def run(a: Any, b: Any) -> Any:
         if type(a) in _CONTAINERS and type(b) in _CONTAINERS:
             # Comparing two containers costs at most the smaller one, through nesting.
-            budget = current()
             room = _room()
-            first = budget.size(a, room)
-            budget.charge(min(first, budget.size(b, min(first, room))) * ITEM)
+            first = _deep_units(a, room)
+            current().charge(min(first, _deep_units(b, min(first, room))) * ITEM)
         elif isinstance(a, str) and isinstance(b, str):
             current().chars(min(len(a), len(b)))
         return function(a, b)
@@ -145,10 +166,7 @@ def _contains(container: Any, item: Any) -> bool:
         if type(item) is tuple:
             deep_cost(item)                  # hashing a tuple visits all of it
     elif isinstance(container, _SEQUENCES):
-        if type(item) in _CONTAINERS:
-            deep_cost(container)
-        else:
-            budget.charge(len(container) * ITEM)
+        scan_cost(container, item)
     return item in container
 
 
@@ -216,8 +234,9 @@ def _percent_specs(fmt: str) -> list[tuple[str | None, str]]:
         start = index
         while index < end and fmt[index] in "#0- +*.0123456789hlL":
             index += 1
-        specs.append((key, fmt[start:index]))
-        index += 1          # the conversion character ('%' for a literal percent)
+        if not (key is None and index == start and fmt[index:index + 1] == "%"):
+            specs.append((key, fmt[start:index]))        # `%%` is a literal percent
+        index += 1          # the conversion character
     return specs
 
 
@@ -230,8 +249,8 @@ def _percent(fmt: str, args: Any) -> str:
             "a `*` width or precision in a `%` format is not available in expressions; "
             "write the number in the format")
     estimate = len(fmt) + sum(_spec_numbers(spec) for _, spec in specs)
-    if isinstance(args, dict):
-        estimate += sum(budget.text(args.get(key)) for key, _ in specs if key is not None)
+    if isinstance(args, dict) and all(key is not None for key, spec in specs):
+        estimate += sum(budget.text(args.get(key)) for key, _ in specs)
     else:
         estimate += budget.text(args)
     budget.string(estimate)
