@@ -1,12 +1,18 @@
 """Condition expressions (`grade.accuracy >= 8 and not review.flagged`).
 
 Evaluated by simpleeval, never by Python's `eval`: no attribute starting with
-an underscore, no imports, no calls beyond the small function table below.
-Attribute access on a mapping reads its key first (so a field called `count`
-or `items` is the field, not the dict method), and a missing key is None, as
-in templates.  `{{x.y}}` written inside an expression is accepted and read as
-`x.y`, because people write conditions the way they write templates.
-Expressions are parsed once, when the workflow is compiled.
+an underscore, no imports, no calls beyond the function table
+(`expression_ops`) and the allow-listed methods of texts, lists and numbers
+(`expression_methods`).  Attribute access on a mapping reads its key first (so
+a field called `count` or `items` is the field, not the dict method), and a
+missing key is None, as in templates.  `{{x.y}}` written inside an expression
+is accepted and read as `x.y`, because people write conditions the way they
+write templates.  Expressions are parsed once, when the workflow is compiled.
+
+Evaluation is synchronous, on the event loop, so each one has a budget
+(`expression_limits`): integer size, the size of every text and container it
+builds, and its total work are bounded, and an expression over its budget
+raises ExpressionError within milliseconds, failing its block alone.
 """
 
 from __future__ import annotations
@@ -18,63 +24,109 @@ from typing import Any
 
 import simpleeval
 
+from flowforge.workflow import expression_methods, expression_ops
+from flowforge.workflow.expression_limits import (ITEM, MAX_INT_BITS, MAX_LENGTH, NODE, Budget,
+                                                  OverBudget)
+
 __all__ = ["Expression", "ExpressionError", "compile_expression", "names_in", "FUNCTIONS"]
 
 _BRACES_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+
+FUNCTIONS = expression_ops.FUNCTIONS
 
 
 class ExpressionError(ValueError):
     """The expression cannot be parsed or evaluated; the message says why."""
 
 
-def _contains(container: Any, item: Any) -> bool:
-    return container is not None and item in container
-
-
-FUNCTIONS: dict[str, Any] = {
-    "len": lambda value: 0 if value is None else len(value),
-    "str": str,
-    "int": int,
-    "float": float,
-    "bool": bool,
-    "abs": abs,
-    "min": min,
-    "max": max,
-    "round": round,
-    "sum": sum,
-    "any": any,
-    "all": all,
-    "sorted": sorted,
-    "lower": lambda value: str(value).lower(),
-    "upper": lambda value: str(value).upper(),
-    "contains": _contains,
-}
-
 _CONSTANTS = {"true": True, "false": False, "null": None, "none": None,
               "True": True, "False": False, "None": None}
 
 
 class _Evaluator(simpleeval.EvalWithCompoundTypes):
+    """simpleeval's evaluator with every node evaluated exactly once, every
+    operation charged to the evaluation's `Budget`, and calls limited to the
+    function table (`expression_ops`) and the allow-listed methods
+    (`expression_methods`)."""
+
+    def __init__(self) -> None:
+        super().__init__(operators=expression_ops.OPERATORS, functions=dict(FUNCTIONS),
+                         names={})
+        self.functions.update(FUNCTIONS)      # ours replace the compound-type builtins
+        self.budget = Budget()
+
+    def _eval(self, node: ast.AST) -> Any:
+        # simpleeval's _eval also walks every result for forbidden functions and
+        # modules, visiting a shared sub-list once per reference (exponential on
+        # `[[1]*99999]*99999`); nothing here can produce one (allow-listed calls and
+        # attributes only), so the walk is left out.
+        self.budget.charge(NODE)
+        handler = self.nodes.get(type(node))
+        if handler is None:
+            raise simpleeval.FeatureNotAvailable(
+                f"{type(node).__name__} is not available in expressions")
+        try:
+            return handler(node)
+        except OverBudget as exc:
+            if not exc.located:
+                exc.located = True
+                exc.part = ast.get_source_segment(self.expr, node)
+            raise
+
     def _eval_attribute(self, node: ast.Attribute) -> Any:
         if node.attr.startswith("_"):
             raise simpleeval.FeatureNotAvailable(f"access to '{node.attr}' is not allowed")
-        value = self._eval(node.value)
+        value = self._eval(node.value)           # once: the parent never evaluates it again
         if isinstance(value, dict):
             return value.get(node.attr)
         if isinstance(value, (list, tuple)) and node.attr == "length":
             return len(value)
         if value is None:
             return None
-        return super()._eval_attribute(node)
+        return expression_methods.read_attribute(value, node.attr)
+
+    def _eval_call(self, node: ast.Call) -> Any:
+        function = node.func
+        if isinstance(function, ast.Attribute):
+            if function.attr.startswith("_"):
+                raise simpleeval.FeatureNotAvailable(
+                    f"access to '{function.attr}' is not allowed")
+            target = self._eval(function.value)
+            args, keywords = self._arguments(node)
+            if isinstance(target, dict) and callable(target.get(function.attr)):
+                raise simpleeval.FeatureNotAvailable(
+                    "a value read from the scope cannot be called")
+            return expression_methods.call_method(target, function.attr, args, keywords)
+        if not isinstance(function, ast.Name):
+            raise simpleeval.FeatureNotAvailable(
+                "only the expression functions and methods of values can be called")
+        try:
+            callee = self.functions[function.id]
+        except KeyError:
+            raise simpleeval.FunctionNotDefined(function.id, self.expr) from None
+        args, keywords = self._arguments(node)
+        return callee(*args, **keywords)
+
+    def _arguments(self, node: ast.Call) -> tuple[list, dict]:
+        if any(isinstance(arg, ast.Starred) for arg in node.args) or \
+                any(keyword.arg is None for keyword in node.keywords):
+            raise simpleeval.FeatureNotAvailable("*args and **kwargs are not available "
+                                                 "in expressions")
+        return ([self._eval(arg) for arg in node.args],
+                {keyword.arg: self._eval(keyword.value) for keyword in node.keywords})
 
     def _eval_subscript(self, node: ast.Subscript) -> Any:
         container = self._eval(node.value)
         key = self._eval(node.slice)
         if container is None:
             return None
+        if type(key) is tuple:
+            expression_ops.deep_cost(key)        # hashing a tuple key visits all of it
         if isinstance(container, dict):
             return container.get(key)
         try:
+            if isinstance(key, slice):
+                self.budget.charge(len(range(*key.indices(len(container)))) * ITEM)
             return container[key]
         except (IndexError, KeyError, TypeError):
             return None
@@ -87,6 +139,68 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         if node.id in self.functions:
             return self.functions[node.id]
         raise simpleeval.NameNotDefined(node.id, "")
+
+    # -- containers an expression builds: at most MAX_ITEMS items through nesting --------
+
+    def _built(self, result: Any) -> Any:
+        # Measured as a whole: C-speed for flat items, the parts' remembered sizes
+        # otherwise, so a spread `[*x]` costs no Python step per item.
+        self.budget.items(self.budget.size(result))
+        return result
+
+    def _eval_list(self, node: ast.List) -> list:
+        result: list = []
+        for item in node.elts:
+            if isinstance(item, ast.Starred):
+                spread = self._eval(item.value)
+                self.budget.items(len(result) + len(spread))
+                result.extend(spread)
+            else:
+                result.append(self._eval(item))
+        return self._built(result)
+
+    def _eval_tuple(self, node: ast.Tuple) -> tuple:
+        if any(isinstance(item, ast.Starred) for item in node.elts):
+            raise simpleeval.FeatureNotAvailable("* in a tuple is not available in expressions")
+        result = tuple(self._eval(item) for item in node.elts)
+        return self._built(result)
+
+    def _eval_set(self, node: ast.Set) -> set:
+        items = [self._eval(item) for item in node.elts]
+        self._built(items)                       # also bounds hashing tuple members
+        return set(items)
+
+    def _eval_dict(self, node: ast.Dict) -> dict:
+        result: dict = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:                      # {**mapping}
+                spread = self._eval(value)
+                self.budget.items(len(result) + len(spread))
+                result.update(spread)
+            else:
+                item_key = self._eval(key)
+                self.budget.size(item_key)       # hashing a tuple key visits all of it
+                result[item_key] = self._eval(value)
+        return self._built(result)
+
+    # -- f-strings ------------------------------------------------------------------------
+
+    def _eval_joinedstr(self, node: ast.JoinedStr) -> str:
+        pieces: list[str] = []
+        length = 0
+        for value in node.values:
+            piece = self._eval(value)
+            if not isinstance(piece, str):
+                piece = str(piece)
+            length += len(piece)
+            self.budget.string(length)
+            pieces.append(piece)
+        return "".join(pieces)
+
+    def _eval_formattedvalue(self, node: ast.FormattedValue) -> str:
+        value = self._eval(node.value)
+        spec = self._eval(node.format_spec) if node.format_spec is not None else ""
+        return expression_ops.format_value(value, node.conversion, spec)
 
 
 def _strip_braces(text: str) -> str:
@@ -104,23 +218,44 @@ class Expression:
         # One evaluator per expression: evaluation is synchronous, so asyncio
         # tasks never interleave inside it, and building one costs more than
         # evaluating a typical condition.
-        self._evaluator = _Evaluator(names={}, functions=FUNCTIONS)
+        self._evaluator = _Evaluator()
 
     def evaluate(self, scope: dict) -> Any:
+        """The value of the expression in `scope`.  Raises ExpressionError when it
+        cannot be evaluated or goes over the limits of `expression_limits` (then
+        quickly: an evaluation never runs much longer than MAX_SECONDS)."""
         evaluator = self._evaluator
         evaluator.names = scope
+        source = self.source
         try:
-            return evaluator.eval(self.source, previously_parsed=self.tree)
+            with Budget() as budget:
+                evaluator.budget = budget
+                return evaluator.eval(source, previously_parsed=self.tree)
+        except OverBudget as exc:
+            part = f"`{exc.part}` goes over a limit: " if exc.part and exc.part != source \
+                else ""
+            raise ExpressionError(f"`{source}`: {part}{exc.message}") from None
         except simpleeval.NameNotDefined as exc:
-            raise ExpressionError(f"unknown name '{exc.name}' in `{self.source}`") from None
+            raise ExpressionError(f"unknown name '{exc.name}' in `{source}`") from None
         except simpleeval.InvalidExpression as exc:
-            raise ExpressionError(f"`{self.source}`: {exc}") from None
+            raise ExpressionError(f"`{source}`: {exc}") from None
         except TypeError as exc:
             raise ExpressionError(
-                f"`{self.source}` cannot be evaluated: {exc} "
+                f"`{source}` cannot be evaluated: {exc} "
                 f"(a value it reads may be missing, i.e. None)") from None
         except ZeroDivisionError:
-            raise ExpressionError(f"`{self.source}`: division by zero") from None
+            raise ExpressionError(f"`{source}`: division by zero") from None
+        except OverflowError as exc:
+            raise ExpressionError(f"`{source}`: a number is too large ({exc})") from None
+        except (ValueError, ArithmeticError) as exc:
+            raise ExpressionError(f"`{source}` cannot be evaluated: {exc}") from None
+        except LookupError as exc:
+            raise ExpressionError(f"`{source}` cannot be evaluated: no item {exc} "
+                                  f"({type(exc).__name__})") from None
+        except RecursionError:
+            raise ExpressionError(f"`{source}` is nested too deeply to evaluate") from None
+        finally:
+            evaluator.names = {}     # a cached expression must not keep a run's scope alive
 
 
 def compile_expression(source: str) -> Expression:
@@ -132,12 +267,23 @@ def compile_expression(source: str) -> Expression:
         tree = simpleeval.SimpleEval.parse(text)
     except SyntaxError as exc:
         raise ExpressionError(f"`{source}` is not a valid expression: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ExpressionError(f"`{source}` is not a valid expression: "
+                              f"{exc or 'it is nested too deeply'}") from None
     for node in ast.walk(tree):
         if isinstance(node, (ast.Lambda, ast.ListComp, ast.DictComp, ast.SetComp,
                              ast.GeneratorExp, ast.NamedExpr, ast.Await, ast.Yield)):
             raise ExpressionError(f"`{source}`: {type(node).__name__} is not allowed in expressions")
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise ExpressionError(f"`{source}`: access to '{node.attr}' is not allowed")
+        if isinstance(node, ast.Constant) and type(node.value) is int \
+                and node.value.bit_length() > MAX_INT_BITS:
+            raise ExpressionError(f"`{source}`: a number of {node.value.bit_length()} bits; "
+                                  f"expressions allow at most {MAX_INT_BITS}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)) \
+                and len(node.value) > MAX_LENGTH:
+            raise ExpressionError(f"`{source}`: a text of {len(node.value)} characters; "
+                                  f"expressions allow at most {MAX_LENGTH}")
     return Expression(text, tree)
 
 
