@@ -357,3 +357,26 @@ async def test_delivery_attempts_are_recorded_in_order(storage):
     assert [(a["attempt"], a["status_code"], a["succeeded"], a["error"]) for a in attempts] == \
         [(1, 500, False, "HTTP 500"), (2, 200, True, None)]
     assert await storage.list_deliveries("other") == []
+
+
+async def test_an_event_under_a_stored_seq_with_other_content_is_refused(storage):
+    """Replays are idempotent, but a different event under a stored seq means
+    two processes write one run: refused, never dropped silently (issue 17)."""
+    await storage.create_run(_run("r1"))
+    await storage.record("r1", [_event(1, "run_started"), _event(2)], [])
+    with pytest.raises(StorageError, match="two processes are writing this run"):
+        await storage.record("r1", [_event(2, "block_failed", block_id="other")], [])
+    assert [e["type"] for e in await storage.get_events("r1")] == ["run_started",
+                                                                  _event(2)["type"]]
+
+
+async def test_leases_let_one_process_run_a_run(storage):
+    await storage.create_run(_run("r1"))
+    assert await storage.claim_run("r1", "host:1:a", ttl=60)
+    assert await storage.claim_run("r1", "host:1:a", ttl=60)          # its own: renewed
+    assert not await storage.claim_run("r1", "host:2:b", ttl=60)      # held and alive
+    assert await storage.claim_run("r1", "host:2:b", ttl=60, expected_owner="host:1:a")
+    await storage.renew_leases(["r1"], "host:2:b", ttl=-1)             # let it lapse
+    assert await storage.claim_run("r1", "host:3:c", ttl=60)           # expired: taken
+    row = await storage.get_run("r1")
+    assert row["lease_owner"] == "host:3:c" and row["lease_expires_at"] > 0

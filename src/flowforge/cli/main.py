@@ -237,10 +237,15 @@ def runs_cancel(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
 def runs_resume(run_id: str = typer.Argument(..., help="The id of the run to finish."),
                 db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
                 as_json: bool = typer.Option(False, "--json",
-                                             help="Print the RunResult as JSON.")) -> None:
+                                             help="Print the RunResult as JSON."),
+                imports: List[str] = typer.Option(
+                    [], "--import", "-I", help="Python file or module to import first (the "
+                    "functions the run's workflow calls, as with `flowforge run --import`).")
+                ) -> None:
     """Finish a run that was cut off, without re-running blocks that succeeded."""
     from flowforge.service.runs import resume
 
+    import_plugins(imports)
     result = _storage_call(resume(run_id, storage=db))
     if as_json:
         print(json.dumps(result.to_dict(), default=str))

@@ -1,4 +1,4 @@
-"""Cancelling a run wherever it runs.
+"""Cancelling a run wherever it runs, and the lease that says who runs it.
 
 A run executes in one process (a CLI, one of a server's processes, later a
 worker), but the cancel request may arrive anywhere.  The request is a mark
@@ -6,20 +6,55 @@ on the run's row (`cancel_requested_at`); each process that runs runs with
 storage watches the rows of its own runs — one query per `poll_interval` for
 all of them, only while it has any — and cancels the ones marked.  A run
 cancelled this way ends `cancelled` and is recorded like any other.
+
+The same loop renews the process's leases on its runs (`lease_owner`,
+`lease_expires_at` on the row): a lease is what stops a second process from
+resuming a run that is still running, and what lets one take over a run whose
+process died (the lease expires within `LEASE_SECONDS`; on the same host a
+dead process's lease is taken at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from typing import Any
 
 from flowforge.errors import StorageError
 from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run"]
+__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run",
+           "PROCESS", "LEASE_SECONDS", "lease_holder_alive"]
+
+#: This process, as a lease owner: host, pid and a random part (pids are reused).
+PROCESS = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+#: How long a lease lasts without renewal; renewed every third of it.
+LEASE_SECONDS = 15.0
+
+
+def lease_holder_alive(owner: str | None) -> bool | None:
+    """Whether the process holding a lease still exists: known only for one on
+    this host (None otherwise: then only the lease's expiry tells)."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    if owner == PROCESS:
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 log = logging.getLogger("flowforge.cancel")
 
@@ -58,12 +93,16 @@ class _Watcher:
             self.task = loop.create_task(self._poll(), name="flowforge-cancel-watcher")
 
     async def _poll(self) -> None:
+        renewed = time.monotonic()
         while self.runs:
             await asyncio.sleep(self.storage.poll_interval)
             ids = list(self.runs)
             if not ids:
                 break
             try:
+                if time.monotonic() - renewed >= LEASE_SECONDS / 3:
+                    await self.storage.renew_leases(ids, PROCESS, LEASE_SECONDS)
+                    renewed = time.monotonic()
                 marked = await self.storage.cancel_requests(ids)
             except StorageError as exc:           # a busy or restarting database: next time
                 log.warning("could not check runs for cancel requests: %s", exc)

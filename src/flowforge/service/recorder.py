@@ -83,8 +83,8 @@ class Recorder:
         blocks: dict[tuple[str, str], dict] = {}
         for event in events:
             status = _BLOCK_STATUS.get(event["type"])
-            if status is None:
-                continue
+            if status is None or event.get("resumed"):
+                continue            # a checkpoint restored on resume keeps its row (and times)
             key = (event.get("scope") or "", event["block_id"])
             row = blocks.setdefault(key, {"scope": key[0], "block_id": key[1]})
             row["status"] = status

@@ -19,9 +19,9 @@ from typing import Any, AsyncIterator, Callable
 from flowforge.engine.events import EventBus
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
-from flowforge.errors import NotFound
-from flowforge.service.cancel import (forget_run, request_cancel, wait_until_ended,
-                                      watch_for_cancel)
+from flowforge.errors import FlowforgeError, NotFound
+from flowforge.service.cancel import (LEASE_SECONDS, PROCESS, forget_run, lease_holder_alive,
+                                      request_cancel, wait_until_ended, watch_for_cancel)
 from flowforge.service.loading import load, registered_workflow, resolve_workflow
 from flowforge.service.recorder import Recorder, redactor
 from flowforge.service.secrets import load_secrets
@@ -32,7 +32,12 @@ from flowforge.workflow.graph import CompiledWorkflow, Graph
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
 
 __all__ = ["run", "run_sync", "start_run", "resume", "cancel_run", "RunHandle", "open_storage",
-           "guarded_resolver"]
+           "guarded_resolver", "RunStateError"]
+
+
+class RunStateError(FlowforgeError):
+    """The run is not in a state that allows this: it already ended, or another
+    live process is running it."""
 
 StorageArg = Storage | str | bool | None
 
@@ -193,7 +198,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "run_id": run_obj.run_id, "workflow_id": compiled.id,
                 "workflow_version": workflow_version, "user_id": user_id, "status": "running",
                 "inputs": inputs or {}, "created_at": time.time(), "started_at": time.time(),
-                "document": compiled.document})
+                "document": compiled.document, "lease_owner": PROCESS,
+                "lease_expires_at": time.time() + LEASE_SECONDS})
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
@@ -263,6 +269,8 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     watch_for_cancel(storage, run_obj)       # a cancel request from any process reaches it
     try:
         result = await run_obj.execute()
+    except Exception as exc:  # noqa: BLE001 - a bug, not a block's failure: recorded, not lost
+        result = await _record_unexpected(run_obj, storage, exc)
     finally:
         forget_run(storage, run_obj.run_id)
         if recorder is not None:
@@ -273,12 +281,27 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     await storage.update_run(
         run_obj.run_id, status=result.status, outputs=redact(result.outputs),
         usage=result.usage, memory=redact(result.memory), error=redact(result.error),
-        finished_at=time.time(), **traced)
+        finished_at=time.time(), lease_owner=None, lease_expires_at=None, **traced)
     memory_keys = run_obj.doc.memory
     if result.status == "succeeded" and memory_keys:
         await storage.save_memory(run_obj.user.get("id"), {
             k: v for k, v in result.memory.items() if k in memory_keys})
     return result
+
+
+async def _record_unexpected(run_obj: Run, storage: Storage, exc: Exception) -> RunResult:
+    """An exception the engine did not expect: the run ends `failed` with the
+    message, and the traceback goes to the record (a `run_error` event), not
+    to the user's screen."""
+    import traceback
+
+    message = f"unexpected error: {type(exc).__name__}: {exc}"
+    run_obj.bus.publish("run_error", error=message,
+                        traceback="".join(traceback.format_exception(exc)))
+    run_obj.bus.publish("run_finished", status="failed", error=message)
+    return RunResult(run_obj.run_id, run_obj.doc.id, "failed", {}, {}, {},
+                     {"tokens": {"prompt": 0, "completion": 0, "total": 0}, "cost": 0.0,
+                      "blocks": {}}, {}, events=run_obj.bus.events, error=message)
 
 
 async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
@@ -326,15 +349,43 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
     checkpoints) are not run again; the rest run as usual."""
     async with open_storage(storage) as opened:
         row = await _stored_run(opened, run_id, "resuming")
+        run_id = row["run_id"]
+        if row["status"] == "succeeded":
+            # (A failed or cancelled run may be resumed: what did not succeed runs again.)
+            raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
+                                f"resume; start a new run instead")
+        holder = row.get("lease_owner")
+        alive = lease_holder_alive(holder)
+        if not await opened.claim_run(run_id, PROCESS, LEASE_SECONDS,
+                                      expected_owner=holder if alive is False else None):
+            left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
+            raise RunStateError(
+                f"run {run_id} is being run by another live process ({holder}; its lease "
+                f"runs {left:.0f} s more unless renewed): cancel it (`flowforge runs cancel "
+                f"{run_id}`) or wait for it to end")
         compiled: CompiledWorkflow = load(row["document"])
+        blocks = await opened.get_blocks(run_id)
         checkpoint = {b["block_id"]: (b["status"], b["output"])
-                      for b in await opened.get_blocks(run_id)
-                      if b["scope"] == "" and b["status"] == "succeeded"}
+                      for b in blocks if b["scope"] == "" and b["status"] == "succeeded"}
         events = await opened.get_events(run_id)
+        seq = events[-1]["seq"] if events else 0
+        # Blocks the cut caught running get a terminal event before anything runs again.
+        cut = [b for b in blocks if b["status"] == "running"]
+        closing = []
+        for block in cut:
+            seq += 1
+            closing.append({"seq": seq, "type": "block_cancelled", "run_id": run_id,
+                            "time": time.time(), "block_id": block["block_id"],
+                            "scope": block["scope"] or None, "block_type": block.get("type"),
+                            "reason": "the process running the run ended before the block "
+                                      "finished; it runs again on resume"})
+        if closing:
+            await opened.record(run_id, closing, [
+                {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
+                 "finished_at": time.time(), "reason": "cut off; resumed"} for b in cut])
         handle = await start_run(compiled, row["inputs"], user=row["user_id"], storage=opened,
                                  model=model, services=services, run_id=run_id,
-                                 checkpoint=checkpoint,
-                                 start_seq=events[-1]["seq"] if events else 0)
+                                 checkpoint=checkpoint, start_seq=seq)
         return await handle.wait()
 
 

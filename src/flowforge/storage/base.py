@@ -26,13 +26,14 @@ from flowforge.errors import StorageError
 
 from flowforge.storage.access import AccessStore
 
-__all__ = ["Storage", "Migration", "AlreadyExists", "RUN_FIELDS", "BLOCK_FIELDS",
+__all__ = ["Storage", "Migration", "AlreadyExists", "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
            "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES"]
 
 #: Columns of a run row, in order.
 RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", "inputs",
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
-              "finished_at", "webhook", "cancel_requested_at", "trace_id")
+              "finished_at", "webhook", "cancel_requested_at", "trace_id", "lease_owner",
+              "lease_expires_at")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")
@@ -46,6 +47,12 @@ DELIVERY_FIELDS = ("run_id", "attempt", "url", "status_code", "error", "succeede
                    "duration_ms", "created_at")
 #: A run in one of these states will get no more events.
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def conflicting_events(run_id: str, seqs: list[int]) -> str:
+    return (f"run {run_id}: events {', '.join(map(str, seqs[:5]))} are already stored with "
+            f"other content - two processes are writing this run (it was resumed while "
+            f"still running?); nothing was dropped silently, this write was refused")
 
 
 class AlreadyExists(StorageError):
@@ -96,6 +103,30 @@ class Storage(AccessStore, abc.ABC):
 
     @abc.abstractmethod
     async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
+
+    # -- leases: one process runs a run ---------------------------------------------
+    async def claim_run(self, run_id: str, owner: str, ttl: float,
+                        expected_owner: str | None = None) -> bool:
+        """Take the run's lease for `owner` for `ttl` seconds: True when it was
+        free, expired, already `owner`'s, or still held by `expected_owner` (a
+        holder known to be dead); a compare-and-set, safe between processes."""
+        import time as _time
+        now = _time.time()
+        changed = await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET lease_owner = ?, lease_expires_at = ? WHERE run_id = ? AND "
+            "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ? OR lease_owner = ?)",
+            (owner, now + ttl, run_id, owner, now, expected_owner or owner))
+        return changed == 1
+
+    async def renew_leases(self, run_ids: list[str], owner: str, ttl: float) -> None:
+        """Extend `owner`'s leases on these runs (the heartbeat)."""
+        if not run_ids:
+            return
+        import time as _time
+        marks = ", ".join("?" * len(run_ids))
+        await self._sql_change(  # type: ignore[attr-defined]
+            f"UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ? AND run_id IN ({marks})",
+            (_time.time() + ttl, owner, *run_ids))
 
     async def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
         """Ids of runs that start with `prefix` (letters, digits, '-' and '_'

@@ -91,6 +91,8 @@ SQLITE_MIGRATIONS: list[Migration] = [
         "ALTER TABLE runs ADD COLUMN cancel_requested_at REAL",
     )),    Migration("0005_user_secrets_and_capability_grants", ACCESS_TABLES),
     Migration("0007_run_trace_id", ("ALTER TABLE runs ADD COLUMN trace_id TEXT",)),
+    Migration("0008_run_lease", ("ALTER TABLE runs ADD COLUMN lease_owner TEXT",
+                                 "ALTER TABLE runs ADD COLUMN lease_expires_at REAL")),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -182,4 +184,7 @@ POSTGRES_MIGRATIONS: list[Migration] = [
         "ALTER TABLE runs ADD COLUMN cancel_requested_at DOUBLE PRECISION",
     )),    Migration("0005_user_secrets_and_capability_grants", ACCESS_TABLES),
     Migration("0007_run_trace_id", ("ALTER TABLE runs ADD COLUMN trace_id TEXT",)),
+    Migration("0008_run_lease", ("ALTER TABLE runs ADD COLUMN lease_owner TEXT",
+                                 "ALTER TABLE runs ADD COLUMN lease_expires_at "
+                                 "DOUBLE PRECISION")),
 ]

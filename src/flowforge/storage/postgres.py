@@ -27,7 +27,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
-                                    USER_FIELDS, AlreadyExists, Migration, Storage)
+                                    USER_FIELDS, AlreadyExists, Migration, Storage,
+                                    conflicting_events)
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 
 __all__ = ["PostgresStorage"]
@@ -238,11 +239,21 @@ class PostgresStorage(Storage):
                     # Delivered at commit, to every process LISTENing (followers).
                     await cursor.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, run_id))
                     if events:
+                        rows = [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"),
+                                 _dumps(e)) for e in events]
                         await cursor.executemany(
                             "INSERT INTO run_events (run_id, seq, type, block_id, time, data) "
-                            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                            [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"),
-                              _dumps(e)) for e in events])
+                            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
+                        if cursor.rowcount != len(rows):
+                            # A replay is fine; other content under a stored seq is refused.
+                            await cursor.execute(
+                                "SELECT seq, data FROM run_events WHERE run_id = %s AND "
+                                "seq = ANY(%s)", (run_id, [r[1] for r in rows]))
+                            stored = dict(await cursor.fetchall())
+                            clash = [r[1] for r in rows
+                                     if stored.get(r[1]) not in (None, r[5])]
+                            if clash:
+                                raise StorageError(conflicting_events(run_id, clash))
                     if blocks:
                         placeholders = ", ".join(["%s"] * len(BLOCK_FIELDS))
                         updates = ", ".join(

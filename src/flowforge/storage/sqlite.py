@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
-                                    USER_FIELDS, AlreadyExists, Migration, Storage)
+                                    USER_FIELDS, AlreadyExists, Migration, Storage,
+                                    conflicting_events)
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
 
 __all__ = ["SQLiteStorage"]
@@ -212,11 +213,21 @@ class SQLiteStorage(Storage):
     def _write_one(db: sqlite3.Connection, run_id: str, events: list[dict[str, Any]],
                    blocks: list[dict[str, Any]]) -> None:
         if events:
-            db.executemany(
+            rows = [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"), _dumps(e))
+                    for e in events]
+            inserted = db.executemany(
                 "INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"),
-                  _dumps(e)) for e in events])
+                "VALUES (?, ?, ?, ?, ?, ?)", rows).rowcount
+            if inserted != len(rows):
+                # A replay of stored events is fine; another event under a stored seq
+                # is two processes writing one run: an error, never silently dropped.
+                marks = ", ".join("?" * len(rows))
+                stored = dict(db.execute(
+                    f"SELECT seq, data FROM run_events WHERE run_id = ? AND seq IN ({marks})",
+                    (run_id, *(r[1] for r in rows))).fetchall())
+                clash = [r[1] for r in rows if stored.get(r[1]) not in (None, r[5])]
+                if clash:
+                    raise StorageError(conflicting_events(run_id, clash))
         if blocks:
             placeholders = ", ".join("?" * len(BLOCK_FIELDS))
             updates = ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
