@@ -132,3 +132,32 @@ async def test_off_by_default_nothing_subscribes(monkeypatch):
         assert handle.bus._subscribers == ()
     finally:
         tracing._CONFIGURED = False
+
+
+async def test_webhooks_carry_the_runs_traceparent(spans, tmp_path):
+    from tests.server.conftest import start_server
+
+    posted: list[httpx.Request] = []
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        posted.append(request)
+        return httpx.Response(200)
+
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'db.sqlite'}", webhook_client=
+                                    httpx.AsyncClient(transport=httpx.MockTransport(hook)))
+    document = {"id": "hooked", "webhook": "http://hooks.invalid/x",
+                "blocks": [{"id": "a", "type": "set", "with": {"v": 1}}]}
+    try:
+        async with live.client() as client:
+            await client.post("/api/workflows", json=document)
+            await client.post("/api/workflows/hooked/runs?wait=true", json={})
+            import asyncio
+            for _ in range(100):
+                if posted:
+                    break
+                await asyncio.sleep(0.02)
+    finally:
+        await stop()
+    run = next(s for s in spans.get_finished_spans() if s.name == "flowforge.run hooked")
+    assert posted[0].headers["traceparent"] == \
+        f"00-{run.context.trace_id:032x}-{run.context.span_id:016x}-01"

@@ -116,10 +116,12 @@ class LiveRuns:
         redact = handle.recorder.redact if handle.recorder else (lambda data: data)
         row = await self.storage.get_run(handle.run_id)
         payload = redact(webhook_payload(result, row))
+        tracer = handle.run.tracer
         await deliver_webhook(self.storage, self.http, handle.run_id, url, payload, secret,
                               attempts=self.settings.webhook_attempts,
                               backoff=self.settings.webhook_backoff,
-                              allow_private=self.settings.allow_private_webhooks)
+                              allow_private=self.settings.allow_private_webhooks,
+                              traceparent=tracer.traceparent() if tracer is not None else None)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)

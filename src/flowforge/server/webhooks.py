@@ -76,9 +76,10 @@ async def webhook_refusal(url: str, allow_private: bool) -> str | None:
 async def deliver_webhook(storage: Storage, client: httpx.AsyncClient, run_id: str,
                           url: str, payload: dict[str, Any], secret: str, *,
                           attempts: int = 5, backoff: float = 1.0,
-                          allow_private: bool = False) -> bool:
+                          allow_private: bool = False, traceparent: str | None = None) -> bool:
     """POST until a 2xx or `attempts` tries; True when delivered.  A URL the
-    SSRF guard refuses is recorded as one failed attempt and not retried."""
+    SSRF guard refuses is recorded as one failed attempt and not retried.
+    `traceparent` (the run's span, when traced) lets the receiver join the trace."""
     refusal = await webhook_refusal(url, allow_private)
     if refusal is not None:
         await storage.add_delivery({
@@ -93,6 +94,8 @@ async def deliver_webhook(storage: Storage, client: httpx.AsyncClient, run_id: s
                    SIGNATURE_HEADER: sign(secret, timestamp, body),
                    "X-Flowforge-Delivery": f"{run_id}/{attempt}",
                    "User-Agent": "flowforge-webhook"}
+        if traceparent:
+            headers["traceparent"] = traceparent
         started = time.perf_counter()
         status: int | None = None
         error: str | None = None
