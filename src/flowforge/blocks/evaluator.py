@@ -45,7 +45,14 @@ class Metric(BaseModel):
     description: str = ""
     """What a high score means."""
     range: tuple[float, float] = (0, 10)
-    """[min, max] of the score."""
+    """[min, max] of the score (or `{min: 0, max: 10}`, the seed's form)."""
+
+    @field_validator("range", mode="before")
+    @classmethod
+    def _min_max_form(cls, value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"min", "max"}:
+            return (value["min"], value["max"])
+        return value
 
     @field_validator("range")
     @classmethod

@@ -128,6 +128,11 @@ def run_command(
 
     import_plugins(imports)
     inputs = parse_inputs(input, inputs_file)
+    if model is not None:
+        from flowforge.service.loading import model_problem
+        problem = model_problem(model, "--model")
+        if problem is not None:
+            fail(str(problem))
     try:
         workflow = load(file)
     except WorkflowError as exc:

@@ -3,26 +3,67 @@ and resolving the references of nested `workflow` blocks."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
 from flowforge.blocks.registry import block_types
-from flowforge.errors import NotFound, WorkflowError
+from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_document
 from flowforge.workflow.model import Workflow
 
 __all__ = ["load", "load_text", "compile_document", "register_workflow", "resolve_workflow",
-           "registered_workflow"]
+           "registered_workflow", "model_problem"]
 
 _REGISTERED: dict[str, CompiledWorkflow] = {}
 _SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def compile_document(doc: Workflow, source: Any = None) -> CompiledWorkflow:
-    graph = compile_workflow(doc, block_types(), str(source) if source else None)
+    label = str(source) if source else None
+    try:
+        graph = compile_workflow(doc, block_types(), label)
+    except ValidationFailed as exc:
+        raise ValidationFailed([*exc.problems, *model_problems(doc)], source=label) from None
+    problems = model_problems(doc)
+    if problems:
+        raise ValidationFailed(problems, source=label)
     return CompiledWorkflow(doc, graph, Path(source) if source else None)
+
+
+def model_problem(model: Any, where: str) -> Problem | None:
+    """A model string whose provider flowforge does not know (`lokal/smollm2`,
+    `gpt-4o` without one), with a did-you-mean; None when it is fine or templated."""
+    from flowforge.providers.registry import known_prefixes
+
+    if not isinstance(model, str) or "{{" in model:
+        return None
+    providers = known_prefixes()
+    prefix, slash, name = model.partition("/")
+    if not slash or not name:
+        close = difflib.get_close_matches(model.split("/")[0], providers, n=1, cutoff=0.6)
+        example = f"{close[0]}/{name or model}" if close else f"openai/{model}"
+        return Problem(where, f"model '{model}' does not name a provider: write "
+                              f"'<provider>/<model>', e.g. '{example}' (providers: "
+                              f"{', '.join(providers)})")
+    if prefix not in providers:
+        close = difflib.get_close_matches(prefix, providers, n=1, cutoff=0.5)
+        hint = f" - did you mean '{close[0]}/{name}'?" if close else ""
+        return Problem(where, f"unknown provider '{prefix}' in model '{model}'{hint} "
+                              f"(providers: {', '.join(providers)})")
+    return None
+
+
+def model_problems(doc: Workflow) -> list[Problem]:
+    found = [model_problem(doc.defaults.get("model"), "defaults.model")]
+    for where, spec in doc.iter_blocks():
+        found.append(model_problem(spec.with_.get("model"), f"{where}.with.model"))
+        fallback = spec.with_.get("fallback")
+        for index, model in enumerate(fallback if isinstance(fallback, list) else []):
+            found.append(model_problem(model, f"{where}.with.fallback[{index}]"))
+    return [problem for problem in found if problem is not None]
 
 
 def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWorkflow:

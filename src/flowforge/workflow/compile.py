@@ -198,8 +198,9 @@ class _Compiler:
         except ValidationError as exc:
             for error in exc.errors():
                 loc = error["loc"]
-                if _is_placeholder_error(spec.with_, loc, error):
-                    continue
+                if error.get("type") != "extra_forbidden" and \
+                        _is_placeholder_error(spec.with_, loc, error):
+                    continue               # a templated value's type is known at run time
                 self.add(format_loc(loc, f"{node.where}.with"), _explain(error, config_model, loc))
         return len(self.problems) == before
 
@@ -271,11 +272,12 @@ class _Compiler:
                 if node.config_ok else []
             for target in targets:
                 target_node = graph.nodes.get(target)
+                at = _locate(spec.with_, target, f"{where}.with")
                 if target_node is None:
                     if target in graph.nodes or target in self.all_ids:
-                        self.add(f"{where}.with", f"target '{target}' must be a sibling block")
+                        self.add(at, f"target '{target}' must be a sibling block")
                     else:
-                        self.add(f"{where}.with", f"unknown target block '{target}'"
+                        self.add(at, f"unknown target block '{target}'"
                                  f"{_did_you_mean(target, graph.nodes)}")
                 elif target == spec.id:
                     self.add(f"{where}.with", f"block '{target}' cannot route to itself")
@@ -358,6 +360,20 @@ def _input_schema_problems(inputs: dict[str, Any]) -> list[Problem]:
         except (RecursionError, ValueError, TypeError) as exc:
             problems.append(Problem(where, f"not a usable JSON Schema: {exc}"))
     return problems
+
+
+def _locate(value: Any, wanted: str, where: str) -> str:
+    """Where in `with` a target id is written (`cases[0].goto`), for the problem's place."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, at = stack.pop(0)
+        if item == wanted:
+            return at
+        if isinstance(item, dict):
+            stack.extend((v, f"{at}.{k}") for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+    return where
 
 
 _PLACEHOLDER = object()
