@@ -2,7 +2,8 @@
 
 A declared `Content-Length` over the limit is refused at once; a chunked body
 is counted as it arrives and refused as soon as it passes the limit, so a
-client cannot make the server buffer more than `max_bytes`.
+client cannot make the server buffer more than `max_bytes`.  A JSON body
+holding a lone surrogate is a 422 naming the field (`body_text`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flowforge.server.body_text import lone_surrogate
 from flowforge.server.errors import error_body
 
 __all__ = ["BodyLimit"]
@@ -51,6 +53,12 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        surrogate = lone_surrogate(body)
+        if surrogate is not None:
+            where, problem = surrogate
+            await self._refuse(send, 422, f"{where}: {problem}",
+                               [{"where": where, "message": problem}])
+            return
         replayed = False
 
         async def replay() -> dict:
@@ -68,8 +76,9 @@ class BodyLimit:
                                       f"`flowforge serve --max-body-bytes`)")
 
     @staticmethod
-    async def _refuse(send: Any, status: int, message: str) -> None:
-        payload = json.dumps(error_body(status, message)).encode()
+    async def _refuse(send: Any, status: int, message: str,
+                      details: list[dict[str, Any]] | None = None) -> None:
+        payload = json.dumps(error_body(status, message, None, details)).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode()),
