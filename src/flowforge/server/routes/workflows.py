@@ -115,8 +115,7 @@ async def get_workflow(request: Request, workflow_id: str, user: CurrentUser,
 
 @router.put("/{workflow_id}", openapi_extra=_DOCUMENT_BODY,
             summary="Save a new version of a workflow (creates it when new)",
-            responses={200: {"description": "A new version of an existing workflow"},
-                       201: {"description": "Created: the first version of a new workflow"}})
+            responses={201: {"description": "Created: the first version of a new workflow"}})
 async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
                        owner: str | None = None) -> JSONResponse:
     live = request.app.state.live
