@@ -4,23 +4,19 @@ A declared `Content-Length` over the limit is refused at once (413); a chunked
 body is counted as it arrives and refused as soon as it passes the limit, so a
 client cannot make the server buffer more than `max_bytes`.  A JSON body
 nested deeper than documents may be (its parser would recurse past Python's
-stack) is a 400, and one holding a lone UTF-16 surrogate escape (`"\\ud800"`,
-text no database can store) a 422, both naming the place.
+stack) is a 400, and one holding a lone UTF-16 surrogate (`"\\ud800"`, text no
+database can store) a 422 naming the field (`body_text`); both name the place.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from flowforge.server.body_text import lone_surrogate
 from flowforge.server.errors import error_body
 
 __all__ = ["BodyLimit"]
-
-_LONE_SURROGATE = re.compile(
-    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
 class BodyLimit:
@@ -80,8 +76,9 @@ class BodyLimit:
                                       f"`flowforge serve --max-body-bytes`)")
 
     @staticmethod
-    async def _refuse(send: Any, status: int, message: str) -> None:
-        payload = json.dumps(error_body(status, message)).encode()
+    async def _refuse(send: Any, status: int, message: str,
+                      details: list[dict[str, Any]] | None = None) -> None:
+        payload = json.dumps(error_body(status, message, None, details)).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode()),
@@ -89,17 +86,17 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": payload})
 
 
-def _hostile(body: bytes) -> tuple[int, str] | None:
-    """(status, message) for a body no route should have to parse, else None."""
+def _hostile(body: bytes) -> tuple[int, str, list[dict[str, Any]] | None] | None:
+    """(status, message, details) for a body no route should have to parse, else None."""
     if not body or body.lstrip()[:1] not in (b"{", b"["):
         return None
-    lone = _LONE_SURROGATE.search(body)
-    if lone is not None:
-        return 422, (f"the body holds a lone surrogate {lone.group().decode()} at byte "
-                     f"{lone.start()}: it is not valid Unicode text; remove it")
     from flowforge.workflow.loader import _json_depth_error
 
     deep = _json_depth_error(body.decode("utf-8", "replace"), "the request body")
     if deep is not None:
-        return 400, str(deep)
+        return 400, str(deep), None
+    surrogate = lone_surrogate(body)
+    if surrogate is not None:
+        where, problem = surrogate
+        return 422, f"{where}: {problem}", [{"where": where, "message": problem}]
     return None

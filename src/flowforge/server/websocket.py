@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -55,12 +56,14 @@ async def follow_over_websocket(websocket: WebSocket, run_id: str) -> None:
         await _refuse(websocket, 404, f"no run '{run_id}'")
         return
     raw_after = websocket.query_params.get("after", "0")
-    if not raw_after.isdigit():
-        await _refuse(websocket, 400, f"after={raw_after!r} must be an event's sequence number")
+    after = _sequence_number(raw_after)
+    if after is None:
+        await _refuse(websocket, 400, f"after={raw_after[:40]!r} must be an event's sequence "
+                                      f"number, from 0 to 2**63 - 1")
         return
 
     async def send_events() -> None:
-        async for event in storage.follow_events(run_id, int(raw_after)):
+        async for event in storage.follow_events(run_id, after):
             await websocket.send_text(json.dumps(event, default=str, ensure_ascii=False))
 
     async def receive_commands() -> None:
@@ -76,8 +79,19 @@ async def follow_over_websocket(websocket: WebSocket, run_id: str) -> None:
     await asyncio.gather(*pending, return_exceptions=True)
     if sender in done and sender.exception() is None:
         await websocket.close(code=1000)
+    elif sender in done:              # the stored stream failed: say so, not a bare drop
+        await websocket.close(code=1011, reason="the run's event stream failed on the server")
     elif receiver in done and not isinstance(receiver.exception(), WebSocketDisconnect):
         await websocket.close(code=1011)
+
+
+def _sequence_number(text: str) -> int | None:
+    """ASCII digits within 64 bits, else None (`str.isdigit` also accepts
+    '²', which `int` refuses, and a 2**64 would overflow the database)."""
+    if not re.fullmatch(r"[0-9]{1,19}", text):
+        return None
+    value = int(text)
+    return value if value <= 2**63 - 1 else None
 
 
 def _command(websocket: WebSocket, run_id: str, text: str) -> dict[str, Any]:
