@@ -26,7 +26,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         process, url, key, _ = serve(Path(folder))
         try:
-            result = schemathesis(url, key, args.examples, args.seed, timeout=3600)
+            result = schemathesis(url, key, args.examples, args.seed, timeout=3600,
+                                  cwd=Path(folder))
         finally:
             stop(process)
     lines = result.stdout.splitlines()

@@ -58,21 +58,22 @@ def stop(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def schemathesis(url: str, key: str, examples: int, seed: int, timeout: float
-                 ) -> subprocess.CompletedProcess:
+def schemathesis(url: str, key: str, examples: int, seed: int, timeout: float,
+                 cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`st run` (its cache folder goes to `cwd`, not the checkout)."""
     return subprocess.run(
         [str(BIN / "st"), "run", f"{url}/openapi.json",
          "--checks", "not_a_server_error,status_code_conformance",
          "--max-examples", str(examples), "--seed", str(seed), "--workers", "1",
          "--phases", "examples,coverage,fuzzing", "--request-timeout", "30",
          "--header", f"Authorization: Bearer {key}"],
-        capture_output=True, text=True, timeout=timeout)
+        capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def test_no_server_error_and_no_undocumented_status(tmp_path):
     process, url, key, _ = serve(tmp_path)
     try:
-        result = schemathesis(url, key, examples=5, seed=1, timeout=600)
+        result = schemathesis(url, key, examples=5, seed=1, timeout=600, cwd=tmp_path)
     finally:
         stop(process)
     summary = result.stdout[-6000:]
