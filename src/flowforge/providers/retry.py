@@ -47,31 +47,31 @@ def _seconds(value: Any, fallback: float) -> float:
     return number if number > 0 else fallback
 
 
+def _configured(extra: Mapping[str, Any] | None, env: Mapping[str, str] | None, option: str,
+                variable: str, default: float) -> float:
+    """The provider option, else the environment variable, else the default."""
+    import os
+
+    given = (extra or {}).get(option)
+    if given is None:
+        given = (env or {}).get(variable) or os.environ.get(variable)
+    return _seconds(given, default)
+
+
 def request_timeout(extra: Mapping[str, Any] | None = None,
                     env: Mapping[str, str] | None = None) -> float:
     """`request_timeout` in the block's provider options, else
     FLOWFORGE_MODEL_TIMEOUT, else 120 s."""
-    import os
-
-    given = (extra or {}).get("request_timeout")
-    if given is not None:
-        return _seconds(given, DEFAULT_REQUEST_TIMEOUT)
-    return _seconds((env or os.environ).get("FLOWFORGE_MODEL_TIMEOUT")
-                    or os.environ.get("FLOWFORGE_MODEL_TIMEOUT"), DEFAULT_REQUEST_TIMEOUT)
+    return _configured(extra, env, "request_timeout", "FLOWFORGE_MODEL_TIMEOUT",
+                       DEFAULT_REQUEST_TIMEOUT)
 
 
 def stream_idle_timeout(extra: Mapping[str, Any] | None = None,
                         env: Mapping[str, str] | None = None) -> float:
     """`stream_idle_timeout` in the provider options, else
     FLOWFORGE_STREAM_IDLE_TIMEOUT, else 60 s."""
-    import os
-
-    given = (extra or {}).get("stream_idle_timeout")
-    if given is not None:
-        return _seconds(given, DEFAULT_STREAM_IDLE_TIMEOUT)
-    return _seconds((env or os.environ).get("FLOWFORGE_STREAM_IDLE_TIMEOUT")
-                    or os.environ.get("FLOWFORGE_STREAM_IDLE_TIMEOUT"),
-                    DEFAULT_STREAM_IDLE_TIMEOUT)
+    return _configured(extra, env, "stream_idle_timeout", "FLOWFORGE_STREAM_IDLE_TIMEOUT",
+                       DEFAULT_STREAM_IDLE_TIMEOUT)
 
 
 def unusable_answer(provider: str, detail: str) -> ProviderError:

@@ -265,28 +265,26 @@ class RunTracer:
                     ensure_ascii=False, default=str))
         span.end(end_time=_ns(event["time"]))
 
-    def _on_tool_called(self, event: dict[str, Any]) -> None:
-        scope = event.get("scope") or ""
+    def _finished_span(self, event: dict[str, Any], name: str, **attributes: Any) -> Any:
+        """A span for something a block reports once it is over (with its duration)."""
         duration = float(event.get("duration_ms") or 0.0) / 1000
-        span = self._start(f"execute_tool {event.get('name')}",
-                           self.blocks.get((scope, event.get("block_id", ""))),
-                           event["time"] - duration,
-                           **{"gen_ai.operation.name": "execute_tool",
-                              "gen_ai.tool.name": event.get("name"),
-                              "flowforge.tool_status": event.get("status")})
+        parent = self.blocks.get((event.get("scope") or "", event.get("block_id", "")))
+        return self._start(name, parent, event["time"] - duration, **attributes)
+
+    def _on_tool_called(self, event: dict[str, Any]) -> None:
+        span = self._finished_span(event, f"execute_tool {event.get('name')}",
+                                   **{"gen_ai.operation.name": "execute_tool",
+                                      "gen_ai.tool.name": event.get("name"),
+                                      "flowforge.tool_status": event.get("status")})
         if event.get("status") not in (None, "ok"):
             self._error(span, event.get("result") or event.get("status"))
         span.end(end_time=_ns(event["time"]))
 
     def _on_knowledge_searched(self, event: dict[str, Any]) -> None:
-        scope = event.get("scope") or ""
-        duration = float(event.get("duration_ms") or 0.0) / 1000
-        span = self._start(f"knowledge.search {event.get('knowledge_base')}",
-                           self.blocks.get((scope, event.get("block_id", ""))),
-                           event["time"] - duration,
-                           **{"flowforge.knowledge_base": event.get("knowledge_base"),
-                              "flowforge.search_mode": event.get("mode"),
-                              "flowforge.results": event.get("results")})
+        span = self._finished_span(event, f"knowledge.search {event.get('knowledge_base')}",
+                                   **{"flowforge.knowledge_base": event.get("knowledge_base"),
+                                      "flowforge.search_mode": event.get("mode"),
+                                      "flowforge.results": event.get("results")})
         if self.content and event.get("query") is not None:
             span.set_attribute("flowforge.query", str(self.redact(event["query"])))
         span.end(end_time=_ns(event["time"]))
