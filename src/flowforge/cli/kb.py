@@ -177,11 +177,13 @@ def search(name: str = typer.Argument(..., help="Knowledge base to search."),
 
 @kb_app.command("list")
 def list_bases(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+               show_all: bool = typer.Option(False, "--all", help="Also the block registry's "
+                                             "own search index (block-registry-...)."),
                url: Optional[str] = UrlOption) -> None:
     """List knowledge bases."""
     async def go():
         return await (await _open(url)).list()
-    bases = _run(go)
+    bases = [b for b in _run(go) if show_all or not b.name.startswith("block-registry-")]
     if as_json:
         print(json.dumps([b.to_dict() for b in bases], indent=2))
         return

@@ -152,9 +152,8 @@ class Registry:
             if category and definition.category != category:
                 continue
             results.append(SearchResult(definition, hit.score, hit.via))
-            if len(results) >= limit:
-                break
-        return results
+        results.sort(key=lambda result: -result.score)        # best first, whatever the source
+        return results[:limit]
 
     @property
     def search_mode(self) -> str:

@@ -240,4 +240,7 @@ class BlockStore(RegistryTables):
             rows = self.db.execute(
                 "SELECT id, bm25(registry_fts, 0, 2.0, 1.0, 1.0, 1.5) AS rank FROM registry_fts "
                 "WHERE registry_fts MATCH ? ORDER BY rank LIMIT ?", (match, limit)).fetchall()
-        return [(row[0], round(-row[1], 6)) for row in rows]
+        # bm25 is negative and, over a small library, tiny (1e-06): shown relative to
+        # the best match instead, 1.0 for it, so scores read as scores.
+        best = max((-row[1] for row in rows), default=0.0)
+        return [(row[0], round(-row[1] / best, 3) if best > 0 else 0.0) for row in rows]
