@@ -222,3 +222,32 @@ async def test_cancel_run_from_python_reaches_a_run_in_another_process(tmp_path)
     finally:
         await running_side.close()
     assert (status, result.status, again) == ("cancelled", "cancelled", "cancelled")
+
+
+async def test_resume_does_not_run_finished_loop_passes_again():
+    """A loop cut in its third pass resumes there: the children of the first two
+    passes succeeded before the cut and are not run again (issue 15)."""
+    doc = {"id": "rec-loop", "blocks": [
+        {"id": "each", "type": "loop", "with": {"for_each": ["x", "y", "z"]}, "blocks": [
+            {"id": "work", "type": "function", "with": {
+                "function": "rec_step", "args": {
+                    "name": "{{loop.item}}", "ms": {"expr": "5000 if loop.index == 2 else 1"}}}}]},
+        step("after", after=["each"])]}
+    EXECUTED.clear()
+    handle = await _start(doc)
+    while "z" not in EXECUTED:
+        await asyncio.sleep(0.01)
+    handle.cancel()
+    first = await handle.wait()
+    assert first.status == "cancelled" and EXECUTED == ["x", "y", "z"]
+    storage = storage_from_url()
+    await storage.open()
+    row = await storage.get_run(first.run_id)
+    row["document"]["blocks"][0]["blocks"][0]["with"]["args"]["ms"] = 1
+    await storage.update_run(first.run_id, document=row["document"])
+    await storage.close()
+    EXECUTED.clear()
+    resumed = await flowforge.resume(first.run_id)
+    assert resumed.status == "succeeded", resumed.error
+    assert EXECUTED == ["z", "after"]              # passes x and y were not run again
+    assert [p["work"]["name"] for p in resumed.results["each"]["iterations"]] == ["x", "y", "z"]

@@ -93,7 +93,7 @@ class Run:
     __slots__ = ("workflow", "doc", "run_id", "raw_inputs", "user", "memory", "bus",
                  "resolver", "model_override", "defaults", "env", "checkpoint", "services",
                  "scheduler", "status", "error", "inputs", "policy", "secrets",
-                 "provider_keys", "tracer")
+                 "provider_keys", "tracer", "child_checkpoints")
 
     def __init__(self, workflow: CompiledWorkflow, inputs: dict[str, Any] | None = None, *,
                  user: str | dict[str, Any] | None = None, run_id: str | None = None,
@@ -102,7 +102,9 @@ class Run:
                  bus: EventBus | None = None, checkpoint: dict[str, tuple[str, Any]] | None = None,
                  services: dict[str, Any] | None = None, policy: Policy = TRUSTED,
                  secrets: Mapping[str, str] | None = None,
-                 provider_keys: Mapping[str, str] | None = None) -> None:
+                 provider_keys: Mapping[str, str] | None = None,
+                 child_checkpoints: Mapping[str, dict[str, tuple[str, Any]]] | None = None
+                 ) -> None:
         self.workflow = workflow
         self.doc = workflow.doc
         self.run_id = run_id or _random.token_hex(16)
@@ -126,6 +128,9 @@ class Run:
         self.provider_keys: Mapping[str, str] = provider_keys or _NO_SECRETS
         self.tracer: Any = None          # service.tracing.RunTracer when tracing is on
         self.checkpoint = checkpoint
+        # Resuming: blocks of loop passes and parallel items (by scope label,
+        # `refine[1]`) that had succeeded before the cut are not run again.
+        self.child_checkpoints = child_checkpoints
         self.services: Mapping[str, Any] = services if services is not None else _NO_SERVICES
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)
         self.scheduler.owner = self
@@ -226,7 +231,8 @@ class Run:
         full = f"{parent.label}/{label}" if parent.label else label
         child = Scope(graph, {**parent.values, **extra}, full,
                       depth=parent.depth, source=parent.source)
-        await self.scheduler.run_scope(child)
+        preset = self.child_checkpoints.get(full) if self.child_checkpoints else None
+        await self.scheduler.run_scope(child, preset)
         return child.outcome()
 
     async def run_nested(self, parent: Scope, node: Node, reference: str,

@@ -165,6 +165,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     on_event: Callable[[dict], None] | None = None,
                     workflow_version: int | None = None,
                     checkpoint: dict[str, tuple[str, Any]] | None = None,
+                    child_checkpoints: dict[str, dict[str, tuple[str, Any]]] | None = None,
                     start_seq: int = 0, policy: Policy = TRUSTED,
                     secrets: dict[str, str] | None = None,
                     provider_keys: dict[str, str] | None = None,
@@ -184,7 +185,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
         secrets = await load_secrets(storage, user_key or "default")
     run_obj = _new_run(compiled, inputs, user=user, run_id=run_id, model=model,
                        concurrency=concurrency, services=services, on_event=None,
-                       checkpoint=checkpoint, start_seq=start_seq, policy=policy,
+                       checkpoint=checkpoint, child_checkpoints=child_checkpoints,
+                       start_seq=start_seq, policy=policy,
                        secrets=secrets, provider_keys=provider_keys,
                        stored_workflows=stored_workflows, traceparent=traceparent)
     bus = run_obj.bus
@@ -224,7 +226,9 @@ def _hidden(run_obj: Run) -> list[str]:
 def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user: Any,
              run_id: str | None, model: str | None, concurrency: int | None,
              services: dict[str, Any] | None, on_event: Callable[[dict], None] | None,
-             checkpoint: dict[str, tuple[str, Any]] | None = None, start_seq: int = 0,
+             checkpoint: dict[str, tuple[str, Any]] | None = None,
+             child_checkpoints: dict[str, dict[str, tuple[str, Any]]] | None = None,
+             start_seq: int = 0,
              policy: Policy = TRUSTED, secrets: dict[str, str] | None = None,
              provider_keys: dict[str, str] | None = None,
              stored_workflows: Callable[[str], Any] | None = None,
@@ -234,6 +238,7 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
     run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
                   concurrency=concurrency, resolver=resolver,
                   bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint,
+                  child_checkpoints=child_checkpoints,
                   policy=policy, secrets=secrets, provider_keys=provider_keys)
     if tracing_enabled():                   # off: nothing subscribes, a run pays nothing
         tracer = tracer_for_run(run_obj.run_id, compiled.id, redactor(_hidden(run_obj)),
@@ -367,6 +372,10 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
         blocks = await opened.get_blocks(run_id)
         checkpoint = {b["block_id"]: (b["status"], b["output"])
                       for b in blocks if b["scope"] == "" and b["status"] == "succeeded"}
+        children: dict[str, dict[str, tuple[str, Any]]] = {}
+        for b in blocks:
+            if b["scope"] and b["status"] == "succeeded":
+                children.setdefault(b["scope"], {})[b["block_id"]] = (b["status"], b["output"])
         events = await opened.get_events(run_id)
         seq = events[-1]["seq"] if events else 0
         # Blocks the cut caught running get a terminal event before anything runs again.
@@ -385,7 +394,8 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
                  "finished_at": time.time(), "reason": "cut off; resumed"} for b in cut])
         handle = await start_run(compiled, row["inputs"], user=row["user_id"], storage=opened,
                                  model=model, services=services, run_id=run_id,
-                                 checkpoint=checkpoint, start_seq=seq)
+                                 checkpoint=checkpoint, child_checkpoints=children,
+                                 start_seq=seq)
         return await handle.wait()
 
 
