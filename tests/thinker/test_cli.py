@@ -57,7 +57,11 @@ examples:
     assert refused.exit_code == 2 and "module 'os' is not allowed" in refused.stderr
 
 
-def test_build_asks_its_question_in_the_terminal_then_builds_and_runs(registry, tmp_path):
+def test_build_asks_its_question_in_the_terminal_then_builds_and_runs(registry, tmp_path,
+                                                                     monkeypatch):
+    from flowforge.cli import build as build_cli
+
+    monkeypatch.setattr(build_cli, "has_terminal", lambda: True)   # the runner types for us
     output = tmp_path / "pipeline.json"
     result = invoke("build", "Average some Fahrenheit temperatures",
                     "--model", rules("temperature-average"), "-o", str(output), "--run",
@@ -80,3 +84,10 @@ def test_a_failed_build_exits_1(registry):
     result = invoke("build", "anything", "--yes", "--model", "scripted/no-such-rules.yaml")
     assert result.exit_code == 1
     assert "build failed" in result.stderr
+
+
+def test_build_without_a_terminal_asks_nothing_and_says_to_pass_yes(registry):
+    result = invoke("build", "Average some temperatures", "--model", "local/smollm2")
+    assert result.exit_code == 2
+    assert "pass --yes" in result.stderr
+    assert "plans poorly" in result.stderr and "--model openai/gpt-4o" in result.stderr

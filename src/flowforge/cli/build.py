@@ -60,6 +60,13 @@ def describe_event(event: dict[str, Any]) -> str | None:
     return None
 
 
+def has_terminal() -> bool:
+    """Whether someone can answer the clarifier's questions."""
+    import sys
+
+    return sys.stdin.isatty()
+
+
 def _clarify_interactively(intent: str, model: str | None) -> str:
     from flowforge.thinker import clarify
 
@@ -92,7 +99,20 @@ def build_command(
     from flowforge.service.build import build_pipeline
     from flowforge.service.pipeline import run_pipeline
 
+    from flowforge.thinker.llm import default_build_model
+
     inputs = parse_inputs(input, None)
+    chosen = model or default_build_model()
+    if chosen.startswith("local/") and not quiet:
+        err.print(f"[yellow]note:[/] {chosen} is a 135M model that plans poorly: builds with it "
+                  f"often fail. Build with a hosted model (--model openai/gpt-4o, "
+                  f"anthropic/claude-sonnet-4-5, google/gemini-2.5-flash), a strong Ollama coder "
+                  f"model (--model openai-compatible/ollama/qwen2.5-coder:14b), or set "
+                  f"FLOWFORGE_BUILD_MODEL once.", highlight=False)
+    if not yes and not has_terminal():
+        err.print("[bold red]error:[/] no terminal to answer clarifying questions on: pass "
+                  "--yes to build from the sentence as it is", highlight=False)
+        raise typer.Exit(2)
     try:
         refined = intent if yes else _clarify_interactively(intent, model)
 

@@ -41,6 +41,11 @@ def default_build_model() -> str:
 
 Check = Callable[[Any], list[str]]
 
+#: The longest answer each stage may take, in tokens: its JSON never needs more,
+#: and a small model that loses its way stops here instead of writing 4,096
+#: tokens for minutes.
+STAGE_MAX_TOKENS = {"clarify": 300, "decompose": 1200, "create": 2000, "wire": 1200}
+
 
 class ThinkerLLM:
     def __init__(self, model: str, events: BuildEvents, *, temperature: float = 0.0,
@@ -53,8 +58,11 @@ class ThinkerLLM:
         self.cost = 0.0
 
     async def send(self, stage: str, messages: list[Message], schema: dict[str, Any]) -> str:
+        limit = STAGE_MAX_TOKENS.get(stage, self.max_tokens)
+        if self.max_tokens is not None and limit is not None:
+            limit = min(limit, self.max_tokens)
         request = LLMRequest(model="", messages=list(messages), response_format=schema,
-                             temperature=self.temperature, max_tokens=self.max_tokens)
+                             temperature=self.temperature, max_tokens=limit)
         self.events.emit("llm_prompt", stage=stage, model=self.model,
                          messages=[m.to_dict() for m in messages], response_format=schema)
         try:
