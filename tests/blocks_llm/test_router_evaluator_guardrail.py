@@ -106,7 +106,8 @@ async def test_evaluator_schema_scores_and_range_repair(second, status):
     if status == "succeeded":
         output = result.results["grade"]
         assert output["accuracy"] == 8 and output["response_time"] == 3
-        assert output["content"] == second
+        assert output["evaluation"] == second                  # the model's own JSON
+        assert output["content"] == "Refunds within 30 days."  # what was evaluated (issue 15)
         assert output["tokens"]["total"] > 0 and output["cost"]["total"] == 0
     else:
         assert "accuracy: 11 is greater than the maximum of 10" in result.blocks["grade"].error

@@ -76,7 +76,7 @@ class EvaluatorConfig(BlockConfig):
     max_tokens: int | None = Field(None, ge=1)
 
 
-_RESERVED = {"content", "model", "tokens", "cost"}
+_RESERVED = {"content", "evaluation", "model", "tokens", "cost"}
 
 
 def metric_key(name: str) -> str:
@@ -147,4 +147,6 @@ class EvaluatorBlock(BlockType):
                 max_tokens=setting(context, config.max_tokens, "max_tokens"))
         except StructuredAnswerError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
-        return {"content": response.text, **scores, **calls.usage()}
+        # The block-executor contract: `content` is what was evaluated; the
+        # model's own JSON answer is kept whole in `evaluation`.
+        return {"content": content, "evaluation": response.text, **scores, **calls.usage()}

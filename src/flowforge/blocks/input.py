@@ -1,5 +1,7 @@
 """`input`: the trigger. Its output is the run's validated inputs, the same
-values every block reads as `{{input.*}}` whether or not this block exists."""
+values every block reads as `{{input.*}}` whether or not this block exists,
+plus `timestamp` (ISO 8601, UTC: when the run started) as the block-executor
+contract has it, unless an input is itself named `timestamp`."""
 
 from __future__ import annotations
 
@@ -24,7 +26,12 @@ class InputBlock(BlockType):
 
     @classmethod
     def run_now(cls, context: BlockContext, config: InputConfig) -> Any:
-        return dict(context.scope.get("input") or {})
+        from datetime import datetime, timezone
+
+        values = dict(context.scope.get("input") or {})
+        values.setdefault("timestamp", datetime.now(timezone.utc).isoformat(
+            timespec="milliseconds"))
+        return values
 
     @classmethod
     async def run(cls, context: BlockContext, config: InputConfig) -> Any:
