@@ -96,3 +96,25 @@ def test_resume_is_refused_while_the_run_lives_and_safe_after_it_dies(tmp_path):
     assert again.returncode == 2 and "already succeeded" in again.stderr
     after = json.loads(_cli("runs", "show", run_id, "--json", env=env).stdout)
     assert len(after["events"]) == len(shown["events"])          # nothing changed
+
+
+def test_runs_list_tells_a_cut_off_run_from_a_running_one(tmp_path):
+    (tmp_path / "functions.py").write_text(FUNCTIONS)
+    (tmp_path / "leased.yaml").write_text(WORKFLOW)
+    env = {**os.environ, "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'runs.db'}",
+           "FF_SIDE_EFFECTS": str(tmp_path / "effects.log"), "COLUMNS": "200"}
+    first = subprocess.Popen([FLOWFORGE, "run", str(tmp_path / "leased.yaml"), "--quiet",
+                              "--import", str(tmp_path / "functions.py")], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    effects = tmp_path / "effects.log"
+    try:
+        deadline = time.monotonic() + 60
+        while "slow" not in (effects.read_text() if effects.exists() else ""):
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        assert "cut off" not in _cli("runs", "list", env=env).stdout
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    assert "cut off (runs resume)" in _cli("runs", "list", env=env).stdout

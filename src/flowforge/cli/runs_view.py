@@ -76,10 +76,26 @@ async def list_runs(db: str | None, workflow: str | None, status: str | None, us
         duration = ""
         if row.get("finished_at") and row.get("started_at"):
             duration = f"{(row['finished_at'] - row['started_at']) * 1000:,.0f} ms"
+        status = _shown_status(row)
         table.add_row(row["run_id"], row["workflow_id"], row.get("user_id") or "",
-                      Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
+                      Text(status, style=STATUS_STYLE.get(row["status"], "")),
                       _when(row.get("started_at")), duration)
     console.print(table)
+
+
+def _shown_status(row: dict[str, Any]) -> str:
+    """`running`, unless no process runs it any more: then `cut off` (its lease
+    lapsed, or its process on this host is gone), which `runs resume` finishes."""
+    if row["status"] != "running":
+        return row["status"]
+    import time
+
+    from flowforge.service.cancel import lease_holder_alive
+
+    holder, expires = row.get("lease_owner"), row.get("lease_expires_at")
+    if lease_holder_alive(holder) is False and holder or (expires and expires < time.time()):
+        return "cut off (runs resume)"
+    return "running"
 
 
 async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool,
@@ -95,7 +111,7 @@ async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool
         return
     console.print(Text.assemble(("run ", "bold"), row["run_id"], "  workflow ", row["workflow_id"],
                                 "  user ", str(row.get("user_id")), "  ",
-                                (row["status"], STATUS_STYLE.get(row["status"], ""))))
+                                (_shown_status(row), STATUS_STYLE.get(row["status"], ""))))
     console.print(f"started {_when(row.get('started_at'))}  finished {_when(row.get('finished_at'))}")
     if row.get("trace_id"):
         console.print(f"trace {row['trace_id']}", highlight=False)
