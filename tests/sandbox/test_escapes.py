@@ -365,3 +365,70 @@ async def test_server_runs_ask_for_isolation(tmp_path, monkeypatch):
             assert answer["status"] == "failed"
             assert "--allow-process-sandbox" in answer["blocks"]["stats"]["error"]
     assert ServerSettings().allow_process_sandbox is False
+
+
+# -- found by a second look at the pattern-matching fix: a metaclass's
+#    __match_args__, functools reading attributes by name, string annotations ------
+
+METACLASS_MATCH = "import json\n" + block("""
+class M(type):
+    def __instancecheck__(cls, obj):
+        return True
+    @property
+    def __match_args__(cls):
+        return ('__globals__',)
+class C(metaclass=M):
+    pass
+match json.dumps:
+    case C(g):
+        return {'g': str(g)}
+return {}
+""")
+UPDATE_WRAPPER = "import functools, json\n" + block("""
+box = []
+W = type('W', (), {'__setattr__': lambda s, k, v: box.append(v)})
+functools.update_wrapper(W(), json.dumps, assigned=('__globals__',), updated=())
+return {'g': str(box[0])}
+""")
+SINGLEDISPATCH = "import functools\nbox = []\n" + block("""
+@functools.singledispatch
+def f(x):
+    return 0
+def g(x: "box.append(().__class__.__base__.__subclasses__()) or int"):
+    return 1
+f.register(g)
+return {'n': len(box[0])}
+""")
+
+
+@pytest.mark.parametrize("source", [METACLASS_MATCH, UPDATE_WRAPPER, SINGLEDISPATCH],
+                         ids=["metaclass-match-args", "update-wrapper", "singledispatch"])
+async def test_attribute_reads_by_name_are_refused(mode, source):
+    error = await stopped(mode, source)
+    assert error.kind == "rejected", str(error)
+
+
+async def test_functools_copies_leave_out_what_reads_attributes_by_name(mode):
+    result = await run_python(block(
+        "import functools\nreturn {'names': sorted(n for n in dir(functools) if n in "
+        "('wraps', 'update_wrapper', 'singledispatch', 'reduce', 'partial'))}"), {}, mode=mode)
+    assert result.output == {"names": ["partial", "reduce"]}
+
+
+async def test_ordinary_classes_and_builtin_patterns_still_work(mode):
+    source = block("""
+class Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+    def __repr__(self):
+        return f"P({self.x}, {self.y})"
+match [1, 2]:
+    case list([a, b]):
+        pair = (a, b)
+match Point(3, 4):
+    case Point(x=3, y=y):
+        found = y
+return {'pair': list(pair), 'found': found, 'p': repr(Point(1, 2))}
+""")
+    result = await run_python(source, {}, mode=mode)
+    assert result.output == {"pair": [1, 2], "found": 4, "p": "P(1, 2)"}

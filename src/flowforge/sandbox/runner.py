@@ -54,6 +54,24 @@ _FORBIDDEN_ATTRIBUTES = frozenset({
     "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
     "tb_frame", "tb_next", "co_code", "co_consts", "mro", "format_map",
 })
+#: Special methods a block's own classes may define; the others change how the
+#: interpreter treats an object (`__instancecheck__`, `__match_args__`,
+#: `__setattr__`, `__init_subclass__`, ...) and are what escapes are built from.
+_ORDINARY_DUNDERS = frozenset({
+    "__init__", "__repr__", "__str__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+    "__ge__", "__hash__", "__len__", "__iter__", "__next__", "__getitem__", "__contains__",
+    "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__neg__",
+    "__bool__", "__call__",
+})
+#: Built-in types a positional class pattern may name: they match themselves, so
+#: `case int(x)` reads no attribute; any other class's `__match_args__` may name one.
+_SELF_MATCHING = frozenset({"int", "str", "list", "dict", "tuple", "set", "frozenset",
+                            "bytes", "bytearray", "float", "bool"})
+#: Members of allowed modules that read attributes by name (left out of the copies).
+_DENIED_MEMBERS = {"functools": frozenset({"update_wrapper", "wraps", "singledispatch",
+                                           "singledispatchmethod", "WRAPPER_ASSIGNMENTS",
+                                           "WRAPPER_UPDATES"})}
+_DUNDER_TEXT = __import__("re").compile(r"__\w+__")
 _SAFE_BUILTINS = (
     "abs all any ascii bin bool bytearray bytes callable chr complex dict dir divmod "
     "enumerate filter float format frozenset hash hex id int isinstance issubclass iter len "
@@ -88,6 +106,25 @@ def check_source(source: str) -> list[str]:
         for name in bound:
             if name in _FORBIDDEN_NAMES or name.startswith("__"):
                 problems.append(f"line {line}: '{name}' is not available in a sandboxed block")
+        if isinstance(node, ast.MatchClass) and node.patterns and not (
+                isinstance(node.cls, ast.Name) and node.cls.id in _SELF_MATCHING):
+            problems.append(f"line {line}: positional class patterns are allowed only on "
+                            f"built-in types ({', '.join(sorted(_SELF_MATCHING))}); use "
+                            f"keyword patterns")
+        defined = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                    ast.ClassDef)) else \
+            [node.arg] if isinstance(node, ast.arg) else \
+            [node.arg] if isinstance(node, ast.keyword) and node.arg else []
+        for name in defined:
+            if name.startswith("__") and name not in _ORDINARY_DUNDERS:
+                problems.append(f"line {line}: '{name}' is not allowed in a sandboxed block "
+                                f"(special names change how the interpreter treats objects)")
+        if isinstance(node, ast.ClassDef) and any(k.arg == "metaclass" for k in node.keywords):
+            problems.append(f"line {line}: metaclasses are not allowed in a sandboxed block")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                _DUNDER_TEXT.search(node.value):
+            problems.append(f"line {line}: text naming a special attribute "
+                            f"({_DUNDER_TEXT.search(node.value).group()}) is not allowed")
         if isinstance(node, ast.Attribute) and node.attr in _FORBIDDEN_ATTRIBUTES:
             problems.append(f"line {line}: attribute '{node.attr}' is not allowed in a sandboxed "
                             f"block (it reaches the interpreter's internals)")
@@ -174,8 +211,9 @@ def _public_copy(module: types.ModuleType, allowed: frozenset) -> types.ModuleTy
     `decoder` in the copy, and CPython then looks for `sys.modules["json.decoder"]`
     by the module's name; under another name that lookup finds nothing."""
     copy = types.ModuleType(f"sandboxed {module.__name__}")
+    denied = _DENIED_MEMBERS.get(module.__name__, frozenset())
     for name in dir(module):
-        if name.startswith("_"):
+        if name.startswith("_") or name in denied:
             continue
         value = getattr(module, name)
         if isinstance(value, types.ModuleType):
