@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flowforge.blocks._llm import block_data, name_mapping
+from flowforge.blocks._rag_tools import RAG_TOOL_KINDS, build_rag_tool
 from flowforge.blocks.base import Routed, is_set, policy_of
 from flowforge.errors import ToolError
 from flowforge.tools.http import http_tool
@@ -37,6 +38,9 @@ from flowforge.workflow.policy import CapabilityUse, looks_like_path
 
 __all__ = ["ToolEntry", "HttpToolTarget", "BlockToolTarget", "build_tools", "tool_context",
            "tool_capabilities"]
+
+
+_KINDS = ("function", "block", "workflow", "http", "mcp", "knowledge_search") + RAG_TOOL_KINDS
 
 
 class HttpToolTarget(BaseModel):
@@ -77,6 +81,14 @@ class ToolEntry(BaseModel):
     """An MCP server: all its tools (or `include:`), discovered at run time."""
     knowledge_search: dict[str, Any] | None = None
     """Search a knowledge base: `{knowledge_base, filters, top_k}`."""
+    rag_search: dict[str, Any] | None = None
+    """The chat's `knowledge_base_search(query, kb_id, top_k)`: `{knowledge_base, top_k}`."""
+    web_search: dict[str, Any] | None = None
+    """Search the web: `{backend: offline | perplexity | tavily, folder, ...}`."""
+    keyword_index: dict[str, Any] | None = None
+    """The chat's `index_keywords(keywords)`: `{query, namespace}`."""
+    final_response: dict[str, Any] | None = None
+    """The chat's `generate_response(answer, sources, ...)`: the only way to answer."""
     name: str | None = None
     """Tool name the model sees (default: from the target)."""
     description: str | None = None
@@ -88,19 +100,18 @@ class ToolEntry(BaseModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ToolEntry:
-        kinds = [k for k in ("function", "block", "workflow", "http", "mcp", "knowledge_search")
+        kinds = [k for k in _KINDS
                  if getattr(self, k) is not None]
         if len(kinds) != 1:
-            raise ValueError("a tool entry needs exactly one of function, block, workflow, "
-                             f"http, mcp, knowledge_search (got {', '.join(kinds) or 'none'})")
+            raise ValueError(f"a tool entry needs exactly one of {', '.join(_KINDS)} "
+                             f"(got {', '.join(kinds) or 'none'})")
         if self.http is not None and not self.name:
             raise ValueError("an http tool needs a `name`")
         return self
 
     @property
     def kind(self) -> str:
-        return next(k for k in ("function", "block", "workflow", "http", "mcp",
-                                "knowledge_search") if getattr(self, k) is not None)
+        return next(k for k in _KINDS if getattr(self, k) is not None)
 
 
 def tool_context(context: Any) -> ToolContext:
@@ -115,12 +126,13 @@ async def build_tools(entries: list[str | ToolEntry], context: Any, stack: Async
                       allow_private_network: bool = False) -> dict[str, Tool]:
     """name -> Tool for every entry; MCP connections stay open on `stack`."""
     tools: dict[str, Tool] = {}
+    shared: dict[str, Any] = {}          # what the chat's tools of one agent share
     for index, raw in enumerate(entries):
         entry = ToolEntry(function=raw) if isinstance(raw, str) else raw
         if isinstance(raw, str) and raw == "knowledge_search":
             entry = ToolEntry(knowledge_search={})
         try:
-            built = await _build(entry, context, stack, allow_private_network)
+            built = await _build(entry, context, stack, allow_private_network, shared)
         except ToolError as exc:
             raise ToolError(f"tools[{index}] ({entry.kind}): {exc}") from None
         except Exception as exc:  # noqa: BLE001 - NotFound, bad schemas, ...
@@ -151,6 +163,11 @@ def tool_capabilities(entries: Any, allow_private_network: Any = False) -> list[
                                       f"starting the local command '{mcp.get('command')}' "
                                       f"(an MCP server over stdio; a server may use MCP over "
                                       f"HTTP: `mcp: {{url: ...}}`)"))
+        web = entry.get("web_search")
+        if isinstance(web, dict) and web.get("folder") is not None and \
+                (web.get("backend") or "offline") == "offline":
+            uses.append(CapabilityUse("server_files", f"{where}.web_search.folder",
+                                      "searching a folder on the server as the offline web"))
         reference = entry.get("workflow")
         if isinstance(reference, str) and looks_like_path(reference):
             uses.append(CapabilityUse("server_files", f"{where}.workflow",
@@ -184,8 +201,12 @@ def _check_entry(entry: ToolEntry, context: Any, allow_private: bool) -> None:
 
 
 async def _build(entry: ToolEntry, context: Any, stack: AsyncExitStack,
-                 allow_private: bool) -> list[Tool]:
+                 allow_private: bool, shared: dict[str, Any]) -> list[Tool]:
     _check_entry(entry, context, allow_private)
+    if entry.kind in RAG_TOOL_KINDS:
+        return [build_rag_tool(entry.kind, getattr(entry, entry.kind), name=entry.name,
+                               description=entry.description, parameters=entry.parameters,
+                               context=context, shared=shared)]
     if entry.function is not None:
         tool = function_tool(entry.function, name=entry.name, description=entry.description,
                              runs_commands=entry.runs_commands)

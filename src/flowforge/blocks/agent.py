@@ -88,7 +88,16 @@ class AgentConfig(BlockConfig):
     required_tools: list[str] = Field(default_factory=list)
     """Tools the model must call before its answer counts."""
     required_tools_retries: int = Field(1, ge=0)
-    """How many times the model is told to call a missing required tool."""
+    """How many times the model is told to call a missing required tool (per tool)."""
+    finish_with: str | None = None
+    """A tool whose successful call is the answer (the RAG chat's `generate_response`):
+    the loop ends there, and the call's arguments and result are the block's output.
+    It is required, and called before the other required tools it is refused."""
+    finish_retries: int = Field(1, ge=0)
+    """How many more calls of `finish_with` are allowed after a failed one."""
+    reask_message: str | None = None
+    """The feedback when a required tool was not called; `{missing}`, `{step}`, `{steps}`
+    and `{expected}` are filled in (default: a message naming them)."""
     tool_choice: str | None = None
     """`auto` (default), `required`, `none`, or a tool name (first turn only)."""
     max_iterations: int = Field(10, ge=1)
@@ -160,9 +169,12 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                                       allow_private_network=config.allow_private_network)
         except ToolError as exc:
             raise block(str(exc)) from None
-        unknown = [name for name in config.required_tools if name not in tools]
+        required = list(dict.fromkeys(config.required_tools + ([config.finish_with]
+                                                               if config.finish_with else [])))
+        unknown = [name for name in required if name not in tools]
         if unknown:
-            raise block(f"required_tools names tool(s) the agent does not have: "
+            field = "finish_with" if unknown == [config.finish_with] else "required_tools"
+            raise block(f"{field} names tool(s) the agent does not have: "
                         f"{', '.join(unknown)} (tools: {', '.join(tools) or 'none'})")
         specs = [tool.spec() for tool in tools.values()]
         tool_ctx = tool_context(context)
@@ -171,7 +183,9 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
         tools_time = 0.0
         iterations = 0
         used_ids: set[str] = set()
-        reasks = config.required_tools_retries
+        reasks = {name: config.required_tools_retries for name in required}
+        finish_failures = 0
+        finished: ToolOutcome | None = None
         choice = config.tool_choice if tools else None
         while True:
             if iterations >= config.max_iterations:
@@ -187,34 +201,53 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
             if response.tool_calls and tools:
                 messages.append(Message("assistant", response.text or None,
                                         tool_calls=_with_ids(response.tool_calls, used_ids)))
+                calls_made = messages[-1].tool_calls or []
+                early = _early_finish(config.finish_with, calls_made, required, succeeded)
+                if early is not None:
+                    _spend(reasks, early, block, config.required_tools_retries)
                 tick = time.perf_counter()
-                outcomes = await run_tool_calls(tools, messages[-1].tool_calls or [], tool_ctx,
-                                                config.tool_validation, config.tool_timeout,
-                                                config.parallel_tool_calls)
+                outcomes = await run_tool_calls(
+                    tools, [c for c in calls_made if early is None or c.name != config.finish_with],
+                    tool_ctx, config.tool_validation, config.tool_timeout,
+                    config.parallel_tool_calls)
                 tools_time += time.perf_counter() - tick
+                if early is not None:
+                    outcomes = _with_refusals(calls_made, outcomes, config.finish_with,
+                                              _reask(early, required, config.reask_message))
                 for outcome in outcomes:
                     _record(context, outcome, records, succeeded)
                     messages.append(Message("tool", result_text(outcome.result),
                                             tool_call_id=outcome.call.id, name=outcome.call.name))
+                    if outcome.call.name == config.finish_with and early is None:
+                        if outcome.status == "ok":
+                            finished = finished or outcome
+                        else:
+                            finish_failures += 1
+                if finished is not None:
+                    break
+                if finish_failures > config.finish_retries:
+                    raise block(f"'{config.finish_with}' failed {finish_failures} time(s); last "
+                                f"error: {_last_error(outcomes, config.finish_with)}")
+                if early is not None:
+                    choice = early[0]
                 continue
-            missing = [name for name in config.required_tools if name not in succeeded]
-            if missing and reasks > 0:
-                reasks -= 1
-                messages.append(Message("assistant", response.text))
-                messages.append(Message("user", _reask(missing)))
-                choice = missing[0] if len(missing) == 1 else "required"
-                continue
+            missing = [name for name in required if name not in succeeded]
             if missing:
-                raise block(f"the model answered without calling the required tool(s) "
-                            f"{', '.join(missing)} (it was asked "
-                            f"{config.required_tools_retries} more time(s))")
+                _spend(reasks, missing, block, config.required_tools_retries)
+                messages.append(Message("assistant", response.text))
+                messages.append(Message("user", _reask(missing, required,
+                                                       config.reask_message)))
+                choice = missing[0]
+                continue
             break
     finally:
         await close_quietly(stack)
 
     content = response.text
     parsed: dict[str, Any] = {}
-    if config.response_format is not None:
+    if finished is not None:
+        content, parsed = _finish_output(finished)
+    elif config.response_format is not None:
         try:
             value = parse_against(config.response_format, content)
         except ValueError as exc:
@@ -278,10 +311,71 @@ def _short(value: Any, limit: int = 4000) -> Any:
     return value if len(text) <= limit else text[:limit] + "..."
 
 
-def _reask(missing: list[str]) -> str:
-    names = ", ".join(f"'{name}'" for name in missing)
-    return (f"You answered without calling {names}. You must call {names} before answering; "
-            f"call it now with the right arguments, then answer using its result.")
+_REASK = ("Step {step} of {steps}: you answered without calling {missing}. The expected tool "
+          "now is '{expected}': call it with the right arguments, then continue.")
+
+
+def _reask(missing: list[str], required: list[str], template: str | None = None) -> str:
+    """The feedback naming the missing tool(s), the current step and the expected tool."""
+    expected = missing[0]
+    values = {"missing": ", ".join(f"'{name}'" for name in missing), "expected": expected,
+              "step": required.index(expected) + 1 if expected in required else 1,
+              "steps": len(required)}
+    try:
+        return (template or _REASK).format(**values)
+    except (KeyError, IndexError, ValueError):
+        return _REASK.format(**values)
+
+
+def _spend(reasks: dict[str, int], missing: list[str], block: Any, allowed: int) -> None:
+    """Use one re-ask of the first missing tool, or fail when it has none left."""
+    name = missing[0]
+    if reasks.get(name, 0) <= 0:
+        raise block(f"the model answered without calling the required tool '{name}' (it was "
+                    f"told {allowed} time(s) and still did not call it)"
+                    + (f"; also missing: {', '.join(missing[1:])}" if missing[1:] else ""))
+    reasks[name] -= 1
+
+
+def _early_finish(finish: str | None, calls: list[ToolCall], required: list[str],
+                  succeeded: set[str]) -> list[str] | None:
+    """The required tools still missing when the model calls `finish` too early."""
+    if not finish or not any(call.name == finish for call in calls):
+        return None
+    called_now = {call.name for call in calls}
+    missing = [name for name in required
+               if name != finish and name not in succeeded and name not in called_now]
+    return missing or None
+
+
+def _with_refusals(calls: list[ToolCall], outcomes: list[ToolOutcome], finish: str | None,
+                   message: str) -> list[ToolOutcome]:
+    """The outcomes in call order, the too-early `finish` calls refused with `message`."""
+    done = iter(outcomes)
+    now = time.time()
+    return [ToolOutcome(call, "rejected", message, now, now) if call.name == finish
+            else next(done) for call in calls]
+
+
+def _last_error(outcomes: list[ToolOutcome], name: str | None) -> str:
+    failed = [o for o in outcomes if o.call.name == name and o.status != "ok"]
+    return str(failed[-1].result) if failed else "unknown"
+
+
+def _finish_output(outcome: ToolOutcome) -> tuple[str, dict[str, Any]]:
+    """The answer given through the finish tool: its text and its fields."""
+    result = outcome.result
+    fields: dict[str, Any] = dict(outcome.call.arguments or {})
+    if isinstance(result, dict):
+        fields.update(result)
+        metadata = result.get("metadata")
+        if isinstance(metadata, dict) and "sources" in metadata:
+            fields["sources"] = metadata["sources"]
+        text = result.get("formatted_response") or result_text(result)
+    else:
+        text = result_text(result)
+    fields.pop("content", None)
+    return str(text), fields
 
 
 @register_block

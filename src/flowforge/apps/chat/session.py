@@ -1,0 +1,175 @@
+"""One chat question, end to end: the session's history in, the shipped
+workflow run on the engine, the exchange stored, the answer out.
+
+This is the whole of the chat's code beyond its workflow file (`chat.yaml`):
+the CLI, the HTTP API and Python all call `ask`, so they answer alike.
+
+    answer = await ask("How long is the warranty?", kb="policies", storage=url)
+    answer.answer, answer.sources, answer.session_id, answer.run_id
+
+`kb` and `web_source` take a knowledge base name, or a folder: the folder is
+kept in sync with a knowledge base named after it (unchanged files cost a
+hash), so `--kb examples/policies` works on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from flowforge.errors import FlowforgeError, InputError
+from flowforge.service.runs import open_storage, run
+from flowforge.workflow.policy import TRUSTED, Policy
+
+__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "list_sessions", "get_session",
+           "delete_session", "HISTORY_MESSAGES"]
+
+#: The shipped chat workflow; `flowforge chat --workflow FILE` runs an edited copy instead.
+CHAT_WORKFLOW = Path(__file__).with_name("chat.yaml")
+
+#: How many earlier messages of the session are sent with a question.
+HISTORY_MESSAGES = 20
+
+_SESSION_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+class ChatError(FlowforgeError):
+    """The chat could not answer (the model kept skipping a mandatory tool, a
+    provider failed, ...); `run_id` names the stored run with the details."""
+
+    def __init__(self, message: str, *, run_id: str | None = None,
+                 session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.session_id = session_id
+
+
+@dataclass
+class ChatAnswer:
+    """What `POST /api/chat/query` answers, field for field."""
+
+    answer: str
+    sources: list[dict[str, Any]]
+    confidence_score: float | None
+    used_internal_kb: bool
+    used_external_kb: bool
+    session_id: str
+    run_id: str
+    formatted_response: str = ""
+    tool_calls: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_session_id(session_id: str) -> str:
+    if not session_id or len(session_id) > 100 or set(session_id) - _SESSION_ID_CHARS:
+        raise InputError([f"session_id: invalid session id {session_id!r}: use 1-100 "
+                          f"letters, digits, '-', '_' or '.'"])
+    return session_id
+
+
+async def _base_for(source: str, *, user: Any, services: dict[str, Any] | None,
+                    prefix: str = "") -> str:
+    """The knowledge base name for `source`: itself, or a folder synced into a base."""
+    path = Path(source).expanduser()
+    if not (path.is_dir() and ("/" in source or source.startswith("."))):
+        return source
+    from flowforge.knowledge.api import knowledge_for
+
+    class _Caller:              # what knowledge_for reads of a block context
+        pass
+
+    caller = _Caller()
+    caller.services = services or {}                        # type: ignore[attr-defined]
+    caller.user = {"id": _user_id(user)} if user else None   # type: ignore[attr-defined]
+    knowledge = await knowledge_for(caller)
+    name = f"{prefix}{path.resolve().name}"
+    await knowledge.create(name, exist_ok=True)
+    await knowledge.add_paths(name, [path])
+    return name
+
+
+def _user_id(user: Any) -> str:
+    if isinstance(user, dict):
+        return str(user.get("id") or "default")
+    return str(user or "default")
+
+
+async def ask(query: str, *, session_id: str | None = None, kb: str | None = None,
+              model: str | None = None, workflow: str | Path | None = None,
+              user: str | dict[str, Any] | None = None, storage: Any = None,
+              web_backend: str | None = None, web_source: str | None = None,
+              services: dict[str, Any] | None = None,
+              on_event: Callable[[dict], None] | None = None,
+              policy: Policy = TRUSTED, run_options: dict[str, Any] | None = None
+              ) -> ChatAnswer:
+    """Answer one question in a session (a new one when `session_id` is None)."""
+    if not isinstance(query, str) or not query.strip():
+        raise InputError(["query: the question is empty: ask something"])
+    session_id = _check_session_id(session_id) if session_id else uuid.uuid4().hex
+    user_key = _user_id(user)
+    async with open_storage(storage if storage is not None else None) as opened:
+        if opened is None:
+            raise InputError(["storage: the chat keeps its sessions in the run storage: give "
+                              "`storage` (a URL or a Storage), not False"])
+        found = await opened.chat_session(user_key, session_id)
+        history = [{"role": m["role"], "content": m.get("content") or ""}
+                   for m in (found or {}).get("messages", [])
+                   if m.get("role") in ("user", "assistant")][-HISTORY_MESSAGES:]
+        inputs: dict[str, Any] = {"query": query.strip(), "history": history}
+        if kb:
+            inputs["kb"] = await _base_for(kb, user=user, services=services)
+        if web_backend:
+            inputs["web_backend"] = web_backend
+        if web_source:
+            inputs["web_source"] = await _base_for(web_source, user=user, services=services,
+                                                   prefix="web-")
+        result = await run(workflow or CHAT_WORKFLOW, inputs, user=user, storage=opened,
+                           model=model, services=services, on_event=on_event, policy=policy,
+                           **(run_options or {}))
+        output = result.results.get("answer") or {}
+        if result.status != "succeeded" or "answer" not in output:
+            record = result.blocks.get("answer")
+            reason = (record.error if record is not None and record.error else result.error) \
+                or f"the run ended {result.status}"
+            raise ChatError(f"the chat could not answer: {reason}", run_id=result.run_id,
+                            session_id=session_id)
+        answer = ChatAnswer(
+            answer=str(output.get("answer") or ""),
+            sources=list(output.get("sources") or []),
+            confidence_score=output.get("confidence_score"),
+            used_internal_kb=bool(output.get("used_internal_kb")),
+            used_external_kb=bool(output.get("used_external_kb")),
+            session_id=session_id, run_id=result.run_id,
+            formatted_response=str(output.get("formatted_response") or ""),
+            tool_calls=[c.get("name") for c in (output.get("toolCalls") or {}).get("list", [])])
+        await opened.append_chat_messages(user_key, session_id, [
+            {"role": "user", "content": query.strip()},
+            {"role": "assistant", "content": answer.answer, "sources": answer.sources,
+             "confidence_score": answer.confidence_score,
+             "used_internal_kb": answer.used_internal_kb,
+             "used_external_kb": answer.used_external_kb, "run_id": answer.run_id}],
+            title=query.strip()[:80])
+        return answer
+
+
+async def list_sessions(*, user: Any = None, storage: Any = None) -> list[dict[str, Any]]:
+    async with open_storage(storage) as opened:
+        assert opened is not None
+        return await opened.list_chat_sessions(_user_id(user))
+
+
+async def get_session(session_id: str, *, user: Any = None, storage: Any = None
+                      ) -> dict[str, Any] | None:
+    async with open_storage(storage) as opened:
+        assert opened is not None
+        return await opened.chat_session(_user_id(user), _check_session_id(session_id))
+
+
+async def delete_session(session_id: str, *, user: Any = None, storage: Any = None) -> bool:
+    async with open_storage(storage) as opened:
+        assert opened is not None
+        return await opened.delete_chat_session(_user_id(user), _check_session_id(session_id))

@@ -1,0 +1,106 @@
+"""What every web search back end shares: one result shape, one HTTP rule.
+
+The RAG chat (and the research workflows) must not care which service found
+a page, so every back end returns `{answer, citations, metadata}`:
+
+    answer     a short text answering the query (the service's own summary when it
+               writes one, else the best snippets joined)
+    citations  [{title, url, snippet}] in the order the service ranked them
+    metadata   {backend, query, took_ms, ...the service's extra fields}
+
+HTTP back ends go through `post_json`, which applies the provider layer's retry
+rule (429, 408 and 5xx retried with backoff and `Retry-After`; other 4xx never)
+and a timeout, so a slow or failing search service is handled exactly like a
+slow or failing model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+import httpx
+
+from flowforge.errors import ProviderError, ToolError
+from flowforge.providers.retry import (RetryPolicy, connection_error, error_from_status,
+                                       timeout_error)
+
+__all__ = ["SearchResult", "WebSearchBackend", "post_json", "DEFAULT_TIMEOUT", "search_error", "clip"]
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass
+class SearchResult:
+    answer: str
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"answer": self.answer, "citations": self.citations, "metadata": self.metadata}
+
+
+class WebSearchBackend(Protocol):
+    name: str
+
+    async def search(self, query: str, *, context: str | None = None,
+                     max_results: int = 5) -> SearchResult: ...
+
+
+def search_error(backend: str, exc: ProviderError) -> ToolError:
+    """A failed search as the tool error the model (and the user) reads."""
+    return ToolError(f"web_search ({backend}): {exc}")
+
+
+async def post_json(backend: str, url: str, body: Mapping[str, Any], *,
+                    headers: Mapping[str, str], timeout: float = DEFAULT_TIMEOUT,
+                    retry: RetryPolicy | None = None,
+                    transport: httpx.AsyncBaseTransport | None = None) -> dict[str, Any]:
+    """POST `body` as JSON, retried per `retry`; the decoded JSON object answer."""
+    retry = retry or RetryPolicy(attempts=3)
+    attempt = 0
+    async with httpx.AsyncClient(timeout=timeout, transport=transport) as client:
+        while True:
+            attempt += 1
+            try:
+                response = await client.post(url, json=dict(body), headers=dict(headers))
+                if response.status_code >= 400:
+                    raise error_from_status(backend, response.status_code,
+                                            _error_text(response), response.headers)
+                try:
+                    data = response.json()
+                except ValueError:
+                    raise ProviderError("the answer was not JSON", provider=backend,
+                                        status=response.status_code) from None
+                if not isinstance(data, dict):
+                    raise ProviderError("the answer was not a JSON object", provider=backend)
+                return data
+            except httpx.TimeoutException as exc:
+                error = timeout_error(backend, f"no answer within {timeout:g} s ({exc})")
+            except httpx.TransportError as exc:
+                error = connection_error(backend, str(exc) or type(exc).__name__)
+            except ProviderError as exc:
+                error = exc
+            delay = retry.delay_for(error, attempt)
+            if delay is None:
+                raise search_error(backend, error) from None
+            await retry.sleep(delay)
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:300] or response.reason_phrase
+    if isinstance(data, dict):
+        detail = data.get("error") or data.get("detail") or data.get("message") or data
+        if isinstance(detail, dict):
+            detail = detail.get("message") or detail
+        return str(detail)[:300]
+    return str(data)[:300]
+
+
+def clip(text: Any, limit: int) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+

@@ -1,0 +1,109 @@
+"""The offline stand-in for the web: a folder of pages (or a knowledge base)
+searched as if it were the internet, so the chat's "the knowledge base is not
+enough, search the web" path runs on a machine with no network, in the demo
+and in the tests.
+
+A folder is synced into a knowledge base of its own (`web-<folder name>` by
+default; unchanged files cost a hash, as for a knowledge block's `sources`).
+A page's citation URL is the `url:` line at its top when it has one (the
+page stands for that address: read from the passage, else from the file the
+knowledge base recorded as its source), else `offline:<document name>`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from flowforge.errors import FlowforgeError, ToolError
+from flowforge.websearch.base import SearchResult, clip
+
+__all__ = ["OfflineSearch"]
+
+_URL_LINE = re.compile(r"^\s*url:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
+
+
+class OfflineSearch:
+    name = "offline"
+
+    def __init__(self, knowledge: Any, *, folder: str | Path | None = None,
+                 knowledge_base: str | None = None, mode: str = "hybrid",
+                 min_similarity: float | None = None) -> None:
+        if folder is None and not knowledge_base:
+            raise ToolError("web_search (offline): give `folder` (pages standing in for the "
+                            "web) or `knowledge_base`")
+        self.knowledge = knowledge
+        self.folder = Path(folder) if folder is not None else None
+        self.base = knowledge_base or f"web-{self.folder.name if self.folder else 'offline'}"
+        self.mode, self.min_similarity = mode, min_similarity
+        self._urls: dict[str, str] = {}
+
+    async def _sync(self) -> None:
+        if self.folder is None:
+            return
+        if not self.folder.is_dir():
+            raise ToolError(f"web_search (offline): the folder {self.folder} does not exist")
+        await self.knowledge.create(self.base, exist_ok=True,
+                                    description="offline stand-in for the web")
+        await self.knowledge.add_paths(self.base, [self.folder])
+
+    async def search(self, query: str, *, context: str | None = None,
+                     max_results: int = 5) -> SearchResult:
+        started = time.perf_counter()
+        try:
+            await self._sync()
+            found = await self.knowledge.search(self.base, query, top_k=max(1, min(max_results,
+                                                                                    20)),
+                                                mode=self.mode,
+                                                min_similarity=self.min_similarity)
+        except FlowforgeError as exc:
+            raise ToolError(f"web_search (offline): {exc}") from None
+        citations: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for hit in found.get("results") or []:
+            name = str(hit.get("documentName") or hit.get("documentId") or "page")
+            content = str(hit.get("content") or "")
+            url = self._url_of(name, content, (hit.get("metadata") or {}).get("source"))
+            text = _URL_LINE.sub("", content, count=1)
+            if url in seen:
+                continue
+            seen.add(url)
+            citations.append({"title": _title(name, text), "url": url,
+                              "snippet": clip(text, 400),
+                              "score": round(float(hit.get("similarity") or 0.0), 4)})
+        answer = "\n\n".join(c["snippet"] for c in citations[:2]) or "No web pages matched."
+        return SearchResult(answer=answer, citations=citations,
+                            metadata={"backend": self.name, "query": query,
+                                      "source": str(self.folder or self.base),
+                                      "took_ms": round((time.perf_counter() - started) * 1000,
+                                                       1)})
+
+
+    def _url_of(self, name: str, content: str, source: Any) -> str:
+        """The page's `url:` line: in the passage, else at the top of its file."""
+        found = _URL_LINE.search(content[:300])
+        if found:
+            return found.group(1)
+        if name in self._urls:
+            return self._urls[name]
+        url = f"offline:{name}"
+        if isinstance(source, str) and source and "://" not in source:
+            try:
+                head = Path(source).read_text(encoding="utf-8", errors="replace")[:500]
+            except OSError:
+                head = ""
+            match = _URL_LINE.search(head)
+            if match:
+                url = match.group(1)
+        self._urls[name] = url
+        return url
+
+
+def _title(name: str, text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip().lstrip("#").strip()
+        if line:
+            return clip(line, 100)
+    return name
