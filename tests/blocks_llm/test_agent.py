@@ -143,7 +143,8 @@ async def test_unknown_tool_and_failing_tool_are_results_not_crashes():
 async def test_required_tools_reask(obeys, status):
     def script(messages, tools):
         last = messages[-1]
-        if obeys and last.role == "user" and "You must call 't_weather'" in last.content:
+        if obeys and last.role == "user" and "without calling 't_weather'" in last.content \
+                and "Step 1 of 1" in last.content:
             return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
         if last.role == "tool":
             return "Sunny in Rome."
@@ -160,8 +161,8 @@ async def test_required_tools_reask(obeys, status):
         assert CALLS == [("weather", {"city": "Rome"})]
     else:
         assert len(sent) == 2
-        assert ("answered without calling the required tool(s) t_weather (it was asked 1 more "
-                "time(s))") in result.blocks["agent"].error
+        assert ("answered without calling the required tool 't_weather' (it was told 1 "
+                "time(s) and still did not call it)") in result.blocks["agent"].error
 
 
 async def test_required_tool_must_exist():

@@ -93,6 +93,10 @@ class AgentConfig(BlockConfig):
     """A tool whose successful call is the answer (the RAG chat's `generate_response`):
     the loop ends there, and the call's arguments and result are the block's output.
     It is required, and called before the other required tools it is refused."""
+    refuse_repeated_calls: bool = False
+    """A call identical to one that already succeeded (same tool, same arguments) is
+    not run again: the model is told its result is above and what to call next. Stops
+    small models' loops; leave off for tools whose answer changes (polling)."""
     finish_retries: int = Field(1, ge=0)
     """How many more calls of `finish_with` are allowed after a failed one."""
     reask_message: str | None = None
@@ -186,6 +190,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
         reasks = {name: config.required_tools_retries for name in required}
         finish_failures = 0
         finished: ToolOutcome | None = None
+        done_calls: set[str] = set()             # name + arguments of calls that succeeded
         choice = config.tool_choice if tools else None
         while True:
             if iterations >= config.max_iterations:
@@ -205,15 +210,26 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 early = _early_finish(config.finish_with, calls_made, required, succeeded)
                 if early is not None:
                     _spend(reasks, early, block, config.required_tools_retries)
+                refused = (_repeats(calls_made, done_calls, required, succeeded)
+                           if config.refuse_repeated_calls else {})
+                if early is not None:
+                    refused.update({c.id: _reask(early, required, config.reask_message)
+                                    for c in calls_made if c.name == config.finish_with})
                 tick = time.perf_counter()
                 outcomes = await run_tool_calls(
-                    tools, [c for c in calls_made if early is None or c.name != config.finish_with],
-                    tool_ctx, config.tool_validation, config.tool_timeout,
-                    config.parallel_tool_calls)
+                    tools, [c for c in calls_made if c.id not in refused], tool_ctx,
+                    config.tool_validation, config.tool_timeout, config.parallel_tool_calls)
                 tools_time += time.perf_counter() - tick
-                if early is not None:
-                    outcomes = _with_refusals(calls_made, outcomes, config.finish_with,
-                                              _reask(early, required, config.reask_message))
+                if refused:
+                    outcomes = _with_refusals(calls_made, outcomes, refused)
+                    pending = [name for name in required if name not in succeeded
+                               and name not in {o.call.name for o in outcomes
+                                                if o.status == "ok"}]
+                    if pending:
+                        choice = pending[0]        # steer a looping model to the next step
+                for outcome in outcomes:
+                    if outcome.status == "ok":
+                        done_calls.add(_call_key(outcome.call))
                 for outcome in outcomes:
                     _record(context, outcome, records, succeeded)
                     messages.append(Message("tool", result_text(outcome.result),
@@ -228,8 +244,6 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 if finish_failures > config.finish_retries:
                     raise block(f"'{config.finish_with}' failed {finish_failures} time(s); last "
                                 f"error: {_last_error(outcomes, config.finish_with)}")
-                if early is not None:
-                    choice = early[0]
                 continue
             missing = [name for name in required if name not in succeeded]
             if missing:
@@ -348,12 +362,31 @@ def _early_finish(finish: str | None, calls: list[ToolCall], required: list[str]
     return missing or None
 
 
-def _with_refusals(calls: list[ToolCall], outcomes: list[ToolOutcome], finish: str | None,
-                   message: str) -> list[ToolOutcome]:
-    """The outcomes in call order, the too-early `finish` calls refused with `message`."""
+def _call_key(call: ToolCall) -> str:
+    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+
+
+def _repeats(calls: list[ToolCall], done: set[str], required: list[str],
+             succeeded: set[str]) -> dict[str, str]:
+    """Calls identical to one that already succeeded (a small model's loop): not run
+    again; the model is told where the result is and what comes next."""
+    pending = [name for name in required if name not in succeeded]
+    refused = {}
+    for call in calls:
+        if _call_key(call) in done:
+            after = (f" Next, call '{pending[0]}'." if pending else
+                     " Use it to continue.")
+            refused[call.id] = (f"You already called '{call.name}' with these arguments; its "
+                                f"result is above.{after}")
+    return refused
+
+
+def _with_refusals(calls: list[ToolCall], outcomes: list[ToolOutcome],
+                   refused: dict[str, str]) -> list[ToolOutcome]:
+    """The outcomes in call order, the refused calls answered with their message."""
     done = iter(outcomes)
     now = time.time()
-    return [ToolOutcome(call, "rejected", message, now, now) if call.name == finish
+    return [ToolOutcome(call, "rejected", refused[call.id], now, now) if call.id in refused
             else next(done) for call in calls]
 
 

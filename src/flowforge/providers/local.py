@@ -24,7 +24,7 @@ as user messages, since small chat templates know no `tool` role.
 Threads: `FLOWFORGE_LOCAL_THREADS` (process env or workflow `env:`) or
 `LocalProvider(threads=...)`; by default 1 on a machine with 2 cores or fewer
 (measured faster there when anything else runs), else llama.cpp's default.
-`FLOWFORGE_LOCAL_CONTEXT` sets the context size (default 4096 tokens).
+`FLOWFORGE_LOCAL_CONTEXT` sets the context size (default 8192 tokens, what SmolLM2 was trained on).
 
 A model is loaded once per process and shared.  llama.cpp contexts are not
 re-entrant, so calls to one model are serialised by a lock and run in a worker
@@ -58,7 +58,7 @@ __all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",
 
 SMOLLM2 = "smollm2"
 _ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}
-DEFAULT_CONTEXT = 4096
+DEFAULT_CONTEXT = 8192          # SmolLM2 is trained on 8k; RAG prompts need it
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.2
 
@@ -157,9 +157,34 @@ def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
 _GRAMMARS: OrderedDict[str, Any] = OrderedDict()
 
 
+#: Length limits above these are left to validation: llama.cpp's converter unrolls
+#: `maxLength: 500` into 500 nested optional rules, which it refuses (then crashes).
+_GRAMMAR_MAX_LENGTH, _GRAMMAR_MAX_ITEMS = 32, 16
+
+
+def grammar_schema(schema: Any) -> Any:
+    """`schema` without the length limits a grammar cannot carry; the tool's
+    arguments are still validated against the full schema before any call."""
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("maxLength", "minLength") and isinstance(value, int) and \
+                value > _GRAMMAR_MAX_LENGTH:
+            continue
+        if key in ("maxItems", "minItems") and isinstance(value, int) and \
+                value > _GRAMMAR_MAX_ITEMS:
+            continue
+        out[key] = value if key in ("const", "enum", "default", "examples") \
+            else grammar_schema(value)
+    return out
+
+
 def _grammar(schema: dict[str, Any]) -> Any:
     """A compiled grammar for `schema`, cached (compiling costs more than a token)."""
-    text = json.dumps(schema, sort_keys=True)
+    text = json.dumps(grammar_schema(schema), sort_keys=True)
     if text in _GRAMMARS:
         _GRAMMARS.move_to_end(text)
         return _GRAMMARS[text]
@@ -205,9 +230,26 @@ def tool_answer_schema(tools: list[ToolSpec], tool_choice: str | None,
     return {"anyOf": [calls, final]}
 
 
+def _signature(parameters: dict[str, Any] | None) -> str:
+    """`query: string (required), top_k: integer` - the grammar enforces the structure,
+    so a small context is not spent on the whole JSON Schema."""
+    properties = (parameters or {}).get("properties") or {}
+    required = set((parameters or {}).get("required") or [])
+    parts = []
+    for name, schema in properties.items():
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        if kind == "array":
+            items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+            kind = f"array of {items.get('type') or 'values'}"
+        note = " (required)" if name in required else ""
+        about = schema.get("description") if isinstance(schema, dict) else None
+        parts.append(f"{name}: {kind or 'value'}{note}" + (f" - {about}" if about else ""))
+    return "; ".join(parts) or "none"
+
+
 def _tools_prompt(tools: list[ToolSpec]) -> str:
-    listed = "\n".join(f"- {t.name}: {t.description} Parameters (JSON Schema): "
-                       f"{json.dumps(t.parameters)}" for t in tools)
+    listed = "\n".join(f"- {t.name}: {t.description} Arguments: {_signature(t.parameters)}"
+                       for t in tools)
     return ("You can call these tools:\n" + listed + "\nTo call tools, answer "
             '{"tool_calls": [{"name": "<tool name>", "arguments": {...}}]}. '
             'When you have the final answer, answer {"content": "<your answer>"}.')
