@@ -16,6 +16,7 @@ from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.errors import (BlockError, BlockTimeout, CapabilityDenied, FlowforgeError,
                               InputError, MissingCredentials, NotFound, Problem, ProviderError,
                               RunError, StorageError, ToolError, ValidationFailed, WorkflowError)
+from flowforge.service import chat
 from flowforge.service.loading import load, load_text, register_workflow
 from flowforge.service.runs import RunHandle, cancel_run, resume, run, run_sync, start_run
 from flowforge.tools.functions import function
@@ -49,6 +50,7 @@ __all__ = [
     "Workflow",
     "WorkflowError",
     "cancel_run",
+    "chat",
     "function",
     "load",
     "load_text",

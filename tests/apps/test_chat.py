@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from flowforge.apps.chat import ChatError, ask, delete_session, get_session, list_sessions
+from flowforge.service.chat import ChatError, ask, delete_session, get_session, list_sessions
 from tests.apps.helpers import call
 
 WARRANTY_ANSWER = dict(answer="Products carry a two-year warranty; Summit gear is lifetime.",

@@ -1,7 +1,7 @@
-"""Applications built on the one engine: each is shipped workflow files plus
-thin code that feeds them and keeps what they need between runs.
+"""Applications built on the one engine: shipped workflow files and the
+little code that is theirs alone; `flowforge.service` runs them.
 
-    flowforge.apps.chat       the tool-based RAG chat (`flowforge chat`, /api/chat)
+    flowforge.apps.chat       the tool-based RAG chat (run by `service.chat`)
 """
 
 __all__: list[str] = []

@@ -172,8 +172,9 @@ def _web_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
         if backend is None:
             knowledge = await _knowledge(block) if (options.get("backend") or
                                                     "offline") == "offline" else None
-            backend = make_backend(options, knowledge=knowledge, env=tool_ctx.env,
-                                   base_dir=base_dir)
+            provider_env = getattr(block, "provider_env", None)
+            env = provider_env() if provider_env is not None else dict(tool_ctx.env or {})
+            backend = make_backend(options, knowledge=knowledge, env=env, base_dir=base_dir)
             backend_holder["backend"] = backend
         result = (await backend.search(str(arguments["query"]), context=arguments.get("context"),
                                        max_results=max_results)).to_dict()

@@ -5,7 +5,7 @@
     flowforge chat sessions                  # list; `show ID`, `delete ID`
 
 Each question is one run of the shipped chat workflow (or `--workflow`,
-an edited copy) through `flowforge.apps.chat.ask`, so the terminal, the
+an edited copy) through `flowforge.service.chat.ask`, so the terminal, the
 HTTP API and Python answer alike.  `--kb` and `--web` take a knowledge base
 name or a folder (kept in sync with a base named after it); `--web` also
 takes `perplexity` or `tavily`.  Exit codes: 0 answered, 1 the chat could
@@ -90,7 +90,7 @@ class _Spinner:
 
 
 def _ask(question: str, options: dict[str, Any], console: Console) -> Any:
-    from flowforge.apps.chat import ask
+    from flowforge.service.chat import ask
 
     with _Spinner(console) as spinner:
         return asyncio.run(ask(question, on_event=spinner.on_event, **options))
@@ -190,7 +190,7 @@ def _interactive(options: dict[str, Any]) -> None:
 
 
 def _storage_call(ctx: typer.Context, name: str, *args: Any) -> Any:
-    from flowforge.apps import chat as chat_app_module
+    from flowforge.service import chat as chat_app_module
 
     settings = ctx.obj or {}
     try:

@@ -33,8 +33,9 @@ class PerplexitySearch:
                  base_url: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  retry: RetryPolicy | None = None, env: Mapping[str, str] | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.api_key = api_key or (env or {}).get("PERPLEXITY_API_KEY") or \
-            os.environ.get("PERPLEXITY_API_KEY")
+        # A run passes its provider environment (on a server: the user's secrets and the
+        # keys an administrator shares); only a direct caller falls back to os.environ.
+        self.api_key = api_key or (env if env is not None else os.environ).get("PERPLEXITY_API_KEY")
         if not self.api_key:
             raise ToolError("web_search (perplexity): no API key - set PERPLEXITY_API_KEY (or "
                             "choose `backend: offline` or `tavily`)")

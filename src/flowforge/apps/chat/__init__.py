@@ -1,7 +1,8 @@
-"""The RAG chat: the shipped workflow `chat.yaml` plus `ask` (see `session`)."""
+"""The RAG chat's shipped workflow; `flowforge.service.chat` runs it (`ask`)."""
 
-from flowforge.apps.chat.session import (CHAT_WORKFLOW, HISTORY_MESSAGES, ChatAnswer, ChatError,
-                                         ask, delete_session, get_session, list_sessions)
+from pathlib import Path
 
-__all__ = ["CHAT_WORKFLOW", "HISTORY_MESSAGES", "ChatAnswer", "ChatError", "ask",
-           "delete_session", "get_session", "list_sessions"]
+__all__ = ["CHAT_WORKFLOW"]
+
+#: The shipped chat workflow; `flowforge chat --workflow FILE` runs an edited copy instead.
+CHAT_WORKFLOW = Path(__file__).with_name("chat.yaml")

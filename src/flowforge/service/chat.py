@@ -1,10 +1,12 @@
-"""One chat question, end to end: the session's history in, the shipped
-workflow run on the engine, the exchange stored, the answer out.
+"""The RAG chat as a service: one question end to end - the session's history
+in, the shipped workflow (`flowforge/apps/chat/chat.yaml`) run on the engine,
+the exchange stored, the answer out.
 
-This is the whole of the chat's code beyond its workflow file (`chat.yaml`):
+This is the whole of the chat's code beyond its workflow file and its tools:
 the CLI, the HTTP API and Python all call `ask`, so they answer alike.
 
-    answer = await ask("How long is the warranty?", kb="policies", storage=url)
+    import flowforge
+    answer = await flowforge.chat.ask("How long is the warranty?", kb="policies")
     answer.answer, answer.sources, answer.session_id, answer.run_id
 
 `kb` and `web_source` take a knowledge base name, or a folder: the folder is
@@ -14,20 +16,19 @@ hash), so `--kb examples/policies` works on a fresh machine.
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from flowforge.apps.chat import CHAT_WORKFLOW
 from flowforge.errors import FlowforgeError, InputError
-from flowforge.service.runs import open_storage, run
+from flowforge.service.runs import open_storage, start_run
 from flowforge.workflow.policy import TRUSTED, Policy
 
 __all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "list_sessions", "get_session",
            "delete_session", "HISTORY_MESSAGES"]
-
-#: The shipped chat workflow; `flowforge chat --workflow FILE` runs an edited copy instead.
-CHAT_WORKFLOW = Path(__file__).with_name("chat.yaml")
 
 #: How many earlier messages of the session are sent with a question.
 HISTORY_MESSAGES = 20
@@ -106,7 +107,11 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
               on_event: Callable[[dict], None] | None = None,
               policy: Policy = TRUSTED, run_options: dict[str, Any] | None = None
               ) -> ChatAnswer:
-    """Answer one question in a session (a new one when `session_id` is None)."""
+    """Answer one question in a session (a new one when `session_id` is None).
+
+    `run_options` go to `start_run` (the server passes `run_id`, `secrets`,
+    `provider_keys`); `web_backend` defaults to FLOWFORGE_WEB_SEARCH, else the
+    workflow's own default (offline)."""
     if not isinstance(query, str) or not query.strip():
         raise InputError(["query: the question is empty: ask something"])
     session_id = _check_session_id(session_id) if session_id else uuid.uuid4().hex
@@ -122,14 +127,16 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
         inputs: dict[str, Any] = {"query": query.strip(), "history": history}
         if kb:
             inputs["kb"] = await _base_for(kb, user=user, services=services)
+        web_backend = web_backend or os.environ.get("FLOWFORGE_WEB_SEARCH") or None
         if web_backend:
             inputs["web_backend"] = web_backend
         if web_source:
             inputs["web_source"] = await _base_for(web_source, user=user, services=services,
                                                    prefix="web-")
-        result = await run(workflow or CHAT_WORKFLOW, inputs, user=user, storage=opened,
-                           model=model, services=services, on_event=on_event, policy=policy,
-                           **(run_options or {}))
+        handle = await start_run(workflow or CHAT_WORKFLOW, inputs, user=user, storage=opened,
+                                 model=model, services=services, on_event=on_event,
+                                 policy=policy, **(run_options or {}))
+        result = await handle.wait()
         output = result.results.get("answer") or {}
         if result.status != "succeeded" or "answer" not in output:
             record = result.blocks.get("answer")

@@ -1,0 +1,113 @@
+"""The chat over HTTP: /api/chat/query, its SSE variant, and sessions kept
+per user (another user's session is not found)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.apps.helpers import call
+from tests.server.conftest import start_server
+
+ANSWER = dict(answer="Two years; Summit gear is lifetime.", sources=["Warranty"],
+              confidence_score=0.9, used_internal_kb=True, used_external_kb=False)
+
+
+@pytest.fixture
+async def chat_server(tmp_path, knowledge, knowledge_path, plan, monkeypatch):
+    monkeypatch.setenv("FLOWFORGE_KNOWLEDGE_URL", f"sqlite:///{knowledge_path}")
+    steps = []
+    model, script = plan(*[lambda messages: steps.pop(0)(messages)] * 50)
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}", model=model)
+    live.steps = steps
+    live.script = script
+    yield live
+    await stop()
+
+
+def play(live, *answers):
+    live.steps.extend((lambda messages, a=a: a) for a in answers)
+
+
+async def test_query_answers_and_keeps_the_session_per_user(chat_server):
+    live = chat_server
+    play(live, call("knowledge_base_search", query="warranty", kb_id="policies"),
+         call("generate_response", **ANSWER))
+    async with live.client("alice") as alice, live.client("bob") as bob:
+        response = await alice.post("/api/chat/query",
+                                    json={"query": "How long is the warranty?",
+                                          "kb_id": "policies"})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert set(body) == {"answer", "sources", "confidence_score", "used_internal_kb",
+                             "used_external_kb", "session_id", "run_id"}
+        assert body["answer"] == ANSWER["answer"]
+        assert body["sources"][0]["kind"] == "kb" and body["sources"][0]["title"] == "Warranty"
+        session_id = body["session_id"]
+        run = (await alice.get(f"/api/runs/{body['run_id']}")).json()
+        assert run["status"] == "succeeded"
+
+        listed = (await alice.get("/api/chat/sessions")).json()["sessions"]
+        assert [s["session_id"] for s in listed] == [session_id]
+        shown = (await alice.get(f"/api/chat/sessions/{session_id}")).json()
+        assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
+
+        assert (await bob.get(f"/api/chat/sessions/{session_id}")).status_code == 404
+        assert (await bob.delete(f"/api/chat/sessions/{session_id}")).status_code == 404
+        assert (await bob.get("/api/chat/sessions")).json()["sessions"] == []
+        assert (await bob.get(f"/api/runs/{body['run_id']}")).status_code == 404
+        assert (await alice.delete(f"/api/chat/sessions/{session_id}")).status_code == 204
+        assert (await alice.get(f"/api/chat/sessions/{session_id}")).status_code == 404
+
+
+async def test_a_chat_that_cannot_answer_is_a_502_naming_the_run(chat_server):
+    live = chat_server
+    play(live, {"reply": "Two years."}, {"reply": "Two years!"})
+    async with live.client("alice") as alice:
+        response = await alice.post("/api/chat/query", json={"query": "Warranty?",
+                                                              "kb_id": "policies"})
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert "without calling the required tool 'knowledge_base_search'" in error["message"]
+    assert error["details"][0]["run_id"]
+
+
+async def test_bad_requests_are_refused_with_the_field(chat_server):
+    async with chat_server.client("alice") as alice:
+        for body, field in (({"query": ""}, "query"),
+                            ({"query": "hi", "kb_id": "../etc"}, "kb_id"),
+                            ({"query": "hi", "session_id": "a b"}, "session_id"),
+                            ({"query": "hi", "extra": 1}, "extra")):
+            response = await alice.post("/api/chat/query", json=body)
+            assert response.status_code == 422, body
+            assert field in response.text
+    async with chat_server.client(None) as anonymous:
+        assert (await anonymous.post("/api/chat/query", json={"query": "hi"})).status_code == 401
+
+
+async def test_streaming_sends_tool_calls_then_the_answer(chat_server):
+    live = chat_server
+    play(live, call("knowledge_base_search", query="warranty", kb_id="policies"),
+         call("generate_response", **ANSWER))
+    events = []
+    async with live.client("alice") as alice:
+        async with alice.stream("POST", "/api/chat/query/stream",
+                                json={"query": "Warranty?", "kb_id": "policies"}) as response:
+            assert response.status_code == 200
+            fields: dict[str, str] = {}
+            async for line in response.aiter_lines():
+                if line.startswith(":"):
+                    continue
+                if line:
+                    name, _, value = line.partition(":")
+                    fields[name] = value.strip()
+                    continue
+                events.append((fields["event"], json.loads(fields["data"])))
+                fields = {}
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "run_started" and kinds[-1] == "answer"
+    tools = [data["name"] for kind, data in events if kind == "tool_called"]
+    assert tools == ["knowledge_base_search", "generate_response"]
+    assert kinds.index("run_finished") < kinds.index("answer")
+    assert events[-1][1]["answer"] == ANSWER["answer"]
