@@ -61,13 +61,13 @@ async def test_query_answers_and_keeps_the_session_per_user(chat_server):
         assert (await alice.get(f"/api/chat/sessions/{session_id}")).status_code == 404
 
 
-async def test_a_chat_that_cannot_answer_is_a_502_naming_the_run(chat_server):
+async def test_a_chat_that_cannot_answer_is_a_424_naming_the_run(chat_server):
     live = chat_server
     play(live, {"reply": "Two years."}, {"reply": "Two years!"})
     async with live.client("alice") as alice:
         response = await alice.post("/api/chat/query", json={"query": "Warranty?",
                                                               "kb_id": "policies"})
-    assert response.status_code == 502
+    assert response.status_code == 424       # Failed Dependency: the model did not comply
     error = response.json()["error"]
     assert "without calling the required tool 'knowledge_base_search'" in error["message"]
     assert error["details"][0]["run_id"]

@@ -39,6 +39,11 @@ EXPECTED = {
     "/api/create-agent": {"post"},
     "/api/create-agent/stream": {"post"},
     "/api/automate": {"post"},
+    # the RAG chat (issue 10)
+    "/api/chat/query": {"post"},
+    "/api/chat/query/stream": {"post"},
+    "/api/chat/sessions": {"get"},
+    "/api/chat/sessions/{session_id}": {"get", "delete"},
 }
 
 

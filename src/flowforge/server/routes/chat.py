@@ -87,14 +87,14 @@ async def _ask(request: Request, user: dict[str, Any], body: ChatQuery, *,
 
 
 @router.post("/query", summary="Ask the chat; the answer with its sources", response_model=ChatReply,
-             responses={502: {"description": "The chat could not answer (the model kept "
+             responses={424: {"description": "The chat could not answer (the model kept "
                                              "skipping a mandatory tool, a provider failed); "
                                              "`details[0].run_id` names the stored run"}})
 async def query(request: Request, body: ChatQuery, user: CurrentUser) -> dict[str, Any]:
     try:
         answer = await _ask(request, user, body)
     except ChatError as exc:
-        raise ApiError(502, str(exc), code="chat_failed",
+        raise ApiError(424, str(exc), code="chat_failed",
                        details=[{"run_id": exc.run_id, "session_id": exc.session_id}]) from None
     return {key: value for key, value in answer.to_dict().items()
             if key in ChatReply.model_fields}
@@ -129,7 +129,7 @@ async def query_stream(request: Request, body: ChatQuery, user: CurrentUser
                                   event="answer")
         except ChatError as exc:
             yield ServerSentEvent(data=json.dumps(error_body(
-                502, str(exc), "chat_failed", [{"run_id": exc.run_id,
+                424, str(exc), "chat_failed", [{"run_id": exc.run_id,
                                                 "session_id": exc.session_id}])), event="error")
         except Exception as exc:  # noqa: BLE001 - a client gets an error event, never a cut
             status = 422 if exc.__class__.__name__ == "InputError" else 500
