@@ -258,12 +258,16 @@ def _final_response(options: dict[str, Any], context: Any, state: dict[str, Any]
             raise ToolError("generate_response: `sources` is empty; list the knowledge-base "
                             "documents and web pages the answer uses (as the tools returned "
                             "them)")
-        used_kb = bool(arguments["used_internal_kb"])
-        used_web = bool(arguments["used_external_kb"])
-        if used_web and not state.get("last_web"):
-            raise ToolError("generate_response: used_external_kb is true but web_search was "
-                            "not called in this turn; set it to false or call web_search first")
         kinds = {s["kind"] for s in sources}
+        # The flags say what was used; they are kept true to what the tools did
+        # (a model may claim the web without having searched it) and the
+        # correction is recorded, so a user's "used_external_kb" never lies.
+        claimed = (bool(arguments["used_internal_kb"]), bool(arguments["used_external_kb"]))
+        used_kb = (claimed[0] or "kb" in kinds) and bool(state.get("kb_searched"))
+        used_web = (claimed[1] or "web" in kinds) and bool(state.get("last_web"))
+        corrected = [name for name, said, real in (("used_internal_kb", claimed[0], used_kb),
+                                                   ("used_external_kb", claimed[1], used_web))
+                     if said != real]
         confidence = arguments.get("confidence_score")
         lines = [str(arguments["answer"]).strip()]
         if sources:
@@ -272,9 +276,10 @@ def _final_response(options: dict[str, Any], context: Any, state: dict[str, Any]
             lines += [f"[{s['kind'].upper()}] {s['title']}"
                       + (f" <{s['url']}>" if s.get("url") else "") for s in sources]
         return {"formatted_response": "\n".join(lines),
+                "used_internal_kb": used_kb, "used_external_kb": used_web,
                 "metadata": {"sources": sources, "confidence_score": confidence,
                              "used_internal_kb": used_kb, "used_external_kb": used_web,
-                             "source_kinds": sorted(kinds),
+                             "source_kinds": sorted(kinds), "corrected": corrected,
                              "keywords": state.get("keywords") or []}}
 
     return Tool(name="generate_response",

@@ -244,6 +244,9 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 if finish_failures > config.finish_retries:
                     raise block(f"'{config.finish_with}' failed {finish_failures} time(s); last "
                                 f"error: {_last_error(outcomes, config.finish_with)}")
+                if any(o.call.name == config.finish_with and o.status != "ok"
+                       for o in outcomes) and early is None:
+                    choice = config.finish_with   # the retry must be the answer tool again
                 continue
             missing = [name for name in required if name not in succeeded]
             if missing:

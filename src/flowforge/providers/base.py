@@ -35,6 +35,7 @@ __all__ = [
     "Provider",
     "DeltaCallback",
     "check_model_requests_allowed",
+    "grammar_schema",
     "is_loopback_url",
     "require",
 ]
@@ -202,6 +203,32 @@ class Provider(abc.ABC):
 
     async def aclose(self) -> None:
         """Release connections or loaded weights (optional)."""
+
+
+#: Length limits above these are left to validation: llama.cpp's JSON-Schema-to-grammar
+#: converter (the local provider's, and llama.cpp servers behind openai-compatible)
+#: unrolls `maxLength: 500` into 500 nested optional rules, refuses them, then crashes.
+_GRAMMAR_MAX_LENGTH, _GRAMMAR_MAX_ITEMS = 32, 16
+
+
+def grammar_schema(schema: Any) -> Any:
+    """`schema` without the length limits a grammar cannot carry; the tool's
+    arguments are still validated against the full schema before any call."""
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("maxLength", "minLength") and isinstance(value, int) and \
+                value > _GRAMMAR_MAX_LENGTH:
+            continue
+        if key in ("maxItems", "minItems") and isinstance(value, int) and \
+                value > _GRAMMAR_MAX_ITEMS:
+            continue
+        out[key] = value if key in ("const", "enum", "default", "examples") \
+            else grammar_schema(value)
+    return out
 
 
 def check_model_requests_allowed(provider: str) -> None:

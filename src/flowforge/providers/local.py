@@ -50,6 +50,7 @@ from typing import Any, Callable
 
 from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
+                                      grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
 from flowforge.providers.registry import ProviderOptions, register_provider
 
@@ -155,31 +156,6 @@ def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
 
 
 _GRAMMARS: OrderedDict[str, Any] = OrderedDict()
-
-
-#: Length limits above these are left to validation: llama.cpp's converter unrolls
-#: `maxLength: 500` into 500 nested optional rules, which it refuses (then crashes).
-_GRAMMAR_MAX_LENGTH, _GRAMMAR_MAX_ITEMS = 32, 16
-
-
-def grammar_schema(schema: Any) -> Any:
-    """`schema` without the length limits a grammar cannot carry; the tool's
-    arguments are still validated against the full schema before any call."""
-    if isinstance(schema, list):
-        return [grammar_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {}
-    for key, value in schema.items():
-        if key in ("maxLength", "minLength") and isinstance(value, int) and \
-                value > _GRAMMAR_MAX_LENGTH:
-            continue
-        if key in ("maxItems", "minItems") and isinstance(value, int) and \
-                value > _GRAMMAR_MAX_ITEMS:
-            continue
-        out[key] = value if key in ("const", "enum", "default", "examples") \
-            else grammar_schema(value)
-    return out
 
 
 def _grammar(schema: dict[str, Any]) -> Any:

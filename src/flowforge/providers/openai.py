@@ -209,7 +209,11 @@ class OpenAIChatProvider(Provider):
                     slot = calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
                     slot["id"] = call.id or slot["id"]
                     if call.function is not None:
-                        slot["name"] += call.function.name or ""
+                        # OpenAI sends the name once; llama.cpp's server repeats the whole
+                        # name in every chunk: a repeat is not more of the name
+                        name = call.function.name or ""
+                        if name != slot["name"]:
+                            slot["name"] += name
                         slot["arguments"] += call.function.arguments or ""
                 if choice.finish_reason:
                     finish = choice.finish_reason

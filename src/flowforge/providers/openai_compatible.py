@@ -40,7 +40,7 @@ import openai as _sdk
 
 from flowforge.errors import MissingCredentials, ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Provider,
-                                      is_loopback_url)
+                                      grammar_schema, is_loopback_url)
 from flowforge.providers.openai import OpenAIChatProvider
 from flowforge.providers.registry import ProviderOptions, register_provider
 
@@ -156,6 +156,12 @@ class OpenAICompatibleProvider(Provider):
     async def complete(self, request: LLMRequest,
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
         sent = dataclasses.replace(request, model=self.model_for(request))
+        if request.tools and self.server.lower() != "azure":
+            # local servers (llama.cpp, vLLM, Ollama) compile tool schemas into grammars;
+            # the agent still validates every call against the full schema
+            sent = dataclasses.replace(sent, tools=[
+                dataclasses.replace(tool, parameters=grammar_schema(tool.parameters))
+                for tool in request.tools])
         return await self.inner(request).complete(sent, on_delta)
 
     async def aclose(self) -> None:
