@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed
 from flowforge.blocks.registry import register_block
@@ -68,6 +68,7 @@ class RouterConfig(BlockConfig):
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
     """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     """Models tried in order when the model keeps failing."""
     temperature: float = Field(0.0, ge=0, le=2)
@@ -185,7 +186,8 @@ class RouterBlock(BlockType):
                              f"{', '.join(unknown)} (candidates: "
                              f"{', '.join(node.id for node in candidates)})")
         calls = ModelCalls(context, choose_model(context, config.model),
-                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()))
+                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
+                           api_key=config.api_key)
         scores: list[tuple[str, float]] | None = None
         chosen = None
         if config.strategy != "llm":
