@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator
 from flowforge.errors import StorageError
 
 from flowforge.storage.access import AccessStore
+from flowforge.storage.pipelines import PipelineStore
 
 __all__ = ["Storage", "Migration", "AlreadyExists", "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
            "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES"]
@@ -67,9 +68,10 @@ class Migration:
     statements: tuple[str, ...]
 
 
-class Storage(AccessStore, abc.ABC):
+class Storage(AccessStore, PipelineStore, abc.ABC):
     """Where runs, their events and block results, and per-user memory live
-    (and, through `AccessStore`, users' secrets and capability grants)."""
+    (and, through `AccessStore`, users' secrets and capability grants;
+    through `PipelineStore`, their saved Pipeline JSON documents)."""
 
     url: str
 
