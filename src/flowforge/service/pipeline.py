@@ -26,7 +26,7 @@ from flowforge.thinker.pipeline import (Pipeline, PipelineEdge, PipelineNode, is
 
 __all__ = ["Pipeline", "PipelineEdge", "PipelineNode", "PipelineLogEntry", "PipelineState",
            "compile_pipeline", "is_pipeline", "pipeline_state", "pipeline_to_workflow",
-           "run_pipeline", "validate_pipeline", "workflow_to_pipeline"]
+           "run_pipeline", "run_pipeline_state", "validate_pipeline", "workflow_to_pipeline"]
 
 
 class PipelineLogEntry(BaseModel):
@@ -104,3 +104,14 @@ async def run_pipeline(data: Pipeline | dict[str, Any], inputs: dict[str, Any] |
                          services={**(services or {}), "registry": registry},
                          on_event=on_event,
                          **({"policy": policy} if policy is not None else {}))
+
+
+async def run_pipeline_state(data: Pipeline | dict[str, Any],
+                             inputs: dict[str, Any] | None = None, *,
+                             user: str | dict[str, Any] | None = None,
+                             **options: Any) -> PipelineState:
+    """The seed's doer: run the pipeline (as `run_pipeline`, which takes the
+    same `options`) and return its PipelineState.  A node that failed has
+    `output: null` in the log; `run_pipeline` gives the status and errors."""
+    result = await run_pipeline(data, inputs, user=user, **options)
+    return pipeline_state(data, result, user)
