@@ -75,6 +75,8 @@ async def test_create_agent_blocking_and_streaming(server, registry):
         built = (await client.post("/api/create-agent", json=body)).json()
         assert built["ok"] and built["pipeline"]["nodes"][0]["block_id"] == "text_word_count"
         assert built["events"][-1]["type"] == "complete"
+        assert built["result"]["status"] == "done"
+        assert built["result"]["pipeline_json"] == built["pipeline"]
         events, names = [], []
         async with client.stream("POST", "/api/create-agent/stream", json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream")

@@ -2,11 +2,12 @@
 
 Each required block has a snake_case `suggested_id` (the id it gets if it
 must be written; `name` is accepted for it), `depends_on` (the suggested
-ids whose outputs it needs), what it does, its execution type (python for deterministic work: parsing, maths, dates, HTTP; llm for
-language: summarising, extracting, classifying, writing) and JSON Schemas
-of its inputs and outputs.  Besides the schema, the answer is checked for
-valid object schemas, unique ids and `depends_on` naming earlier blocks of
-the plan; a bad answer is fed back once.
+ids whose outputs it needs), what it does, its execution type (python for
+deterministic work: parsing, maths, dates, HTTP; llm for language:
+summarising, extracting, classifying, writing) and JSON Schemas of its
+inputs and outputs.  Besides the schema, the answer is checked for valid
+object schemas, unique ids and `depends_on` naming other blocks of the
+plan; a bad answer is fed back once.
 """
 
 from __future__ import annotations
