@@ -48,7 +48,9 @@ def _block(text: str, lang: str = "") -> str:
 
 def _event(event: dict[str, Any]) -> str:
     kind = event["type"]
-    data = {k: v for k, v in event.items() if k not in ("seq", "type", "run_id", "time")}
+    # Times vary and `prompts`/`response` repeat `messages`/`text`: left out.
+    data = {k: v for k, v in event.items()
+            if k not in ("seq", "type", "run_id", "time", "ts", "elapsed", "prompts", "response")}
     if kind == "llm_prompt":
         parts = [f"**{event['seq']}. llm_prompt** ({event['stage']}, {event['model']})"]
         for message in event["messages"]:
@@ -63,9 +65,12 @@ def _event(event: dict[str, Any]) -> str:
         return f"**{event['seq']}. llm_response** ({event['stage']})\n\n" + \
             _block(text or event.get("error", ""), "json")
     if kind == "block_created":
-        data = {k: v for k, v in data.items() if k != "definition"}
+        data = {k: v for k, v in data.items() if k not in ("definition", "block")}
+    if kind == "stage_result" and "pipeline_json" in data:
+        data = {k: v for k, v in data.items() if k != "pipeline_json"}
     if kind == "complete":
         data = {k: v for k, v in data.items() if k != "pipeline"}
+        data["result"] = {**data["result"], "pipeline_json": "(the Pipeline JSON below)"}
     return f"**{event['seq']}. {kind}** `{json.dumps(data, ensure_ascii=False, default=str)}`"
 
 

@@ -204,3 +204,45 @@ async def test_semantic_and_hybrid_routing(strategy, margin, asks):
         assert routed[0]["response_format"]["properties"]["route"]["enum"] == ["billing", "tech"]
     else:
         assert output["tokens"]["total"] == 0
+
+
+async def test_router_targets_carry_their_current_state():
+    """Each target in the output has `currentState`: its output when the
+    router decides (Sim's blockData), else null; a state is shown to the model."""
+    def script(messages, tools):
+        if "routing agent" in (messages[0].content or ""):
+            return '{"route": "tech"}'
+        return "Refund issued."
+
+    result = await _route(script)
+    targets = result.results["route"]["targets"]
+    assert [(t["id"], t["type"], t["title"], t["currentState"]) for t in targets] == [
+        ("billing", "agent", "Billing Agent", None), ("tech", "response", "Tech Support", None)]
+    assert targets[1]["description"] == "Bugs and outages"
+
+    import flowforge
+    from flowforge.blocks.registry_block import DetachedContext
+    from flowforge.blocks.router import RouterBlock, RouterConfig
+
+    with scripted(script) as model:
+        graph = flowforge.load({"id": "t", "blocks": [router(model), *BRANCHES],
+                                "variables": {"m": model}}).graph
+
+        class Deciding(DetachedContext):
+            def block_data(self):
+                return {"route": {}, "tech": {"content": "Outage fixed at 10:02"}}
+
+            def successors(self):
+                return [graph.nodes[d] for d in graph.nodes["route"].dependants]
+
+        seen = []
+        context = Deciding(model=model, block_id="route", node=graph.nodes["route"],
+                           on_event=seen.append)
+        routed = await RouterBlock.run(context, RouterConfig(prompt="Customer: it crashed",
+                                                             model=model))
+    states = {t["id"]: t["currentState"] for t in routed.output["targets"]}
+    assert states == {"billing": None, "tech": {"content": "Outage fixed at 10:02"}}
+    assert routed.targets == ("tech",)
+    system = next(e for e in seen if e["type"] == "llm_request")["request"]["messages"][0]
+    assert 'Current State: {"content": "Outage fixed at 10:02"}' in system["content"]
+    assert system["content"].count("Current State") == 1

@@ -56,3 +56,28 @@ def test_bad_input_exits_2_with_a_message(kb_cli, tmp_path):
     assert unsupported.exit_code == 2 and "unsupported file type" in unsupported.output
     assert kb_cli("search", "policies", "x", "--mode", "fuzzy").exit_code == 2
     assert "Traceback" not in unsupported.output
+
+
+def test_remove_takes_the_document_as_kb_docs_shows_it(kb_cli, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "refunds.md").write_text("Refunds are paid within 30 days.\n")
+    (folder / "Report [draft].txt").write_text("Quarterly numbers, not final.\n")
+    (folder / "shipping.txt").write_text("Parcels arrive in three days.\n")
+    assert kb_cli("create", "notes").exit_code == 0
+    assert kb_cli("add", "notes", str(folder)).exit_code == 0
+    shown = kb_cli("docs", "notes").output
+    assert "Report [draft]" in shown                     # not eaten as markup
+    by_shown_name = kb_cli("remove", "notes", "Report [draft]")
+    assert by_shown_name.exit_code == 0, by_shown_name.output
+    assert "removed 1 document(s) from 'notes': Report [draft]" in by_shown_name.output
+    by_file_name = kb_cli("remove", "notes", "refunds.md")
+    assert by_file_name.exit_code == 0 and "refunds" in by_file_name.output
+    typo = kb_cli("remove", "notes", "shiping")
+    assert typo.exit_code == 1 and "did you mean 'shipping'?" in typo.output
+    both = kb_cli("remove", "notes", "shipping", "--document", "other")
+    assert both.exit_code == 2 and "name one" in both.output
+    left = json.loads(kb_cli("docs", "notes", "--json").output)
+    assert [d["name"] for d in left] == ["shipping"]
+    assert kb_cli("remove", "notes", "--document", "SHIPPING").exit_code == 0
+    assert json.loads(kb_cli("docs", "notes", "--json").output) == []

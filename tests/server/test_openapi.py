@@ -22,6 +22,9 @@ EXPECTED = {
     "/agent-workflow/{session_id}": {"get"},
     "/agent-workflow/{session_id}/cancel": {"post"},
     "/api/pipeline/run": {"post"},
+    "/api/pipelines": {"get", "post"},
+    "/api/pipelines/{pipeline_id}": {"get", "put", "delete"},
+    "/api/pipelines/{pipeline_id}/run": {"post"},
     "/api/me": {"get"},
     "/api/users": {"get", "post"},
     # capability grants and per-user secrets (issue 16)

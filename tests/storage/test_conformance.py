@@ -380,3 +380,27 @@ async def test_leases_let_one_process_run_a_run(storage):
     assert await storage.claim_run("r1", "host:3:c", ttl=60)           # expired: taken
     row = await storage.get_run("r1")
     assert row["lease_owner"] == "host:3:c" and row["lease_expires_at"] > 0
+
+
+async def test_pipelines_belong_to_their_owner_and_keep_their_json(storage):
+    from flowforge.storage.base import AlreadyExists
+
+    doc = {"id": "digest", "name": "Digest", "nodes": [{"id": "n1", "block_id": "text_clean",
+                                                        "inputs": {"text": "{{input.text}}"}}],
+           "edges": [], "memory_keys": []}
+    made = await storage.create_pipeline("alice", doc)
+    assert made["pipeline"] == doc and made["name"] == "Digest" and made["owner"] == "alice"
+    with pytest.raises(AlreadyExists, match="PUT /api/pipelines/digest"):
+        await storage.create_pipeline("alice", doc)
+    await storage.create_pipeline("bob", {**doc, "name": "Bob's"})      # same id, other owner
+    assert (await storage.get_pipeline("bob", "digest"))["name"] == "Bob's"
+    changed = await storage.update_pipeline("alice", "digest", {**doc, "name": "Daily"})
+    assert changed["name"] == "Daily" and changed["created_at"] == made["created_at"]
+    assert await storage.update_pipeline("alice", "nothing", doc) is None
+    await storage.create_pipeline("alice", {**doc, "id": "other", "name": None})
+    assert [p["pipeline_id"] for p in await storage.list_pipelines("alice")] == \
+        ["other", "digest"]
+    assert await storage.delete_pipeline("alice", "digest")
+    assert not await storage.delete_pipeline("alice", "digest")
+    assert await storage.get_pipeline("alice", "digest") is None
+    assert (await storage.get_pipeline("bob", "digest"))["pipeline"]["nodes"] == doc["nodes"]

@@ -137,7 +137,11 @@ async def test_a_block_that_never_passes_ends_the_build_with_a_clear_error(regis
     finally:
         unregister_script("never-passes")
     assert not result.ok
-    assert [e["attempt"] for e in result.events if e["type"] == "block_test_failed"] == [1, 2, 3]
+    # A first attempt and three retries, each retry but the last announced as one.
+    failures = [e for e in result.events if e["type"] == "block_test_failed"]
+    assert [(e["attempt"], e["retry"]) for e in failures] == \
+        [(1, True), (2, True), (3, True), (4, False)]
+    assert {e["block_id"] for e in failures} == {"always_wrong"}
     assert result.failed == ["always_wrong"] and registry.find("always_wrong") is None
     assert "could not write a block that passes its tests: always_wrong" in result.error
     assert result.events[-1]["type"] == "complete" and result.events[-1]["ok"] is False

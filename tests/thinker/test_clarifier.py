@@ -72,3 +72,30 @@ async def test_a_malformed_answer_is_fed_back_once():
     finally:
         unregister_script("fixable")
     assert result.question == "For whom?"
+
+
+async def test_after_three_user_messages_the_code_writes_the_intent_if_the_model_will_not():
+    """The model keeps asking even when told it must not: the clarifier is
+    ready anyway, with the intent synthesised from the conversation."""
+    calls = []
+
+    def stubborn(messages, tools):
+        calls.append(messages)
+        return json.dumps({"ready": False, "question": "And which format?"})
+
+    register_script("stubborn", stubborn)
+    conversation = [{"role": "user", "content": "papers every morning"},
+                    {"role": "assistant", "content": "Which source?"},
+                    {"role": "user", "content": "arXiv"},
+                    {"role": "assistant", "content": "How many?"},
+                    {"role": "user", "content": "three, by email"}]
+    try:
+        result = await clarify(conversation, model="scripted/stubborn")
+        two = await clarify(conversation[:3], model="scripted/stubborn")
+    finally:
+        unregister_script("stubborn")
+    assert result.ready and result.forced and result.question is None
+    assert result.refined_intent == ("Goal: papers every morning\nDetails from the user:\n"
+                                     "- Which source? -> arXiv\n- How many? -> three, by email")
+    assert result.to_dict()["ready"] is True and "question" not in result.to_dict()
+    assert two.to_dict() == {"ready": False, "question": "And which format?"}

@@ -75,17 +75,25 @@ async def test_create_agent_blocking_and_streaming(server, registry):
         built = (await client.post("/api/create-agent", json=body)).json()
         assert built["ok"] and built["pipeline"]["nodes"][0]["block_id"] == "text_word_count"
         assert built["events"][-1]["type"] == "complete"
-        events = []
+        assert built["result"]["status"] == "done"
+        assert built["result"]["pipeline_json"] == built["pipeline"]
+        events, names = [], []
         async with client.stream("POST", "/api/create-agent/stream", json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
                     events.append(json.loads(line[5:]))
+                elif line.startswith("event:"):
+                    names.append(line[6:].strip())
         kinds = [e["type"] for e in events]
-        assert kinds[0] == "stage" and kinds[-1] == "complete"
+        assert names == kinds                      # the SSE event name is the type
+        assert kinds[:2] == ["start", "stage"] and kinds[-1] == "complete"
         assert {"llm_prompt", "llm_response", "decompose_blocks", "search_found",
-                "validation"} <= set(kinds)
+                "stage_result", "validation"} <= set(kinds)
+        assert all(e["ts"].endswith("Z") and "T" in e["ts"] for e in events)
         assert events[-1]["pipeline"] == built["pipeline"]
+        assert events[-1]["result"]["pipeline_json"] == built["pipeline"]
+        assert events[-1]["result"]["status"] == "done"
 
 
 async def test_automate_builds_then_runs_and_stores_the_run(server, registry):

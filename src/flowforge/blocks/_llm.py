@@ -13,6 +13,12 @@ one (`messages_offset`); `sent_requests(events, block_id)` rebuilds them whole.
 `ModelCalls` sums one block's usage, cost and model time across the calls it
 makes (tool-loop iterations, repairs, retries).
 
+A block's own `api_key` (written as a template, `{{env.TEAM_KEY}}` or
+`{{secrets.NAME}}`: the validator refuses a key written in the document)
+replaces its provider's key for that block's calls only.  The key goes to
+the provider and nowhere else: it is not in the request record, and an
+error that quotes it shows `***`.
+
 All calls go through `_complete`, the one place that reaches a provider: it
 is `providers.call.call_model`: retries with backoff, then the `fallback`
 models in order, and the cost from the price table.  Retries are published
@@ -28,11 +34,17 @@ from typing import Any, Mapping
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model
 from flowforge.blocks.base import policy_of
-from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions
+from flowforge.errors import ProviderError
+from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
 from flowforge.workflow.policy import ENDPOINT_OPTIONS, model_capability
 
 __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
-           "name_mapping", "sent_requests"]
+           "name_mapping", "sent_requests", "API_KEY_DOC"]
+
+#: The docstring of every LLM block's `api_key` field.
+API_KEY_DOC = ("This block's provider key, as a template (`{{env.TEAM_KEY}}`, "
+               "`{{secrets.NAME}}`): replaces the provider's usual key for this block only; "
+               "never recorded.")
 
 
 def choose_model(context: Any, configured: str | None) -> str:
@@ -67,6 +79,20 @@ def _endpoint_chosen(context: Any, extra: Mapping[str, Any]) -> bool:
         policy_of(context).require("provider_endpoints", f"defaults.provider_options.{key}",
                                    f"setting the model provider's `{key}`")
     return bool(chosen)
+
+
+def _with_key(options: ProviderOptions, api_key: str, models: tuple[str, ...],
+              extra: Mapping[str, Any]) -> ProviderOptions:
+    """`options` whose environment holds `api_key` wherever the providers of
+    `models` read their key (a new provider instance: clients are cached
+    per key)."""
+    env = dict(options.env)
+    names = [name for model in models for name in key_variables(model)]
+    if extra.get("api_key_env"):
+        names.append(str(extra["api_key_env"]))
+    for name in names:
+        env[name] = api_key
+    return ProviderOptions(env=env, base_dir=options.base_dir)
 
 
 def block_data(context: Any) -> dict[str, Any]:
@@ -106,7 +132,7 @@ class ModelCalls:
     """One block's conversation with its model: calls, record, totals."""
 
     def __init__(self, context: Any, model: str, *, fallback: tuple[str, ...] = (),
-                 stream: bool = False) -> None:
+                 stream: bool = False, api_key: str | None = None) -> None:
         self.context = context
         self.model = model
         self.fallback = tuple(fallback)
@@ -115,6 +141,10 @@ class ModelCalls:
         # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra.
         self.provider_extra = dict(context.defaults.get("provider_options") or {})
         self.options = provider_options(context, _endpoint_chosen(context, self.provider_extra))
+        self.api_key = api_key or None
+        if self.api_key:
+            self.options = _with_key(self.options, self.api_key, (model, *self.fallback),
+                                     self.provider_extra)
         if not getattr(context, "model_override", None):
             for name in (model, *self.fallback):
                 if use := model_capability(name):
@@ -154,6 +184,11 @@ class ModelCalls:
                                        on_retry=self._on_retry)
         except Exception as exc:
             self.model_time += time.perf_counter() - started
+            if self.api_key and self.api_key in str(exc):
+                exc = ProviderError(self._mask(str(exc)),
+                                    retryable=getattr(exc, "retryable", False))
+                emit("llm_response", model=self.model, call=self.count, error=str(exc))
+                raise exc from None
             emit("llm_response", model=self.model, call=self.count, error=str(exc))
             raise
         self.model_time += time.perf_counter() - started
@@ -182,9 +217,12 @@ class ModelCalls:
                 "stream": request.stream, "tool_choice": request.tool_choice,
                 "stop": request.stop, "extra": request.extra}
 
+    def _mask(self, text: str) -> str:
+        return text.replace(self.api_key, "***") if self.api_key else text
+
     def _on_retry(self, model: str, attempt: int, error: Exception, delay: float) -> None:
-        self.context.emit("llm_retry", model=model, attempt=attempt, error=str(error),
-                          delay=round(delay, 3))
+        self.context.emit("llm_retry", model=model, attempt=attempt,
+                          error=self._mask(str(error)), delay=round(delay, 3))
 
     def _count(self, response: LLMResponse) -> None:
         self.prompt_tokens += response.usage.prompt_tokens

@@ -56,7 +56,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
                                           repair_message)
@@ -116,6 +116,7 @@ class AgentConfig(BlockConfig):
     """Let http and MCP-over-HTTP tools reach loopback/private addresses."""
     model: str | None = None
     """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
+    api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     """Models tried in order when the model keeps failing (after retries)."""
     temperature: float | None = Field(None, ge=0, le=2)
@@ -147,7 +148,8 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
     model = choose_model(context, config.model)
     calls = ModelCalls(context, model,
                        fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                       stream=bool(setting(context, config.stream, "stream", True)))
+                       stream=bool(setting(context, config.stream, "stream", True)),
+                       api_key=config.api_key)
     temperature = setting(context, config.temperature, "temperature")
     max_tokens = setting(context, config.max_tokens, "max_tokens")
 

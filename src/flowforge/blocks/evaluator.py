@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
@@ -71,6 +71,7 @@ class EvaluatorConfig(BlockConfig):
     """Extra instructions added to the evaluation prompt."""
     model: str | None = None
     """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     temperature: float = Field(0.1, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
@@ -137,7 +138,8 @@ class EvaluatorBlock(BlockType):
             config.content, ensure_ascii=False, default=str)
         schema = metrics_schema(config.metrics)
         calls = ModelCalls(context, choose_model(context, config.model),
-                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()))
+                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
+                           api_key=config.api_key)
         messages = [Message("system", _prompt(config, content)),
                     Message("user", "Evaluate the content given in the system prompt. "
                                     "Return only the JSON object of metric scores.")]

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
@@ -62,6 +62,7 @@ class GuardrailConfig(BlockConfig):
     fail_on_reject: bool = True
     """Fail the block when the check does not pass (else output `passed: false`)."""
     model: str | None = None
+    api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
@@ -133,7 +134,8 @@ class GuardrailBlock(BlockType):
                 raise BlockError(context.block_id, cls.type_name,
                                  f"knowledge_base '{config.knowledge_base}': {exc}") from None
         calls = ModelCalls(context, choose_model(context, config.model),
-                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()))
+                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
+                           api_key=config.api_key)
         messages = [Message("system", _prompt(passages, config.content)),
                     Message("user", "Rate the text against the reference context. "
                                     "Return only the JSON object.")]

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
@@ -75,6 +75,7 @@ class LLMConfig(BlockConfig):
     """JSON Schema of the answer; its fields become the block's outputs."""
     model: str | None = None
     """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
@@ -101,7 +102,8 @@ class LLMBlock(BlockType):
                              ) from None
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                           stream=bool(setting(context, config.stream, "stream", False)))
+                           stream=bool(setting(context, config.stream, "stream", False)),
+                           api_key=config.api_key)
         messages = ([Message("system", system)] if system else []) + [Message("user", prompt)]
         options = {"temperature": setting(context, config.temperature, "temperature"),
                    "max_tokens": setting(context, config.max_tokens, "max_tokens")}

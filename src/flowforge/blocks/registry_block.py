@@ -36,7 +36,7 @@ from flowforge.workflow.model import BlockSpec
 from flowforge.workflow.templates import has_templates
 
 __all__ = ["RegistryBlock", "execute_definition", "run_examples", "ExampleReport",
-           "DetachedContext", "parse_uses", "BlockRunError"]
+           "DetachedContext", "parse_uses", "BlockRunError", "python_context"]
 
 _USAGE_KEYS = ("content", "model", "tokens", "cost")
 
@@ -92,6 +92,22 @@ class DetachedContext:
             self.on_event({"type": event_type, "block_id": self.block_id, **data})
 
 
+def python_context(context: Any) -> dict[str, Any]:
+    """What a Python block's `context` holds: the run and block ids, the user
+    (`user`, `user_id`) and the user's memory as loaded for this run (read-only
+    in the sandbox).  JSON only: it crosses into the sandbox process."""
+    user = dict(getattr(context, "user", None) or {})
+    scope = getattr(context, "scope", None) or {}
+    memory = scope.get("memory") if isinstance(scope, Mapping) else None
+    return {"block_id": getattr(context, "block_id", ""),
+            "run_id": getattr(context, "run_id", ""),
+            "workflow_id": getattr(context, "workflow_id", ""),
+            "user": {k: v for k, v in user.items() if isinstance(v, (str, int, float, bool))
+                     or v is None},
+            "user_id": user.get("id") or "default",
+            "memory": dict(memory) if isinstance(memory, Mapping) else {}}
+
+
 def _with_defaults(definition: BlockDefinition, inputs: dict[str, Any]) -> dict[str, Any]:
     filled = dict(inputs)
     for name, schema in (definition.input_schema.get("properties") or {}).items():
@@ -118,8 +134,7 @@ async def execute_definition(definition: BlockDefinition, inputs: dict[str, Any]
             result = await run_python(definition.source_code or "", inputs, limits=limits,
                                       network=meta.network,
                                       isolated_only=bool(services.get("sandbox_isolated_only")),
-                                      context={"block_id": getattr(context, "block_id", ""),
-                                               "run_id": getattr(context, "run_id", "")})
+                                      context=python_context(context))
         except SandboxError as exc:
             raise BlockRunError("run", str(exc)) from None
         output, usage = result.output, {}

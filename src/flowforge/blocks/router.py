@@ -16,7 +16,11 @@ error once; a second one fails the block.  Only the chosen branch runs; the
 others are skipped.
 
 Output: `prompt`, `model`, `tokens`, `cost`, `selectedPath {blockId,
-blockType, blockTitle}`, `selectedRoute` (the chosen id).
+blockType, blockTitle}`, `selectedRoute` (the chosen id), and `targets`:
+every candidate as `{id, type, title, description, currentState}`, where
+`currentState` is the candidate's output at decision time (its blockData, as
+Sim's executor gives it; null when it has not run).  A candidate with a
+state shows it in the routing prompt too.
 
 Strategies (`strategy:`): `llm` (above, the default); `semantic` embeds the
 text to route (`input`, default the prompt) and each candidate (its name and
@@ -35,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowforge.blocks._llm import ModelCalls, choose_model, setting
+from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed
 from flowforge.blocks.registry import register_block
@@ -64,6 +68,7 @@ class RouterConfig(BlockConfig):
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
     """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     """Models tried in order when the model keeps failing."""
     temperature: float = Field(0.0, ge=0, le=2)
@@ -88,7 +93,7 @@ def candidates_of(context: BlockContext) -> list[Node]:
             if node.inputs.get(context.block_id, DATA) == DATA]
 
 
-def _describe(node: Node) -> str:
+def _describe(node: Node, state: Any = None) -> str:
     lines = [f"- ID: {node.id}", f"  Type: {node.type}", f"  Title: {node.name}"]
     if node.spec.description:
         lines.append(f"  Description: {node.spec.description}")
@@ -100,11 +105,18 @@ def _describe(node: Node) -> str:
         if len(text) > _CONFIG_LIMIT:
             text = text[:_CONFIG_LIMIT] + "..."
         lines.append(f"  Configuration: {text}")
+    if state is not None:
+        text = json.dumps(state, ensure_ascii=False, default=str)
+        if len(text) > _CONFIG_LIMIT:
+            text = text[:_CONFIG_LIMIT] + "..."
+        lines.append(f"  Current State: {text}")
     return "\n".join(lines)
 
 
-def routing_prompt(instructions: str, candidates: list[Node]) -> str:
-    blocks = "\n".join(_describe(node) for node in candidates)
+def routing_prompt(instructions: str, candidates: list[Node],
+                   states: dict[str, Any] | None = None) -> str:
+    states = states or {}
+    blocks = "\n".join(_describe(node, states.get(node.id)) for node in candidates)
     ids = ", ".join(node.id for node in candidates)
     return (
         "You are a routing agent. Choose exactly ONE destination block for this request.\n"
@@ -162,6 +174,7 @@ class RouterBlock(BlockType):
     @classmethod
     async def run(cls, context: BlockContext, config: RouterConfig) -> Any:
         candidates = candidates_of(context)
+        states = _current_states(context, candidates)
         if not candidates:
             raise BlockError(context.block_id, cls.type_name,
                              "a router needs outgoing blocks to choose from; give each "
@@ -173,7 +186,8 @@ class RouterBlock(BlockType):
                              f"{', '.join(unknown)} (candidates: "
                              f"{', '.join(node.id for node in candidates)})")
         calls = ModelCalls(context, choose_model(context, config.model),
-                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()))
+                           fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
+                           api_key=config.api_key)
         scores: list[tuple[str, float]] | None = None
         chosen = None
         if config.strategy != "llm":
@@ -185,12 +199,16 @@ class RouterBlock(BlockType):
             else:
                 candidates = [node for node in candidates if node.id in close]
         if chosen is None:
-            chosen = await _ask_model(context, config, calls, candidates)
+            chosen = await _ask_model(context, config, calls, candidates, states)
         node = next(node for node in candidates if node.id == chosen)
         output = {"prompt": config.prompt, **calls.usage(),
                   "selectedPath": {"blockId": node.id, "blockType": node.type,
                                    "blockTitle": node.name},
-                  "selectedRoute": node.id}
+                  "selectedRoute": node.id,
+                  "targets": [{"id": n.id, "type": n.type, "title": n.name,
+                               "description": n.spec.description,
+                               "currentState": states.get(n.id)}
+                              for n in candidates_of(context)]}
         if scores is not None:
             output["scores"] = dict(scores)
             if calls.count == 0:
@@ -198,10 +216,16 @@ class RouterBlock(BlockType):
         return Routed(output, (node.id,))
 
 
+def _current_states(context: BlockContext, candidates: list[Node]) -> dict[str, Any]:
+    """Each candidate's output so far (None: it has not run)."""
+    data = context.block_data()
+    return {node.id: data.get(node.id) for node in candidates}
+
+
 async def _ask_model(context: BlockContext, config: RouterConfig, calls: ModelCalls,
-                     candidates: list[Node]) -> str:
+                     candidates: list[Node], states: dict[str, Any]) -> str:
     ids = [node.id for node in candidates]
-    messages = [Message("system", routing_prompt(config.prompt, candidates)),
+    messages = [Message("system", routing_prompt(config.prompt, candidates, states)),
                 Message("user", config.prompt)]
     try:
         chosen, _response, _ = await ask_structured(

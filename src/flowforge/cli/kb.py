@@ -5,7 +5,7 @@
     flowforge kb search policies "Can I return a gift?" --top-k 3 --tag category=policies,legal
     flowforge kb list
     flowforge kb docs policies
-    flowforge kb remove policies [--document refunds]
+    flowforge kb remove policies [refunds]      # a document as `kb docs` shows it
 
 The store is `--url`, else `FLOWFORGE_KNOWLEDGE_URL`, else `knowledge.db`
 beside the main database.  Exit codes: 0 done, 1 a run-time failure (a
@@ -20,11 +20,12 @@ from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from flowforge.errors import FlowforgeError, NotFound, StorageError
 
-__all__ = ["kb_app"]
+__all__ = ["kb_app", "matching_documents"]
 
 kb_app = typer.Typer(help="Knowledge bases: add documents, search them.", no_args_is_help=True)
 out = Console()
@@ -208,29 +209,66 @@ def docs(name: str = typer.Argument(..., help="Knowledge base."),
         print(json.dumps([d.to_dict() for d in found], indent=2, ensure_ascii=False))
         return
     table = Table("id", "name", "chunks", "tags", "source")
-    for d in found:
-        table.add_row(str(d.id), d.name, str(d.chunks),
-                      ", ".join(f"{k}={'|'.join(v)}" for k, v in d.tags.items()), d.source)
+    for d in found:          # escaped: a name such as "Report [draft]" is shown as it is
+        table.add_row(str(d.id), escape(d.name), str(d.chunks),
+                      escape(", ".join(f"{k}={'|'.join(v)}" for k, v in d.tags.items())),
+                      escape(d.source))
     out.print(table)
+
+
+def matching_documents(documents: list[Any], wanted: str) -> list[Any]:
+    """The documents `wanted` names: its name as `kb docs` shows it, its
+    source, or its id; else its file name (`refunds.md`); else its name or
+    file name in any case.  Empty when nothing matches."""
+    from pathlib import PurePath
+
+    wanted = wanted.strip()
+    rules = (lambda d: wanted in (d.name, d.source, str(d.id)),
+             lambda d: wanted in (PurePath(d.source).name, PurePath(d.source).stem),
+             lambda d: wanted.casefold() in (d.name.casefold(),
+                                             PurePath(d.source).name.casefold()))
+    for rule in rules:
+        found = [d for d in documents if rule(d)]
+        if found:
+            return found
+    return []
 
 
 @kb_app.command("remove")
 def remove(name: str = typer.Argument(..., help="Knowledge base."),
-           document: Optional[str] = typer.Option(None, "--document", "-d", help="Remove only this "
-                                                  "document (name, source or id)."),
+           document_arg: Optional[str] = typer.Argument(
+               None, metavar="[DOCUMENT]", help="Remove only this document: its name as "
+               "`flowforge kb docs` shows it, its file name, source or id."),
+           document: Optional[str] = typer.Option(None, "--document", "-d", help="The same as "
+                                                  "the DOCUMENT argument."),
            url: Optional[str] = UrlOption) -> None:
     """Remove a knowledge base, or one document from it."""
+    if document and document_arg and document != document_arg:
+        _fail(f"two documents given ('{document_arg}' and --document '{document}'): name one")
+    document = document or document_arg
+
     async def go():
         kb = await _open(url)
-        if document is not None:
-            return await kb.remove(name, document)
-        await kb.get(name)
-        return await kb.delete(name)
+        if document is None:
+            await kb.get(name)
+            return await kb.delete(name)
+        documents = await kb.documents(name)
+        found = matching_documents(documents, document)
+        for doc in found:
+            await kb.remove(name, str(doc.id))
+        return found, documents
 
     result = _run(go)
-    if document is not None:
-        if not result:
-            _fail(f"no document '{document}' in '{name}' (`flowforge kb docs {name}` lists them)")
-        out.print(f"removed {result} document(s) from '{name}'", highlight=False)
-    else:
+    if document is None:
         out.print(f"removed knowledge base '{name}'", highlight=False)
+        return
+    found, documents = result
+    if not found:
+        import difflib
+        close = difflib.get_close_matches(document, [d.name for d in documents], n=1,
+                                          cutoff=0.5)
+        hint = f" - did you mean '{close[0]}'?" if close else ""
+        _fail(f"no document '{document}' in '{name}'{hint} (`flowforge kb docs {name}` lists "
+              f"them)", code=1)
+    out.print(f"removed {len(found)} document(s) from '{name}': "
+              f"{', '.join(escape(d.name) for d in found)}", highlight=False)

@@ -202,8 +202,11 @@ class Scheduler:
                 self.bus.publish("block_started", nid, block_type=node.type, scope=scope.label)
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
                 return
+        shown = inputs
+        if "api_key" in inputs and inputs["api_key"]:    # a block's own provider key
+            shown = {**inputs, "api_key": "***"}         # goes to the provider, not the record
         self.bus.publish_block("block_started", nid, scope.label, "block_type", node.type,
-                               "inputs", inputs, now)
+                               "inputs", shown, now)
         context = self.make_context(self.owner, scope, node)
         try:
             plain = node.timeout is None and node.retry is None

@@ -10,6 +10,7 @@ weights are reused across blocks and runs.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
@@ -18,7 +19,7 @@ from flowforge.errors import ProviderError
 from flowforge.providers.base import Provider
 
 __all__ = ["ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
-           "DEFAULT_MODEL", "clear_provider_cache"]
+           "DEFAULT_MODEL", "clear_provider_cache", "key_variables"]
 
 DEFAULT_MODEL = "local/smollm2"
 
@@ -89,6 +90,23 @@ def resolve_model(model: str, options: ProviderOptions | None = None,
     resolved = factory(name, options)
     _CACHE[key] = resolved
     return resolved
+
+
+#: The variables a provider reads its key from, first wins (openai-compatible: per server).
+_KEY_VARIABLES = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
+                  "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+
+
+def key_variables(model: str) -> tuple[str, ...]:
+    """Where the provider of `model` looks for its API key (empty for
+    providers without one: local, scripted): what a block's own `api_key`
+    overrides."""
+    prefix, name = split_model(model)
+    if prefix == "openai-compatible":
+        server = name.partition("/")[0]
+        return ("OPENAI_COMPATIBLE_" + re.sub(r"[^A-Za-z0-9]", "_", server).upper() +
+                "_API_KEY",)
+    return _KEY_VARIABLES.get(prefix, ())
 
 
 def clear_provider_cache() -> None:

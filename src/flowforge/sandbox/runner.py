@@ -316,6 +316,17 @@ def _drop_root() -> None:
         os.setuid(65534)
 
 
+def _block_context(context):
+    """The block's `context` argument: its `user` and `memory` are read-only
+    views (a write raises TypeError: memory changes go through the block's
+    outputs and the workflow's `memory:` keys, never through the context)."""
+    view = dict(context)
+    for key in ("user", "memory"):
+        if isinstance(view.get(key), dict):
+            view[key] = types.MappingProxyType(view[key])
+    return view
+
+
 def _drive(coro, write, read):
     """Run the block's coroutine without an event loop (asyncio needs
     sockets): the only thing it may await is an HTTP request to the parent."""
@@ -438,7 +449,8 @@ def main() -> None:
     try:
         exec(compile(job["source"], "<block>", "exec"), namespace)
         execute = namespace.get("execute")
-        outcome = _drive(execute(job["inputs"], job.get("context") or {}), write, read)
+        outcome = _drive(execute(job["inputs"], _block_context(job.get("context") or {})),
+                         write, read)
         if not isinstance(outcome, dict):
             raise TypeError(f"execute() must return a dict, not {type(outcome).__name__}")
         size = len(json.dumps(outcome))

@@ -6,7 +6,8 @@
     GET  /api/blocks/{id}/source      its Python source or prompt template
     POST /api/blocks/search           {query, limit, execution_type, category}
     POST /api/clarify                 {conversation: [{role, content}]} -> {ready, question | refined_intent}
-    POST /api/create-agent            {intent} -> the build (pipeline, blocks, events)
+    POST /api/create-agent            {intent} -> the build (pipeline, blocks, events, and
+                                      `result {pipeline_json, status, log}` as `complete` has)
     POST /api/create-agent/stream     the same as Server-Sent Events, ending with `complete`
     POST /api/automate                {intent, input, user_id?} -> build, then run
 
@@ -140,7 +141,8 @@ async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any
 async def create_agent(request: Request, user: CurrentUser,
                        body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     result = await build_pipeline(_intent(body), model=_model(request, body))
-    return {**result.to_dict(), "events": result.events}
+    complete = result.events[-1] if result.events else {}
+    return {**result.to_dict(), "result": complete.get("result"), "events": result.events}
 
 
 @router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE")

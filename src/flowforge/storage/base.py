@@ -26,6 +26,7 @@ from flowforge.errors import StorageError
 
 from flowforge.storage.access import AccessStore
 from flowforge.storage.chat_sessions import ChatSessionStore
+from flowforge.storage.pipelines import PipelineStore
 
 __all__ = ["Storage", "Migration", "AlreadyExists", "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
            "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES"]
@@ -68,9 +69,10 @@ class Migration:
     statements: tuple[str, ...]
 
 
-class Storage(AccessStore, ChatSessionStore, abc.ABC):
+class Storage(AccessStore, PipelineStore, ChatSessionStore, abc.ABC):
     """Where runs, their events and block results, and per-user memory live
-    (and, through `AccessStore`, users' secrets and capability grants; through
+    (and, through `AccessStore`, users' secrets and capability grants;
+    through `PipelineStore`, their saved Pipeline JSON documents; through
     `ChatSessionStore`, the RAG chat's sessions)."""
 
     url: str

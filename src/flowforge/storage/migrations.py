@@ -7,6 +7,7 @@ from __future__ import annotations
 from flowforge.storage.access import ACCESS_TABLES
 from flowforge.storage.chat_sessions import CHAT_TABLES
 from flowforge.storage.base import Migration
+from flowforge.storage.pipelines import PIPELINE_TABLES
 
 __all__ = ["SQLITE_MIGRATIONS", "POSTGRES_MIGRATIONS"]
 
@@ -94,6 +95,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
     Migration("0007_run_trace_id", ("ALTER TABLE runs ADD COLUMN trace_id TEXT",)),
     Migration("0008_run_lease", ("ALTER TABLE runs ADD COLUMN lease_owner TEXT",
                                  "ALTER TABLE runs ADD COLUMN lease_expires_at REAL")),
+    Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
 ]
 
@@ -189,5 +191,6 @@ POSTGRES_MIGRATIONS: list[Migration] = [
     Migration("0008_run_lease", ("ALTER TABLE runs ADD COLUMN lease_owner TEXT",
                                  "ALTER TABLE runs ADD COLUMN lease_expires_at "
                                  "DOUBLE PRECISION")),
+    Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
 ]

@@ -5,8 +5,10 @@ content}]`) and returns `{ready: false, question}` (exactly one question)
 or `{ready: true, refined_intent}`, where the refined intent is
 self-contained: goal, steps, inputs, outputs and edge cases, so the thinker
 needs nothing else from the conversation.  After three user messages it is
-ready regardless (the user has answered enough questions); the model is
-then told it must write the refined intent from what it has.
+ready regardless (the user has answered enough questions): the model is
+told it must write the refined intent from what it has, and when it still
+asks or fails, the code synthesises the intent from the conversation itself
+(`synthesise_intent`), so a fourth question is never asked.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flowforge.thinker.events import BuildEvents
-from flowforge.thinker.llm import ThinkerLLM, default_build_model
+from flowforge.thinker.llm import ThinkerError, ThinkerLLM, default_build_model
 
-__all__ = ["clarify", "ClarifyResult", "MAX_USER_MESSAGES", "format_intent"]
+__all__ = ["clarify", "ClarifyResult", "MAX_USER_MESSAGES", "format_intent",
+           "synthesise_intent"]
 
 MAX_USER_MESSAGES = 3
 
@@ -75,7 +78,7 @@ def format_intent(intent: dict[str, Any]) -> str:
     """The structured intent as the self-contained text the thinker reads."""
     lines = [f"Goal: {intent.get('goal', '').strip()}"]
     for key, title in (("steps", "Steps"), ("inputs", "Inputs"), ("outputs", "Outputs"),
-                       ("edge_cases", "Edge cases")):
+                       ("edge_cases", "Edge cases"), ("details", "Details from the user")):
         items = [str(item).strip() for item in intent.get(key) or [] if str(item).strip()]
         if items:
             lines.append(f"{title}:")
@@ -89,6 +92,25 @@ def _one_question(text: str) -> str:
     text = text.strip()
     match = re.search(r"^(.*?\?)", text, re.DOTALL)
     return (match.group(1) if match else text).strip()
+
+
+def synthesise_intent(conversation: list[dict[str, Any]]) -> dict[str, Any]:
+    """The structured intent written from the conversation alone: the first
+    user message is the goal, every later answer a detail (with the question
+    it answers).  Used when the model will not write one after three user
+    messages."""
+    goal, details, question = "", [], ""
+    for message in conversation:
+        content = str(message.get("content", "")).strip()
+        if message.get("role", "user") != "user":
+            question = content
+        elif not goal:
+            goal = content
+        elif content:
+            details.append(f"{question} -> {content}" if question else content)
+            question = ""
+    return {"goal": goal, "steps": [], "inputs": [], "outputs": [], "edge_cases": [],
+            "details": details}
 
 
 def _transcript(conversation: list[dict[str, Any]]) -> str:
@@ -115,10 +137,19 @@ async def clarify(conversation: list[dict[str, Any]] | str, *, model: str | None
         return [] if (value.get("question") or "").strip() else \
             ["answers that are not ready need one question"]
 
-    answer = await llm.ask("clarify", system, f"Conversation so far:\n{_transcript(conversation)}",
-                           SCHEMA, check=check)
-    if answer.get("ready") or forced:
+    prompt = f"Conversation so far:\n{_transcript(conversation)}"
+    if not forced:
+        answer = await llm.ask("clarify", system, prompt, SCHEMA, check=check)
+        if answer.get("ready"):
+            intent = answer.get("refined_intent") or {}
+            return ClarifyResult(True, refined_intent=format_intent(intent), intent=intent)
+        return ClarifyResult(False, question=_one_question(answer["question"]))
+    try:
+        answer = await llm.ask("clarify", system, prompt, SCHEMA, check=check)
         intent = answer.get("refined_intent") or {}
-        return ClarifyResult(True, refined_intent=format_intent(intent), intent=intent,
-                             forced=forced)
-    return ClarifyResult(False, question=_one_question(answer["question"]))
+    except ThinkerError:
+        intent = {}
+    if not str(intent.get("goal") or "").strip():
+        intent = synthesise_intent(conversation)
+        events.stage_result("clarify", synthesised=True)
+    return ClarifyResult(True, refined_intent=format_intent(intent), intent=intent, forced=True)

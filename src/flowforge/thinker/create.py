@@ -4,8 +4,9 @@ own examples are saved.
 Python source must pass the definition checks (compiles, defines
 `async def execute`, imports only whitelisted modules) and reproduce every
 example in the sandbox; an LLM block must fill its template and its answer
-must validate against the output schema.  Up to three attempts, each told
-the previous attempt's exact error and answer.  The schemas come from the
+must validate against the output schema.  A first attempt and up to three
+retries (MAX_RETRIES), each retry told the previous attempt's exact error
+and answer.  The schemas come from the
 plan, so what the wiring expects is what gets built.
 """
 
@@ -22,9 +23,11 @@ from flowforge.thinker.decompose import RequiredBlock
 from flowforge.thinker.events import BuildEvents
 from flowforge.thinker.llm import ThinkerError, ThinkerLLM
 
-__all__ = ["create_block", "MAX_ATTEMPTS", "PREVIOUS_FAILED"]
+__all__ = ["create_block", "MAX_ATTEMPTS", "MAX_RETRIES", "PREVIOUS_FAILED"]
 
-MAX_ATTEMPTS = 3
+#: Retries after the first attempt ("up to 3 retries"): four attempts in all.
+MAX_RETRIES = 3
+MAX_ATTEMPTS = 1 + MAX_RETRIES
 #: Start of the feedback an attempt after a failure gets (scripted models match on it).
 PREVIOUS_FAILED = "Your previous attempt failed"
 
@@ -89,13 +92,17 @@ def _forward(events: BuildEvents, name: str, event: dict[str, Any]) -> None:
     """An LLM block's test call, shown like the thinker's own calls."""
     if event["type"] == "llm_request":
         request = event.get("request") or {}
+        messages = request.get("messages", [])
         events.emit("llm_prompt", stage="test", block=name, model=event.get("model"),
-                    messages=request.get("messages", []),
+                    prompts=messages, messages=messages,
                     response_format=request.get("response_format"))
     elif event["type"] == "llm_response":
         response = event.get("response") or {}
+        elapsed = response.get("duration_ms")
         events.emit("llm_response", stage="test", block=name, model=event.get("model"),
-                    text=response.get("text"), error=event.get("error"))
+                    response=response.get("text"), text=response.get("text"),
+                    elapsed=round(elapsed / 1000, 3) if isinstance(elapsed, (int, float))
+                    else None, error=event.get("error"))
 
 
 async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents,
@@ -104,8 +111,14 @@ async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents
     python = need.execution_type == "python"
     system, schema = (PYTHON_SYSTEM, PYTHON_SCHEMA) if python else (LLM_SYSTEM, LLM_SCHEMA)
     error, previous = "", ""
+    def failed(attempt: int, error: str, **extra: Any) -> None:
+        events.emit("block_test_failed", block_id=need.name, suggested_id=need.name,
+                    name=need.name, attempt=attempt, error=error,
+                    retry=attempt < MAX_ATTEMPTS, **extra)
+
     for attempt in range(1, MAX_ATTEMPTS + 1):
-        events.emit("creating_block", name=need.name, execution_type=need.execution_type,
+        events.emit("creating_block", suggested_id=need.name, name=need.name,
+                    description=need.description, execution_type=need.execution_type,
                     attempt=attempt)
         user = _brief(need)
         if error:
@@ -115,28 +128,31 @@ async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents
             answer = await llm.ask("create", system, user, schema, repairs=0)
         except ThinkerError as exc:
             error, previous = str(exc), ""
-            events.emit("block_test_failed", name=need.name, attempt=attempt, error=error)
+            failed(attempt, error)
             continue
         previous = json.dumps(answer, ensure_ascii=False)[:6000]
         try:
             definition = definition_from_data(_definition_data(need, answer), need.name)
         except ValidationFailed as exc:
             error = "; ".join(str(p) for p in exc.problems)
-            events.emit("block_test_failed", name=need.name, attempt=attempt, error=error)
+            failed(attempt, error)
             continue
         report = await run_examples(definition, model=llm.model,
                                     on_event=lambda event: _forward(events, need.name, event))
         if not report.passed:
             error = report.first_error
-            events.emit("block_test_failed", name=need.name, attempt=attempt, error=error,
-                        results=report.results)
+            failed(attempt, error, results=report.results)
             continue
         saved = registry.add(definition, created_by="thinker")
-        events.emit("block_test_passed", name=need.name, attempt=attempt,
-                    results=report.results)
-        events.emit("block_created", block_id=saved.id, version=saved.version,
-                    execution_type=saved.execution_type, attempts=attempt,
-                    definition=saved.model_dump(mode="json"))
+        events.emit("block_test_passed", block_id=saved.id, suggested_id=need.name,
+                    name=need.name, attempt=attempt, results=report.results)
+        block = saved.model_dump(mode="json")
+        events.emit("block_created", block_id=saved.id, suggested_id=need.name,
+                    version=saved.version, execution_type=saved.execution_type,
+                    attempts=attempt, block=block, definition=block)
         return saved
-    events.emit("block_create_failed", name=need.name, attempts=MAX_ATTEMPTS, error=error)
+    events.emit("block_create_failed", block_id=need.name, suggested_id=need.name,
+                name=need.name, attempts=MAX_ATTEMPTS, error=error,
+                message=f"the block failed its tests {MAX_ATTEMPTS} times (a first attempt "
+                        f"and {MAX_RETRIES} retries); it was not saved")
     return None

@@ -1,16 +1,19 @@
 """Decompose: the refined intent -> the blocks a pipeline needs, typed.
 
-Each required block has a snake_case name, what it does, its execution
-type (python for deterministic work: parsing, maths, dates, HTTP; llm for
-language: summarising, extracting, classifying, writing) and JSON Schemas
-of its inputs and outputs.  Besides the schema, the answer is checked for
-valid object schemas and unique names; a bad answer is fed back once.
+Each required block has a snake_case `suggested_id` (the id it gets if it
+must be written; `name` is accepted for it), `depends_on` (the suggested
+ids whose outputs it needs), what it does, its execution type (python for
+deterministic work: parsing, maths, dates, HTTP; llm for language:
+summarising, extracting, classifying, writing) and JSON Schemas of its
+inputs and outputs.  Besides the schema, the answer is checked for valid
+object schemas, unique ids and `depends_on` naming other blocks of the
+plan; a bad answer is fed back once.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -21,6 +24,7 @@ from flowforge.thinker.llm import ThinkerLLM
 
 __all__ = ["RequiredBlock", "decompose", "SCHEMA"]
 
+_ID = "^[a-z][a-z0-9_]{1,63}$"
 _OBJECT_SCHEMA = {"type": "object", "properties": {"type": {"const": "object"},
                                                    "properties": {"type": "object"},
                                                    "required": {"type": "array",
@@ -34,7 +38,9 @@ SCHEMA = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{1,63}$"},
+                    "suggested_id": {"type": "string", "pattern": _ID},
+                    "name": {"type": "string", "pattern": _ID},
+                    "depends_on": {"type": "array", "items": {"type": "string"}},
                     "description": {"type": "string"},
                     "execution_type": {"enum": ["python", "llm"]},
                     "category": {"enum": ["input", "process", "action", "memory", "trigger"]},
@@ -42,7 +48,7 @@ SCHEMA = {
                     "input_schema": _OBJECT_SCHEMA,
                     "output_schema": _OBJECT_SCHEMA,
                 },
-                "required": ["name", "description", "execution_type", "input_schema",
+                "required": ["description", "execution_type", "input_schema",
                              "output_schema"],
             },
         },
@@ -51,12 +57,13 @@ SCHEMA = {
 }
 
 SYSTEM = """You are the planner of flowforge. Split the task into the smallest sequence of \
-reusable blocks. Each block: a snake_case "name", a one-sentence "description", \
+reusable blocks. Each block: a snake_case "suggested_id", "depends_on" (the suggested_ids \
+of the earlier blocks whose outputs it needs, [] if none), a one-sentence "description", \
 "execution_type" ("python" for deterministic work - parsing, maths, dates, lists, HTTP; "llm" \
 for language work - summarising, extracting, classifying, writing), a "category" (input, \
 process, action, memory, trigger), "use_when", and JSON Schemas "input_schema" and \
 "output_schema" (type object, typed properties, required). Prefer the existing blocks listed \
-when one fits: then use its exact name and field names. Answer with JSON only: {"blocks": [...]}"""
+when one fits: then use its exact id and field names. Answer with JSON only: {"blocks": [...]}"""
 
 
 @dataclass
@@ -68,20 +75,40 @@ class RequiredBlock:
     output_schema: dict[str, Any]
     category: str = "process"
     use_when: str = ""
+    depends_on: list[str] = field(default_factory=list)
+
+    @property
+    def suggested_id(self) -> str:
+        """The contract's name for `name`: the id the block gets if it is written."""
+        return self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description,
+        return {"suggested_id": self.name, "name": self.name,
+                "depends_on": list(self.depends_on), "description": self.description,
                 "execution_type": self.execution_type, "category": self.category,
                 "use_when": self.use_when, "input_schema": self.input_schema,
                 "output_schema": self.output_schema}
 
 
+def _id_of(block: dict[str, Any]) -> str:
+    return block.get("suggested_id") or block.get("name") or ""
+
+
 def _check(value: dict[str, Any]) -> list[str]:
     problems, seen = [], set()
-    for index, block in enumerate(value.get("blocks", [])):
-        if block["name"] in seen:
-            problems.append(f"blocks[{index}].name: '{block['name']}' is used twice")
-        seen.add(block["name"])
+    blocks = value.get("blocks", [])
+    ids = {_id_of(block) for block in blocks}
+    for index, block in enumerate(blocks):
+        block_id = _id_of(block)
+        if not block_id:
+            problems.append(f"blocks[{index}].suggested_id: missing (a snake_case id)")
+        elif block_id in seen:
+            problems.append(f"blocks[{index}].suggested_id: '{block_id}' is used twice")
+        for other in block.get("depends_on") or []:
+            if other == block_id or other not in ids:
+                problems.append(f"blocks[{index}].depends_on: '{other}' is not another block "
+                                f"of the plan ({', '.join(sorted(ids - {block_id})) or 'none'})")
+        seen.add(block_id)
         for key in ("input_schema", "output_schema"):
             try:
                 jsonschema.validators.validator_for(block[key]).check_schema(block[key])
@@ -110,11 +137,14 @@ async def decompose(intent: str, llm: ThinkerLLM, events: BuildEvents,
     catalogue = await _catalogue(registry, intent)
     user = f"Task:\n{intent}\n\nExisting blocks that may fit:\n{catalogue or '(none)'}"
     answer = await llm.ask("decompose", SYSTEM, user, SCHEMA, check=_check)
-    blocks = [RequiredBlock(name=re.sub(r"[^a-z0-9_]", "_", b["name"].lower()),
+    blocks = [RequiredBlock(name=re.sub(r"[^a-z0-9_]", "_", _id_of(b).lower()),
                             description=b["description"], execution_type=b["execution_type"],
                             input_schema=b["input_schema"], output_schema=b["output_schema"],
                             category=b.get("category") or "process",
-                            use_when=b.get("use_when") or "")
+                            use_when=b.get("use_when") or "",
+                            depends_on=list(dict.fromkeys(b.get("depends_on") or [])))
               for b in answer["blocks"]]
     events.emit("decompose_blocks", blocks=[b.to_dict() for b in blocks])
+    events.stage_result("decompose", required_blocks=[b.name for b in blocks],
+                        count=len(blocks))
     return blocks

@@ -1,27 +1,46 @@
 """The build's progress as events on an engine `EventBus`: the same stream
 the CLI prints, the server sends as SSE and tests assert on.
 
-Types, in the order a build emits them: `stage` (clarify, decompose,
-search, create, wire, done), `llm_prompt` / `llm_response` (exactly what the
-model was sent and answered), `decompose_blocks`, `search_found`,
-`search_missing`, `creating_block`, `block_test_failed`,
-`block_test_passed`, `block_created`, `block_create_failed`, `validation`,
-and last `complete` (ok or not: `error` says why).
+Names and shapes are the intent-to-pipeline contract that clients of that
+system already parse; every event carries `ts` (ISO 8601, UTC).  In the
+order a build emits them:
+
+- `start {intent, model}`
+- `stage {stage, status: running}` (clarify, decompose, search, create, wire,
+  done) and `stage_result {stage, status: done, ...}` when a stage ends
+- `llm_prompt {stage, prompts, messages}` / `llm_response {stage, response,
+  elapsed}`: exactly what the model was sent and answered (`prompts` and
+  `messages` are the same list; `text` is `response`)
+- `decompose_blocks {blocks: [{suggested_id, depends_on, ...}]}`
+- `search_found {suggested_id, block_id}`, `search_missing {suggested_id}`
+- `creating_block {suggested_id, attempt}`, `block_test_failed {block_id,
+  error, retry}`, `block_test_passed {block_id}`, `block_created {block}`,
+  `block_create_failed {block_id, error}`
+- `validation {stage, valid, problems}`
+- last, `complete {result: {pipeline_json, status, log}, ok, error}`:
+  `status` is `done` or `error`, `log` one entry per finished stage.
 """
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
 from flowforge.engine.events import EventBus
 
-__all__ = ["BUILD_EVENT_TYPES", "BuildEvents", "TERMINAL_BUILD_EVENT"]
+__all__ = ["BUILD_EVENT_TYPES", "BuildEvents", "TERMINAL_BUILD_EVENT", "utc_timestamp"]
 
-BUILD_EVENT_TYPES = ("stage", "llm_prompt", "llm_response", "decompose_blocks", "search_found",
-                     "search_missing", "creating_block", "block_created", "block_test_passed",
-                     "block_test_failed", "block_create_failed", "validation", "complete")
+BUILD_EVENT_TYPES = ("start", "stage", "stage_result", "llm_prompt", "llm_response",
+                     "decompose_blocks", "search_found", "search_missing", "creating_block",
+                     "block_created", "block_test_passed", "block_test_failed",
+                     "block_create_failed", "validation", "complete")
 TERMINAL_BUILD_EVENT = "complete"
+
+
+def utc_timestamp() -> str:
+    """Now, as ISO 8601 in UTC with milliseconds: 2026-01-31T09:30:00.123Z."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class BuildEvents:
@@ -34,10 +53,14 @@ class BuildEvents:
             self.bus.run_id = self.build_id
 
     def emit(self, event_type: str, **data: Any) -> dict[str, Any]:
+        data.setdefault("ts", utc_timestamp())
         return self.bus.publish(event_type, data.pop("block_id", None), **data)
 
     def stage(self, name: str, **data: Any) -> None:
-        self.emit("stage", stage=name, **data)
+        self.emit("stage", stage=name, status=data.pop("status", "running"), **data)
+
+    def stage_result(self, name: str, **data: Any) -> None:
+        self.emit("stage_result", stage=name, status=data.pop("status", "done"), **data)
 
     @property
     def events(self) -> list[dict[str, Any]]:

@@ -4,15 +4,17 @@ chance to fix a malformed answer.
 Every request carries the answer's JSON Schema as `response_format`, so a
 local model decodes under that grammar and a hosted one is told the shape.
 The exact messages go out as an `llm_prompt` event and the exact text comes
-back as `llm_response`: the user sees what the model saw.  An answer that is
-not JSON, breaks the schema or fails the stage's own check is shown to the
-model with the error, once; a second bad answer raises `ThinkerError`.
+back as `llm_response` (with `elapsed` seconds): the user sees what the
+model saw.  An answer that is not JSON, breaks the schema or fails the
+stage's own check is shown to the model with the error, once; a second bad
+answer raises `ThinkerError`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Callable
 
 from flowforge.blocks._structured import extract_json
@@ -63,18 +65,22 @@ class ThinkerLLM:
             limit = min(limit, self.max_tokens)
         request = LLMRequest(model="", messages=list(messages), response_format=schema,
                              temperature=self.temperature, max_tokens=limit)
-        self.events.emit("llm_prompt", stage=stage, model=self.model,
-                         messages=[m.to_dict() for m in messages], response_format=schema)
+        sent = [m.to_dict() for m in messages]
+        self.events.emit("llm_prompt", stage=stage, model=self.model, prompts=sent,
+                         messages=sent, response_format=schema)
+        started = time.monotonic()
         try:
             response = await call_model(self.model, request,
                                         options=ProviderOptions(env=dict(os.environ)))
         except FlowforgeError as exc:
-            self.events.emit("llm_response", stage=stage, model=self.model, error=str(exc))
+            self.events.emit("llm_response", stage=stage, model=self.model, response=None,
+                             elapsed=round(time.monotonic() - started, 3), error=str(exc))
             raise ThinkerError(stage, f"the model {self.model} failed: {exc}") from None
         for key, value in response.usage.to_dict().items():
             self.usage[key] += value
         self.cost += float(response.cost or 0.0)
-        self.events.emit("llm_response", stage=stage, model=self.model, text=response.text,
+        self.events.emit("llm_response", stage=stage, model=self.model, response=response.text,
+                         text=response.text, elapsed=round(time.monotonic() - started, 3),
                          usage=response.usage.to_dict())
         return response.text
 

@@ -75,12 +75,15 @@ async def search_blocks(required: list[RequiredBlock], registry: Registry,
             problems = fit_problems(need, candidate)
             if not problems:
                 matched.append(Match(need, candidate, score))
-                events.emit("search_found", required=need.name, block_id=candidate.id,
-                            version=candidate.version, score=score)
+                events.emit("search_found", suggested_id=need.name, required=need.name,
+                            block_id=candidate.id, version=candidate.version, score=score)
                 break
             reasons[candidate.id] = problems
         else:
             missing.append(need)
-            events.emit("search_missing", required=need.name,
+            events.emit("search_missing", suggested_id=need.name, required=need.name,
                         candidates={k: v for k, v in list(reasons.items())[:3]})
+    events.stage_result("search", matched=[m.block.id for m in matched],
+                        missing=[m.name for m in missing],
+                        next="create" if missing else "wire")
     return matched, missing

@@ -7,10 +7,12 @@
 
 Stages: decompose -> search -> create (and test) the missing blocks ->
 wire.  Each emits its events on `result.events` (see `thinker.events`),
-which the CLI prints and the server streams.  A build that cannot finish
-(a block that fails three attempts, wiring still invalid after one
-correction, a model error) ends with `complete {ok: false, error}`; it never
-raises for those, so a stream always ends with `complete`.
+which the CLI prints and the server streams, from `start` to `complete
+{result: {pipeline_json, status, log}}`.  A build that cannot finish (a
+block that fails its first attempt and three retries, wiring still invalid
+after one correction, a model error) ends with `complete {ok: false, error,
+result: {status: error}}`; it never raises for those, so a stream always
+ends with `complete`.
 """
 
 from __future__ import annotations
@@ -56,11 +58,16 @@ async def build(intent: str, *, model: str | None = None, registry: Registry | N
     registry = registry or get_registry()
     llm = ThinkerLLM(model or default_build_model(), events)
     result = BuildResult(False, intent, build_id=events.build_id)
+    log: list[dict[str, Any]] = []
+    events.emit("start", intent=intent, model=llm.model, build_id=events.build_id)
     try:
         required: list[RequiredBlock] = await decompose(intent, llm, events, registry)
+        log.append({"step": "decompose", "required_blocks": [r.to_dict() for r in required]})
         matches: list[Match]
         matches, missing = await search_blocks(required, registry, events)
         result.matched = [m.block.id for m in matches]
+        log.append({"step": "search", "matched": result.matched,
+                    "missing": [m.name for m in missing]})
         blocks: dict[str, BlockDefinition] = {m.required.name: m.block for m in matches}
         if missing:
             events.stage("create", missing=[m.name for m in missing])
@@ -71,18 +78,27 @@ async def build(intent: str, *, model: str | None = None, registry: Registry | N
             else:
                 result.created.append(created.id)
                 blocks[need.name] = created
+        if missing:
+            log.append({"step": "create", "created": result.created, "failed": result.failed})
+            events.stage_result("create", created=result.created, failed=result.failed)
         if result.failed:
             raise ThinkerError("create", f"could not write a block that passes its tests: "
                                f"{', '.join(result.failed)}")
         ordered = [blocks[need.name] for need in required]
         unique = list({b.id: b for b in ordered}.values())
         result.pipeline = await wire(intent, unique, llm, events, registry)
+        log.append({"step": "wire", "pipeline_id": result.pipeline.get("id")})
+        events.stage_result("wire", pipeline_json=result.pipeline)
         result.ok = True
     except FlowforgeError as exc:
         result.error = str(exc)
+        log.append({"step": getattr(exc, "stage", "build"), "error": result.error})
     result.usage = {"tokens": dict(llm.usage), "cost": round(llm.cost, 10)}
-    events.stage("done")
-    events.emit("complete", ok=result.ok, error=result.error, pipeline=result.pipeline,
+    status = "done" if result.ok else "error"
+    events.stage("done", status=status)
+    events.emit("complete", result={"pipeline_json": result.pipeline, "status": status,
+                                    "log": log},
+                ok=result.ok, error=result.error, pipeline=result.pipeline,
                 matched=result.matched, created=result.created, failed=result.failed,
                 usage=result.usage)
     result.events = events.events

@@ -74,7 +74,8 @@ async def wire(intent: str, blocks: list[BlockDefinition], llm: ThinkerLLM,
                     if n.get("block_id", "").split("@")[0] not in available]
         if not problems:
             problems = [str(p) for p in validate_pipeline(pipeline, registry)]
-        events.emit("validation", ok=not problems, attempt=attempts[0], problems=problems)
+        events.emit("validation", stage="wire", valid=not problems, ok=not problems,
+                    attempt=attempts[0], problems=problems)
         return problems
 
     user = f"Task:\n{intent}\n\nBlocks:\n" + "\n".join(_describe(b) for b in blocks)

@@ -202,6 +202,13 @@ class _Compiler:
                         _is_placeholder_error(spec.with_, loc, error):
                     continue               # a templated value's type is known at run time
                 self.add(format_loc(loc, f"{node.where}.with"), _explain(error, config_model, loc))
+        key = spec.with_.get("api_key")
+        if "api_key" in config_model.model_fields and isinstance(key, str) and key and \
+                not templates.has_templates(key):
+            self.add(f"{node.where}.with.api_key",
+                     "write the key as a template - {{env.TEAM_KEY}} or {{secrets.NAME}} - "
+                     "not the key itself: a workflow document is stored and shown, so a key "
+                     "written in it is not secret")
         return len(self.problems) == before
 
     def resolve_ref(self, ref: templates.Reference, visible: dict[str, str],

@@ -5,9 +5,10 @@
      "edges": [], "memory_keys": [], "user_id": "alice", "input": {"text": "..."}}
 
 (`input` holds the run's values; a pipeline's own `inputs`, when given, is
-their JSON Schema) answers `{pipeline_id, execution_id, status, results,
-outputs, memory, log}`
-when the run has ended.  The pipeline is checked first (every problem
+their JSON Schema) answers, when the run has ended, the doer's
+PipelineState `{pipeline_id, results, user, memory, log: [{node, block,
+output}]}` with `execution_id`, `user_id`, `status`, `outputs`, `error` and
+the run's `events`.  The pipeline is checked first (every problem
 located as `nodes[i].inputs.x`), converted to a workflow of registry blocks
 (`flowforge.service.pipeline`) and run like any other run: stored, streamed,
 cancellable, with the user's memory loaded before and saved after.
@@ -18,18 +19,18 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body, Request
+from pydantic import Field
 
 from flowforge.engine.inputs import validate_inputs
 from flowforge.errors import NotFound
 from flowforge.registry import get_registry, use_registry
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
-from flowforge.service.loading import compile_document
-from flowforge.service.pipeline import pipeline_to_workflow, validate_pipeline
+from flowforge.service.pipeline import (PipelineState, compile_pipeline, pipeline_state,
+                                        validate_pipeline)
 from flowforge.service.users import find_user
-from flowforge.workflow.loader import document_from_data
 
-__all__ = ["router"]
+__all__ = ["router", "PipelineRunAnswer", "run_for"]
 
 router = APIRouter(tags=["seed routes"])
 
@@ -51,30 +52,52 @@ async def _run_as(request: Request, user: dict[str, Any], named: Any) -> dict[st
     raise ApiError(404, f"no user '{named}'")
 
 
-@router.post("/api/pipeline/run", summary="Run a Pipeline JSON and answer with its results")
-async def run_pipeline(request: Request, user: CurrentUser,
-                       body: dict[str, Any] = Body(..., examples=[_EXAMPLE])) -> dict[str, Any]:
-    data = dict(body)
-    owner = await _run_as(request, user, data.pop("user_id", None))
-    inputs = data.pop("input", None) or {}
-    if "id" not in data and "pipeline_id" in data:
-        data["id"] = data.pop("pipeline_id")
+class PipelineRunAnswer(PipelineState):
+    """A finished pipeline run: the PipelineState and the execution's record."""
+
+    execution_id: str = Field(description="The run's id (GET /api/executions/{id}).")
+    user_id: str = Field(description="The user the pipeline ran for.")
+    status: str = Field(description="succeeded, failed or cancelled.")
+    outputs: dict[str, Any] = Field(description="The outputs of the sink nodes.")
+    error: str | None = Field(None, description="Why the run failed, when it did.")
+    events: list[dict[str, Any]] = Field(description="Every event of the run, in order.")
+
+
+def invalid_pipeline(problems: list[Any]) -> ApiError:
+    return ApiError(422, f"{len(problems)} problem(s) in the pipeline", code="invalid_pipeline",
+                    details=[{"where": p.where, "message": p.message} for p in problems])
+
+
+async def run_for(request: Request, owner: dict[str, Any], data: dict[str, Any],
+                  inputs: Any) -> PipelineRunAnswer:
+    """Check and run `data` for `owner` (a user row); the answer when it ended."""
     if not isinstance(inputs, dict):
         raise ApiError(422, "`input` must be an object: the run's values for {{input.x}}")
     registry = get_registry()
     problems = validate_pipeline(data, registry)
     if problems:
-        raise ApiError(422, f"{len(problems)} problem(s) in the pipeline", code="invalid_pipeline",
-                       details=[{"where": p.where, "message": p.message} for p in problems])
+        raise invalid_pipeline(problems)
+    live = request.app.state.live
+    compiled = compile_pipeline(data, registry)
     with use_registry(registry):
-        compiled = compile_document(document_from_data(pipeline_to_workflow(data, registry),
-                                                       "pipeline"))
         validate_inputs(compiled.doc.inputs, inputs)
-        handle = await request.app.state.live.start(compiled, inputs, user=owner,
-                                                    services={"registry": registry})
+        handle = await live.start(compiled, inputs, user=owner, services={"registry": registry})
     result = await handle.wait()
-    shown = handle.recorder.redact(result.to_dict()) if handle.recorder else result.to_dict()
-    return {"pipeline_id": data["id"], "execution_id": handle.run_id, "user_id":
-            owner["user_id"], "status": shown["status"], "results": shown["results"],
-            "outputs": shown["outputs"], "memory": shown["memory"], "log": shown["events"],
-            "error": result.error}
+    redact = handle.recorder.redact if handle.recorder else (lambda value: value)
+    state = pipeline_state(data, result, {"id": owner["user_id"], "name": owner["name"]})
+    shown = redact({**state.model_dump(), "outputs": result.outputs, "error": result.error,
+                    "events": result.events})
+    return PipelineRunAnswer(**shown, execution_id=handle.run_id, user_id=owner["user_id"],
+                             status=result.status)
+
+
+@router.post("/api/pipeline/run", summary="Run a Pipeline JSON and answer with its results",
+             response_model=PipelineRunAnswer)
+async def run_pipeline(request: Request, user: CurrentUser,
+                       body: dict[str, Any] = Body(..., examples=[_EXAMPLE])) -> Any:
+    data = dict(body)
+    owner = await _run_as(request, user, data.pop("user_id", None))
+    inputs = data.pop("input", None) or {}
+    if "id" not in data and "pipeline_id" in data:
+        data["id"] = data.pop("pipeline_id")
+    return await run_for(request, owner, data, inputs)
