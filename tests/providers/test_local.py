@@ -175,3 +175,40 @@ async def test_a_prompt_longer_than_the_context_is_a_clear_error():
     provider = LocalProvider(default_model_path(), threads=1, n_ctx=256)
     with pytest.raises(ProviderError, match="more than the local model's context of 256"):
         await provider.complete(ask("word " * 400))
+
+
+def test_long_length_limits_are_left_to_validation_not_to_the_grammar():
+    """llama.cpp unrolls maxLength into nested rules: 500 of them crashed the process."""
+    from flowforge.providers.base import grammar_schema
+    from flowforge.providers.local import _grammar
+
+    schema = {"type": "object", "required": ["answer", "tags"],
+              "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 8000},
+                             "tags": {"type": "array", "maxItems": 50, "items": {
+                                 "type": "string", "maxLength": 20, "enum": ["a" * 40]}}}}
+    lean = grammar_schema(schema)
+    assert lean["properties"]["answer"] == {"type": "string", "minLength": 1}
+    assert "maxItems" not in lean["properties"]["tags"]
+    assert lean["properties"]["tags"]["items"] == {"type": "string", "maxLength": 20,
+                                                   "enum": ["a" * 40]}
+    assert schema["properties"]["answer"]["maxLength"] == 8000        # the original is kept
+    assert _grammar(schema) is not None                                # compiles, no crash
+
+
+async def test_an_agent_with_long_string_limits_runs_on_the_local_model():
+    from tests.blocks_llm.helpers import run_blocks
+
+    tool = {"function": "t_long", "parameters": {
+        "type": "object", "required": ["text"],
+        "properties": {"text": {"type": "string", "maxLength": 4000}}}}
+    import flowforge
+
+    @flowforge.function("t_long")
+    def t_long(text: str) -> dict:
+        return {"length": len(text)}
+
+    result = await run_blocks([{"id": "a", "type": "agent", "with": {
+        "model": "local/smollm2", "prompt": "Measure the word hello.", "tools": [tool],
+        "tool_choice": "t_long", "max_tokens": 40, "max_iterations": 2}}])
+    called = [e for e in result.events if e["type"] == "tool_called"]
+    assert called and called[0]["name"] == "t_long" and called[0]["status"] == "ok"

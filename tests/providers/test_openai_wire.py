@@ -84,3 +84,23 @@ async def test_streamed_tool_call_fragments_are_joined(openai_via):
     assert [c.to_dict() for c in response.tool_calls] == [
         {"id": "call_9", "name": "get_time", "arguments": {"timezone": "UTC"}}]
     assert response.usage.total_tokens == 29 and response.finish_reason == "tool_calls"
+
+
+async def test_a_tool_name_repeated_in_every_chunk_is_one_name(openai_via):
+    """llama.cpp's server sends the whole function name in every streamed chunk."""
+    def chunk(delta, finish=None):
+        return (None, {"id": "c", "object": "chat.completion.chunk", "created": 1,
+                       "model": "gpt-4o", "usage": None,
+                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    openai_via(Recorder(sse(
+        chunk({"role": "assistant", "tool_calls": [
+            {"index": 0, "id": "call_1", "type": "function",
+             "function": {"name": "get_time", "arguments": "{\"timezone\": "}}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                               "function": {"name": "get_time", "arguments": "\"UTC\"}"}}]}),
+        chunk({}, finish="tool_calls"))))
+    response = await call_model("openai/gpt-4o", LLMRequest(
+        model="", messages=[Message("user", "Time?")], tools=[TIME_TOOL], stream=True),
+        options=ENV, on_delta=lambda text: None)
+    assert [c.to_dict() for c in response.tool_calls] == [
+        {"id": "call_1", "name": "get_time", "arguments": {"timezone": "UTC"}}]

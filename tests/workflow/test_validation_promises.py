@@ -78,3 +78,26 @@ def test_what_validate_accepts_never_fails_for_a_config_reason(document):
         return
     reasons = [record.error or "" for record in result.blocks.values()] + [result.error or ""]
     assert not [r for r in reasons if any(c in r for c in CONFIG_REASONS)], reasons
+
+
+def test_agent_tool_options_are_checked_before_a_run():
+    """The chat's tool entries are validated like any field: located, with did-you-mean,
+    and a templated value is not a problem."""
+    from flowforge.errors import ValidationFailed
+    from flowforge.service.loading import load
+
+    doc = {"id": "w", "inputs": {"kb": {"type": "string"}}, "blocks": [
+        {"id": "a", "type": "agent", "with": {"prompt": "hi", "tools": [
+            {"rag_search": {"knowledge_bse": "x"}},
+            {"web_search": {"backend": "bing"}},
+            {"rag_search": {"knowledge_base": "{{input.kb}}", "top_k": "{{input.kb}}"}},
+            {"final_response": {}}]}}]}
+    with pytest.raises(ValidationFailed) as caught:
+        load(doc)
+    found = [str(p) for p in caught.value.problems]
+    assert found == [
+        "blocks[0].with.tools[0].rag_search.knowledge_bse: unknown field 'knowledge_bse' - "
+        "did you mean 'knowledge_base'?; allowed: knowledge_base, knowledge_bases, top_k, "
+        "mode, min_similarity, filters",
+        "blocks[0].with.tools[1].web_search.backend: Value error, unknown backend 'bing': use "
+        "offline, perplexity or tavily"]

@@ -24,10 +24,67 @@ import json
 import re
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from flowforge.errors import FlowforgeError, ToolError
 from flowforge.tools.spec import Tool, ToolContext
 
-__all__ = ["RAG_TOOL_KINDS", "build_rag_tool", "GENERIC_KEYWORDS", "RESPONSE_PARAMETERS"]
+__all__ = ["RAG_TOOL_KINDS", "build_rag_tool", "GENERIC_KEYWORDS", "RESPONSE_PARAMETERS",
+           "RagSearchOptions", "WebSearchOptions", "KeywordIndexOptions",
+           "FinalResponseOptions"]
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class RagSearchOptions(_Options):
+    knowledge_base: str | None = None
+    """Default `kb_id` (default: default_kb)."""
+    knowledge_bases: list[str] | None = None
+    """The only bases the model may name (default: any the user can read)."""
+    top_k: int | None = Field(None, ge=1, le=20)
+    mode: str | None = Field(None, pattern="^(vector|text|hybrid)$")
+    min_similarity: float | None = Field(None, ge=-1, le=1)
+    filters: dict[str, str | list[str]] | None = None
+
+
+class WebSearchOptions(_Options):
+    backend: str | None = None
+    """offline (default), perplexity or tavily."""
+    max_results: int | None = Field(None, ge=1, le=20)
+    folder: str | None = None
+    """offline: a folder of pages standing in for the web."""
+    knowledge_base: str | None = None
+    """offline: a knowledge base standing in for the web."""
+    mode: str | None = None
+    min_similarity: float | None = None
+    model: str | None = None
+    """perplexity: the Sonar model (default sonar)."""
+    search_depth: str | None = None
+    """tavily: basic (default) or advanced."""
+    base_url: str | None = None
+    timeout: float | None = Field(None, gt=0)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str | None) -> str | None:
+        if value is None or value in ("offline", "perplexity", "tavily") or "{{" in value:
+            return value
+        raise ValueError(f"unknown backend {value!r}: use offline, perplexity or tavily")
+
+
+class KeywordIndexOptions(_Options):
+    query: str | None = None
+    """The question the keywords are linked to (templates allowed)."""
+    namespace: str | None = None
+    min_keywords: int | None = Field(None, ge=1, le=50)
+    max_keywords: int | None = Field(None, ge=1, le=50)
+
+
+class FinalResponseOptions(_Options):
+    require_sources: bool | None = None
+    """Refuse an answer without sources (default true)."""
 
 RAG_TOOL_KINDS = ("rag_search", "web_search", "keyword_index", "final_response")
 

@@ -27,7 +27,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from flowforge.blocks._llm import block_data, name_mapping
-from flowforge.blocks._rag_tools import RAG_TOOL_KINDS, build_rag_tool
+from flowforge.blocks._rag_tools import (RAG_TOOL_KINDS, FinalResponseOptions,
+                                         KeywordIndexOptions, RagSearchOptions,
+                                         WebSearchOptions, build_rag_tool)
 from flowforge.blocks.base import Routed, is_set, policy_of
 from flowforge.errors import ToolError
 from flowforge.tools.http import http_tool
@@ -81,13 +83,13 @@ class ToolEntry(BaseModel):
     """An MCP server: all its tools (or `include:`), discovered at run time."""
     knowledge_search: dict[str, Any] | None = None
     """Search a knowledge base: `{knowledge_base, filters, top_k}`."""
-    rag_search: dict[str, Any] | None = None
-    """The chat's `knowledge_base_search(query, kb_id, top_k)`: `{knowledge_base, top_k}`."""
-    web_search: dict[str, Any] | None = None
-    """Search the web: `{backend: offline | perplexity | tavily, folder, ...}`."""
-    keyword_index: dict[str, Any] | None = None
-    """The chat's `index_keywords(keywords)`: `{query, namespace}`."""
-    final_response: dict[str, Any] | None = None
+    rag_search: RagSearchOptions | None = None
+    """The chat's `knowledge_base_search(query, kb_id, top_k)`."""
+    web_search: WebSearchOptions | None = None
+    """Search the web: `{backend: offline | perplexity | tavily, ...}`."""
+    keyword_index: KeywordIndexOptions | None = None
+    """The chat's `index_keywords(keywords)`."""
+    final_response: FinalResponseOptions | None = None
     """The chat's `generate_response(answer, sources, ...)`: the only way to answer."""
     name: str | None = None
     """Tool name the model sees (default: from the target)."""
@@ -204,7 +206,8 @@ async def _build(entry: ToolEntry, context: Any, stack: AsyncExitStack,
                  allow_private: bool, shared: dict[str, Any]) -> list[Tool]:
     _check_entry(entry, context, allow_private)
     if entry.kind in RAG_TOOL_KINDS:
-        return [build_rag_tool(entry.kind, getattr(entry, entry.kind), name=entry.name,
+        options = getattr(entry, entry.kind).model_dump(exclude_none=True)
+        return [build_rag_tool(entry.kind, options, name=entry.name,
                                description=entry.description, parameters=entry.parameters,
                                context=context, shared=shared)]
     if entry.function is not None:
