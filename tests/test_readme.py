@@ -28,13 +28,16 @@ BLOCKS = [(m.group(1), m.group(2)) for m in
 
 
 def _block(first_line: str) -> str:
-    found = [text for _, text in BLOCKS if text.startswith(first_line)]
+    found = [text for _, text in BLOCKS if text.startswith(first_line)
+             and not any(text.startswith(longer) and longer != first_line
+                         and longer.startswith(first_line) for longer in CHECKED)]
     assert len(found) == 1, f"the README has {len(found)} blocks starting {first_line!r}"
     return found[0]
 
 
 CHECKED = ["make demo", "source .venv/bin/activate", "version: 1\nid: branch-join",
            "import asyncio", "tools:", "flowforge kb add policies",
+           "flowforge chat --once", "import asyncio\n\nimport flowforge\n\n\nasync def main", '{"answer":',
            "KEY=$(flowforge users create alice", "flowforge users grant alice",
            "src/flowforge/"]
 
@@ -168,3 +171,35 @@ def test_the_layout_names_real_folders():
         names = line.split("  ")[1].strip().split() if line.startswith("  ") else []
         for name in names:
             assert (ROOT / "src/flowforge" / name).exists(), name
+
+
+def test_the_chat_commands(scratch):
+    folder, env = scratch
+    result = _bash(_block("flowforge chat --once"), folder, env, timeout=420)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "EU law gives 14 days" in result.stdout
+    assert "KB Refund Policy" in result.stdout and "WEB EU right of withdrawal" in result.stdout
+    second = json.loads(next(line for line in result.stdout.splitlines()
+                             if line.startswith('{"answer"')))
+    assert second["tool_calls"][0] == "knowledge_base_search"
+    assert second["tool_calls"][-1] == "generate_response"
+    assert "2 messages" in result.stdout                 # `chat sessions` lists both
+
+
+def test_the_chat_python_snippet_runs(scratch):
+    folder, env = scratch
+    (folder / "chat.py").write_text(_block("import asyncio\n\nimport flowforge\n\n\nasync def main"))
+    result = subprocess.run([sys.executable, "chat.py"], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("Every product has a two-year warranty")
+    assert lines[1] == "[('kb', 'Warranty')]" and lines[2] == "True"
+
+
+def test_the_chat_answer_shape_is_the_api_reply():
+    from flowforge.server.routes.chat import ChatReply
+
+    shown = json.loads(_block('{"answer":'))
+    assert set(shown) == set(ChatReply.model_fields)
+    ChatReply.model_validate(shown)
