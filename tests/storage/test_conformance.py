@@ -404,3 +404,31 @@ async def test_pipelines_belong_to_their_owner_and_keep_their_json(storage):
     assert not await storage.delete_pipeline("alice", "digest")
     assert await storage.get_pipeline("alice", "digest") is None
     assert (await storage.get_pipeline("bob", "digest"))["pipeline"]["nodes"] == doc["nodes"]
+
+
+async def test_chat_sessions_belong_to_their_user_and_keep_their_messages(storage):
+    first = [{"role": "user", "content": "Warranty? ✓"},
+             {"role": "assistant", "content": "Two years.", "sources": [{"kind": "kb",
+                                                                        "title": "Warranty"}],
+              "run_id": "r1"}]
+    await storage.append_chat_messages("ana", "s1", first, title="Warranty? ✓")
+    await storage.append_chat_messages("ana", "s1", [{"role": "user", "content": "Tents?"}],
+                                       title="ignored for an existing session")
+    await storage.append_chat_messages("ana", "s2", [{"role": "user", "content": "Hi"}],
+                                       title="Hi")
+    await storage.append_chat_messages("bob", "s1", [{"role": "user", "content": "Mine"}],
+                                       title="Mine")
+    found = await storage.chat_session("ana", "s1")
+    assert found["messages"] == first + [{"role": "user", "content": "Tents?"}]
+    assert found["title"] == "Warranty? ✓" and found["message_count"] == 3
+    assert found["updated_at"] >= found["created_at"]
+    listed = await storage.list_chat_sessions("ana")
+    assert [s["session_id"] for s in listed] == ["s2", "s1"]         # newest first
+    assert "messages" not in listed[0]
+    assert (await storage.chat_session("bob", "s1"))["messages"] == [
+        {"role": "user", "content": "Mine"}]
+    assert await storage.chat_session("carl", "s1") is None
+    assert await storage.delete_chat_session("carl", "s1") is False
+    assert await storage.delete_chat_session("ana", "s1") is True
+    assert await storage.chat_session("ana", "s1") is None
+    assert await storage.chat_session("bob", "s1") is not None
