@@ -220,3 +220,27 @@ async def test_bad_questions_and_session_ids_are_refused_before_running(storage_
         await ask("   ", storage=storage_url)
     with pytest.raises(InputError, match="invalid session id"):
         await ask("hi", session_id="../etc", storage=storage_url)
+
+
+async def test_a_missing_knowledge_base_is_said_before_any_model_call(plan, knowledge,
+                                                                      storage_url):
+    from flowforge.errors import NotFound
+
+    model, script = plan()
+    with pytest.raises(NotFound, match="no knowledge base named 'handbook'.*--kb path/to"):
+        await ask("Hi?", kb="handbook", model=model, storage=storage_url,
+                  services={"knowledge": knowledge})
+    assert script.seen == []
+
+
+async def test_a_mandatory_tool_that_keeps_failing_is_named_with_its_error(
+        plan, knowledge, storage_url):
+    model, _ = plan(call("knowledge_base_search", query="warranty", kb_id="nope"),
+                    {"reply": "Two years."},
+                    call("knowledge_base_search", query="warranty", kb_id="nope"),
+                    {"reply": "Two years."})
+    with pytest.raises(ChatError) as caught:
+        await chat("How long is the warranty?", model, knowledge, storage_url)
+    message = str(caught.value)
+    assert "required tool 'knowledge_base_search'; it was called but failed" in message
+    assert "no knowledge base named 'nope'" in message

@@ -211,7 +211,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 calls_made = messages[-1].tool_calls or []
                 early = _early_finish(config.finish_with, calls_made, required, succeeded)
                 if early is not None:
-                    _spend(reasks, early, block, config.required_tools_retries)
+                    _spend(reasks, early, block, config.required_tools_retries, records)
                 refused = (_repeats(calls_made, done_calls, required, succeeded)
                            if config.refuse_repeated_calls else {})
                 if early is not None:
@@ -252,7 +252,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 continue
             missing = [name for name in required if name not in succeeded]
             if missing:
-                _spend(reasks, missing, block, config.required_tools_retries)
+                _spend(reasks, missing, block, config.required_tools_retries, records)
                 messages.append(Message("assistant", response.text))
                 messages.append(Message("user", _reask(missing, required,
                                                        config.reask_message)))
@@ -346,12 +346,15 @@ def _reask(missing: list[str], required: list[str], template: str | None = None)
         return _REASK.format(**values)
 
 
-def _spend(reasks: dict[str, int], missing: list[str], block: Any, allowed: int) -> None:
+def _spend(reasks: dict[str, int], missing: list[str], block: Any, allowed: int,
+           records: list[dict[str, Any]]) -> None:
     """Use one re-ask of the first missing tool, or fail when it has none left."""
     name = missing[0]
     if reasks.get(name, 0) <= 0:
-        raise block(f"the model answered without calling the required tool '{name}' (it was "
-                    f"told {allowed} time(s) and still did not call it)"
+        failed = [r for r in records if r["name"] == name]
+        why = (f"; it was called but failed: {str(failed[-1]['result'])[:300]}" if failed
+               else f" (it was told {allowed} time(s) and still did not call it)")
+        raise block(f"the model answered without calling the required tool '{name}'{why}"
                     + (f"; also missing: {', '.join(missing[1:])}" if missing[1:] else ""))
     reasks[name] -= 1
 

@@ -78,6 +78,26 @@ async def _base_for(source: str, *, user: Any, services: dict[str, Any] | None,
     path = Path(source).expanduser()
     if not (path.is_dir() and ("/" in source or source.startswith("."))):
         return source
+    knowledge = await _knowledge(user, services)
+    name = f"{prefix}{path.resolve().name}"
+    await knowledge.create(name, exist_ok=True)
+    await knowledge.add_paths(name, [path])
+    return name
+
+
+async def _check_base(name: str, *, user: Any, services: dict[str, Any] | None) -> None:
+    """NotFound, saying how to make it, when the knowledge base to search does not exist
+    (else the model would be told of it, and the user only that the search failed)."""
+    from flowforge.errors import NotFound
+
+    knowledge = await _knowledge(user, services)
+    try:
+        await knowledge.get(name)
+    except NotFound as exc:
+        raise NotFound(f"{exc}; or give the chat a folder: --kb path/to/documents") from None
+
+
+async def _knowledge(user: Any, services: dict[str, Any] | None) -> Any:
     from flowforge.knowledge.api import knowledge_for
 
     class _Caller:              # what knowledge_for reads of a block context
@@ -85,12 +105,8 @@ async def _base_for(source: str, *, user: Any, services: dict[str, Any] | None,
 
     caller = _Caller()
     caller.services = services or {}                        # type: ignore[attr-defined]
-    caller.user = {"id": _user_id(user)} if user else None   # type: ignore[attr-defined]
-    knowledge = await knowledge_for(caller)
-    name = f"{prefix}{path.resolve().name}"
-    await knowledge.create(name, exist_ok=True)
-    await knowledge.add_paths(name, [path])
-    return name
+    caller.user = {"id": _user_id(user)}                     # type: ignore[attr-defined]
+    return await knowledge_for(caller)
 
 
 def _user_id(user: Any) -> str:
@@ -127,6 +143,8 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
         inputs: dict[str, Any] = {"query": query.strip(), "history": history}
         if kb:
             inputs["kb"] = await _base_for(kb, user=user, services=services)
+        if workflow is None:        # the shipped chat cannot work without its first base
+            await _check_base(inputs.get("kb") or "default_kb", user=user, services=services)
         web_backend = web_backend or os.environ.get("FLOWFORGE_WEB_SEARCH") or None
         if web_backend:
             inputs["web_backend"] = web_backend
