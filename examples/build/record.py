@@ -112,7 +112,8 @@ async def record(name: str) -> str:
             result = await build(turn.refined_intent or spec["intent"], model=model,
                                  registry=registry, events=events)
             lines += ["## Build events", ""]
-            lines += [_event(e) + "\n" for e in result.events]
+            lines += [_event(e) + "\n" for e in result.events
+                      if e["type"] != "llm_progress"]     # timing, not content
             lines += ["## Pipeline JSON", "",
                       _block(json.dumps(result.pipeline, indent=2, ensure_ascii=False), "json"),
                       ""]

@@ -25,7 +25,8 @@ async def test_every_event_is_named_and_shaped_as_the_contract_says(registry):
     kinds = [e["type"] for e in events]
     assert kinds[0] == "start" and kinds[-1] == "complete"
     assert set(kinds) <= set(BUILD_EVENT_TYPES)
-    assert set(BUILD_EVENT_TYPES) - set(kinds) == {"block_create_failed"}
+    # llm_progress only when an answer takes over half a second (test below)
+    assert set(BUILD_EVENT_TYPES) - set(kinds) == {"block_create_failed", "llm_progress"}
     times = [_when(e["ts"]) for e in events]
     assert times == sorted(times) and started.replace(microsecond=0) <= times[0]
     assert times[0].tzinfo is not None and times[0].utcoffset().total_seconds() == 0
@@ -131,3 +132,23 @@ async def test_depends_on_must_name_blocks_of_the_plan_and_name_is_taken_for_sug
     assert "blocks[0].depends_on: 'fetch_text' is not another block of the plan" in seen[1]
     planned = [e for e in result.events if e["type"] == "decompose_blocks"][0]["blocks"]
     assert planned[0]["suggested_id"] == "text_word_count" and planned[0]["depends_on"] == []
+
+
+async def test_a_slow_answer_reports_the_tokens_written_so_far():
+    from flowforge.providers.scripted import register_script, unregister_script
+    from flowforge.thinker.events import BuildEvents
+    from flowforge.thinker.llm import ThinkerLLM
+
+    register_script("slow_planner", {"rules": [{"reply": {"ok": True, "note": "a b c d e"},
+                                                "latency_ms": 700}]})
+    try:
+        events = BuildEvents()
+        llm = ThinkerLLM("scripted/slow_planner", events)
+        value = await llm.ask("decompose", "plan", "go", {"type": "object"})
+    finally:
+        unregister_script("slow_planner")
+    assert value == {"ok": True, "note": "a b c d e"}
+    kinds = [e["type"] for e in events.events]
+    assert kinds.index("llm_prompt") < kinds.index("llm_progress") < kinds.index("llm_response")
+    progress = events.of_type("llm_progress")[0]
+    assert progress["stage"] == "decompose" and progress["tokens"] >= 1 and progress["ts"]

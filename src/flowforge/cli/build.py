@@ -116,12 +116,26 @@ def build_command(
     try:
         refined = intent if yes else _clarify_interactively(intent, model)
 
+        status = err.status("") if err.is_terminal and not quiet else None
+
         def show(event: dict[str, Any]) -> None:
+            if event["type"] == "llm_progress":
+                if status is not None:     # one line, rewritten: the model is writing
+                    status.update(f"{event['stage']}: the model is writing, "
+                                  f"{event['tokens']} tokens so far")
+                    status.start()
+                return
+            if status is not None:
+                status.stop()
             line = describe_event(event)
             if line and not quiet:
                 err.print(line, highlight=False)
 
-        result = asyncio.run(build_pipeline(refined, model=model, on_event=show))
+        try:
+            result = asyncio.run(build_pipeline(refined, model=model, on_event=show))
+        finally:
+            if status is not None:
+                status.stop()
     except FlowforgeError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(1)

@@ -10,7 +10,8 @@ order a build emits them:
   done) and `stage_result {stage, status: done, ...}` when a stage ends
 - `llm_prompt {stage, prompts, messages}` / `llm_response {stage, response,
   elapsed}`: exactly what the model was sent and answered (`prompts` and
-  `messages` are the same list; `text` is `response`)
+  `messages` are the same list; `text` is `response`); between them
+  `llm_progress {stage, tokens}` at most twice a second while the answer streams
 - `decompose_blocks {blocks: [{suggested_id, depends_on, ...}]}`
 - `search_found {suggested_id, block_id}`, `search_missing {suggested_id}`
 - `creating_block {suggested_id, attempt}`, `block_test_failed {block_id,
@@ -31,7 +32,7 @@ from flowforge.engine.events import EventBus
 
 __all__ = ["BUILD_EVENT_TYPES", "BuildEvents", "TERMINAL_BUILD_EVENT", "utc_timestamp"]
 
-BUILD_EVENT_TYPES = ("start", "stage", "stage_result", "llm_prompt", "llm_response",
+BUILD_EVENT_TYPES = ("start", "stage", "stage_result", "llm_prompt", "llm_progress", "llm_response",
                      "decompose_blocks", "search_found", "search_missing", "creating_block",
                      "block_created", "block_test_passed", "block_test_failed",
                      "block_create_failed", "validation", "complete")

@@ -48,6 +48,9 @@ Check = Callable[[Any], list[str]]
 #: tokens for minutes.
 STAGE_MAX_TOKENS = {"clarify": 300, "decompose": 1200, "create": 2000, "wire": 1200}
 
+#: Seconds between two `llm_progress` events of one answer.
+PROGRESS_EVERY = 0.5
+
 
 class ThinkerLLM:
     def __init__(self, model: str, events: BuildEvents, *, temperature: float = 0.0,
@@ -64,14 +67,15 @@ class ThinkerLLM:
         if self.max_tokens is not None and limit is not None:
             limit = min(limit, self.max_tokens)
         request = LLMRequest(model="", messages=list(messages), response_format=schema,
-                             temperature=self.temperature, max_tokens=limit)
+                             temperature=self.temperature, max_tokens=limit, stream=True)
         sent = [m.to_dict() for m in messages]
         self.events.emit("llm_prompt", stage=stage, model=self.model, prompts=sent,
                          messages=sent, response_format=schema)
         started = time.monotonic()
         try:
             response = await call_model(self.model, request,
-                                        options=ProviderOptions(env=dict(os.environ)))
+                                        options=ProviderOptions(env=dict(os.environ)),
+                                        on_delta=self._progress(stage))
         except FlowforgeError as exc:
             self.events.emit("llm_response", stage=stage, model=self.model, response=None,
                              elapsed=round(time.monotonic() - started, 3), error=str(exc))
@@ -83,6 +87,20 @@ class ThinkerLLM:
                          text=response.text, elapsed=round(time.monotonic() - started, 3),
                          usage=response.usage.to_dict())
         return response.text
+
+    def _progress(self, stage: str) -> Callable[[str], None]:
+        """Counts the answer's pieces as they stream (about one per token) and says how
+        many so far, at most twice a second: a slow model is seen to be writing."""
+        state = {"tokens": 0, "said": time.monotonic()}   # nothing to say for a quick answer
+
+        def on_delta(piece: str) -> None:
+            state["tokens"] += 1
+            now = time.monotonic()
+            if now - state["said"] >= PROGRESS_EVERY:
+                state["said"] = now
+                self.events.emit("llm_progress", stage=stage, tokens=state["tokens"])
+
+        return on_delta
 
     async def ask(self, stage: str, system: str, user: str, schema: dict[str, Any], *,
                   check: Check | None = None, repairs: int = 1) -> Any:
