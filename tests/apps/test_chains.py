@@ -125,6 +125,8 @@ def test_every_problem_at_once():
         {"type": "prompt", "name": "b", "user": "{x}", "apiKey": "sk-literal", "output": "b"},
         {"type": "event", "name": "c", "endPoint": "/hook", "data": "{\"a\": {a}"},
         {"type": "teleport", "name": "d"},
+        {"type": "prompt", "name": "leak", "user": "my key is {k}", "apiKey": "{k}",
+         "output": "z"},
         {"type": "return", "name": "e", "output": ["nope"]}]}
     message = problems_of(agent)
     assert "promptChain[0] 'a': unknown `llm` 'chatgpt'" in message
@@ -133,7 +135,8 @@ def test_every_problem_at_once():
         in message
     assert "promptChain[2] 'c': `data` is not JSON once its {fields} are filled" in message
     assert "promptChain[3] 'd': unknown node type 'teleport'" in message
-    assert "promptChain[4] 'e': unknown variable {nope} in `output`" in message
+    assert "promptChain[4] 'leak': `user` reads {k}, which holds an API key" in message
+    assert "promptChain[5] 'e': unknown variable {nope} in `output`" in message
 
 
 async def test_failing_event_names_the_node(receiver, monkeypatch):
@@ -179,7 +182,9 @@ def test_field_and_output_mappings_follow_the_variables():
     assert second["with"]["inputs"] == {"topic": "{{input.topic}}",
                                         "note": "Draft: {{first.content}}"}
     assert third["with"]["inputs"] == {"topic": "{{first.content}}"}
-    assert ret == {"id": "return", "type": "response", "name": "Return",
+    # a return (like an event) waits for every earlier node: `third` is read by
+    # nothing, so the return names it in `after`
+    assert ret == {"id": "return", "type": "response", "name": "Return", "after": ["third"],
                    "with": {"data": {"final": "{{second.content}}",
                                      "note": "Draft: {{first.content}}"}}}
 

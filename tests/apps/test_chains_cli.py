@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from flowforge.cli.main import app
 from flowforge.tools.network import allowing_private_network
 
-from tests.apps.conftest import EXAMPLES
+from tests.apps.chains_receiver import EXAMPLES, receiver  # noqa: F401 - a fixture
 
 MOVIE = EXAMPLES / "movie_script.json"
 RULES = EXAMPLES / "movie_script.rules.yaml"

@@ -108,6 +108,8 @@ class _Exporter:
                             f"equivalent (llm, parser, http and response do)")
             return
         for field in ("blocks", "after", "on_error", "uses", "retry", "timeout"):
+            if field == "after" and kind in ("http", "response"):
+                continue        # an event or a return waits for every earlier node anyway
             if getattr(spec, field):
                 self.add(where, f"block '{spec.id}': a chain node has no `{field}`")
         extra = sorted(set(spec.with_) - _KEYS[kind])

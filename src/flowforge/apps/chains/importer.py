@@ -34,6 +34,7 @@ Every problem is reported at once, located as `promptChain[2] 'characters'`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -98,6 +99,7 @@ class _Importer:
         self.ids: set[str] = set()
         self.names: set[str] = set()
         self.blocks: list[dict[str, Any]] = []
+        self.reach: dict[str, set[str]] = {}     # block id -> every block it waits for
 
     def add(self, where: str, message: str) -> None:
         self.problems.append(Problem(where, message))
@@ -196,15 +198,37 @@ class _Importer:
             block["description"] = str(node["description"])
         if kind == "return":
             self._return(label, node, block)
+            self._order(block, side_effect=True)
             self.blocks.append(block)
             return
         local = self._fields(label, node)
         builder = {"prompt": self._prompt, "parser": self._parser, "event": self._event}[kind]
         block["with"] = builder(label, node, local)
         block["type"] = {"prompt": "llm", "parser": "parser", "event": "http"}[kind]
+        self._order(block, side_effect=kind == "event")
         self.blocks.append(block)
         result = f"{{{{{block_id}.{_OUTPUT_OF[kind]}}}}}"
         self._outputs(label, node.get("output"), local, result)
+
+    def _order(self, block: dict[str, Any], side_effect: bool) -> None:
+        """Blocks run as soon as what they read is ready, so independent prompts
+        run at once; an event (a call with effects outside the run) and a return
+        wait for every earlier node, as in the chain: an event fires, and a
+        result is returned, only when every node before it succeeded."""
+        found = {m.group(1).split(".", 1)[0]
+                 for m in chain_templates.NATIVE_REF_RE.finditer(json.dumps(block["with"]))}
+        reached: set[str] = set()
+        for dep in found & set(self.reach):
+            reached |= {dep} | self.reach[dep]
+        if side_effect:
+            missing = [b["id"] for b in self.blocks if b["id"] not in reached]
+            after = [b for b in missing
+                     if not any(b in self.reach[other] for other in missing if other != b)]
+            if after:
+                block["after"] = after
+            for dep in after:
+                reached |= {dep} | self.reach[dep]
+        self.reach[block["id"]] = reached
 
     def _block_id(self, name: str, index: int) -> str:
         base = _slug(name) or f"node{index + 1}"
@@ -221,9 +245,15 @@ class _Importer:
 
     def _lookup(self, scope: dict[str, str], label: str, where: str):
         def lookup(name: str) -> str:
+            if name in self.secrets and scope.get(name) == f"{{{{secrets.{name}}}}}":
+                self.add(label, f"`{where}` reads {{{name}}}, which holds an API key (an "
+                                f"`apiKey` reads it): only `apiKey` may, so the key never "
+                                f"reaches a prompt, a request or a result")
+                return "{{input.__secret__}}"
             if name in scope:
                 return scope[name]
-            known = ", ".join(sorted(n for n in scope if n != "output")) or "none"
+            known = ", ".join(sorted(n for n in scope if n != "output"
+                                     and scope[n] != f"{{{{secrets.{n}}}}}")) or "none"
             self.add(label, f"unknown variable {{{name}}} in `{where}` (known at this node: "
                             f"{known}); declare it in `variables` or write it with an "
                             f"earlier node's `output`")
