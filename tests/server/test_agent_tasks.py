@@ -151,7 +151,16 @@ async def test_a_stored_workflow_by_id_and_another_users_task(setup):
         assert (await bob.post("/api/agent", json={"workflow_id": "movie-script"})
                 ).status_code == 404
         task = await wait_task(alice, task_id, "succeeded", "failed")
+        # an Agent saved as it is becomes the workflow it imports to
+        saved = await alice.put("/api/workflows/movie-agent", json=movie())
+        assert saved.status_code == 201, saved.text
+        assert [b["type"] for b in saved.json()["document"]["blocks"]] == [
+            "llm", "llm", "llm", "parser", "http", "response"]
+        again = await alice.post("/api/agent", json={
+            "workflow_id": "movie-agent", "variables": {"script": "Mia.", "apiKey": KEY}})
+        second = await wait_task(alice, again.json()["id"], "succeeded", "failed")
     assert task["status"] == "succeeded" and task["output"]["summary"].startswith("A lonely")
+    assert second["status"] == "succeeded" and second["output"] == task["output"]
 
 
 async def test_bad_requests_name_the_problem(setup):

@@ -38,9 +38,12 @@ class NotationError(ValueError):
 
 def notation_to_schema(notation: str | dict[str, Any]) -> dict[str, Any]:
     """The JSON Schema a notation string (or its parsed mapping) stands for."""
-    if isinstance(notation, str):
-        return _cached(notation)
-    return _convert(notation, "schema")
+    try:
+        if isinstance(notation, str):
+            return _cached(notation)
+        return _convert(notation, "schema")
+    except RecursionError:
+        raise NotationError("the schema is nested too deeply") from None
 
 
 @lru_cache(maxsize=256)

@@ -78,6 +78,8 @@ def data_template(text: str, lookup: Callable[[str], str]) -> Any:
     except json.JSONDecodeError as exc:
         raise ValueError(f"`data` is not JSON once its {{fields}} are filled ({exc.msg} at "
                          f"line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("`data` is nested too deeply") from None
 
     def fill(value: Any) -> Any:
         if isinstance(value, str):
