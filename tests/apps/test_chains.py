@@ -243,3 +243,48 @@ def test_export_refuses_what_a_chain_cannot_say():
     assert "blocks[0]: block 'a' (agent) has no prompt-chain equivalent" in message
     assert "blocks[1]: block 'b': a chain node cannot express with.output_schema" in message
     assert "blocks[1].with.inputs.x: reads {{a.tokens}}" in message
+
+
+async def test_an_event_fires_only_when_every_earlier_node_succeeded(receiver):
+    """The event reads nothing from the prompt before it, yet waits for it (as in
+    the chain): the prompt fails, so the event is skipped and nothing is sent."""
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    def refuse(messages, tools):
+        raise RuntimeError("the model is down")
+
+    register_script("chain_down", refuse)
+    try:
+        doc = agent_to_workflow({"variables": {"topic": "tides"}, "promptChain": [
+            {"type": "prompt", "name": "draft", "user": "About {topic}", "output": "draft"},
+            {"type": "event", "name": "notify", "endPoint": f"{receiver.url}/started",
+             "data": '{"topic": "{topic}"}'}]})
+        assert doc["blocks"][1]["after"] == ["draft"]
+        with allowing_private_network():
+            result = await flowforge.run(doc, {}, model="scripted/chain_down", storage=False)
+    finally:
+        unregister_script("chain_down")
+    assert result.status == "failed"
+    assert result.blocks["notify"].status == "skipped" and receiver.requests == []
+
+
+def test_an_agent_in_yaml_loads_like_json(tmp_path, monkeypatch):
+    import yaml
+
+    monkeypatch.setenv("FLOWFORGE_CHAIN_BASE_URL", "http://127.0.0.1:1")
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(movie(), sort_keys=False), encoding="utf-8")
+    from_yaml = workflow_data_if_agent(path)
+    assert from_yaml is not None
+    assert from_yaml == agent_to_workflow(movie())
+
+
+def test_event_data_template_keeps_types_and_fills_strings():
+    from flowforge.apps.chains.templates import data_template
+
+    refs = {"chars": "{{parse.data}}", "title": "{{input.title}}", "n": "{{count.content}}"}
+    body = data_template('{"characters": {chars}, "label": "About {title} (\\"{n}\\")", '
+                         '"{title}": [{n}, "x"]}', refs.__getitem__)
+    assert body == {"characters": "{{parse.data}}",
+                    "label": 'About {{input.title}} ("{{count.content}}")',
+                    "{{input.title}}": ["{{count.content}}", "x"]}

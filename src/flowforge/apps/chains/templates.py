@@ -44,8 +44,9 @@ def splice(text: str, lookup: Callable[[str], str]) -> str:
     return REF_RE.sub(lambda m: lookup(m.group(1)), text)
 
 
-_SENTINEL = "\u0000{}\u0000"
-_SENTINEL_RE = re.compile("\u0000(\\d+)\u0000")
+# Private-use characters: valid inside a JSON string, never in a real template.
+_SENTINEL = "\ue000{}\ue001"
+_SENTINEL_RE = re.compile("\ue000(\\d+)\ue001")
 
 
 def data_template(text: str, lookup: Callable[[str], str]) -> Any:
