@@ -127,7 +127,9 @@ def test_every_problem_at_once():
         {"type": "teleport", "name": "d"},
         {"type": "prompt", "name": "leak", "user": "my key is {k}", "apiKey": "{k}",
          "output": "z"},
-        {"type": "return", "name": "e", "output": ["nope"]}]}
+        {"type": "return", "name": "e", "output": ["nope"]},
+        {"name": "f", "user": "hi"},
+        {"type": "prompt", "name": "g", "user": "{a.b} and {x}", "sytem": "typo"}]}
     message = problems_of(agent)
     assert "promptChain[0] 'a': unknown `llm` 'chatgpt'" in message
     assert "promptChain[1] 'b': `apiKey` must be a variable reference" in message
@@ -137,6 +139,9 @@ def test_every_problem_at_once():
     assert "promptChain[3] 'd': unknown node type 'teleport'" in message
     assert "promptChain[4] 'leak': `user` reads {k}, which holds an API key" in message
     assert "promptChain[5] 'e': unknown variable {nope} in `output`" in message
+    assert "promptChain[6] 'f': `type` is required: prompt, parser, event or return" in message
+    assert "promptChain[7] 'g': `user` holds {a.b}, which is not a variable name" in message
+    assert "promptChain[7] 'g': unknown field(s) sytem for a prompt node" in message
 
 
 async def test_failing_event_names_the_node(receiver, monkeypatch):

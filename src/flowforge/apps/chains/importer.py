@@ -41,6 +41,7 @@ from typing import Any
 
 from flowforge.apps.chains import templates as chain_templates
 from flowforge.blocks._notation import NotationError, notation_to_schema
+from flowforge.blocks.llm import placeholders
 from flowforge.errors import Problem, ValidationFailed
 from flowforge.providers.registry import known_prefixes
 from flowforge.workflow.graph import NAMESPACES
@@ -178,6 +179,9 @@ class _Importer:
         name = node.get("name")
         label = f"promptChain[{index}]" + (f" {name!r}" if name else "")
         kind = str(node.get("type") or "").lower()
+        if not kind:
+            self.add(label, "`type` is required: prompt, parser, event or return")
+            return
         if kind not in NODE_FIELDS:
             self.add(label, f"unknown node type {node.get('type')!r}; write prompt, parser, "
                             f"event or return")
@@ -311,7 +315,7 @@ class _Importer:
                 template, self._lookup(scope, label, f"output.{key}"))
         self.env.update(written)
 
-    def _text(self, label: str, node: dict[str, Any], key: str, local: dict[str, str],
+    def _text(self, label: str, node: dict[str, Any], key: str,
               required: bool = False) -> str | None:
         value = node.get(key)
         if value is None:
@@ -325,14 +329,18 @@ class _Importer:
 
     def _prompt(self, label: str, node: dict[str, Any], local: dict[str, str]) -> dict:
         config: dict[str, Any] = {}
-        system = self._text(label, node, "system", local)
-        user = self._text(label, node, "user", local, required=True)
+        system = self._text(label, node, "system")
+        user = self._text(label, node, "user", required=True)
         inputs: dict[str, str] = {}
         for key, text in (("system", system), ("user", user)):
             if text is None:
                 continue
             for name in chain_templates.refs(text):
                 inputs[name] = self._lookup(local, label, key)(name)
+            for name in placeholders(chain_templates.to_prompt(text)):
+                if name not in inputs:      # `{a.b}`: the llm block would look for it
+                    self.add(label, f"`{key}` holds {{{name}}}, which is not a variable "
+                                    f"name (letters, digits and _)")
         model = self._model(label, node)
         if model:
             config["model"] = model
@@ -393,7 +401,7 @@ class _Importer:
         parser = node.get("parser", "JSON")
         if str(parser).upper() != "JSON":
             self.add(label, f"unknown `parser` {parser!r}: only JSON exists")
-        raw = self._text(label, node, "rawData", local, required=True)
+        raw = self._text(label, node, "rawData", required=True)
         config: dict[str, Any] = {
             "text": chain_templates.splice(raw, self._lookup(local, label, "rawData"))
             if raw is not None else ""}
@@ -412,7 +420,7 @@ class _Importer:
         return config
 
     def _event(self, label: str, node: dict[str, Any], local: dict[str, str]) -> dict:
-        end_point = self._text(label, node, "endPoint", local, required=True) or ""
+        end_point = self._text(label, node, "endPoint", required=True) or ""
         method = str(node.get("method") or ("POST" if node.get("data") else "GET")).upper()
         if method not in _METHODS:
             self.add(label, f"unknown `method` {node.get('method')!r} (use {', '.join(_METHODS)})")
