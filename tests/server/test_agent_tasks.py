@@ -179,3 +179,20 @@ async def test_bad_requests_name_the_problem(setup):
                                                        "variables": {"scrpit": "x"}})
         assert unknown.status_code == 422 and "scrpit" in unknown.text
         assert (await alice.get("/api/agent/tasks/nope")).status_code == 404
+
+
+async def test_many_tasks_run_at_once_each_with_its_own_callback(setup):
+    live, frontend = setup
+    async with live.client("alice") as alice:
+        started = await asyncio.gather(*(
+            alice.post("/api/agent", json={"agent": movie(), "variables": {
+                "script": f"Script number {n}."}}) for n in range(4)))
+        ids = [response.json()["id"] for response in started]
+        tasks = await asyncio.gather(*(wait_task(alice, task_id, "succeeded", "failed")
+                                       for task_id in ids))
+    assert [task["status"] for task in tasks] == ["succeeded"] * 4
+    await wait_callbacks(frontend, 4)
+    called = sorted(url.rsplit("taskId=", 1)[1] for url, _, _ in frontend.callbacks)
+    assert called == sorted(ids)
+    sent = sorted(json.dumps(event) for event in frontend.events)
+    assert len(sent) == 4
