@@ -94,3 +94,37 @@ def test_export_refuses_other_formats_and_other_blocks(tmp_path):
         "export", EXAMPLES.parent / "support.yaml", "--format", "n8n").output
     result = invoke("export", EXAMPLES.parent / "support.yaml", "--format", "agent")
     assert result.exit_code == 2 and "has no prompt-chain equivalent" in result.output
+
+
+def test_a_key_written_in_the_agent_file_is_used_and_kept_out_of_the_record(tmp_path,
+                                                                            monkeypatch):
+    from flowforge.blocks import _llm
+    from flowforge.providers.base import LLMResponse
+
+    seen = []
+
+    async def fake(model, request, *, options, **_):
+        seen.append((model, options.env.get("ANTHROPIC_API_KEY")))
+        return LLMResponse(text="ok", model=model)
+
+    monkeypatch.setattr(_llm, "_complete", fake)
+    agent = tmp_path / "agent.json"
+    agent.write_text(json.dumps({"variables": {"key": "sk-ant-in-the-file-1234", "q": ""},
+                                 "promptChain": [
+        {"type": "prompt", "name": "ask", "user": "{q}", "apiKey": "{key}", "llm": "claude",
+         "model": "claude-3-5-haiku-latest", "output": "a"},
+        {"type": "return", "name": "out", "output": ["a"]}]}), encoding="utf-8")
+    result = invoke("run", agent, "-i", "q=@@handle", "--json", "--no-store")
+    assert result.exit_code == 0, result.output
+    assert seen == [("anthropic/claude-3-5-haiku-latest", "sk-ant-in-the-file-1234")]
+    answer = json.loads(result.stdout)
+    assert answer["outputs"]["out"]["data"] == {"a": "ok"}
+    assert answer["results"]["ask"]["content"] == "ok"
+    sent = [e for e in answer["events"] if e["type"] == "llm_request"]
+    assert sent[0]["request"]["messages"] == [{"role": "user", "content": "@handle"}]
+    assert "sk-ant-in-the-file-1234" not in result.stdout
+    # a key given on the command line wins over the file's
+    seen.clear()
+    assert invoke("run", agent, "-i", "key=sk-ant-from-the-command", "--json", "--no-store"
+                  ).exit_code == 0
+    assert seen == [("anthropic/claude-3-5-haiku-latest", "sk-ant-from-the-command")]

@@ -177,6 +177,8 @@ def run_command(
     except WorkflowError as exc:
         fail(str(exc))
     inputs, run_secrets = split_secret_inputs(workflow, inputs)
+    from flowforge.apps.chains import agent_keys
+    run_secrets = {**agent_keys(file), **run_secrets}    # keys written in an Agent file
     progress = None if (as_json or quiet) else LiveProgress(workflow, err)
     try:
         if progress:

@@ -15,37 +15,50 @@ from typing import Any
 
 from flowforge.apps.chains.exporter import workflow_to_agent
 from flowforge.apps.chains.importer import (BASE_URL_VARIABLE, LLM_PROVIDERS, agent_to_workflow,
-                                            is_agent)
+                                            is_agent, key_values)
 
 __all__ = ["agent_to_workflow", "workflow_to_agent", "is_agent", "workflow_data_if_agent",
-           "split_variables", "secret_names", "BASE_URL_VARIABLE", "LLM_PROVIDERS"]
+           "split_variables", "secret_names", "agent_keys", "key_values", "BASE_URL_VARIABLE",
+           "LLM_PROVIDERS"]
 
 _SECRET_RE = re.compile(r"\{\{\s*secrets\.([A-Za-z0-9_\-]+)\s*\}\}")
 _SUFFIXES = (".json", ".yaml", ".yml")
 
 
-def workflow_data_if_agent(target: Any) -> dict[str, Any] | None:
-    """The workflow document for an Agent given as a dict or a JSON/YAML file;
-    None for anything else (so `load()` and `flowforge run` take both)."""
+def _agent_data(target: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the Agent, its source) for an Agent given as a dict or a JSON/YAML
+    file; (None, None) for anything else."""
     data = target
     source = None
     if isinstance(target, (str, Path)):
         path = Path(target)
         if path.suffix.lower() not in _SUFFIXES or not path.is_file():
-            return None
+            return None, None
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
-            return None                   # the workflow loader reports it properly
+            return None, None             # the workflow loader reports it properly
         if "promptChain" not in text:
-            return None
+            return None, None
         from flowforge.workflow.loader import parse_text
 
         data = parse_text(text, str(path))
         source = str(path)
-    if not is_agent(data):
-        return None
-    return agent_to_workflow(data, source=source)
+    return (data, source) if is_agent(data) else (None, None)
+
+
+def workflow_data_if_agent(target: Any) -> dict[str, Any] | None:
+    """The workflow document for an Agent given as a dict or a JSON/YAML file;
+    None for anything else (so `load()` and `flowforge run` take both)."""
+    agent, source = _agent_data(target)
+    return None if agent is None else agent_to_workflow(agent, source=source)
+
+
+def agent_keys(target: Any) -> dict[str, str]:
+    """API keys written in an Agent's own `variables` (a dict or a file): the
+    workflow leaves them out, and a run of the file passes them as secrets."""
+    agent, _ = _agent_data(target)
+    return key_values(agent) if agent is not None else {}
 
 
 def secret_names(document: Any) -> set[str]:

@@ -47,7 +47,8 @@ from flowforge.providers.registry import known_prefixes
 from flowforge.workflow.graph import NAMESPACES
 from flowforge.workflow.templates import normalize_name as _normal
 
-__all__ = ["is_agent", "agent_to_workflow", "BASE_URL_VARIABLE", "LLM_PROVIDERS", "NODE_FIELDS"]
+__all__ = ["is_agent", "agent_to_workflow", "key_variables", "key_values", "BASE_URL_VARIABLE",
+           "LLM_PROVIDERS", "NODE_FIELDS"]
 
 #: where a relative event `endPoint` is resolved when no base URL is given
 BASE_URL_VARIABLE = "FLOWFORGE_CHAIN_BASE_URL"
@@ -82,6 +83,28 @@ def agent_to_workflow(agent: dict[str, Any], *, base_url: str | None = None,
     if base_url is None:
         base_url = os.environ.get(BASE_URL_VARIABLE) or None
     return _Importer(agent, base_url, source).convert()
+
+
+def key_variables(nodes: Any) -> set[str]:
+    """The variables that the nodes' `apiKey` templates read (API keys)."""
+    names = set()
+    for node in nodes if isinstance(nodes, list) else []:
+        key = node.get("apiKey", node.get("apikey")) if isinstance(node, dict) else None
+        if isinstance(key, str):
+            whole = chain_templates.REF_RE.fullmatch(key.strip())
+            if whole:
+                names.add(whole.group(1))
+    return names
+
+
+def key_values(agent: Any) -> dict[str, str]:
+    """The API keys written in an Agent's own `variables` (the importer leaves
+    them out of the workflow): a run passes them as secrets."""
+    if not is_agent(agent) or not isinstance(agent.get("variables"), dict):
+        return {}
+    names = key_variables(agent.get("promptChain"))
+    return {name: str(value) for name, value in agent["variables"].items()
+            if name in names and isinstance(value, str) and value}
 
 
 def _slug(text: str) -> str:
@@ -162,14 +185,7 @@ class _Importer:
         return doc
 
     def _secret_names(self, nodes: list[dict[str, Any]]) -> set[str]:
-        names = set()
-        for node in nodes:
-            key = node.get("apiKey", node.get("apikey"))
-            if isinstance(key, str):
-                whole = chain_templates.REF_RE.fullmatch(key.strip())
-                if whole:
-                    names.add(whole.group(1))
-        return names
+        return key_variables(nodes)
 
     # -- nodes ------------------------------------------------------------------------
     def _node(self, index: int, node: Any) -> None:

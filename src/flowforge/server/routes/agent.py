@@ -24,7 +24,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Request
 
-from flowforge.apps.chains import agent_to_workflow, is_agent, split_variables
+from flowforge.apps.chains import agent_to_workflow, is_agent, key_values, split_variables
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.auth import CurrentUser, owned_run
@@ -60,10 +60,12 @@ async def start_task(request: Request, user: CurrentUser,
     if not isinstance(variables, dict):
         raise ApiError(422, "`variables` must be an object of variable names to values")
     version = None
+    agent_given: dict[str, Any] | None = None
     if is_agent(body) or "agent" in body:
         agent = body if is_agent(body) else body.get("agent")
         if not is_agent(agent):
             raise ApiError(422, "`agent` must be an Agent definition with `promptChain`")
+        agent_given = agent
         data = agent_to_workflow(agent, base_url=settings.chain_base_url, source="agent")
         compiled = compile_document(document_from_data(data, "agent"))
     elif isinstance(body.get("workflow_id"), str) and body["workflow_id"]:
@@ -73,6 +75,8 @@ async def start_task(request: Request, user: CurrentUser,
         raise ApiError(422, "give an Agent (`promptChain`, or `agent`) or the `workflow_id` of "
                             "a stored workflow, with its `variables`")
     inputs, secrets = split_variables(compiled, variables)
+    if agent_given is not None:
+        secrets = {**key_values(agent_given), **secrets}    # keys in the Agent's variables
     validate_inputs(compiled.doc.inputs, inputs)
     task_id = uuid.uuid4().hex
     webhook = settings.agent_webhook_url
