@@ -13,7 +13,7 @@ from flowforge.tools.network import allowing_private_network
 from tests.apps.chains_receiver import EXAMPLES, receiver  # noqa: F401 - a fixture
 
 MOVIE = EXAMPLES / "movie_script.json"
-RULES = EXAMPLES / "movie_script.rules.yaml"
+RULES = EXAMPLES.parent / "scripted" / "movie_script.rules.yaml"
 runner = CliRunner()
 
 

@@ -21,7 +21,7 @@ from flowforge.tools.network import allowing_private_network
 from tests.server.conftest import serve_asgi, start_server
 
 CHAINS = Path(__file__).resolve().parents[2] / "examples" / "chains"
-RULES = CHAINS / "movie_script.rules.yaml"
+RULES = CHAINS.parent / "scripted" / "movie_script.rules.yaml"
 KEY = "sk-frontend-user-key-4242"
 
 
