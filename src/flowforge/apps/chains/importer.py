@@ -152,7 +152,7 @@ class _Importer:
                 continue
             self.declared[name] = "" if value is None else value
         nodes = [node for node in chain if isinstance(node, dict)]
-        self.secrets = self._secret_names(nodes)
+        self.secrets = key_variables(nodes)
         for name in self.declared:
             root = "secrets" if name in self.secrets else "input"
             self.env[name] = f"{{{{{root}.{name}}}}}"
@@ -183,9 +183,6 @@ class _Importer:
                          for name, value in self.declared.items() if name not in self.secrets}
         doc["blocks"] = self.blocks
         return doc
-
-    def _secret_names(self, nodes: list[dict[str, Any]]) -> set[str]:
-        return key_variables(nodes)
 
     # -- nodes ------------------------------------------------------------------------
     def _node(self, index: int, node: Any) -> None:
