@@ -196,3 +196,18 @@ async def test_many_tasks_run_at_once_each_with_its_own_callback(setup):
     assert called == sorted(ids)
     sent = sorted(json.dumps(event) for event in frontend.events)
     assert len(sent) == 4
+
+
+async def test_a_private_frontend_url_the_server_may_not_call_is_named(tmp_path):
+    live, stop = await start_server(
+        f"sqlite:///{tmp_path / 'server.db'}", model=f"scripted/{RULES}",
+        allow_private_webhooks=False, chain_base_url="http://127.0.0.1:1",
+        agent_webhook_url="http://127.0.0.1:1/callback/task?taskId={task_id}")
+    try:
+        async with live.client("alice") as alice:
+            refused = await alice.post("/api/agent", json={"agent": movie()})
+    finally:
+        await stop()
+    assert refused.status_code == 422
+    assert "the server's agent webhook (--agent-webhook-url" in refused.text
+    assert "--allow-private-webhooks" in refused.text

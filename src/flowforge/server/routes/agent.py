@@ -82,6 +82,8 @@ async def start_task(request: Request, user: CurrentUser,
     webhook = settings.agent_webhook_url
     if webhook:
         webhook = webhook.replace("{task_id}", task_id)
+        await live.check_webhook(webhook, "the server's agent webhook (--agent-webhook-url, "
+                                          "FLOWFORGE_AGENT_WEBHOOK_URL)")
     storage: Storage = request.app.state.storage
 
     async def payload(result: RunResult, row: dict[str, Any] | None) -> dict[str, Any]:
