@@ -242,12 +242,17 @@ def test_export_refuses_what_a_chain_cannot_say():
     with pytest.raises(ValidationFailed) as caught:
         workflow_to_agent({"id": "w", "blocks": [
             {"id": "a", "type": "agent", "with": {"prompt": "hi"}},
-            {"id": "b", "type": "llm", "with": {"prompt": "{x}", "inputs": {"x": "{{a.tokens}}"},
-                                                "output_schema": {"type": "object"}}}]})
-    message = str(caught.value)
-    assert "blocks[0]: block 'a' (agent) has no prompt-chain equivalent" in message
-    assert "blocks[1]: block 'b': a chain node cannot express with.output_schema" in message
-    assert "blocks[1].with.inputs.x: reads {{a.tokens}}" in message
+            {"id": "c", "type": "llm", "with": {"prompt": "hi"}},
+            {"id": "b", "type": "llm", "with": {"prompt": "{x} {y}", "inputs": {
+                "x": "{{c.tokens}}", "y": "{{a.content}}"},
+                "output_schema": {"type": "object"}}}]})
+    problems = caught.value.problems
+    assert [str(p) for p in problems] == [
+        "blocks[0]: block 'a' (agent) has no prompt-chain equivalent (llm, parser, http and "
+        "response do)",
+        "blocks[2]: block 'b': a chain node cannot express with.output_schema",
+        "blocks[2].with.inputs.x: reads {{c.tokens}}, which a chain cannot express (a chain "
+        "passes the run's variables and each node's result only)"]   # nothing more about 'a'
 
 
 async def test_an_event_fires_only_when_every_earlier_node_succeeded(receiver):

@@ -56,6 +56,7 @@ class _Exporter:
         self.variable_of: dict[str, str] = {}       # native reference -> variable
         self.nodes: list[dict[str, Any]] = []
         self.node_of: dict[str, dict[str, Any]] = {}  # block id -> its node
+        self.refused: set[str] = set()    # blocks already reported: reading them is no news
 
     def add(self, where: str, message: str) -> None:
         self.problems.append(Problem(where, message))
@@ -97,8 +98,10 @@ class _Exporter:
         try:
             return native_to_chain(value, self.variable_of)
         except KeyError as exc:
-            self.add(where, f"reads {{{{{exc.args[0]}}}}}, which a chain cannot express (a "
-                            f"chain passes the run's variables and each node's result only)")
+            if str(exc.args[0]).split(".", 1)[0] not in self.refused:
+                self.add(where, f"reads {{{{{exc.args[0]}}}}}, which a chain cannot express (a "
+                                f"chain passes the run's variables and each node's result "
+                                f"only)")
             return ""
 
     def _block(self, where: str, spec: Any) -> None:
@@ -106,6 +109,7 @@ class _Exporter:
         if kind not in _KEYS:
             self.add(where, f"block '{spec.id}' ({kind or spec.uses}) has no prompt-chain "
                             f"equivalent (llm, parser, http and response do)")
+            self.refused.add(spec.id)
             return
         for field in ("blocks", "after", "on_error", "uses", "retry", "timeout"):
             if field == "after" and kind in ("http", "response"):
@@ -206,6 +210,8 @@ class _Exporter:
         for key, value in data.items():
             whole = NATIVE_REF_RE.fullmatch(value.strip()) if isinstance(value, str) else None
             ref = whole.group(1) if whole else None
+            if ref is not None and ref.split(".", 1)[0] in self.refused:
+                continue
             if ref is None or ref not in self.variable_of:
                 self.add(f"{where}.with.data.{key}", "a return node returns a variable: write a "
                                                      "whole reference such as {{plots.content}}")

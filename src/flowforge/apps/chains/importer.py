@@ -442,8 +442,9 @@ class _Importer:
         if stripped and not re.match(r"^(https?://|\$?\{)", stripped, re.IGNORECASE):
             if not self.base_url:
                 self.add(label, f"`endPoint` {stripped!r} is relative: set "
-                                f"{BASE_URL_VARIABLE} (or pass a base URL) to the server it "
-                                f"belongs to, or write the whole URL")
+                                f"{BASE_URL_VARIABLE} to the app it belongs to (`flowforge "
+                                f"import --base-url`, `flowforge serve --chain-base-url`), or "
+                                f"write the whole URL")
             else:
                 stripped = self.base_url.rstrip("/") + "/" + stripped.lstrip("/")
         config: dict[str, Any] = {"method": method, "url": chain_templates.splice(
