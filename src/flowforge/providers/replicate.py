@@ -18,7 +18,9 @@ fragments, joined; token counts come from the prediction's `metrics`.
 Tools are not supported; a JSON-Schema response format is asked for in the
 system prompt (Replicate has no constrained decoding), and the answer is
 checked by the block as usual.  Polling starts at `poll_interval` seconds
-(provider option, default 0.5) and grows to 2 s.
+(provider option, default 0.5) and grows to 2 s.  With `stream`, the text
+arrives as one delta when the prediction ends (Replicate's event stream is
+not read yet).
 """
 
 from __future__ import annotations
