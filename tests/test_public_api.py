@@ -10,7 +10,7 @@ import flowforge
 
 PACKAGES = ["flowforge", "flowforge.workflow", "flowforge.engine", "flowforge.blocks",
             "flowforge.providers", "flowforge.storage", "flowforge.service", "flowforge.tools",
-            "flowforge.errors"]
+            "flowforge.errors", "flowforge.apps.chains"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

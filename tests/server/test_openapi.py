@@ -47,6 +47,9 @@ EXPECTED = {
     "/api/chat/query/stream": {"post"},
     "/api/chat/sessions": {"get"},
     "/api/chat/sessions/{session_id}": {"get", "delete"},
+    # prompt-chain agent tasks (server/routes/agent.py, issue 11)
+    "/api/agent": {"post"},
+    "/api/agent/tasks/{task_id}": {"get"},
 }
 
 

@@ -5,33 +5,40 @@
       with:
         text: "{{draft.content}}"          # plain JSON, ```json fenced```, or JSON in prose
         schema: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
+        # or, as prompt-chain definitions write it:  schema: '{"order_id": "String"}'
 
 The prompt-chain ParserNode: the first JSON value found (the whole text,
 then a fenced block, then the first balanced object or array) is validated
 against `schema`; a text with no JSON, or a value that breaks the schema,
-fails the block with every problem listed (`default` instead makes it the
-output).  Output: `data` (the value) and, when it is an object, its fields
+fails the block with every problem listed, the schema as written and the
+start of what came back (`default` instead makes it the output).  `schema`
+is JSON Schema, or the prompt-chain notation as a string (`blocks._notation`).
+Output: `data` (the value) and, when it is an object, its fields
 spread as top-level outputs (`{{fields.order_id}}`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import Field
 
+from flowforge.blocks._notation import NotationError, notation_to_schema
 from flowforge.blocks._structured import extract_json, schema_problems
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
-from flowforge.errors import BlockError
+from flowforge.errors import BlockError, Problem
 
 __all__ = ["ParserBlock", "ParserConfig"]
 
 class ParserConfig(BlockConfig):
     text: Any
     """Text holding the JSON (a dict or list is taken as already parsed)."""
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    """JSON Schema the value must match."""
+    schema_: dict[str, Any] | str | None = Field(None, alias="schema")
+    """JSON Schema the value must match, or the prompt-chain notation as a string:
+    `{"character": "Array<String>"}` (String, Number, Integer, Boolean, Object, Any,
+    Array<T>, nested objects; a key ending in `?` is optional)."""
     default: Any = None
     """Output `data` when the text holds no valid value (instead of failing)."""
 
@@ -44,6 +51,16 @@ class ParserBlock(BlockType):
     Config = ParserConfig
 
     @classmethod
+    def check(cls, spec: Any, where: str, known_ids: set[str]) -> list[Problem]:
+        schema = spec.with_.get("schema")
+        if isinstance(schema, str) and "{{" not in schema:
+            try:
+                notation_to_schema(schema)
+            except NotationError as exc:
+                return [Problem(f"{where}.with.schema", str(exc))]
+        return []
+
+    @classmethod
     def is_eager(cls, config: Any) -> bool:
         return True
 
@@ -53,12 +70,19 @@ class ParserBlock(BlockType):
 
     @classmethod
     def run_now(cls, context: BlockContext, config: ParserConfig) -> Any:
+        schema = config.schema_
+        try:
+            if isinstance(schema, str):
+                schema = notation_to_schema(schema)
+        except NotationError as exc:
+            raise BlockError(context.block_id, cls.type_name, str(exc)) from None
         try:
             value = config.text if isinstance(config.text, (dict, list)) else \
                 extract_json(config.text if isinstance(config.text, str) else str(config.text))
-            problems = schema_problems(config.schema_, value)
+            problems = schema_problems(schema, value)
             if problems:
-                raise ValueError("the value does not match the schema: " + "; ".join(problems))
+                raise ValueError("the value does not match the schema: " + "; ".join(problems)
+                                 + f"; schema: {_shown(config.schema_)}; got: {_shown(value)}")
         except ValueError as exc:
             if "default" in config.model_fields_set:
                 value = config.default
@@ -67,3 +91,11 @@ class ParserBlock(BlockType):
         if isinstance(value, dict):
             return {**value, "data": value}
         return {"data": value}
+
+
+def _shown(value: Any, limit: int = 300) -> str:
+    """A value for an error message: as written (a string as is), cut at `limit`."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                             default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

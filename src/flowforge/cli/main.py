@@ -33,8 +33,9 @@ from flowforge.cli import chat as chat_cli  # noqa: E402
 app.add_typer(blocks_cli.blocks_app, name="blocks")  # `flowforge blocks ...` (block registry)
 build_cli.register(app)                               # `flowforge build "..."` (the thinker)
 chat_cli.register(app)                                # `flowforge chat` (the RAG chat)
-for _commands in (serve_cli, users_cli, secrets_cli):   # serve, users ..., secrets ...
-    _commands.register(app)
+from flowforge.cli import chains as chains_cli  # noqa: E402
+for _commands in (serve_cli, users_cli, secrets_cli, chains_cli):  # serve, users, secrets,
+    _commands.register(app)                                       # import, export
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
@@ -46,8 +47,9 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
-    """`k=v` pairs (each value JSON when it parses as JSON, else a string)
-    over an optional JSON/YAML file of inputs."""
+    """`k=v` pairs (each value JSON when it parses as JSON, else a string;
+    `k=@path` the text of a file, `k=@@text` the text `@text`) over an
+    optional JSON/YAML file of inputs."""
     values: dict[str, Any] = {}
     if inputs_file is not None:
         from flowforge.workflow.loader import parse_text
@@ -74,12 +76,47 @@ def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
             fail(f"--input {pair!r}: write it as name=value, e.g. --input query='refund policy'")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
+        if raw.startswith("@@"):
+            value: Any = raw[1:]
+        elif raw.startswith("@"):
+            value = _file_input(key.strip(), raw[1:])
+        else:
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
         values[key.strip()] = value
     return values
+
+
+def _file_input(name: str, path_text: str) -> str:
+    """The text of the file an `--input name=@path` names (as is: never JSON-parsed)."""
+    path = Path(path_text).expanduser()
+    hint = f" (to pass text starting with @, write --input {name}=@@...)"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        fail(f"--input {name}=@{path_text}: no such file{hint}")
+    except IsADirectoryError:
+        fail(f"--input {name}=@{path_text} is a directory: give a text file")
+    except UnicodeDecodeError:
+        fail(f"--input {name}=@{path_text} is not UTF-8 text")
+    except OSError as exc:
+        fail(f"--input {name}=@{path_text}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
+def split_secret_inputs(workflow: Any, inputs: dict[str, Any]
+                        ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Inputs the workflow reads as `{{secrets.NAME}}` and does not declare
+    (a prompt-chain's `{apiKey}`) are passed as secrets for this run: hidden
+    from every record and never stored."""
+    from flowforge.apps.chains import split_variables
+
+    declared = workflow.doc.inputs
+    rest, hidden = split_variables(workflow, {k: v for k, v in inputs.items()
+                                              if k not in declared})
+    return {**{k: v for k, v in inputs.items() if k in declared}, **rest}, hidden
 
 
 def import_plugins(targets: list[str]) -> None:
@@ -139,6 +176,9 @@ def run_command(
         workflow = load(file)
     except WorkflowError as exc:
         fail(str(exc))
+    inputs, run_secrets = split_secret_inputs(workflow, inputs)
+    from flowforge.apps.chains import agent_keys
+    run_secrets = {**agent_keys(file), **run_secrets}    # keys written in an Agent file
     progress = None if (as_json or quiet) else LiveProgress(workflow, err)
     try:
         if progress:
@@ -146,7 +186,8 @@ def run_command(
         try:
             result = asyncio.run(run(workflow, inputs, user=user, model=model,
                                      storage=False if no_store else db, concurrency=concurrency,
-                                     on_event=progress.on_event if progress else None))
+                                     on_event=progress.on_event if progress else None,
+                                     run_secrets=run_secrets or None))
         finally:
             if progress:
                 progress.stop()

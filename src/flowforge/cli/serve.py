@@ -52,6 +52,14 @@ def serve(
         "in this process's environment (OPENAI_API_KEY, ...), sent only to the providers' "
         "configured URLs (off: users store their own keys with `flowforge secrets set`; "
         "also FLOWFORGE_SHARE_PROVIDER_KEYS=1)."),
+    agent_webhook_url: Optional[str] = typer.Option(
+        None, "--agent-webhook-url", help="The frontend that receives a signed POST with "
+        "the task (id, status, logs, output) for every prompt-chain task of POST /api/agent "
+        "that completes or fails; {task_id} in it becomes the task's id (also "
+        "FLOWFORGE_AGENT_WEBHOOK_URL)."),
+    chain_base_url: Optional[str] = typer.Option(
+        None, "--chain-base-url", help="Where relative endPoints of prompt-chain event nodes "
+        "point (also FLOWFORGE_CHAIN_BASE_URL)."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:
@@ -85,6 +93,10 @@ def serve(
         settings.files_root = str(files_root.resolve())
     if max_body_bytes is not None:
         settings.max_body_bytes = max_body_bytes
+    if agent_webhook_url:
+        settings.agent_webhook_url = agent_webhook_url
+    if chain_base_url:
+        settings.chain_base_url = chain_base_url
     # Everything in this process (the block registry too) uses the served database.
     os.environ["FLOWFORGE_DATABASE_URL"] = url
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,

@@ -42,7 +42,8 @@ RetryCallback = Callable[[str, int, ProviderError, float], Any]
 
 # Environment variables a provider reads: instances are cached per distinct values of these,
 # so a workflow with its own `env: {OPENAI_API_KEY: ...}` never reuses another's client.
-_CONFIG_VARIABLE = re.compile(r"^(OPENAI|ANTHROPIC|GEMINI|GOOGLE|AZURE|OPENROUTER|FLOWFORGE)")
+_CONFIG_VARIABLE = re.compile(r"^(OPENAI|ANTHROPIC|GEMINI|GOOGLE|AZURE|OPENROUTER|REPLICATE|"
+                              r"FLOWFORGE)")
 
 
 def _cache_key(prefix: str, env: Mapping[str, str]) -> str:

@@ -44,6 +44,7 @@ _BUILTIN = {
     "openai-compatible": "flowforge.providers.openai_compatible",
     "anthropic": "flowforge.providers.anthropic",
     "google": "flowforge.providers.google",
+    "replicate": "flowforge.providers.replicate",
 }
 
 
@@ -94,7 +95,8 @@ def resolve_model(model: str, options: ProviderOptions | None = None,
 
 #: The variables a provider reads its key from, first wins (openai-compatible: per server).
 _KEY_VARIABLES = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
-                  "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+                  "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+                  "replicate": ("REPLICATE_API_TOKEN",)}
 
 
 def key_variables(model: str) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import httpx
 
@@ -28,7 +28,10 @@ from flowforge.workflow.policy import Policy
 from flowforge.storage.base import Storage
 from flowforge.workflow.graph import CompiledWorkflow
 
-__all__ = ["LiveRuns"]
+__all__ = ["LiveRuns", "PayloadBuilder"]
+
+#: (result, run row) -> the webhook's JSON body
+PayloadBuilder = Callable[[RunResult, "dict[str, Any] | None"], Awaitable[dict[str, Any]]]
 
 log = logging.getLogger("flowforge.server")
 
@@ -58,13 +61,18 @@ class LiveRuns:
     async def start(self, compiled: CompiledWorkflow, inputs: dict[str, Any], *,
                     user: dict[str, Any], version: int | None = None,
                     webhook: str | None = None,
-                    services: dict[str, Any] | None = None) -> RunHandle:
+                    services: dict[str, Any] | None = None,
+                    run_secrets: dict[str, str] | None = None, run_id: str | None = None,
+                    payload: PayloadBuilder | None = None) -> RunHandle:
         """Start a compiled workflow as `user` (a user row) in the background.
-        A webhook the server will not call is refused here (422), before the run."""
+        A webhook the server will not call is refused here (422), before the run.
+        `run_secrets` (a prompt chain's API key) are hidden like the user's
+        secrets and never stored; `payload(result, row)` builds the webhook's
+        body instead of the run result (a prompt-chain task's shape)."""
         webhook = webhook or compiled.doc.webhook
         if webhook:
             await self.check_webhook(webhook)
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
         owner = user["user_id"]
 
@@ -81,13 +89,14 @@ class LiveRuns:
                                  model=self.settings.model, run_id=run_id,
                                  workflow_version=version, policy=await self.policy(user),
                                  secrets=await load_secrets(self.storage, owner),
+                                 run_secrets=run_secrets,
                                  provider_keys=self.settings.shared_provider_keys(),
                                  stored_workflows=stored_workflow)
         if webhook:
             await self.storage.update_run(run_id, webhook=webhook)
         self.handles[run_id] = handle
         handle.task.add_done_callback(
-            lambda task: self._finished(handle, task, webhook, user["webhook_secret"]))
+            lambda task: self._finished(handle, task, webhook, user["webhook_secret"], payload))
         return handle
 
     async def policy(self, user: dict[str, Any]) -> Policy:
@@ -101,7 +110,7 @@ class LiveRuns:
             raise ApiError(422, f"{where}: {refusal}", code="webhook_refused")
 
     def _finished(self, handle: RunHandle, task: asyncio.Task, webhook: str | None,
-                  secret: str) -> None:
+                  secret: str, payload: PayloadBuilder | None = None) -> None:
         self.handles.pop(handle.run_id, None)
         if task.cancelled():
             return
@@ -109,13 +118,14 @@ class LiveRuns:
             log.error("run %s could not be completed: %r", handle.run_id, task.exception())
             return
         if webhook:
-            self._spawn(self._deliver(handle, task.result(), webhook, secret))
+            self._spawn(self._deliver(handle, task.result(), webhook, secret, payload))
 
     async def _deliver(self, handle: RunHandle, result: RunResult, url: str,
-                       secret: str) -> None:
+                       secret: str, build: PayloadBuilder | None = None) -> None:
         redact = handle.recorder.redact if handle.recorder else (lambda data: data)
         row = await self.storage.get_run(handle.run_id)
-        payload = redact(webhook_payload(result, row))
+        payload = redact(await build(result, row) if build is not None
+                         else webhook_payload(result, row))
         tracer = handle.run.tracer
         await deliver_webhook(self.storage, self.http, handle.run_id, url, payload, secret,
                               attempts=self.settings.webhook_attempts,

@@ -56,6 +56,15 @@ class ServerSettings:
     (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...), sent only to the provider's
     configured URL.  Off: each user brings their own keys as secrets."""
 
+    agent_webhook_url: str | None = field(
+        default_factory=lambda: os.environ.get("FLOWFORGE_AGENT_WEBHOOK_URL") or None)
+    """The frontend that receives a signed POST (the task: id, status, logs,
+    output) for every prompt-chain task (`POST /api/agent`) that completes or
+    fails; `{task_id}` in it is replaced by the task's id."""
+    chain_base_url: str | None = field(
+        default_factory=lambda: os.environ.get("FLOWFORGE_CHAIN_BASE_URL") or None)
+    """Where the relative `endPoint`s of prompt-chain event nodes point."""
+
     def shared_provider_keys(self) -> dict[str, str]:
         """The provider key variables of this process, when the administrator shares them."""
         if not self.share_provider_keys:

@@ -81,6 +81,12 @@ def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWor
     if converted is not None:
         return compile_document(document_from_data(
             converted, str(target) if isinstance(target, (str, Path)) else "<pipeline>"))
+    from flowforge.apps.chains import workflow_data_if_agent
+    agent = workflow_data_if_agent(target)             # a prompt-chain Agent too
+    if agent is not None:
+        return compile_document(document_from_data(
+            agent, str(target) if isinstance(target, (str, Path)) else "<agent>"),
+            target if isinstance(target, (str, Path)) else None)
     if isinstance(target, dict):
         return compile_document(document_from_data(target))
     path = Path(target)

@@ -127,7 +127,7 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
     `storage` means what it means for `run()`: None the default database, a
     URL that database, a Storage that one (opened if needed, left open),
     False no record.  Other options are those of `run()` (user, model,
-    concurrency, services, on_event, policy, secrets) plus provider_keys,
+    concurrency, services, on_event, policy, secrets, run_secrets) plus provider_keys,
     stored_workflows, run_id, workflow_version, checkpoint and start_seq."""
     storage = options.pop("storage", None)
     owned: Storage | None = None
@@ -168,6 +168,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     child_checkpoints: dict[str, dict[str, tuple[str, Any]]] | None = None,
                     start_seq: int = 0, policy: Policy = TRUSTED,
                     secrets: dict[str, str] | None = None,
+                    run_secrets: dict[str, str] | None = None,
                     provider_keys: dict[str, str] | None = None,
                     stored_workflows: Callable[[str], Any] | None = None,
                     traceparent: str | None = None) -> tuple[Run, Recorder | None]:
@@ -183,6 +184,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
     user_key = user.get("id") if isinstance(user, dict) else user
     if secrets is None and storage is not None:
         secrets = await load_secrets(storage, user_key or "default")
+    if run_secrets:
+        secrets = {**(secrets or {}), **run_secrets}
     run_obj = _new_run(compiled, inputs, user=user, run_id=run_id, model=model,
                        concurrency=concurrency, services=services, on_event=None,
                        checkpoint=checkpoint, child_checkpoints=child_checkpoints,
@@ -314,16 +317,21 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
               model: str | None = None, concurrency: int | None = None,
               services: dict[str, Any] | None = None,
               on_event: Callable[[dict], None] | None = None, policy: Policy = TRUSTED,
-              secrets: dict[str, str] | None = None) -> RunResult:
+              secrets: dict[str, str] | None = None,
+              run_secrets: dict[str, str] | None = None) -> RunResult:
     """Run a workflow (path, dict, Workflow or CompiledWorkflow) to the end.
 
     Workflow errors raise before anything runs; a failing block does not
     raise — the result says `failed` and names the block.  `policy` limits
     what the document may reach of the host (default: trusted, as on one's
-    own machine); `secrets` default to the user's stored secrets."""
+    own machine); `secrets` default to the user's stored secrets, and
+    `run_secrets` (a prompt-chain's API key arriving with the run) are added
+    over them for this run only: hidden like them, never stored."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
         check_policy(compiled, policy, model_override=model)
+        if run_secrets:
+            secrets = {**(secrets or {}), **run_secrets}
         run_obj = _new_run(compiled, inputs, user=user, run_id=None, model=model,
                            concurrency=concurrency, services=services,
                            on_event=on_event, policy=policy, secrets=secrets)
@@ -332,7 +340,8 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
         run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
                                            model=model, concurrency=concurrency,
                                            services=services, on_event=on_event,
-                                           policy=policy, secrets=secrets)
+                                           policy=policy, secrets=secrets,
+                                           run_secrets=run_secrets)
         return await _execute(run_obj, recorder, opened)
 
 

@@ -72,6 +72,20 @@ async def _document(request: Request) -> Any:
         raise ApiError(400, str(exc), code="malformed_json") from None
 
 
+def _imported(request: Request, document: Any, workflow_id: str | None = None) -> Any:
+    """A prompt-chain Agent is saved as the workflow it imports to (its relative
+    event endpoints resolved against the server's `chain_base_url`)."""
+    from flowforge.apps.chains import agent_to_workflow, is_agent
+
+    if not is_agent(document):
+        return document
+    data = agent_to_workflow(document, base_url=request.app.state.settings.chain_base_url,
+                             source="<request body>")
+    if workflow_id is not None:
+        data["id"] = workflow_id
+    return data
+
+
 def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str
                    ) -> dict[str, Any]:
     """Saved, but a relative knowledge source is missing under the server's
@@ -110,6 +124,7 @@ async def create_workflow(request: Request, user: CurrentUser,
                           owner: str | None = None) -> dict[str, Any]:
     live = request.app.state.live
     document = await _document(request)
+    document = _imported(request, document)
     await _check_document_webhook(live, document)
     row = await live.workflows.save(owner_of(user, owner), document,
                                     policy=await live.policy(user),
@@ -145,6 +160,7 @@ async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
                        owner: str | None = None) -> JSONResponse:
     live = request.app.state.live
     document = await _document(request)
+    document = _imported(request, document, workflow_id)
     await _check_document_webhook(live, document)
     row = await live.workflows.save(owner_of(user, owner), document, expected_id=workflow_id,
                                     policy=await live.policy(user),
