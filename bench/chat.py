@@ -100,7 +100,8 @@ async def local_part(limit: int | None) -> dict[str, Any]:
             def on_event(event: dict) -> None:
                 events.append(event)
                 if event["type"] == "llm_response":
-                    model_ms.append(float(event["response"].get("duration_ms") or 0))
+                    answered = event.get("response") or {}
+                    model_ms.append(float(answered.get("duration_ms") or 0))
 
             started = time.perf_counter()
             try:

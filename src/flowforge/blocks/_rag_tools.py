@@ -106,7 +106,7 @@ RESPONSE_PARAMETERS: dict[str, Any] = {
                     "description": "Every source the answer relies on: knowledge-base document "
                                    "names and web page URLs, as the tools returned them.",
                     "items": {"anyOf": [
-                        {"type": "string", "minLength": 1, "maxLength": 500},
+                        {"type": "string", "minLength": 1, "maxLength": 200},
                         {"type": "object", "properties": {
                             "title": {"type": "string", "maxLength": 300},
                             "url": {"type": "string", "maxLength": 500},

@@ -205,15 +205,17 @@ class Provider(abc.ABC):
         """Release connections or loaded weights (optional)."""
 
 
-#: Length limits above these are left to validation: llama.cpp's JSON-Schema-to-grammar
-#: converter (the local provider's, and llama.cpp servers behind openai-compatible)
-#: unrolls `maxLength: 500` into 500 nested optional rules, refuses them, then crashes.
-_GRAMMAR_MAX_LENGTH, _GRAMMAR_MAX_ITEMS = 32, 16
+#: llama.cpp's JSON-Schema-to-grammar converter (the local provider's, and llama.cpp
+#: servers behind openai-compatible) unrolls `maxLength: 500` into 500 nested optional
+#: rules, refuses them, then crashes.  Longer string limits are left to validation (an
+#: answer must not be cut); longer lists are capped, which stops a small model that
+#: repeats an item until max_tokens.
+_GRAMMAR_MAX_LENGTH, _GRAMMAR_MAX_ITEMS = 200, 20
 
 
 def grammar_schema(schema: Any) -> Any:
-    """`schema` without the length limits a grammar cannot carry; the tool's
-    arguments are still validated against the full schema before any call."""
+    """`schema` with the limits a grammar can carry; the tool's arguments are still
+    validated against the full schema before any call."""
     if isinstance(schema, list):
         return [grammar_schema(item) for item in schema]
     if not isinstance(schema, dict):
@@ -223,9 +225,10 @@ def grammar_schema(schema: Any) -> Any:
         if key in ("maxLength", "minLength") and isinstance(value, int) and \
                 value > _GRAMMAR_MAX_LENGTH:
             continue
-        if key in ("maxItems", "minItems") and isinstance(value, int) and \
-                value > _GRAMMAR_MAX_ITEMS:
+        if key == "minItems" and isinstance(value, int) and value > _GRAMMAR_MAX_ITEMS:
             continue
+        if key == "maxItems" and isinstance(value, int) and value > _GRAMMAR_MAX_ITEMS:
+            value = _GRAMMAR_MAX_ITEMS
         out[key] = value if key in ("const", "enum", "default", "examples") \
             else grammar_schema(value)
     return out
