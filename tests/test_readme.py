@@ -37,7 +37,7 @@ def _block(first_line: str) -> str:
 
 CHECKED = ["make demo", "source .venv/bin/activate", "version: 1\nid: branch-join",
            "import asyncio", "tools:", "flowforge kb add policies",
-           "flowforge chat --once", "import asyncio\n\nimport flowforge\n\n\nasync def main", '{"answer":',
+           "flowforge chat --once", "flowforge import examples/chains", "import asyncio\n\nimport flowforge\n\n\nasync def main", '{"answer":',
            "KEY=$(flowforge users create alice", "flowforge users grant alice",
            "src/flowforge/"]
 
@@ -203,3 +203,13 @@ def test_the_chat_answer_shape_is_the_api_reply():
     shown = json.loads(_block('{"answer":'))
     assert set(shown) == set(ChatReply.model_fields)
     ChatReply.model_validate(shown)
+
+
+def test_the_chain_commands(scratch):
+    folder, env = scratch
+    result = _bash(_block("flowforge import examples/chains"), folder, env)
+    assert result.returncode == 0, result.stderr
+    assert "5 block(s)" in result.stdout.replace("\n", " ")
+    back = json.loads((folder / "movie_script.agent.json").read_text())
+    assert [node["type"] for node in back["promptChain"]] == ["prompt", "prompt", "prompt",
+                                                              "parser", "event"]
