@@ -8,6 +8,7 @@ need() { command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
 need bwrap bubblewrap        # sandbox for Python blocks (flowforge.sandbox)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || packages+=(postgresql)  # storage tests (scripts/postgres.sh)
 /sbin/ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 || packages+=(libseccomp2)
+need redis-server redis-server  # the worker pool's broker, started by the tests (scripts/redis_server.py)
 if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
   $SUDO apt-get update -qq

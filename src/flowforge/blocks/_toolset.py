@@ -121,7 +121,8 @@ def tool_context(context: Any) -> ToolContext:
                        block_id=context.block_id, block_data=block_data(context),
                        block_name_mapping=name_mapping(context),
                        variables=dict(context.scope.get("vars") or {}), env=context.env,
-                       user=context.user, emit=context.emit, block_context=context)
+                       user=context.user, emit=context.emit, block_context=context,
+                       idempotency_key=getattr(context, "idempotency_key", None))
 
 
 async def build_tools(entries: list[str | ToolEntry], context: Any, stack: AsyncExitStack, *,

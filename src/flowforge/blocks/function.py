@@ -3,11 +3,16 @@
 Async callables are awaited; plain ones are called on the event loop (fast,
 for small pure functions) unless `thread: true` asks for a worker thread,
 which a function that blocks on I/O or CPU must use.  A dict result is the
-output as it is; any other value is wrapped as `{result: value}`."""
+output as it is; any other value is wrapped as `{result: value}`.
+
+A callable with an `idempotency_key` parameter receives the block's key: the
+same when the block runs again after a crash or a worker's takeover, so a
+side effect (a payment, an email) can be made once."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 from pydantic import Field
@@ -43,16 +48,33 @@ class FunctionBlock(BlockType):
         registered = get_function(config.function)
         if registered.is_async:
             return LATER
-        result = registered.fn(**config.args)
+        result = registered.fn(**_arguments(registered.fn, context, config))
         return result if isinstance(result, dict) else {"result": result}
 
     @classmethod
     async def run(cls, context: BlockContext, config: FunctionConfig) -> Any:
         registered = get_function(config.function)
+        arguments = _arguments(registered.fn, context, config)
         if registered.is_async:
-            result = await registered.fn(**config.args)
+            result = await registered.fn(**arguments)
         elif config.thread:
-            result = await asyncio.to_thread(registered.fn, **config.args)
+            result = await asyncio.to_thread(registered.fn, **arguments)
         else:
-            result = registered.fn(**config.args)
+            result = registered.fn(**arguments)
         return result if isinstance(result, dict) else {"result": result}
+
+
+_TAKES_KEY: dict[Any, bool] = {}
+
+
+def _arguments(fn: Any, context: BlockContext, config: FunctionConfig) -> dict[str, Any]:
+    takes = _TAKES_KEY.get(fn)
+    if takes is None:
+        try:
+            takes = "idempotency_key" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            takes = False
+        _TAKES_KEY[fn] = takes
+    if not takes or "idempotency_key" in config.args:
+        return config.args
+    return {**config.args, "idempotency_key": getattr(context, "idempotency_key", None)}

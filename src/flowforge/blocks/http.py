@@ -79,7 +79,8 @@ class HttpBlock(BlockType):
         try:
             trace = context.trace_headers() if hasattr(context, "trace_headers") else {}
             result = await http_request(
-                config.method, config.url, headers={**trace, **config.headers},
+                config.method, config.url, headers={**trace, **_idempotency(context),
+                                                    **config.headers},
                 params=config.query or None, json_body=json_body, content=content,
                 timeout=config.timeout, allow_private_network=config.allow_private_network,
                 follow_redirects=config.follow_redirects)
@@ -91,3 +92,10 @@ class HttpBlock(BlockType):
                              f"{config.method} {result.url} answered HTTP {result.status}: "
                              f"{excerpt[:300]}")
         return result.to_dict()
+
+
+def _idempotency(context: Any) -> dict[str, str]:
+    """`Idempotency-Key`: the same when the block runs again after a crash (a header
+    the workflow sets wins)."""
+    key = getattr(context, "idempotency_key", None)
+    return {"Idempotency-Key": key} if isinstance(key, str) else {}

@@ -29,10 +29,11 @@ runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(kb_cli.kb_app, name="kb")           # `flowforge kb ...` (knowledge bases)
 from flowforge.cli import blocks as blocks_cli, build as build_cli  # noqa: E402
-from flowforge.cli import chat as chat_cli  # noqa: E402
+from flowforge.cli import chat as chat_cli, worker as worker_cli  # noqa: E402
 app.add_typer(blocks_cli.blocks_app, name="blocks")  # `flowforge blocks ...` (block registry)
 build_cli.register(app)                               # `flowforge build "..."` (the thinker)
 chat_cli.register(app)                                # `flowforge chat` (the RAG chat)
+worker_cli.register(app)                              # `flowforge worker` (the pool)
 from flowforge.cli import chains as chains_cli  # noqa: E402
 for _commands in (serve_cli, users_cli, secrets_cli, chains_cli):  # serve, users, secrets,
     _commands.register(app)                                       # import, export
@@ -160,6 +161,10 @@ def run_command(
     imports: List[str] = typer.Option([], "--import", "-I",
                                       help="Python file or module to import first, e.g. one "
                                            "registering @flowforge.function callables."),
+    queue: bool = typer.Option(False, "--queue", help="Run it on the worker pool "
+                               "(FLOWFORGE_BROKER_URL; `flowforge worker`) and follow it."),
+    broker: Optional[str] = typer.Option(None, "--broker", help="With --queue: the broker "
+                                         "URL (default: FLOWFORGE_BROKER_URL)."),
 ) -> None:
     """Run a workflow and show its blocks live."""
     from flowforge.service.loading import load
@@ -179,6 +184,13 @@ def run_command(
     inputs, run_secrets = split_secret_inputs(workflow, inputs)
     from flowforge.apps.chains import agent_keys
     run_secrets = {**agent_keys(file), **run_secrets}    # keys written in an Agent file
+    if queue:
+        if no_store:
+            fail("--queue needs the run storage (workers read the run from it): drop "
+                 "--no-store")
+        from flowforge.cli.worker import run_on_queue
+        raise typer.Exit(run_on_queue(workflow, inputs, user=user, model=model, db=db,
+                                      broker=broker, as_json=as_json, quiet=quiet))
     progress = None if (as_json or quiet) else LiveProgress(workflow, err)
     try:
         if progress:

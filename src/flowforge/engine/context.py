@@ -76,6 +76,16 @@ class RunContext:
         return {"traceparent": value} if value else {}
 
     @property
+    def idempotency_key(self) -> str:
+        """The same for every execution of this block in this run (its scope
+        included): a block run again after a crash or a takeover sends the key it
+        sent before, so the service it calls can tell a repeat from a new request."""
+        import hashlib
+
+        text = f"{self.run.run_id}/{self._scope.label or ''}/{self.block_id}"
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    @property
     def user(self) -> Mapping[str, Any]:
         return self.run.user
 

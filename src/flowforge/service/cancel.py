@@ -22,6 +22,7 @@ import os
 import socket
 import time
 import uuid
+import weakref
 from typing import Any
 
 from flowforge.errors import StorageError
@@ -29,12 +30,38 @@ from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
 __all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run",
-           "PROCESS", "LEASE_SECONDS", "lease_holder_alive"]
+           "PROCESS", "LEASE_SECONDS", "lease_holder_alive", "process_id"]
+
+def _this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
 
 #: This process, as a lease owner: host, pid and a random part (pids are reused).
-PROCESS = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-#: How long a lease lasts without renewal; renewed every third of it.
-LEASE_SECONDS = 15.0
+#: Read it as `cancel.PROCESS` at the time of use: a forked child (a worker pool's
+#: process) gets its own, or two children would hold one lease.
+PROCESS = _this_process()
+
+
+def _after_fork() -> None:
+    global PROCESS
+    PROCESS = _this_process()
+    for storage_watcher in list(_WATCHERS):
+        storage_watcher.runs.clear()
+        storage_watcher.task = None
+
+
+os.register_at_fork(after_in_child=_after_fork)
+def _lease_seconds() -> float:
+    try:
+        value = float(os.environ.get("FLOWFORGE_LEASE_SECONDS") or 15.0)
+    except ValueError:
+        return 15.0
+    return value if value >= 1.0 else 15.0
+
+
+#: How long a lease lasts without renewal (FLOWFORGE_LEASE_SECONDS, default 15);
+#: renewed every third of it.  A worker pool's takeover time follows it.
+LEASE_SECONDS = _lease_seconds()
 
 
 def lease_holder_alive(owner: str | None) -> bool | None:
@@ -101,7 +128,7 @@ class _Watcher:
                 break
             try:
                 if time.monotonic() - renewed >= LEASE_SECONDS / 3:
-                    await self.storage.renew_leases(ids, PROCESS, LEASE_SECONDS)
+                    await self.storage.renew_leases(ids, process_id(), LEASE_SECONDS)
                     renewed = time.monotonic()
                 marked = await self.storage.cancel_requests(ids)
             except StorageError as exc:           # a busy or restarting database: next time
@@ -113,11 +140,20 @@ class _Watcher:
                     run.cancel()
 
 
+_WATCHERS: "weakref.WeakSet[_Watcher]" = weakref.WeakSet()
+
+
 def _watcher(storage: Storage) -> _Watcher:
     watcher = storage.__dict__.get("_cancel_watcher")
     if watcher is None:
         watcher = storage.__dict__["_cancel_watcher"] = _Watcher(storage)
+        _WATCHERS.add(watcher)
     return watcher
+
+
+def process_id() -> str:
+    """This process as a lease owner (see `PROCESS`)."""
+    return PROCESS
 
 
 def watch_for_cancel(storage: Storage, run: Any) -> None:

@@ -20,7 +20,7 @@ from flowforge.engine.events import EventBus
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
 from flowforge.errors import FlowforgeError, NotFound
-from flowforge.service.cancel import (LEASE_SECONDS, PROCESS, forget_run, lease_holder_alive,
+from flowforge.service.cancel import (LEASE_SECONDS, forget_run, lease_holder_alive, process_id,
                                       request_cancel, wait_until_ended, watch_for_cancel)
 from flowforge.service.loading import load, registered_workflow, resolve_workflow
 from flowforge.service.recorder import Recorder, redactor
@@ -203,7 +203,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "run_id": run_obj.run_id, "workflow_id": compiled.id,
                 "workflow_version": workflow_version, "user_id": user_id, "status": "running",
                 "inputs": inputs or {}, "created_at": time.time(), "started_at": time.time(),
-                "document": compiled.document, "lease_owner": PROCESS,
+                "document": compiled.document, "lease_owner": process_id(),
                 "lease_expires_at": time.time() + LEASE_SECONDS})
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
@@ -358,9 +358,10 @@ def run_sync(workflow: Any, inputs: dict[str, Any] | None = None, **kwargs: Any)
 
 
 async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,
-                 services: dict[str, Any] | None = None) -> RunResult:
-    """Finish a run that was cut off: blocks that already succeeded (stored
-    checkpoints) are not run again; the rest run as usual."""
+                 services: dict[str, Any] | None = None, **options: Any) -> RunResult:
+    """Finish a run that was cut off (or start a queued one): blocks that already
+    succeeded (stored checkpoints) are not run again; the rest run as usual.
+    `options` go to `start_run` (policy, secrets, provider_keys, on_event, ...)."""
     async with open_storage(storage) as opened:
         row = await _stored_run(opened, run_id, "resuming")
         run_id = row["run_id"]
@@ -370,7 +371,7 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
                                 f"resume; start a new run instead")
         holder = row.get("lease_owner")
         alive = lease_holder_alive(holder)
-        if not await opened.claim_run(run_id, PROCESS, LEASE_SECONDS,
+        if not await opened.claim_run(run_id, process_id(), LEASE_SECONDS,
                                       expected_owner=holder if alive is False else None):
             left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
             raise RunStateError(
@@ -404,7 +405,7 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
         handle = await start_run(compiled, row["inputs"], user=row["user_id"], storage=opened,
                                  model=model, services=services, run_id=run_id,
                                  checkpoint=checkpoint, child_checkpoints=children,
-                                 start_seq=seq)
+                                 start_seq=seq, **options)
         return await handle.wait()
 
 

@@ -36,6 +36,9 @@ class ToolContext:
     """Publish an event for the calling block (progress, ...)."""
     block_context: Any = None
     """The calling block's `BlockContext`, for tools that run blocks."""
+    idempotency_key: str | None = None
+    """The calling block's key: the same when it runs again after a crash (each call
+    of one turn can add its call id to it)."""
 
 
 Executor = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

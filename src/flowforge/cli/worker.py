@@ -1,0 +1,120 @@
+"""`flowforge worker`: a Celery worker that runs queued runs, and the CLI side
+of `flowforge run FILE --queue` (enqueue, then follow the run's stored events).
+
+    export FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0
+    export FLOWFORGE_DATABASE_URL=postgresql://.../flowforge   # shared by every machine
+    flowforge worker --concurrency 4
+    flowforge run examples/support.yaml --queue --input query="..."
+
+Exit codes as everywhere: 0 fine, 1 the run failed or was cancelled, 2 bad usage
+(no broker configured, a bad URL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+
+from flowforge.errors import FlowforgeError
+
+__all__ = ["register", "worker_command", "run_on_queue"]
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def worker_command(
+    concurrency: int = typer.Option(2, "--concurrency", "-c", min=1,
+                                    help="Runs at once (worker processes)."),
+    queues: Optional[str] = typer.Option(None, "--queues", "-Q",
+                                         help="Comma-separated queues to take runs from "
+                                              "(default: FLOWFORGE_QUEUE, else flowforge)."),
+    broker: Optional[str] = typer.Option(None, "--broker", help="Broker URL (default: "
+                                         "FLOWFORGE_BROKER_URL)."),
+    db: Optional[str] = typer.Option(None, "--db", help="Database the reaper watches "
+                                     "(default: FLOWFORGE_DATABASE_URL or the user data "
+                                     "directory); each run names its own."),
+    reap: bool = typer.Option(True, "--reap/--no-reap", help="Resume runs whose process "
+                              "died (their lease expired)."),
+    loglevel: str = typer.Option("warning", "--loglevel", help="Celery's log level."),
+    imports: List[str] = typer.Option([], "--import", "-I",
+                                      help="Python file or module to import first, e.g. one "
+                                           "registering @flowforge.function callables."),
+) -> None:
+    """Run queued runs (Celery worker); runs whose worker died are resumed here."""
+    from flowforge.cli.main import import_plugins
+    from flowforge.service.queue import QueueError, celery_app, default_queue, start_reaper
+
+    import_plugins(imports)
+    queues = queues or default_queue()
+    try:
+        app = celery_app(broker)
+    except QueueError as exc:
+        _fail(str(exc))
+    if db:
+        os.environ["FLOWFORGE_DATABASE_URL"] = db
+    stop = start_reaper(db, broker=broker, queue=queues.split(",")[0]) if reap else None
+    try:
+        app.worker_main(["worker", f"--concurrency={concurrency}", "-Q", queues,
+                         "--pool=prefork", f"--loglevel={loglevel}", "--without-gossip",
+                         "--without-mingle", "-n", f"flowforge-{os.getpid()}@%h"])
+    finally:
+        if stop is not None:
+            stop.set()
+
+
+def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str | None,
+                 db: str | None, broker: str | None, as_json: bool, quiet: bool) -> int:
+    """Enqueue, follow the stored events (live view), print the outcome; the exit code."""
+    from flowforge.cli.progress import LiveProgress
+    from flowforge.cli.runs_view import show_run
+    from flowforge.service.queue import enqueue
+    from flowforge.service.runs import open_storage
+
+    async def go(progress: Any) -> str:
+        run_id = await enqueue(workflow, inputs, user=user, model=model, storage=db,
+                               broker=broker)
+        if not as_json:
+            err.print(f"queued run {run_id}", highlight=False)
+        async with open_storage(db) as storage:
+            async for event in storage.follow_events(run_id, 0):
+                if progress is not None:
+                    progress.on_event(event)
+            row = await storage.get_run(run_id)
+        return run_id if row is None else row["run_id"]
+
+    progress = None if (as_json or quiet) else LiveProgress(workflow, err)
+    try:
+        if progress:
+            progress.start()
+        try:
+            run_id = asyncio.run(go(progress))
+        finally:
+            if progress:
+                progress.stop()
+    except FlowforgeError as exc:
+        from flowforge.cli.exits import exit_code
+        _fail(str(exc), exit_code(exc))
+    except KeyboardInterrupt:
+        _fail("interrupted: the run goes on in the pool (`flowforge runs cancel` stops it)", 1)
+
+    async def outcome() -> str:
+        async with open_storage(db) as storage:
+            row = await storage.get_run(run_id)
+            return row["status"] if row else "failed"
+
+    status = asyncio.run(outcome())
+    asyncio.run(show_run(db, run_id, as_json, False, Console()))
+    return 0 if status == "succeeded" else 1
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker_command)

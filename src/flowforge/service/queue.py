@@ -1,0 +1,216 @@
+"""Runs on a pool of workers: Celery, with Redis (or any Celery broker) as the
+queue and the run storage (PostgreSQL across machines, SQLite on one) as the
+state.  No second engine: a worker runs a queued run with `resume`, the same
+code that finishes a run cut off by a crash.
+
+    FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 4
+    flowforge run flow.yaml --queue            # or `flowforge serve --workers celery`
+
+How a run travels:
+- `enqueue` checks the document and the user's grants, stores the run as
+  `queued` with a `run_queued` event holding how it must run (model, whether
+  it is trusted, files root: never a secret), and sends its id to the broker.
+- A worker takes the id, takes the run's lease (the compare-and-set on the
+  row that stops two processes from running one run), and runs it with
+  `resume`: checkpointed blocks are not run again.  Its events are stored as
+  they happen, so SSE and WebSocket clients of any server see them.
+- Cancel is the row's cancel mark, seen by the worker within `poll_interval`.
+- A worker killed at any point: Celery redelivers the message (`acks_late`,
+  `reject_on_worker_lost`) and every worker's reaper enqueues runs whose lease
+  has expired; the next worker resumes from the checkpoints, so what
+  succeeded never runs again.  Takeover takes at most the lease (15 s) plus
+  the reaper's period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from functools import lru_cache
+from typing import Any
+
+from flowforge.errors import FlowforgeError, StorageError, WorkflowError
+from flowforge.service.cancel import lease_holder_alive, process_id
+from flowforge.service.loading import load
+from flowforge.service.runs import RunStateError, open_storage, resume
+from flowforge.storage.base import TERMINAL_STATUSES
+from flowforge.workflow.policy import TRUSTED, Policy, check_policy
+
+__all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
+           "reap", "start_reaper", "QueueError", "TASK_NAME"]
+
+BROKER_ENV = "FLOWFORGE_BROKER_URL"
+DEFAULT_QUEUE = "flowforge"
+QUEUE_ENV = "FLOWFORGE_QUEUE"          # the queue runs go to when none is named
+
+
+def default_queue() -> str:
+    return os.environ.get(QUEUE_ENV) or DEFAULT_QUEUE
+TASK_NAME = "flowforge.run"
+#: Seconds between two looks of a worker's reaper for runs whose lease expired.
+REAP_EVERY = 2.0
+
+log = logging.getLogger("flowforge.queue")
+
+
+class QueueError(FlowforgeError):
+    """The worker pool cannot be used as asked (no broker configured, a bad URL)."""
+
+
+def broker_url(url: str | None = None) -> str:
+    found = url or os.environ.get(BROKER_ENV)
+    if not found:
+        raise QueueError(f"no broker configured: set {BROKER_ENV} (e.g. "
+                         f"redis://127.0.0.1:6379/0) or pass --broker; without one, runs "
+                         f"run in this process as usual")
+    if not found.startswith(("redis://", "rediss://", "amqp://", "memory://")):
+        raise QueueError(f"broker URL {found!r}: use redis://HOST:PORT/DB (or amqp://...)")
+    return found
+
+
+@lru_cache(maxsize=8)
+def celery_app(url: str | None = None) -> Any:
+    """The Celery application for this broker, with the one task that runs a run."""
+    try:
+        from celery import Celery
+    except ImportError:
+        raise QueueError("the worker pool needs Celery: pip install 'flowforge[workers]'") \
+            from None
+    app = Celery("flowforge", broker=broker_url(url))
+    app.conf.update(
+        task_acks_late=True,                  # a message is done only when the run is
+        task_reject_on_worker_lost=True,      # a killed child puts its message back
+        worker_prefetch_multiplier=1,         # a busy worker does not hoard runs
+        task_default_queue=default_queue(), task_ignore_result=True,
+        task_serializer="json", accept_content=["json"],
+        broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
+        broker_transport_options={"visibility_timeout": 3600})
+    app.task(name=TASK_NAME, bind=True, ignore_result=True)(_run_task)
+    return app
+
+
+def _run_task(task: Any, run_id: str, database: str | None = None) -> str:
+    """The Celery task: run (or finish) one stored run in this worker process."""
+    return asyncio.run(work(run_id, database))
+
+
+async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
+                  user: str | dict[str, Any] | None = None, storage: Any = None,
+                  model: str | None = None, policy: Policy = TRUSTED,
+                  files_root: str | None = None, queue: str | None = None,
+                  broker: str | None = None, run_id: str | None = None,
+                  workflow_version: int | None = None) -> str:
+    """Store the run as `queued` and hand it to the pool; its id."""
+    import uuid
+
+    from flowforge.engine.inputs import validate_inputs
+
+    app = celery_app(broker)
+    queue = queue or default_queue()
+    compiled = load(workflow)
+    check_policy(compiled, policy, model_override=model)
+    validate_inputs(compiled.doc.inputs, inputs or {})
+    user_id = (user.get("id") if isinstance(user, dict) else user) or "default"
+    run_id = run_id or uuid.uuid4().hex
+    async with open_storage(storage) as opened:
+        if opened is None:
+            raise QueueError("a queued run needs the run storage (workers read it): give a "
+                             "database, not storage=False")
+        now = time.time()
+        await opened.create_run({
+            "run_id": run_id, "workflow_id": compiled.id, "workflow_version": workflow_version,
+            "user_id": user_id, "status": "queued", "inputs": inputs or {},
+            "created_at": now, "document": compiled.document})
+        await opened.record(run_id, [{
+            "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
+            "queue": queue, "model": model, "trusted": policy is TRUSTED,
+            "files_root": files_root, "by": process_id()}], [])
+        database = opened.url
+    app.send_task(TASK_NAME, args=[run_id, database], queue=queue)
+    return run_id
+
+
+async def _how(storage: Any, run_id: str) -> dict[str, Any]:
+    for event in await storage.get_events(run_id):
+        if event["type"] == "run_queued":
+            return event
+    return {"trusted": True}          # a run started in a process, cut off, then queued
+
+
+async def work(run_id: str, database: str | None = None) -> str:
+    """Run (or resume) a stored run here; what happened: `done`, `busy` (a live
+    process holds its lease), `ended` (nothing to do) or `cancelled`."""
+    async with open_storage(database) as storage:
+        row = await storage.get_run(run_id)
+        if row is None or row["status"] not in ("queued", "running"):
+            return "ended"
+        if row["status"] == "queued" and row.get("cancel_requested_at"):
+            await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
+                                     error="cancelled before a worker started it")
+            return "cancelled"
+        how = await _how(storage, run_id)
+        policy = TRUSTED
+        if not how.get("trusted"):
+            from flowforge.service.grants import policy_for
+            user = await storage.get_user(row["user_id"])
+            if user is None:
+                await storage.update_run(run_id, status="failed", finished_at=time.time(),
+                                         error=f"the user {row['user_id']} no longer exists")
+                return "ended"
+            policy = await policy_for(storage, user)
+        services = {"files_root": how.get("files_root")} if how.get("files_root") else None
+        try:
+            await resume(run_id, storage=storage, model=how.get("model"), services=services,
+                         policy=policy)
+        except RunStateError as exc:
+            log.info("run %s: %s", run_id, exc)
+            return "busy"
+        except WorkflowError as exc:     # the stored document no longer loads: say so
+            await storage.update_run(run_id, status="failed", finished_at=time.time(),
+                                     error=str(exc))
+            return "ended"
+        return "done"
+
+
+async def reap(database: str | None = None, *, broker: str | None = None,
+               queue: str | None = None, limit: int = 200) -> list[str]:
+    """Enqueue the runs no process runs any more (running, lease expired or its
+    process gone): the ids sent.  Duplicates are harmless: the lease decides."""
+    app = celery_app(broker)
+    queue = queue or default_queue()
+    sent = []
+    async with open_storage(database) as storage:
+        rows = await storage.list_runs(status="running", limit=limit)
+        now = time.time()
+        for row in rows:
+            expired = (row.get("lease_expires_at") or 0) < now
+            if expired or lease_holder_alive(row.get("lease_owner")) is False:
+                app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue)
+                sent.append(row["run_id"])
+    return sent
+
+
+def start_reaper(database: str | None, *, broker: str | None = None,
+                 queue: str | None = None, every: float = REAP_EVERY) -> threading.Event:
+    """A thread that reaps every `every` seconds until the returned event is set."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            try:
+                found = asyncio.run(reap(database, broker=broker, queue=queue))
+            except (StorageError, QueueError, OSError) as exc:
+                log.warning("reaper: %s", exc)
+                continue
+            except Exception:  # noqa: BLE001 - a reaper that dies leaves runs cut off
+                log.exception("reaper failed; trying again")
+                continue
+            if found:
+                log.info("reaper: resumed %d cut-off run(s): %s", len(found), ", ".join(found))
+
+    threading.Thread(target=loop, name="flowforge-reaper", daemon=True).start()
+    return stop
+
