@@ -244,3 +244,14 @@ async def test_a_mandatory_tool_that_keeps_failing_is_named_with_its_error(
     message = str(caught.value)
     assert "required tool 'knowledge_base_search'; it was called but failed" in message
     assert "no knowledge base named 'nope'" in message
+
+
+async def test_keywords_before_any_web_search_are_refused_with_the_next_step(
+        plan, knowledge, storage_url):
+    model, script = plan(kb_search(), call("index_keywords", keywords=["warranty period",
+                                                                       "Summit line", "tents"]),
+                         respond())
+    answer = await chat("How long is the warranty?", model, knowledge, storage_url)
+    refused = tool_results(script.seen[2])[-1].content
+    assert "call web_search first" in refused and "generate_response instead" in refused
+    assert answer.tool_calls == ["knowledge_base_search", "index_keywords", "generate_response"]

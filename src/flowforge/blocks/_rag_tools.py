@@ -267,6 +267,10 @@ def _keyword_index(options: dict[str, Any], context: Any, state: dict[str, Any])
                            f"what the web results were about."}}}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
+        if not state.get("last_web"):
+            raise ToolError("index_keywords indexes what a web search found: call web_search "
+                            "first; if the knowledge base answered the question, call "
+                            "generate_response instead")
         words = arguments["keywords"]
         valid, rejected = check_keywords(words)
         for norm in list(valid):

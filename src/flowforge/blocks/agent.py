@@ -92,7 +92,8 @@ class AgentConfig(BlockConfig):
     finish_with: str | None = None
     """A tool whose successful call is the answer (the RAG chat's `generate_response`):
     the loop ends there, and the call's arguments and result are the block's output.
-    It is required, and called before the other required tools it is refused."""
+    It is required; called before the other required tools it is refused; in the last
+    two turns the missing required tools are asked for by name (`tool_choice`)."""
     refuse_repeated_calls: bool = False
     """A call identical to one that already succeeded (same tool, same arguments) is
     not run again: the model is told its result is above and what to call next. Stops
@@ -201,6 +202,11 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                             f"make the task smaller (tools called: "
                             f"{', '.join(r['name'] for r in records) or 'none'})")
             iterations += 1
+            if config.finish_with and iterations >= config.max_iterations - 1 and choice is None:
+                # the last turns: what is still missing is asked for by name, the answer
+                # tool last, so a model that wanders still ends with an answer
+                pending = [name for name in required if name not in succeeded]
+                choice = pending[0] if pending else None
             response = await calls(messages, tools=specs or None, response_format=config.response_format,
                                    temperature=temperature, max_tokens=max_tokens,
                                    tool_choice=choice, purpose=f"turn {iterations}")
