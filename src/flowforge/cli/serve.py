@@ -60,6 +60,9 @@ def serve(
     chain_base_url: Optional[str] = typer.Option(
         None, "--chain-base-url", help="Where relative endPoints of prompt-chain event nodes "
         "point (also FLOWFORGE_CHAIN_BASE_URL)."),
+    workers: Optional[str] = typer.Option(
+        None, "--workers", help="`celery`: send runs to the worker pool "
+        "(FLOWFORGE_BROKER_URL; start them with `flowforge worker`) instead of this process."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:
@@ -97,6 +100,18 @@ def serve(
         settings.agent_webhook_url = agent_webhook_url
     if chain_base_url:
         settings.chain_base_url = chain_base_url
+    if workers is not None:
+        if workers not in ("celery", "none"):
+            err.print(f"[bold red]error:[/] --workers {workers!r}: use celery (or none)")
+            raise typer.Exit(2)
+        settings.workers = workers
+    if settings.workers == "celery":
+        from flowforge.service.queue import QueueError, celery_app
+        try:
+            celery_app()
+        except QueueError as exc:
+            err.print(f"[bold red]error:[/] --workers celery: {exc}")
+            raise typer.Exit(2)
     # Everything in this process (the block registry too) uses the served database.
     os.environ["FLOWFORGE_DATABASE_URL"] = url
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,

@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 from flowforge.errors import ProviderError
 from flowforge.providers.base import Provider
 
-__all__ = ["ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
+__all__ = ["PROVIDER_KEY_VARIABLES", "ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
            "DEFAULT_MODEL", "clear_provider_cache", "key_variables"]
 
 DEFAULT_MODEL = "local/smollm2"
@@ -114,3 +114,9 @@ def key_variables(model: str) -> tuple[str, ...]:
 def clear_provider_cache() -> None:
     _CACHE.clear()
 
+
+#: Variables model providers read their keys from (a server shares them only with `share_provider_keys`).
+PROVIDER_KEY_VARIABLES = frozenset({
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+    "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY", "REPLICATE_API_TOKEN", "PERPLEXITY_API_KEY",
+    "TAVILY_API_KEY", "BRAVE_API_KEY"})

@@ -84,6 +84,26 @@ class LiveRuns:
         services = {"files_root": self.settings.files_root,
                     "sandbox_isolated_only": not self.settings.allow_process_sandbox,
                     **(services or {})}
+        if self.settings.workers == "celery":
+            if run_secrets or services and set(services) - {"files_root",
+                                                             "sandbox_isolated_only"}:
+                raise ApiError(501, "this kind of run needs the server's own process (it "
+                                    "carries live objects a worker cannot receive); start "
+                                    "the server without --workers celery to run it")
+            from flowforge.service.queue import start_queued
+            queued = await start_queued(compiled, inputs, storage=self.storage,
+                                        user=user_ref, model=self.settings.model,
+                                        policy=await self.policy(user),
+                                        files_root=self.settings.files_root,
+                                        run_id=run_id, workflow_version=version,
+                                        share_provider_keys=self.settings.share_provider_keys)
+            if webhook:
+                await self.storage.update_run(run_id, webhook=webhook)
+            self.handles[run_id] = queued              # type: ignore[assignment]
+            queued.task.add_done_callback(
+                lambda task: self._finished(queued, task, webhook,  # type: ignore[arg-type]
+                                            user["webhook_secret"], payload))
+            return queued                              # type: ignore[return-value]
         handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
                                  services=services,
                                  model=self.settings.model, run_id=run_id,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from flowforge.providers.registry import PROVIDER_KEY_VARIABLES
+
 __all__ = ["ServerSettings"]
 
 
@@ -50,6 +52,9 @@ class ServerSettings:
         default_factory=lambda: _env_flag("FLOWFORGE_ALLOW_PROCESS_SANDBOX"))
     """Run users' Python blocks in the plain-process confinement when bubblewrap
     is missing (seccomp and rlimits only). Off: such blocks fail, saying so."""
+    workers: str = field(default_factory=lambda: os.environ.get("FLOWFORGE_WORKERS") or "none")
+    """`celery`: runs go to the worker pool (FLOWFORGE_BROKER_URL; `flowforge worker`)
+    instead of this process; `none` (default): they run here."""
     share_provider_keys: bool = field(
         default_factory=lambda: _env_flag("FLOWFORGE_SHARE_PROVIDER_KEYS"))
     """Let every user's runs use the provider keys in the server's environment
@@ -72,10 +77,3 @@ class ServerSettings:
         return {name: value for name, value in os.environ.items()
                 if name in PROVIDER_KEY_VARIABLES or (
                     name.startswith("OPENAI_COMPATIBLE_") and name.endswith("_API_KEY"))}
-
-
-#: Variables model providers read their keys from (shared only by `share_provider_keys`).
-PROVIDER_KEY_VARIABLES = frozenset({
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-    "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY", "REPLICATE_API_TOKEN", "PERPLEXITY_API_KEY",
-    "TAVILY_API_KEY", "BRAVE_API_KEY"})

@@ -39,7 +39,8 @@ from flowforge.service.runs import RunStateError, open_storage, resume
 from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
-__all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
+__all__ = ["QueuedHandle", "start_queued", "stored_result",
+           "BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
            "reap", "start_reaper", "QueueError", "TASK_NAME"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
@@ -102,7 +103,8 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   model: str | None = None, policy: Policy = TRUSTED,
                   files_root: str | None = None, queue: str | None = None,
                   broker: str | None = None, run_id: str | None = None,
-                  workflow_version: int | None = None) -> str:
+                  workflow_version: int | None = None,
+                  share_provider_keys: bool = False) -> str:
     """Store the run as `queued` and hand it to the pool; its id."""
     import uuid
 
@@ -127,7 +129,8 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
         await opened.record(run_id, [{
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
             "queue": queue, "model": model, "trusted": policy is TRUSTED,
-            "files_root": files_root, "by": process_id()}], [])
+            "files_root": files_root, "share_provider_keys": share_provider_keys,
+            "by": process_id()}], [])
         database = opened.url
     app.send_task(TASK_NAME, args=[run_id, database], queue=queue)
     return run_id
@@ -162,9 +165,14 @@ async def work(run_id: str, database: str | None = None) -> str:
                 return "ended"
             policy = await policy_for(storage, user)
         services = {"files_root": how.get("files_root")} if how.get("files_root") else None
+        keys = None
+        if how.get("share_provider_keys"):       # the keys of this worker's environment
+            from flowforge.providers.registry import PROVIDER_KEY_VARIABLES
+            keys = {name: value for name, value in os.environ.items()
+                    if name in PROVIDER_KEY_VARIABLES}
         try:
             await resume(run_id, storage=storage, model=how.get("model"), services=services,
-                         policy=policy)
+                         policy=policy, **({"provider_keys": keys} if keys else {}))
         except RunStateError as exc:
             log.info("run %s: %s", run_id, exc)
             return "busy"
@@ -214,3 +222,62 @@ def start_reaper(database: str | None, *, broker: str | None = None,
     threading.Thread(target=loop, name="flowforge-reaper", daemon=True).start()
     return stop
 
+
+
+async def stored_result(storage: Any, run_id: str) -> Any:
+    """The `RunResult` of a run as its storage has it (a run another process ran)."""
+    from flowforge.engine.result import BlockRecord, RunResult
+
+    row = await storage.get_run(run_id)
+    if row is None:
+        raise StorageError(f"run {run_id} is not in {storage.url}")
+    blocks = [b for b in await storage.get_blocks(run_id) if not b["scope"]]
+    return RunResult(
+        run_id=run_id, workflow_id=row["workflow_id"], status=row["status"],
+        outputs=row.get("outputs") or {},
+        results={b["block_id"]: b["output"] for b in blocks if b["status"] == "succeeded"},
+        blocks={b["block_id"]: BlockRecord(status=b["status"], started_at=b.get("started_at"),
+                                           finished_at=b.get("finished_at"),
+                                           error=b.get("error"), type=b.get("type") or "",
+                                           reason=b.get("reason")) for b in blocks},
+        usage=row.get("usage") or {}, memory=row.get("memory") or {},
+        events=await storage.get_events(run_id), error=row.get("error"))
+
+
+class _NoRun:
+    """What a server's code reads of `handle.run` for a run another process runs."""
+    tracer = None
+
+
+class QueuedHandle:
+    """A run on the pool, as a server holds a run of its own: `task` ends when the
+    run ends (followed through its stored events), `cancel()` marks its row."""
+
+    run = _NoRun()
+    recorder = None
+
+    def __init__(self, storage: Any, run_id: str) -> None:
+        self.storage, self.run_id = storage, run_id
+        self.task = asyncio.get_running_loop().create_task(self._follow())
+
+    async def _follow(self) -> Any:
+        async for _event in self.storage.follow_events(self.run_id, 0):
+            pass
+        while (await self.storage.get_run(self.run_id) or {}).get("status") not in \
+                TERMINAL_STATUSES:
+            await asyncio.sleep(self.storage.poll_interval)
+        return await stored_result(self.storage, self.run_id)
+
+    def cancel(self) -> None:
+        from flowforge.service.cancel import request_cancel
+        asyncio.get_running_loop().create_task(request_cancel(self.storage, self.run_id))
+
+    async def wait(self) -> Any:
+        return await asyncio.shield(self.task)
+
+
+async def start_queued(workflow: Any, inputs: dict[str, Any], *, storage: Any,
+                       **options: Any) -> QueuedHandle:
+    """`enqueue` for a server: the run goes to the pool; the handle follows it."""
+    run_id = await enqueue(workflow, inputs, storage=storage, **options)
+    return QueuedHandle(storage, run_id)
