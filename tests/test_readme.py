@@ -37,7 +37,8 @@ def _block(first_line: str) -> str:
 
 CHECKED = ["make demo", "source .venv/bin/activate", "version: 1\nid: branch-join",
            "import asyncio", "tools:", "flowforge kb add policies",
-           "flowforge chat --once", "flowforge import examples/chains", "import asyncio\n\nimport flowforge\n\n\nasync def main", '{"answer":',
+           "flowforge chat --once", "flowforge import examples/chains",
+           "redis-server --port 6379", "import asyncio\n\nimport flowforge\n\n\nasync def main", '{"answer":',
            "KEY=$(flowforge users create alice", "flowforge users grant alice",
            "src/flowforge/"]
 
@@ -64,17 +65,26 @@ def scratch(tmp_path):
 
 def _bash(script: str, cwd: Path, env: dict, timeout: float = 240
           ) -> subprocess.CompletedProcess:
-    process = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    finally:
+    """Run a block with bash; done when bash exits (what it left running in the
+    background - a server, workers - is killed then), its output read from files so
+    a background process holding the pipe open cannot stall the test."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env, text=True,
+                                   stdout=out, stderr=err, start_new_session=True)
         try:
-            os.killpg(process.pid, signal.SIGKILL)     # a server the script left behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+            process.wait(timeout=timeout)
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)     # what the script left behind
+            except ProcessLookupError:
+                pass
+            process.wait()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(process.args, process.returncode, out.read(),
+                                           err.read())
 
 
 def test_setup_make_demo_answers_and_make_test_is_this_suite():
@@ -213,3 +223,17 @@ def test_the_chain_commands(scratch):
     back = json.loads((folder / "movie_script.agent.json").read_text())
     assert [node["type"] for node in back["promptChain"]] == ["prompt", "prompt", "prompt",
                                                               "parser", "event"]
+
+
+def test_the_scale_out_commands(scratch):
+    folder, env = scratch
+    script = _block("redis-server --port 6379")
+    for port in ("6379", "8000"):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            script = script.replace(port, str(sock.getsockname()[1]))
+    # the workers need a moment to connect; the queued run waits for them meanwhile
+    result = _bash(script, folder, {**env, "FLOWFORGE_QUEUE": "readme"}, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "queued run" in result.stderr
+    assert "Order for guest: manual review" in result.stdout
