@@ -432,3 +432,16 @@ async def test_chat_sessions_belong_to_their_user_and_keep_their_messages(storag
     assert await storage.delete_chat_session("ana", "s1") is True
     assert await storage.chat_session("ana", "s1") is None
     assert await storage.chat_session("bob", "s1") is not None
+
+
+async def test_a_schedule_firing_is_claimed_once(storage):
+    import asyncio
+
+    claims = await asyncio.gather(*(storage.claim_firing("ana", "daily", 0, 1_800_000_000.0,
+                                                         f"run{i}") for i in range(5)))
+    assert sorted(claims) == [False] * 4 + [True]
+    assert await storage.claim_firing("ana", "daily", 1, 1_800_000_000.0, "other") is True
+    assert await storage.claim_firing("bob", "daily", 0, 1_800_000_000.0, "bobs") is True
+    last = await storage.last_firings("ana", "daily")
+    assert set(last) == {0, 1} and last[0]["fire_at"] == 1_800_000_000.0
+    assert last[1]["run_id"] == "other"

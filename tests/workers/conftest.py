@@ -78,5 +78,6 @@ def pool(redis_url, tmp_path, monkeypatch):
     database = f"sqlite:///{tmp_path / 'runs.db'}"
     monkeypatch.setenv("FLOWFORGE_BROKER_URL", redis_url)
     live = Pool(redis_url, database, tmp_path)
+    monkeypatch.setenv("FLOWFORGE_QUEUE", live.queue)     # runs this test enqueues go to it
     yield live
     live.stop()

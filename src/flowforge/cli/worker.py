@@ -116,5 +116,37 @@ def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str
     return 0 if status == "succeeded" else 1
 
 
+schedules_app = typer.Typer(help="Stored workflows' schedules (`triggers:`), fired by the "
+                                   "worker pool.", no_args_is_help=True)
+
+
+@schedules_app.command("list")
+def schedules_list(
+    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: "
+                                     "FLOWFORGE_DATABASE_URL or the user data directory)."),
+    user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user's "
+                                       "workflows (their id)."),
+) -> None:
+    """Every trigger of the stored workflows: cron, zone, next time, last firing."""
+    from flowforge.service.schedules import list_schedules
+
+    try:
+        found = asyncio.run(list_schedules(db, owner=user))
+    except FlowforgeError as exc:
+        from flowforge.cli.exits import exit_code
+        _fail(str(exc), exit_code(exc))
+    out = Console()
+    if not found:
+        out.print("no schedules: add `triggers: [{cron: \"0 7 * * *\"}]` to a stored workflow")
+        return
+    for item in found:
+        state = "" if item["enabled"] else "  (disabled)"
+        last = f"last {item['last']} run {item['last_run_id']}" if item["last"] else "never fired"
+        out.print(f"{item['owner']}/{item['workflow_id']}[{item['trigger']}]  "
+                  f"{item['cron']} ({item['timezone']})  next {item['next']}  {last}{state}",
+                  highlight=False, markup=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command("worker")(worker_command)
+    app.add_typer(schedules_app, name="schedules")

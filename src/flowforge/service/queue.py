@@ -201,15 +201,24 @@ async def reap(database: str | None = None, *, broker: str | None = None,
     return sent
 
 
+async def _fire(database: str | None) -> list[str]:
+    from flowforge.service.schedules import fire_due
+    return await fire_due(database)
+
+
 def start_reaper(database: str | None, *, broker: str | None = None,
                  queue: str | None = None, every: float = REAP_EVERY) -> threading.Event:
-    """A thread that reaps every `every` seconds until the returned event is set."""
+    """A thread that reaps every `every` seconds (and starts the schedules' due
+    firings, exactly once across workers) until the returned event is set."""
     stop = threading.Event()
 
     def loop() -> None:
         while not stop.wait(every):
             try:
                 found = asyncio.run(reap(database, broker=broker, queue=queue))
+                fired = asyncio.run(_fire(database))
+                if fired:
+                    log.info("scheduler: started %d scheduled run(s)", len(fired))
             except (StorageError, QueueError, OSError) as exc:
                 log.warning("reaper: %s", exc)
                 continue

@@ -27,6 +27,7 @@ from flowforge.errors import StorageError
 from flowforge.storage.access import AccessStore
 from flowforge.storage.chat_sessions import ChatSessionStore
 from flowforge.storage.pipelines import PipelineStore
+from flowforge.storage.schedules import ScheduleStore
 
 __all__ = ["Storage", "Migration", "AlreadyExists", "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
            "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES"]
@@ -69,11 +70,12 @@ class Migration:
     statements: tuple[str, ...]
 
 
-class Storage(AccessStore, PipelineStore, ChatSessionStore, abc.ABC):
+class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.ABC):
     """Where runs, their events and block results, and per-user memory live
     (and, through `AccessStore`, users' secrets and capability grants;
     through `PipelineStore`, their saved Pipeline JSON documents; through
-    `ChatSessionStore`, the RAG chat's sessions)."""
+    `ChatSessionStore`, the RAG chat's sessions; through `ScheduleStore`, which
+    schedule firings happened)."""
 
     url: str
 

@@ -8,6 +8,7 @@ from flowforge.storage.access import ACCESS_TABLES
 from flowforge.storage.chat_sessions import CHAT_TABLES
 from flowforge.storage.base import Migration
 from flowforge.storage.pipelines import PIPELINE_TABLES
+from flowforge.storage.schedules import SCHEDULE_TABLES
 
 __all__ = ["SQLITE_MIGRATIONS", "POSTGRES_MIGRATIONS"]
 
@@ -97,6 +98,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                  "ALTER TABLE runs ADD COLUMN lease_expires_at REAL")),
     Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
+    Migration("0012_schedule_firings", SCHEDULE_TABLES),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -193,4 +195,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                  "DOUBLE PRECISION")),
     Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
+    Migration("0012_schedule_firings", SCHEDULE_TABLES),
 ]

@@ -51,6 +51,8 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
             problems.append(Problem(f"{where}.id", f"'{spec.id}' is a reserved template "
                                     f"namespace; choose another block id"))
     problems.extend(_input_schema_problems(doc.inputs))
+    if not problems:
+        problems.extend(_trigger_input_problems(doc))
     compiler = _Compiler(doc, block_types, problems, set(all_ids))
     graph = compiler.compile_scope(doc.blocks, "", outer={}, in_container=False)
     if not problems:
@@ -350,6 +352,20 @@ class _Compiler:
 
 
 _JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+
+
+def _trigger_input_problems(doc: Any) -> list[Problem]:
+    """A schedule's inputs must be a valid run's inputs: known now, not at 7 a.m."""
+    from flowforge.workflow.schema_check import schema_problems
+
+    if not doc.triggers:
+        return []
+    schema = {"type": "object", "properties": doc.inputs, "additionalProperties": False,
+              "required": [name for name, spec in doc.inputs.items()
+                           if not (isinstance(spec, dict) and "default" in spec)]}
+    return [Problem(f"triggers[{index}].inputs", message)
+            for index, trigger in enumerate(doc.triggers)
+            for message in schema_problems(schema, trigger.inputs)]
 
 
 def _input_schema_problems(inputs: dict[str, Any]) -> list[Problem]:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["RetryPolicy", "BlockSpec", "Workflow"]
+__all__ = ["RetryPolicy", "BlockSpec", "Trigger", "Workflow"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 
@@ -74,6 +74,42 @@ class BlockSpec(BaseModel):
         return self.retry
 
 
+class Trigger(BaseModel):
+    """When a stored workflow runs by itself, and with which inputs."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    cron: str
+    """Five-field cron: minute hour day-of-month month day-of-week (`0 7 * * 1-5`)."""
+    timezone: str = "UTC"
+    """IANA time zone the cron is read in (`Europe/Paris`)."""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    """The run's inputs."""
+    enabled: bool = True
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        from croniter import croniter
+
+        if len(value.split()) != 5 or not croniter.is_valid(value):
+            raise ValueError(f"{value!r} is not a five-field cron expression (minute hour "
+                             f"day-of-month month day-of-week), e.g. '0 7 * * *'")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name such as UTC or "
+                             f"Europe/Paris") from None
+        return value
+
+
 class Workflow(BaseModel):
     """A workflow document (version 1)."""
 
@@ -99,6 +135,9 @@ class Workflow(BaseModel):
     """How many blocks may run at once in one run."""
     webhook: str | None = None
     """URL that receives a signed JSON POST when a run ends."""
+    triggers: list[Trigger] = Field(default_factory=list)
+    """Schedules: `[{cron: "0 7 * * *", timezone: Europe/Paris, inputs: {...}}]`; a stored
+    workflow's triggers are fired by the worker pool (`flowforge schedules list`)."""
     blocks: list[BlockSpec] = Field(default_factory=list)
     """The graph: edges come from template references and `after`."""
 
