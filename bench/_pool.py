@@ -1,0 +1,93 @@
+"""What bench/workers.py and bench/chaos.py share: a throwaway Redis, worker
+processes started and killed like machines, and the step function their
+workflows call (sleeps, then appends to a side-effect log with its key)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+STEP_PLUGIN = '''
+import asyncio, os
+import flowforge
+
+@flowforge.function("bench_step")
+async def bench_step(n: int, seconds: float = 0.02, log: str = "", idempotency_key: str = ""):
+    if log:
+        with open(log, "a") as out:
+            out.write(f"start {n} {idempotency_key} {os.getpid()}\\n")
+    await asyncio.sleep(seconds)
+    if log:
+        with open(log, "a") as out:
+            out.write(f"end {n} {idempotency_key} {os.getpid()}\\n")
+    return {"n": n}
+'''
+
+
+def redis_server():
+    spec = importlib.util.spec_from_file_location("redis_server",
+                                                  ROOT / "scripts" / "redis_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.RedisServer()
+
+
+def chain(count: int, seconds: float, log: str = "", workflow_id: str = "bench") -> dict:
+    return {"id": workflow_id, "concurrency": 1, "blocks": [
+        {"id": f"s{n}", "type": "function",
+         "with": {"function": "bench_step", "args": {"n": n, "seconds": seconds, "log": log}},
+         **({"after": [f"s{n - 1}"]} if n else {})} for n in range(count)]}
+
+
+class Workers:
+    def __init__(self, folder: Path, broker: str, database: str, queue: str,
+                 lease: float = 3.0) -> None:
+        self.folder, self.queue = folder, queue
+        self.plugin = folder / "bench_plugin.py"
+        self.plugin.write_text(STEP_PLUGIN)
+        self.env = {**os.environ, "FLOWFORGE_BROKER_URL": broker,
+                    "FLOWFORGE_DATABASE_URL": database, "FLOWFORGE_QUEUE": queue,
+                    "FLOWFORGE_LEASE_SECONDS": str(lease),
+                    "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{folder / 'kb.db'}"}
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, concurrency: int = 1) -> subprocess.Popen:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flowforge.cli.main", "worker", "--concurrency",
+             str(concurrency), "--import", str(self.plugin)],
+            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    def kill(self, process: subprocess.Popen) -> None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(10)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait(10)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    self.kill(process)
+
+    def wait_ready(self, seconds: float = 3.0) -> None:
+        time.sleep(seconds)            # Celery connects, forks its pool
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
