@@ -102,7 +102,7 @@ async def test_a_failing_phase_is_an_error_event_and_keeps_the_earlier_phases(
     events = [out for event in run.events for out in translator.translate(event)]
     last = events[-1]
     assert last["type"] == "error" and last["status"] == "failed"
-    assert last["phase"] == "knowledge" and "extract model is down" in last["error"]
+    assert last["phase"] == "knowledge" and "extract model is down" in last["error"]["message"]
     assert list(last["phases"]) == ["question"]
     assert [e["type"] for e in events].count("error") == 1
 

@@ -110,7 +110,7 @@ class ResearchView:
         elif item["type"] == "error":
             if row is not None:
                 row["status"] = "failed"
-            line = f"{_LABEL.get(phase, phase or 'research')}: failed: {item.get('error')}"
+            line = f"{_LABEL.get(phase, phase or 'research')}: failed: {(item.get('error') or {}).get('message')}"
         if line is not None and self.live is None:
             self.console.print(f"[{self.progress:>3}%] {line}", highlight=False, markup=False)
 

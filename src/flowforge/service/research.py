@@ -19,7 +19,7 @@ events, the ones the WebSocket sends and the live view shows:
     status    {status: running | cancelled, phase, iteration, step, score, progress}
     phase     {phase, status: started | completed, progress, result (when completed)}
     complete  {status: succeeded, progress: 100, result}          the last event
-    error     {status: failed, phase, error, phases}              the last event
+    error     {status: failed, phase, error: {code, message}, phases}  the last event
 
 A cancelled session ends with `status` / `cancelled`; a failed one with
 `error`; either way the phases that finished are kept (`phases`).
@@ -240,5 +240,6 @@ class ResearchEvents:
                                phases=self.phases, message="the session was cancelled; "
                                                            "finished phases are kept")
         phase, error = self.failed or (self.phase, str(event.get("error") or "failed"))
-        return self._event(event, "error", status="failed", phase=phase or None, error=error,
-                           phases=self.phases)
+        return self._event(event, "error", status="failed", phase=phase or None,
+                           error={"code": "phase_failed" if phase else "run_failed",
+                                  "message": error}, phases=self.phases)
