@@ -154,15 +154,15 @@ def render_result(result: Any, console: Console) -> None:
     """The answer, its sources and every phase's score."""
     if result.answer is not None:
         console.print()
-        console.print(f"[bold]Question:[/] {result.question}", highlight=False)
-        console.print(result.answer, highlight=False, markup=False)
+        console.print(f"[bold]Question:[/] {result.question}", highlight=False, soft_wrap=True)
+        console.print(result.answer, highlight=False, markup=False, soft_wrap=True)
         if result.sources:
             console.print("[dim]sources:[/]")
             for source in result.sources:
                 console.print(f"  {source}", highlight=False, markup=False)
     scores = ", ".join(f"{name} {_number(value)}" for name, value in result.scores.items())
     console.print(f"[dim]{scores or 'no phase finished'}; session {result.session_id}[/]",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
 
 
 async def _session(question: str, options: dict[str, Any], view: ResearchView) -> Any:
