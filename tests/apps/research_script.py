@@ -30,8 +30,7 @@ WEB_URL = "https://trail-guide.example.net/pitching-a-tent-in-wind"
 def _defaults() -> dict[str, Callable[[int], Any]]:
     return {
         "improve": lambda n: {"improved_question": f"How should a tent be pitched in strong "
-                                                   f"wind (version {n + 1})?",
-                              "changes": "made it specific"},
+                                                   f"wind (version {n + 1})?"},
         "question_eval": lambda n: {"question_improvement_confidence": 0.9,
                                     "feedback": "clear"},
         "kb_plan": lambda n: {"plan": "Find pitching technique and anchoring.",

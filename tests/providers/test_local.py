@@ -175,3 +175,12 @@ async def test_a_prompt_longer_than_the_context_is_a_clear_error():
     provider = LocalProvider(default_model_path(), threads=1, n_ctx=256)
     with pytest.raises(ProviderError, match="more than the local model's context of 256"):
         await provider.complete(ask("word " * 400))
+
+
+def test_grammar_strings_refuse_raw_control_characters_as_json_does():
+    from flowforge.providers.local import grammar_text
+
+    text = grammar_text({"type": "object", "properties": {"a": {"type": "string"}},
+                         "required": ["a"]})
+    char_rule = next(line for line in text.splitlines() if line.startswith("char ::="))
+    assert char_rule.startswith('char ::= [^"\\\\\\x7F\\x00-\\x1F] |'), char_rule
