@@ -38,8 +38,10 @@ async def research_server(tmp_path, knowledge, knowledge_path, monkeypatch):
         unregister_script(name)
 
 
-async def session_events(live, session, *, on_event=None):
+async def session_events(live, session, *, on_event=None, after=None):
     url = f"{live.ws_url}{session['websocket_url']}?token={live.keys['alice']}"
+    if after is not None:
+        url += f"&after={after}"
     events = []
     async with websockets.connect(url) as socket:
         async for message in socket:
@@ -64,7 +66,14 @@ async def test_a_question_starts_a_research_session_followed_over_the_websocket(
         session = started.json()
         events, code = await session_events(live, session)
         status = (await client.get(session["status_url"])).json()
+        # a client that reconnects after the question phase gets the rest, progress right
+        question_done = next(e for e in events if e["type"] == "phase"
+                             and e["phase"] == "question" and e["status"] == "completed")
+        rest, _ = await session_events(live, session, after=question_done["seq"])
     sid = session["session_id"]
+    assert [(e["type"], e.get("phase"), e["progress"]) for e in rest[:1]] == [
+        ("phase", "knowledge", 33)]
+    assert rest == events[events.index(question_done) + 1:]
     assert session["status_url"] == f"/agent-workflow/{sid}"
     assert session["websocket_url"] == f"/ws/agent-workflow/{sid}"
     assert session["cancel_url"] == f"/agent-workflow/{sid}/cancel"
