@@ -81,6 +81,13 @@ async def test_session_events_name_phases_iterations_scores_and_complete(
     scores = [(e["phase"], e["iteration"], e["score"]) for e in events if "score" in e]
     assert scores == [("question", 1, 0.5), ("question", 2, 0.9), ("knowledge", 1, 0.9),
                       ("answer", 1, 0.9)]
+    steps = [(e["phase"], e["step"]) for e in events
+             if e["type"] == "status" and e.get("step") and "score" not in e]
+    assert steps[:4] == [("question", "improve"), ("question", "evaluate"),
+                         ("question", "improve"), ("question", "evaluate")]
+    assert [step for phase, step in steps if phase == "knowledge"] == [
+        "plan", "queries", "web", "extract", "update", "evaluate"]   # no knowledge base asked
+    assert [step for phase, step in steps if phase == "answer"] == ["plan", "draft", "evaluate"]
     assert events[0]["type"] == "status" and events[0]["status"] == "running"
     assert events[-1]["type"] == "complete" and events[-1]["progress"] == 100
     assert events[-1]["result"]["answer"] == "Pitch the narrow end into the wind."

@@ -35,7 +35,8 @@ out = Console()
 err = Console(stderr=True, soft_wrap=True)
 _BACKENDS = ("offline", "perplexity", "tavily")
 _LABEL = {"question": "question", "knowledge": "knowledge base", "answer": "answer"}
-_STEP = {"improve": "improving the question", "evaluate": "evaluating",
+_STEP = {"plan": "planning", "draft": "drafting the answer",
+         "improve": "improving the question", "evaluate": "evaluating",
          "record": "recording the pass", "queries": "writing search queries",
          "web": "searching the web", "kb_gate": "searching", "kb_search":
          "searching the knowledge base", "extract": "extracting information",
@@ -95,9 +96,9 @@ class ResearchView:
             else:
                 row["status"], row["step"] = "done", ""
                 line = f"{_LABEL[phase]}: done{_summary(phase, item.get('result'))}"
-        elif item["type"] == "status" and row is not None and item.get("iteration"):
-            row["iteration"] = item["iteration"]
-            row["step"] = _STEP.get(item.get("step"), item.get("step") or "")
+        elif item["type"] == "status" and row is not None and item.get("step"):
+            row["iteration"] = item.get("iteration") or row["iteration"]
+            row["step"] = _STEP.get(item["step"], item["step"])
             if "score" in item:
                 row["scores"].append(item["score"])
                 line = (f"{_LABEL[phase]}: pass {item['iteration']} "

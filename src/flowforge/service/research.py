@@ -49,6 +49,8 @@ SCORE_FIELDS = {name: score for name, _, score in PHASES}
 #: progress when each phase starts, and when it completes
 PHASE_PERCENT = {"question": (0, 33), "knowledge": (33, 66), "answer": (66, 100)}
 _PASS_SCOPE = re.compile(r"^(question|knowledge|answer)/develop\[(\d+)\]$")
+#: a pass's bookkeeping blocks: not steps a watcher cares about
+_QUIET_STEPS = frozenset({"record", "gate", "kb_gate", "current"})
 
 _compiled: CompiledWorkflow | None = None
 
@@ -206,6 +208,11 @@ class ResearchEvents:
                 self.phases[phase] = result
             return [self._event(event, "phase", phase=phase, status="completed",
                                 result=result, message=event.get("message"))]
+        if scope in PHASE_NAMES and kind == "block_started" and \
+                block not in ("develop", "result"):            # a phase's own steps: plan, draft
+            self.phase = scope
+            return [self._event(event, "status", status="running", phase=scope,
+                                iteration=None, step=block)]
         match = _PASS_SCOPE.match(scope or "")
         if match and kind in ("block_started", "block_succeeded"):
             phase, iteration = match.group(1), int(match.group(2)) + 1
@@ -213,7 +220,7 @@ class ResearchEvents:
             data: dict[str, Any] = {"status": "running", "phase": phase,
                                     "iteration": iteration, "step": block}
             if kind == "block_started":
-                return [self._event(event, "status", **data)]
+                return [] if block in _QUIET_STEPS else [self._event(event, "status", **data)]
             output = event.get("output") if isinstance(event.get("output"), dict) else {}
             score = SCORE_FIELDS[phase]
             if block == "evaluate" and score in output:
