@@ -40,7 +40,7 @@ CHECKED = ["make demo", "source .venv/bin/activate", "version: 1\nid: branch-joi
            "flowforge chat --once", "flowforge import examples/chains",
            "redis-server --port 6379", "import asyncio\n\nimport flowforge\n\n\nasync def main", '{"answer":',
            "KEY=$(flowforge users create alice", "flowforge users grant alice",
-           "src/flowforge/"]
+           "src/flowforge/", "flowforge research", "[  0%] question: started"]
 
 
 def test_every_block_is_checked():
@@ -174,6 +174,20 @@ def test_the_capability_commands(scratch):
     assert "granted server_files to user 'alice'" in result.stdout
     assert "stored secret OPENAI_API_KEY for alice" in result.stdout
     assert "sk-readme-example" not in result.stdout
+
+
+def test_the_research_command_prints_the_sample_shown(scratch):
+    folder, env = scratch
+    result = _bash(_block("flowforge research"), folder, env)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def session_free(text: str) -> list[str]:
+        text = re.sub(r"session [0-9a-f]{32}", "session <id>", text)
+        return [line.rstrip() for line in text.strip().splitlines()]
+
+    shown = session_free(_block("[  0%] question: started"))
+    assert session_free(result.stderr) + session_free(result.stdout) == \
+        shown[:11] + shown[12:]                  # the blank line between them is stdout's
 
 
 def test_the_layout_names_real_folders():

@@ -212,3 +212,12 @@ async def test_an_agent_with_long_string_limits_runs_on_the_local_model():
         "tool_choice": "t_long", "max_tokens": 40, "max_iterations": 2}}])
     called = [e for e in result.events if e["type"] == "tool_called"]
     assert called and called[0]["name"] == "t_long" and called[0]["status"] == "ok"
+
+
+def test_grammar_strings_refuse_raw_control_characters_as_json_does():
+    from flowforge.providers.local import grammar_text
+
+    text = grammar_text({"type": "object", "properties": {"a": {"type": "string"}},
+                         "required": ["a"]})
+    char_rule = next(line for line in text.splitlines() if line.startswith("char ::="))
+    assert char_rule.startswith('char ::= [^"\\\\\\x7F\\x00-\\x1F] |'), char_rule

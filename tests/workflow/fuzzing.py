@@ -16,7 +16,7 @@ EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*.yaml")
                   if "scripted" not in p.parts and "build" not in p.parts)
 BLOCK_TYPES = ["input", "response", "set", "function", "condition", "loop", "parallel",
                "workflow", "agent", "router", "evaluator", "guardrail", "llm", "parser", "http",
-               "knowledge", "registry", "nonsense"]
+               "knowledge", "web_search", "progress", "registry", "nonsense"]
 
 ODD_TEXT = st.sampled_from([
     "{{input.q}}", "{{", "}}", "{{ }}", "{{unknown.block}}", "{{env}}", "{{secrets}}",

@@ -30,9 +30,11 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(kb_cli.kb_app, name="kb")           # `flowforge kb ...` (knowledge bases)
 from flowforge.cli import blocks as blocks_cli, build as build_cli  # noqa: E402
 from flowforge.cli import chat as chat_cli, worker as worker_cli  # noqa: E402
+from flowforge.cli import research as research_cli  # noqa: E402
 app.add_typer(blocks_cli.blocks_app, name="blocks")  # `flowforge blocks ...` (block registry)
 build_cli.register(app)                               # `flowforge build "..."` (the thinker)
 chat_cli.register(app)                                # `flowforge chat` (the RAG chat)
+research_cli.register(app)                            # `flowforge research "..."`
 worker_cli.register(app)                              # `flowforge worker` (the pool)
 from flowforge.cli import chains as chains_cli  # noqa: E402
 for _commands in (serve_cli, users_cli, secrets_cli, chains_cli):  # serve, users, secrets,

@@ -158,6 +158,17 @@ def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
 _GRAMMARS: OrderedDict[str, Any] = OrderedDict()
 
 
+def grammar_text(schema: dict[str, Any]) -> str:
+    """The GBNF grammar enforcing `schema` (without the limits a grammar cannot carry)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(grammar_schema(schema), sort_keys=True))
+    # llama-cpp-python's converter lets a string hold raw control characters
+    # (newlines), which JSON forbids: a small model then rambles over several
+    # lines inside a string and the answer does not parse.  JSON's own rule:
+    return gbnf.replace('char ::= [^"\\\\] |', 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |')
+
+
 def _grammar(schema: dict[str, Any]) -> Any:
     """A compiled grammar for `schema`, cached (compiling costs more than a token)."""
     text = json.dumps(grammar_schema(schema), sort_keys=True)
@@ -166,7 +177,7 @@ def _grammar(schema: dict[str, Any]) -> Any:
         return _GRAMMARS[text]
     from llama_cpp import LlamaGrammar
     try:
-        grammar = LlamaGrammar.from_json_schema(text, verbose=False)
+        grammar = LlamaGrammar.from_string(grammar_text(schema), verbose=False)
     except Exception as exc:  # the converter raises bare Exceptions on unsupported schemas
         raise ProviderError(f"this JSON Schema cannot be enforced by the local model's "
                             f"grammar: {exc}", provider="local") from None

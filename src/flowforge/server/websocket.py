@@ -4,7 +4,11 @@
     WS /ws/agent-workflow/{session_id}          (the seed system's name)
 
 The server sends each event as a JSON object (`seq`, `type`, ...) and closes
-with 1000 after `run_finished`.  The client may send `{"type": "cancel"}`
+with 1000 after `run_finished`.  A research session (a run of the research
+orchestrator) on the agent-workflow path gets the session's own events
+instead (`service.research.ResearchEvents`: status, phase, complete, error;
+`seq` is the engine event's, for `after=`).  A stream that fails on the
+server sends an `error` event before closing with 1011.  The client may send `{"type": "cancel"}`
 (or the bare text `cancel`); the server answers `{"type": "cancel_requested"}`
 and the stream then shows the blocks being cancelled and the run finishing
 `cancelled`.  A bad key closes with 4401, a run that is not the caller's
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 from typing import Any
 
@@ -22,10 +27,12 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from flowforge.server.auth import is_admin, websocket_user
 from flowforge.server.errors import error_body
+from flowforge.service.research import RESEARCH_WORKFLOW_ID, ResearchEvents
 
 __all__ = ["router"]
 
 router = APIRouter()
+log = logging.getLogger("flowforge.server")
 
 
 async def _refuse(websocket: WebSocket, status: int, message: str) -> None:
@@ -40,10 +47,11 @@ async def run_socket(websocket: WebSocket, run_id: str) -> None:
 
 @router.websocket("/ws/agent-workflow/{session_id}")
 async def agent_workflow_socket(websocket: WebSocket, session_id: str) -> None:
-    await follow_over_websocket(websocket, session_id)
+    await follow_over_websocket(websocket, session_id, research=True)
 
 
-async def follow_over_websocket(websocket: WebSocket, run_id: str) -> None:
+async def follow_over_websocket(websocket: WebSocket, run_id: str, *,
+                                research: bool = False) -> None:
     storage = websocket.app.state.storage
     await websocket.accept()
     user = await websocket_user(websocket)
@@ -62,9 +70,44 @@ async def follow_over_websocket(websocket: WebSocket, run_id: str) -> None:
                                       f"number, from 0 to 2**63 - 1")
         return
 
+    translator = None
+    if research and run.get("workflow_id") == RESEARCH_WORKFLOW_ID:
+        translator = ResearchEvents(run_id)
+
     async def send_events() -> None:
-        async for event in storage.follow_events(run_id, after):
-            await websocket.send_text(json.dumps(event, default=str, ensure_ascii=False))
+        try:
+            if translator is None:
+                async for event in storage.follow_events(run_id, after):
+                    await websocket.send_text(json.dumps(event, default=str,
+                                                         ensure_ascii=False))
+                return
+            # From the first event, so the session's state (phase, progress) is
+            # right; only what follows `after` is sent.
+            finished = False
+            async for event in storage.follow_events(run_id, 0):
+                finished = finished or event.get("type") == "run_finished"
+                for item in translator.translate(event):
+                    if (event.get("seq") or 0) > after:
+                        await websocket.send_text(json.dumps(item, default=str,
+                                                             ensure_ascii=False))
+            if not finished:        # the process running it stopped without finishing it
+                await websocket.send_json({
+                    "type": "error", "status": "interrupted", "session_id": run_id,
+                    "phases": translator.phases,
+                    **error_body(409, f"the session stopped without finishing (the process "
+                                      f"running it ended): `flowforge runs resume {run_id}` "
+                                      f"finishes it")})
+        except WebSocketDisconnect:
+            raise
+        except Exception as exc:
+            log.exception("the event stream of run %s failed", run_id)
+            try:
+                await websocket.send_json({"type": "error", "status": "stream_failed",
+                                           **error_body(500, f"the run's event stream failed "
+                                                             f"on the server: {exc}")})
+            except Exception:           # the client is gone: nothing more to tell it
+                pass
+            raise
 
     async def receive_commands() -> None:
         while True:

@@ -27,7 +27,7 @@ from flowforge.errors import FlowforgeError, InputError
 from flowforge.service.runs import open_storage, start_run
 from flowforge.workflow.policy import TRUSTED, Policy
 
-__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "list_sessions", "get_session",
+__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "knowledge_base_for", "list_sessions", "get_session",
            "delete_session", "HISTORY_MESSAGES"]
 
 #: How many earlier messages of the session are sent with a question.
@@ -72,8 +72,8 @@ def _check_session_id(session_id: str) -> str:
     return session_id
 
 
-async def _base_for(source: str, *, user: Any, services: dict[str, Any] | None,
-                    prefix: str = "") -> str:
+async def knowledge_base_for(source: str, *, user: Any, services: dict[str, Any] | None,
+                             prefix: str = "") -> str:
     """The knowledge base name for `source`: itself, or a folder synced into a base."""
     path = Path(source).expanduser()
     if not (path.is_dir() and ("/" in source or source.startswith("."))):
@@ -142,14 +142,14 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
                    if m.get("role") in ("user", "assistant")][-HISTORY_MESSAGES:]
         inputs: dict[str, Any] = {"query": query.strip(), "history": history}
         if kb:
-            inputs["kb"] = await _base_for(kb, user=user, services=services)
+            inputs["kb"] = await knowledge_base_for(kb, user=user, services=services)
         if workflow is None:        # the shipped chat cannot work without its first base
             await _check_base(inputs.get("kb") or "default_kb", user=user, services=services)
         web_backend = web_backend or os.environ.get("FLOWFORGE_WEB_SEARCH") or None
         if web_backend:
             inputs["web_backend"] = web_backend
         if web_source:
-            inputs["web_source"] = await _base_for(web_source, user=user, services=services,
+            inputs["web_source"] = await knowledge_base_for(web_source, user=user, services=services,
                                                    prefix="web-")
         handle = await start_run(workflow or CHAT_WORKFLOW, inputs, user=user, storage=opened,
                                  model=model, services=services, on_event=on_event,

@@ -2,13 +2,20 @@
 
 AgentFlow kept an execution history and per-user memory
 (`/api/executions`, `/api/memory/{user_id}`); the research orchestrator
-started a workflow as a "session" followed over a WebSocket
-(`/agent-workflow`).  Here an execution and a session are runs.
+started a research "session" followed over a WebSocket (`/agent-workflow`).
+Here an execution and a session are runs.
+
+`POST /agent-workflow {question, threshold?, max_iterations?, kb?}` starts the
+research orchestrator (`service.research`); its WebSocket
+(`/ws/agent-workflow/{session_id}`) sends the session's status / phase /
+complete / error events.  The older form, `{workflow_id | workflow, inputs}`,
+still starts any workflow as a session (its WebSocket sends the run's raw
+events).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
@@ -21,6 +28,8 @@ from flowforge.server.errors import ApiError
 from flowforge.server.routes.runs import cancel_run, history
 from flowforge.server.views import run_detail, run_summary
 from flowforge.service.loading import compile_document
+from flowforge.service.research import (PHASE_PERCENT, RESEARCH_WORKFLOW_ID, orchestrator,
+                                        phases_of, research_inputs)
 from flowforge.service.users import find_user
 from flowforge.workflow.loader import document_from_data
 
@@ -76,10 +85,23 @@ async def get_memory(request: Request, user_id: str, user: CurrentUser) -> dict[
 
 
 class AgentWorkflowRequest(BaseModel):
-    """Start a session: a stored workflow by id, or a document sent inline."""
+    """Start a session: a research question (the research orchestrator), or
+    any workflow - a stored one by id, or a document sent inline."""
 
     model_config = ConfigDict(extra="forbid")
 
+    question: str | None = Field(None, min_length=1, max_length=4000)
+    """A research question: the session runs the research orchestrator."""
+    threshold: float | None = Field(None, ge=0, le=1)
+    """Research: each phase stops once its score reaches this (default 0.8)."""
+    max_iterations: int | None = Field(None, ge=1, le=10)
+    """Research: passes per phase at most (default 3)."""
+    kb: str | None = Field(None, min_length=1, max_length=200)
+    """Research: a knowledge base (its name) searched beside the web."""
+    web_source: str | None = Field(None, min_length=1, max_length=200)
+    """Research: the knowledge base standing in for the web (offline search; default `web`)."""
+    web_backend: Literal["offline", "perplexity", "tavily"] | None = None
+    """Research: where the web search looks (default offline)."""
     workflow_id: str | None = None
     """A workflow saved with POST /api/workflows."""
     workflow: dict[str, Any] | None = None
@@ -90,9 +112,22 @@ class AgentWorkflowRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_workflow(self) -> "AgentWorkflowRequest":
-        if (self.workflow_id is None) == (self.workflow is None):
-            raise ValueError("give exactly one of `workflow_id` (a saved workflow) or "
-                             "`workflow` (a document)")
+        given = [self.question is not None, self.workflow_id is not None,
+                 self.workflow is not None]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of `question` (a research session), "
+                             "`workflow_id` (a saved workflow) or `workflow` (a document)")
+        research_only = [name for name in ("threshold", "max_iterations", "kb", "web_source",
+                                           "web_backend") if getattr(self, name) is not None]
+        if self.question is None and research_only:
+            raise ValueError(f"{', '.join(research_only)}: only for a research session "
+                             f"(with `question`); a workflow takes `inputs`")
+        if self.question is not None and (self.inputs or self.version is not None):
+            raise ValueError("a research session takes `question`, `threshold`, "
+                             "`max_iterations`, `kb`, `web_source` and `web_backend`, "
+                             "not `inputs` or `version`")
+        if self.question is not None and not self.question.strip():
+            raise ValueError("question: the question is empty: ask something")
         return self
 
 
@@ -103,11 +138,17 @@ def _session(run_id: str) -> dict[str, str]:
             "cancel_url": f"/agent-workflow/{run_id}/cancel"}
 
 
-@router.post("/agent-workflow", status_code=202, summary="Start a workflow session")
+@router.post("/agent-workflow", status_code=202,
+             summary="Start a research session (`question`) or a workflow session")
 async def start_session(request: Request, body: AgentWorkflowRequest, user: CurrentUser
                         ) -> JSONResponse:
     live = request.app.state.live
-    if body.workflow_id is not None:
+    if body.question is not None:
+        inputs = research_inputs(body.question, threshold=body.threshold,
+                                 max_iterations=body.max_iterations, kb=body.kb,
+                                 web_backend=body.web_backend, web_source=body.web_source)
+        handle = await live.start(orchestrator(), inputs, user=user, webhook=body.webhook)
+    elif body.workflow_id is not None:
         handle, _ = await live.launch(user, user["user_id"], body.workflow_id, body.version,
                                       body.inputs, webhook=body.webhook)
     else:
@@ -121,7 +162,14 @@ async def start_session(request: Request, body: AgentWorkflowRequest, user: Curr
 async def get_session(request: Request, session_id: str, user: CurrentUser) -> dict[str, Any]:
     storage = request.app.state.storage
     row = await owned_run(storage, user, session_id)
-    return {**run_detail(row, await storage.get_blocks(session_id)), **_session(session_id)}
+    blocks = await storage.get_blocks(session_id)
+    detail = {**run_detail(row, blocks), **_session(session_id)}
+    if row.get("workflow_id") == RESEARCH_WORKFLOW_ID:      # finished phases, kept
+        phases = phases_of({b["block_id"]: b["output"] for b in blocks
+                            if not b["scope"] and b["status"] == "succeeded"})
+        detail["phases"] = phases
+        detail["progress"] = max([PHASE_PERCENT[name][1] for name in phases], default=0)
+    return detail
 
 
 @router.post("/agent-workflow/{session_id}/cancel", summary="Cancel a session")
