@@ -27,8 +27,8 @@ from flowforge.errors import FlowforgeError, InputError
 from flowforge.service.runs import open_storage, start_run
 from flowforge.workflow.policy import TRUSTED, Policy
 
-__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "knowledge_base_for", "list_sessions", "get_session",
-           "delete_session", "HISTORY_MESSAGES"]
+__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "knowledge_base_for",
+           "list_sessions", "get_session", "delete_session", "HISTORY_MESSAGES"]
 
 #: How many earlier messages of the session are sent with a question.
 HISTORY_MESSAGES = 20
@@ -149,8 +149,8 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
         if web_backend:
             inputs["web_backend"] = web_backend
         if web_source:
-            inputs["web_source"] = await knowledge_base_for(web_source, user=user, services=services,
-                                                   prefix="web-")
+            inputs["web_source"] = await knowledge_base_for(web_source, user=user,
+                                                            services=services, prefix="web-")
         handle = await start_run(workflow or CHAT_WORKFLOW, inputs, user=user, storage=opened,
                                  model=model, services=services, on_event=on_event,
                                  policy=policy, **(run_options or {}))

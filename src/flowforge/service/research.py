@@ -104,8 +104,8 @@ X
     if kb:
         inputs["kb"] = await knowledge_base_for(kb, user=user, services=services)
     if web_source:
-        inputs["web_source"] = await knowledge_base_for(web_source, user=user, services=services,
-                                               prefix="web-")
+        inputs["web_source"] = await knowledge_base_for(web_source, user=user,
+                                                        services=services, prefix="web-")
     return await start_run(orchestrator(), inputs, user=user, storage=storage, model=model,
                            services=services, on_event=on_event, policy=policy,
                            **(run_options or {}))
