@@ -97,7 +97,7 @@ async def start_research(question: str, *, threshold: float | None = None,
     `kb` and `web_source` take a knowledge base name or, on one's own machine,
     a folder (kept in sync with a base named after it).  `storage` as for
     `start_run` (None: the default database)."""
-X
+    from flowforge.service.chat import knowledge_base_for    # the chat's folder-or-name rule
 
     inputs = research_inputs(question, threshold=threshold, max_iterations=max_iterations,
                              web_backend=web_backend)
