@@ -54,6 +54,11 @@ class RunContext:
         return self.run.model_override
 
     @property
+    def budget(self) -> Any:
+        """The run's `BudgetMeter` (limits and spending so far), or None."""
+        return self.run.budget
+
+    @property
     def env(self) -> Mapping[str, str]:
         return self.run.env
 

@@ -93,7 +93,7 @@ class Run:
     __slots__ = ("workflow", "doc", "run_id", "raw_inputs", "user", "memory", "bus",
                  "resolver", "model_override", "defaults", "env", "checkpoint", "services",
                  "scheduler", "status", "error", "inputs", "policy", "secrets",
-                 "provider_keys", "tracer", "child_checkpoints")
+                 "provider_keys", "tracer", "child_checkpoints", "budget")
 
     def __init__(self, workflow: CompiledWorkflow, inputs: dict[str, Any] | None = None, *,
                  user: str | dict[str, Any] | None = None, run_id: str | None = None,
@@ -127,6 +127,7 @@ class Run:
         self.secrets: Mapping[str, str] = dict(secrets) if secrets else _NO_SECRETS
         self.provider_keys: Mapping[str, str] = provider_keys or _NO_SECRETS
         self.tracer: Any = None          # service.tracing.RunTracer when tracing is on
+        self.budget: Any = None          # blocks._budget.BudgetMeter when the run has limits
         self.checkpoint = checkpoint
         # Resuming: blocks of loop passes and parallel items (by scope label,
         # `refine[1]`) that had succeeded before the cut are not run again.

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
+from flowforge.blocks._budget import BudgetLimit, BudgetMeter, limit_from, usage_of_output
 from flowforge.engine.events import EventBus
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
@@ -127,8 +128,9 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
     `storage` means what it means for `run()`: None the default database, a
     URL that database, a Storage that one (opened if needed, left open),
     False no record.  Other options are those of `run()` (user, model,
-    concurrency, services, on_event, policy, secrets) plus provider_keys,
-    stored_workflows, run_id, workflow_version, checkpoint and start_seq."""
+    concurrency, services, on_event, policy, secrets, budget) plus provider_keys,
+    stored_workflows, run_id, workflow_version, checkpoint, start_seq and
+    budget_limits (a server's per-user limits, `BudgetLimit`s)."""
     storage = options.pop("storage", None)
     owned: Storage | None = None
     if storage is False:
@@ -170,7 +172,9 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     secrets: dict[str, str] | None = None,
                     provider_keys: dict[str, str] | None = None,
                     stored_workflows: Callable[[str], Any] | None = None,
-                    traceparent: str | None = None) -> tuple[Run, Recorder | None]:
+                    traceparent: str | None = None, budget: Any = None,
+                    budget_limits: list[BudgetLimit] | None = None
+                    ) -> tuple[Run, Recorder | None]:
     """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome.
 
     `policy` is checked against the document before anything is stored
@@ -188,7 +192,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                        checkpoint=checkpoint, child_checkpoints=child_checkpoints,
                        start_seq=start_seq, policy=policy,
                        secrets=secrets, provider_keys=provider_keys,
-                       stored_workflows=stored_workflows, traceparent=traceparent)
+                       stored_workflows=stored_workflows, traceparent=traceparent,
+                       budget=budget, budget_limits=budget_limits)
     bus = run_obj.bus
     user_id = run_obj.user.get("id")
     recorder = None
@@ -232,7 +237,8 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
              policy: Policy = TRUSTED, secrets: dict[str, str] | None = None,
              provider_keys: dict[str, str] | None = None,
              stored_workflows: Callable[[str], Any] | None = None,
-             traceparent: str | None = None) -> Run:
+             traceparent: str | None = None, budget: Any = None,
+             budget_limits: list[BudgetLimit] | None = None) -> Run:
     resolver = resolve_workflow if policy is TRUSTED and stored_workflows is None \
         else guarded_resolver(policy, stored_workflows, model)
     run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
@@ -240,6 +246,7 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
                   bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint,
                   child_checkpoints=child_checkpoints,
                   policy=policy, secrets=secrets, provider_keys=provider_keys)
+    run_obj.budget = _meter(compiled, budget, budget_limits, checkpoint, child_checkpoints)
     if tracing_enabled():                   # off: nothing subscribes, a run pays nothing
         tracer = tracer_for_run(run_obj.run_id, compiled.id, redactor(_hidden(run_obj)),
                                 remote_parent=traceparent)
@@ -248,6 +255,26 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
     if on_event is not None:
         run_obj.bus.subscribe(on_event)
     return run_obj
+
+
+def _meter(compiled: CompiledWorkflow, budget: Any, extra: list[BudgetLimit] | None,
+           checkpoint: dict[str, tuple[str, Any]] | None,
+           child_checkpoints: dict[str, dict[str, tuple[str, Any]]] | None
+           ) -> BudgetMeter | None:
+    """The run's budget: the request's `budget` (it replaces the document's),
+    else the document's, plus the server's limits (`extra`); what blocks
+    restored from checkpoints spent counts as already used."""
+    limits = [limit for limit in (limit_from(budget if budget is not None
+                                             else compiled.doc.budget),) if limit is not None]
+    limits.extend(extra or ())
+    if not limits:
+        return None
+    meter = BudgetMeter(limits)
+    for preset in (checkpoint or {}, *(child_checkpoints or {}).values()):
+        for status, output in preset.values():
+            if status == "succeeded":
+                meter.add(*usage_of_output(output))
+    return meter
 
 
 def _hide_secrets(run_obj: Run, result: RunResult) -> RunResult:
@@ -314,25 +341,27 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
               model: str | None = None, concurrency: int | None = None,
               services: dict[str, Any] | None = None,
               on_event: Callable[[dict], None] | None = None, policy: Policy = TRUSTED,
-              secrets: dict[str, str] | None = None) -> RunResult:
+              secrets: dict[str, str] | None = None, budget: Any = None) -> RunResult:
     """Run a workflow (path, dict, Workflow or CompiledWorkflow) to the end.
 
     Workflow errors raise before anything runs; a failing block does not
     raise — the result says `failed` and names the block.  `policy` limits
     what the document may reach of the host (default: trusted, as on one's
-    own machine); `secrets` default to the user's stored secrets."""
+    own machine); `secrets` default to the user's stored secrets; `budget`
+    (`{tokens, cost, on_exceed}`) replaces the document's `budget:`."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
         check_policy(compiled, policy, model_override=model)
         run_obj = _new_run(compiled, inputs, user=user, run_id=None, model=model,
                            concurrency=concurrency, services=services,
-                           on_event=on_event, policy=policy, secrets=secrets)
+                           on_event=on_event, policy=policy, secrets=secrets,
+                           budget=budget)
         return _hide_secrets(run_obj, await run_obj.execute())
     async with open_storage(storage) as opened:
         run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
                                            model=model, concurrency=concurrency,
                                            services=services, on_event=on_event,
-                                           policy=policy, secrets=secrets)
+                                           policy=policy, secrets=secrets, budget=budget)
         return await _execute(run_obj, recorder, opened)
 
 
