@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import Any
 
 import httpx
 
+from flowforge.blocks._budget import BudgetLimit
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
@@ -45,27 +47,40 @@ class LiveRuns:
 
     async def launch(self, user: dict[str, Any], owner: str, workflow_id: str,
                      version: int | None, inputs: dict[str, Any], *,
-                     webhook: str | None = None) -> tuple[RunHandle, int]:
+                     webhook: str | None = None, budget: Any = None
+                     ) -> tuple[RunHandle, int]:
         """Start a stored workflow (latest or pinned version) for `user`: inputs
         are checked first, so a bad request is refused (InputError) instead of
         becoming a failed run.  Returns the handle and the version that runs."""
         row, compiled = await self.workflows.compiled(owner, workflow_id, version)
         validate_inputs(compiled.doc.inputs, inputs)
         handle = await self.start(compiled, inputs, user=user, version=row["version"],
-                                  webhook=webhook)
+                                  webhook=webhook, budget=budget)
         return handle, row["version"]
 
     async def start(self, compiled: CompiledWorkflow, inputs: dict[str, Any], *,
                     user: dict[str, Any], version: int | None = None,
                     webhook: str | None = None,
-                    services: dict[str, Any] | None = None) -> RunHandle:
+                    services: dict[str, Any] | None = None, budget: Any = None) -> RunHandle:
         """Start a compiled workflow as `user` (a user row) in the background.
         A webhook the server will not call is refused here (422), before the run."""
         webhook = webhook or compiled.doc.webhook
         if webhook:
             await self.check_webhook(webhook)
         run_id = uuid.uuid4().hex
-        user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
+        handle = await start_run(compiled, inputs, run_id=run_id, workflow_version=version,
+                                 budget=budget, **await self.run_options(user, services))
+        if webhook:
+            await self.storage.update_run(run_id, webhook=webhook)
+        self.handles[run_id] = handle
+        handle.task.add_done_callback(
+            lambda task: self._finished(handle, task, webhook, user["webhook_secret"]))
+        return handle
+
+    async def run_options(self, user: dict[str, Any], services: dict[str, Any] | None = None
+                          ) -> dict[str, Any]:
+        """What every run of `user` on this server is started (or resumed) with:
+        their policy, secrets, stored workflows, shared keys, daily limits."""
         owner = user["user_id"]
 
         async def stored_workflow(reference: str) -> CompiledWorkflow:
@@ -73,22 +88,27 @@ class LiveRuns:
             version = int(pinned) if pinned.isdigit() else None
             return (await self.workflows.compiled(owner, workflow_id, version))[1]
 
-        services = {"files_root": self.settings.files_root,
-                    "sandbox_isolated_only": not self.settings.allow_process_sandbox,
-                    **(services or {})}
-        handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
-                                 services=services,
-                                 model=self.settings.model, run_id=run_id,
-                                 workflow_version=version, policy=await self.policy(user),
-                                 secrets=await load_secrets(self.storage, owner),
-                                 provider_keys=self.settings.shared_provider_keys(),
-                                 stored_workflows=stored_workflow)
-        if webhook:
-            await self.storage.update_run(run_id, webhook=webhook)
-        self.handles[run_id] = handle
-        handle.task.add_done_callback(
-            lambda task: self._finished(handle, task, webhook, user["webhook_secret"]))
-        return handle
+        return {"user": {"id": owner, "name": user["name"], "role": user["role"]},
+                "storage": self.storage,
+                "services": {"files_root": self.settings.files_root,
+                             "sandbox_isolated_only": not self.settings.allow_process_sandbox,
+                             **(services or {})},
+                "model": self.settings.model, "policy": await self.policy(user),
+                "secrets": await load_secrets(self.storage, owner),
+                "provider_keys": self.settings.shared_provider_keys(),
+                "stored_workflows": stored_workflow,
+                "budget_limits": await self.daily_limits(user)}
+
+    async def daily_limits(self, user: dict[str, Any]) -> list[BudgetLimit]:
+        """The server's per-user daily limit, with what the user's runs of the
+        day (UTC) have used so far counted against it."""
+        tokens, cost = self.settings.daily_user_tokens, self.settings.daily_user_cost
+        if tokens is None and cost is None:
+            return []
+        now = time.time()
+        used = await self.storage.user_usage_since(user["user_id"], now - now % 86400)
+        return [BudgetLimit(f"the daily limit of user '{user['name']}'", tokens, cost,
+                            used_tokens_before=used["tokens"], used_cost_before=used["cost"])]
 
     async def policy(self, user: dict[str, Any]) -> Policy:
         """What this user's documents may reach of the host (their grants)."""

@@ -17,6 +17,14 @@ def _env_int(name: str, default: int) -> int:
     return int(value) if value and value.isdigit() else default
 
 
+def _env_number(name: str) -> float | None:
+    value = os.environ.get(name)
+    try:
+        return float(value) if value else None
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number (write e.g. {name}=0.5)") from None
+
+
 @dataclass
 class ServerSettings:
     database_url: str | None = None
@@ -55,6 +63,15 @@ class ServerSettings:
     """Let every user's runs use the provider keys in the server's environment
     (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...), sent only to the provider's
     configured URL.  Off: each user brings their own keys as secrets."""
+
+    daily_user_tokens: int | None = field(
+        default_factory=lambda: (lambda v: int(v) if v is not None else None)(
+            _env_number("FLOWFORGE_DAILY_USER_TOKENS")))
+    """Most model tokens one user's runs may use per day (UTC), all runs
+    together; an LLM call that would pass it fails its block.  None: no limit."""
+    daily_user_cost: float | None = field(
+        default_factory=lambda: _env_number("FLOWFORGE_DAILY_USER_COST"))
+    """Most USD one user's runs may spend on models per day (UTC).  None: no limit."""
 
     def shared_provider_keys(self) -> dict[str, str]:
         """The provider key variables of this process, when the administrator shares them."""

@@ -97,6 +97,8 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                  "ALTER TABLE runs ADD COLUMN lease_expires_at REAL")),
     Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
+    Migration("0011_run_resume_at", ("ALTER TABLE runs ADD COLUMN resume_at REAL",
+                                     "CREATE INDEX runs_by_resume_at ON runs (status, resume_at)")),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -193,4 +195,6 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                  "DOUBLE PRECISION")),
     Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
+    Migration("0011_run_resume_at", ("ALTER TABLE runs ADD COLUMN resume_at DOUBLE PRECISION",
+                                     "CREATE INDEX runs_by_resume_at ON runs (status, resume_at)")),
 ]
