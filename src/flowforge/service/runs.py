@@ -32,8 +32,8 @@ from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.graph import CompiledWorkflow, Graph
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
 
-__all__ = ["run", "run_sync", "start_run", "resume", "cancel_run", "RunHandle", "open_storage",
-           "guarded_resolver", "RunStateError"]
+__all__ = ["run", "run_sync", "start_run", "resume", "start_resume", "resume_due", "cancel_run",
+           "RunHandle", "open_storage", "guarded_resolver", "RunStateError"]
 
 
 class RunStateError(FlowforgeError):
@@ -313,7 +313,8 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     await storage.update_run(
         run_obj.run_id, status=result.status, outputs=redact(result.outputs),
         usage=result.usage, memory=redact(result.memory), error=redact(result.error),
-        finished_at=time.time(), lease_owner=None, lease_expires_at=None, **traced)
+        finished_at=time.time(), lease_owner=None, lease_expires_at=None,
+        resume_at=run_obj.resume_at if result.status == "waiting" else None, **traced)
     memory_keys = run_obj.doc.memory
     if result.status == "succeeded" and memory_keys:
         await storage.save_memory(run_obj.user.get("id"), {
@@ -378,25 +379,44 @@ def run_sync(workflow: Any, inputs: dict[str, Any] | None = None, **kwargs: Any)
 
 
 async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,
-                 services: dict[str, Any] | None = None) -> RunResult:
-    """Finish a run that was cut off: blocks that already succeeded (stored
-    checkpoints) are not run again; the rest run as usual."""
+                 services: dict[str, Any] | None = None,
+                 decisions: dict[str, dict[str, Any]] | None = None,
+                 **options: Any) -> RunResult:
+    """Finish a run that was cut off, or continue a `waiting` one: blocks
+    that already succeeded (stored checkpoints) are not run again; the rest
+    run as usual.  `decisions` (block id -> `{decision, by, at, comment}`)
+    reach approval blocks; other `options` are `start_run`'s (a server
+    passes the run owner's policy, secrets, ...)."""
     async with open_storage(storage) as opened:
-        row = await _stored_run(opened, run_id, "resuming")
-        run_id = row["run_id"]
-        if row["status"] == "succeeded":
-            # (A failed or cancelled run may be resumed: what did not succeed runs again.)
-            raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
-                                f"resume; start a new run instead")
-        holder = row.get("lease_owner")
-        alive = lease_holder_alive(holder)
-        if not await opened.claim_run(run_id, PROCESS, LEASE_SECONDS,
-                                      expected_owner=holder if alive is False else None):
-            left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
-            raise RunStateError(
-                f"run {run_id} is being run by another live process ({holder}; its lease "
-                f"runs {left:.0f} s more unless renewed): cancel it (`flowforge runs cancel "
-                f"{run_id}`) or wait for it to end")
+        handle = await start_resume(run_id, storage=opened, model=model, services=services,
+                                    decisions=decisions, **options)
+        return await handle.wait()
+
+
+async def start_resume(run_id: str, *, storage: Storage | None,
+                       decisions: dict[str, dict[str, Any]] | None = None,
+                       **options: Any) -> RunHandle:
+    """`resume`, started in the background on an open storage: the handle."""
+    opened = storage
+    row = await _stored_run(opened, run_id, "resuming")
+    run_id = row["run_id"]
+    if row["status"] == "succeeded":
+        # (A failed or cancelled run may be resumed: what did not succeed runs again.)
+        raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
+                            f"resume; start a new run instead")
+    holder = row.get("lease_owner")
+    alive = lease_holder_alive(holder)
+    if not await opened.claim_run(run_id, PROCESS, LEASE_SECONDS,
+                                  expected_owner=holder if alive is False else None):
+        left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
+        raise RunStateError(
+            f"run {run_id} is being run by another live process ({holder}; its lease "
+            f"runs {left:.0f} s more unless renewed): cancel it (`flowforge runs cancel "
+            f"{run_id}`) or wait for it to end")
+    if row["status"] == "waiting" and not await opened.take_waiting(run_id):
+        raise RunStateError(f"run {run_id} is no longer waiting: another request resumed "
+                            f"it first")
+    try:
         compiled: CompiledWorkflow = load(row["document"])
         blocks = await opened.get_blocks(run_id)
         checkpoint = {b["block_id"]: (b["status"], b["output"])
@@ -405,6 +425,11 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
         for b in blocks:
             if b["scope"] and b["status"] == "succeeded":
                 children.setdefault(b["scope"], {})[b["block_id"]] = (b["status"], b["output"])
+        # Blocks that paused the run find what they stored (and a decision, if given).
+        resume_state = {b["block_id"]: dict(b["output"] or {}) for b in blocks
+                        if b["scope"] == "" and b["status"] == "waiting"}
+        for block_id, decision in (decisions or {}).items():
+            resume_state.setdefault(block_id, {})["decision"] = decision
         events = await opened.get_events(run_id)
         seq = events[-1]["seq"] if events else 0
         # Blocks the cut caught running get a terminal event before anything runs again.
@@ -421,11 +446,38 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
             await opened.record(run_id, closing, [
                 {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
                  "finished_at": time.time(), "reason": "cut off; resumed"} for b in cut])
-        handle = await start_run(compiled, row["inputs"], user=row["user_id"], storage=opened,
-                                 model=model, services=services, run_id=run_id,
+        options.setdefault("user", row["user_id"])
+        handle = await start_run(compiled, row["inputs"], storage=opened, run_id=run_id,
                                  checkpoint=checkpoint, child_checkpoints=children,
-                                 start_seq=seq)
-        return await handle.wait()
+                                 start_seq=seq, workflow_version=row.get("workflow_version"),
+                                 **options)
+    except BaseException:
+        await opened.update_run(run_id, lease_owner=None, lease_expires_at=None)
+        raise
+    handle.run.resume_state = resume_state
+    return handle
+
+
+async def resume_due(*, storage: StorageArg = None, now: float | None = None,
+                     options_for: Callable[[dict[str, Any]], Any] | None = None
+                     ) -> list[RunResult]:
+    """Resume every `waiting` run whose time has come (a `wait` block's end,
+    an approval's timeout), one after the other; a run another process took
+    first is left to it.  `options_for(row)` (awaitable) gives a server's
+    options for the run's owner."""
+    results = []
+    async with open_storage(storage) as opened:
+        for run_id in await opened.due_runs(time.time() if now is None else now):
+            row = await opened.get_run(run_id)
+            if row is None or row["status"] != "waiting":
+                continue
+            options = await options_for(row) if options_for is not None else {}
+            try:
+                handle = await start_resume(run_id, storage=opened, **options)
+            except RunStateError:
+                continue
+            results.append(await handle.wait())
+    return results
 
 
 async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 10.0) -> str:

@@ -164,6 +164,14 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, abc.ABC):
             cost += float(spent) if isinstance(spent, (int, float)) else 0.0
         return {"tokens": tokens, "cost": round(cost, 10), "runs": len(rows)}
 
+    async def take_waiting(self, run_id: str) -> bool:
+        """Move a `waiting` run to `running`: True for the one caller that did
+        (two people deciding at once, two resumers: one wins)."""
+        changed = await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET status = 'running', resume_at = NULL "
+            "WHERE run_id = ? AND status = 'waiting'", (run_id,))
+        return changed == 1
+
     async def due_runs(self, now: float, limit: int = 100) -> list[str]:
         """Ids of `waiting` runs whose `resume_at` has come, the most overdue first."""
         rows = await self._sql_rows(  # type: ignore[attr-defined]
