@@ -22,8 +22,9 @@ from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
 from flowforge.server.errors import ApiError
 from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
+from flowforge.service.approvals import check_decision, start_decision
 from flowforge.service.grants import policy_for
-from flowforge.service.runs import RunHandle, start_run
+from flowforge.service.runs import RunHandle, RunStateError, start_resume, start_run
 from flowforge.service.secrets import load_secrets
 from flowforge.service.workflows import WorkflowStore
 from flowforge.workflow.policy import Policy
@@ -76,6 +77,60 @@ class LiveRuns:
         handle.task.add_done_callback(
             lambda task: self._finished(handle, task, webhook, user["webhook_secret"]))
         return handle
+
+    async def decide(self, run_id: str, block_id: str, decision: str, *, by: dict[str, Any],
+                     comment: str | None) -> RunHandle:
+        """Approve or reject a waiting run's approval block and resume the run
+        here in the background, with its owner's policy, secrets and limits
+        (not the decider's: an admin deciding lends the run no rights)."""
+        row = await check_decision(self.storage, run_id, block_id, decision)
+        owner = await self.storage.get_user(row["user_id"]) if row.get("user_id") else None
+        if owner is None:
+            raise ApiError(409, f"run '{run_id}' belongs to no known user: it cannot be "
+                                f"resumed on this server")
+        handle = await start_decision(run_id, block_id, decision,
+                                      by=by["name"], comment=comment,
+                                      **await self.run_options(owner))
+        self._track(handle, row.get("webhook"), owner["webhook_secret"])
+        return handle
+
+    def _track(self, handle: RunHandle, webhook: str | None, secret: str) -> None:
+        self.handles[handle.run_id] = handle
+        handle.task.add_done_callback(
+            lambda task: self._finished(handle, task, webhook, secret))
+
+    def start_resumer(self) -> None:
+        """Resume due `waiting` runs every `resume_interval` seconds (if set)."""
+        if self.settings.resume_interval > 0:
+            self._spawn(self._resume_due_loop(self.settings.resume_interval))
+
+    async def _resume_due_loop(self, interval: float) -> None:
+        while True:
+            try:
+                await self.resume_due()
+            except Exception:  # noqa: BLE001 - logged; the next look tries again
+                log.exception("resuming due runs failed")
+            await asyncio.sleep(interval)
+
+    async def resume_due(self) -> list[str]:
+        """Start every due `waiting` run of a known user here, as its owner;
+        the ids started (a run another process took first is left to it)."""
+        started = []
+        for run_id in await self.storage.due_runs(time.time()):
+            if run_id in self.handles:
+                continue
+            row = await self.storage.get_run(run_id)
+            owner = await self.storage.get_user(row["user_id"]) \
+                if row is not None and row.get("user_id") else None
+            if owner is None:
+                continue
+            try:
+                handle = await start_resume(run_id, **await self.run_options(owner))
+            except RunStateError:
+                continue
+            self._track(handle, row.get("webhook"), owner["webhook_secret"])
+            started.append(run_id)
+        return started
 
     async def run_options(self, user: dict[str, Any], services: dict[str, Any] | None = None
                           ) -> dict[str, Any]:

@@ -73,6 +73,11 @@ class ServerSettings:
         default_factory=lambda: _env_number("FLOWFORGE_DAILY_USER_COST"))
     """Most USD one user's runs may spend on models per day (UTC).  None: no limit."""
 
+    resume_interval: float = field(
+        default_factory=lambda: _env_number("FLOWFORGE_RESUME_INTERVAL") or 5.0)
+    """Seconds between looks for `waiting` runs that are due (a `wait` block's
+    end, an approval's timeout), which this server then resumes; 0: never."""
+
     def shared_provider_keys(self) -> dict[str, str]:
         """The provider key variables of this process, when the administrator shares them."""
         if not self.share_provider_keys:
