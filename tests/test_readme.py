@@ -34,6 +34,7 @@ def _block(first_line: str) -> str:
 
 
 CHECKED = ["make demo", "source .venv/bin/activate", "version: 1\nid: branch-join",
+           "version: 1\nid: refund-approval", "flowforge run refund.yaml",
            "import asyncio", "tools:", "flowforge kb add policies",
            "KEY=$(flowforge users create alice", "flowforge users grant alice",
            "src/flowforge/"]
@@ -168,3 +169,26 @@ def test_the_layout_names_real_folders():
         names = line.split("  ")[1].strip().split() if line.startswith("  ") else []
         for name in names:
             assert (ROOT / "src/flowforge" / name).exists(), name
+
+
+def test_the_approval_walkthrough(scratch):
+    """The budget/wait/approval document validates, and the commands stop at
+    the approval, continue on `runs approve` and stop again at the long wait."""
+    folder, env = scratch
+    document = _block("version: 1\nid: refund-approval")
+    flowforge_load = __import__("flowforge").load
+    flowforge_load(yaml.safe_load(document))
+    (folder / "refund.yaml").write_text(document)
+    result = _bash(_block("flowforge run refund.yaml") + "\nflowforge runs show $RUN --json",
+                   folder, env)
+    assert result.returncode == 0, result.stderr
+    first = json.loads((folder / "run.json").read_text())
+    assert first["status"] == "waiting" and first["blocks"]["manager"]["status"] == "waiting"
+    shown = result.stdout
+    assert "manager" in shown and "cool_off" in shown
+    record = json.loads(shown.strip().splitlines()[-1])
+    assert record["status"] == "waiting"
+    blocks = {block["block_id"]: block for block in record["blocks"]}
+    manager = blocks["manager"]
+    assert manager["output"]["by"] and manager["output"]["comment"] == "within policy"
+    assert blocks["cool_off"]["status"] == "waiting" and blocks["paid"]["status"] == "skipped"
