@@ -84,6 +84,19 @@ async def test_budget_counts_what_resumed_blocks_spent(tmp_path):
     assert events(again, "budget_exceeded", "step1")[-1]["used"] == spent
 
 
+async def test_a_request_budget_still_applies_when_the_run_is_resumed(tmp_path):
+    from .helpers import scripted
+    storage = storage_from_url(f"sqlite:///{tmp_path / 'runs.db'}")
+    with scripted(lambda m, t: WORDS) as model:
+        doc = {"id": "t", "blocks": _chain(model, 2)}
+        first = await flowforge.run(doc, storage=storage, budget={"tokens": 50})
+        assert first.status == "failed"
+        again = await flowforge.resume(first.run_id, storage=storage)
+    await storage.close()
+    assert again.status == "failed" and "the run's budget allows 50 tokens" in \
+        again.blocks["step1"].error
+
+
 def test_validate_catches_a_bad_budget():
     doc = {"id": "t", "budget": {"tokens": 0, "on_exceed": "downgrade"},
            "blocks": [{"id": "a", "type": "set", "with": {"x": 1}}]}

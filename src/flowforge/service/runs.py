@@ -206,7 +206,10 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "workflow_version": workflow_version, "user_id": user_id, "status": "running",
                 "inputs": inputs or {}, "created_at": time.time(), "started_at": time.time(),
                 "document": compiled.document, "lease_owner": PROCESS,
-                "lease_expires_at": time.time() + LEASE_SECONDS})
+                "lease_expires_at": time.time() + LEASE_SECONDS,
+                # A request's budget outlives the process: resuming applies it again.
+                "budget": budget if budget is None or isinstance(budget, dict)
+                else budget.model_dump()})
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
@@ -447,6 +450,7 @@ async def start_resume(run_id: str, *, storage: Storage | None,
                 {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
                  "finished_at": time.time(), "reason": "cut off; resumed"} for b in cut])
         options.setdefault("user", row["user_id"])
+        options.setdefault("budget", row.get("budget"))
         handle = await start_run(compiled, row["inputs"], storage=opened, run_id=run_id,
                                  checkpoint=checkpoint, child_checkpoints=children,
                                  start_seq=seq, workflow_version=row.get("workflow_version"),
