@@ -166,6 +166,22 @@ async def test_timeout_takes_the_default_decision(db):
     assert result.results["ok"]["decision"] == "approve" and COUNTS["pay"] == 1
 
 
+async def test_cancelling_a_waiting_run_ends_it_at_once(db):
+    first = await _waiting_run(db, timeout=0.2, default="approve")
+    assert await flowforge.cancel_run(first.run_id, storage=db, wait=1) == "cancelled"
+    storage = storage_from_url(db)
+    await storage.open()
+    row = await storage.get_run(first.run_id)
+    events = await storage.get_events(first.run_id)
+    blocks = {b["block_id"]: b["status"] for b in await storage.get_blocks(first.run_id)}
+    await asyncio.sleep(0.3)
+    assert await resume_due(storage=storage) == []        # no longer due
+    await storage.close()
+    assert row["status"] == "cancelled" and row["resume_at"] is None
+    assert events[-1]["type"] == "run_finished" and events[-1]["status"] == "cancelled"
+    assert blocks["ok"] == "cancelled" and "pay" not in COUNTS
+
+
 def test_a_default_needs_a_timeout():
     with pytest.raises(flowforge.ValidationFailed, match="set `timeout` too"):
         flowforge.load(_approval_doc(default="approve"))

@@ -112,3 +112,12 @@ async def test_the_server_resumes_timeouts_and_long_waits_when_due(tmp_path):
             assert row["resume_at"] is None
     finally:
         await stop()
+
+
+async def test_cancelling_a_waiting_run(server):
+    async with server.client("alice") as alice:
+        run_id = await _waiting(server, alice)
+        cancelled = await alice.post(f"/api/runs/{run_id}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        late = await alice.post(f"/api/runs/{run_id}/approvals/ok", json={"decision": "approve"})
+        assert late.status_code == 409 and "cancelled" in late.text

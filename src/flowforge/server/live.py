@@ -183,7 +183,7 @@ class LiveRuns:
         if task.exception() is not None:
             log.error("run %s could not be completed: %r", handle.run_id, task.exception())
             return
-        if webhook:
+        if webhook and task.result().status != "waiting":   # a waiting run has not ended
             self._spawn(self._deliver(handle, task.result(), webhook, secret))
 
     async def _deliver(self, handle: RunHandle, result: RunResult, url: str,

@@ -172,6 +172,15 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, abc.ABC):
             "WHERE run_id = ? AND status = 'waiting'", (run_id,))
         return changed == 1
 
+    async def cancel_waiting(self, run_id: str, now: float) -> bool:
+        """Cancel a `waiting` run (no process holds it): True when it was
+        waiting; False when it was not (a resumer may just have taken it)."""
+        changed = await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET status = 'cancelled', resume_at = NULL, finished_at = ?, "
+            "error = 'the run was cancelled while waiting' "
+            "WHERE run_id = ? AND status = 'waiting'", (now, run_id))
+        return changed == 1
+
     async def due_runs(self, now: float, limit: int = 100) -> list[str]:
         """Ids of `waiting` runs whose `resume_at` has come, the most overdue first."""
         rows = await self._sql_rows(  # type: ignore[attr-defined]
