@@ -59,6 +59,22 @@ async def test_budget_downgrades_the_model_and_says_so():
     assert switched[0]["model"] == big and switched[0]["downgrade"] == small
 
 
+async def test_parallel_calls_cannot_together_pass_the_budget():
+    import asyncio
+
+    from .helpers import scripted
+
+    async def slow(messages, tools):
+        await asyncio.sleep(0.05)
+        return WORDS
+    with scripted(slow) as model:
+        blocks = [{"id": name, "type": "llm", "with": {"prompt": f"say {WORDS}", "model": model,
+                                                       "max_tokens": 20}}
+                  for name in ("left", "right")]
+        result = await run_blocks(blocks, budget={"tokens": 60})   # room for one call
+    assert sorted(statuses(result).values()) == ["failed", "succeeded"]
+
+
 async def test_request_budget_replaces_the_documents():
     from .helpers import scripted
     with scripted(lambda m, t: WORDS) as model:

@@ -107,15 +107,26 @@ class BudgetMeter:
     cost: float = 0.0
     downgraded_to: str | None = None
     spent_limits: set[str] = field(default_factory=set)   # downgraded: no longer stop
+    # Estimates of the calls in flight: parallel blocks checking at once must
+    # not each see the whole remaining budget.
+    held_tokens: int = 0
+    held_cost: float = 0.0
 
     def add(self, tokens: int, cost: float) -> None:
         self.tokens += tokens
         self.cost += cost
 
+    def release(self, held: tuple[int, float]) -> None:
+        """A call `check` let through has ended: its estimate is no longer held."""
+        self.held_tokens -= held[0]
+        self.held_cost -= held[1]
+
     def check(self, model: str, messages: list[Any], tools: list[Any] | None,
-              max_tokens: int | None, emit: Callable[..., None]) -> str:
-        """The model the call may use (`model`, or the downgrade); raises
-        `BudgetExceeded` when the call would pass a limit that fails."""
+              max_tokens: int | None, emit: Callable[..., None]
+              ) -> tuple[str, tuple[int, float]]:
+        """The model the call may use (`model`, or the downgrade) and the
+        estimate held for it until `release`; raises `BudgetExceeded` when the
+        call would pass a limit that fails."""
         if self.downgraded_to is not None:
             model = self.downgraded_to
         prompt = estimate_tokens(messages, tools or ())
@@ -140,16 +151,19 @@ class BudgetMeter:
             emit("budget_exceeded", budget=limit.name, model=model, measure=what, used=used,
                  estimate=estimate, limit=most, error=message)
             raise BudgetExceeded(message)
-        return model
+        held = (prompt + answer, cost_of(model, Usage(prompt, answer)).total)
+        self.held_tokens += held[0]
+        self.held_cost += held[1]
+        return model, held
 
     def _over(self, limit: BudgetLimit, model: str, prompt: int, answer: int
               ) -> tuple[str, float, float, float] | None:
         if limit.tokens is not None:
-            used = limit.used_tokens_before + self.tokens
+            used = limit.used_tokens_before + self.tokens + self.held_tokens
             if used + prompt + answer > limit.tokens:
                 return "tokens", used, prompt + answer, limit.tokens
         if limit.cost is not None:
-            used_cost = limit.used_cost_before + self.cost
+            used_cost = limit.used_cost_before + self.cost + self.held_cost
             estimate = cost_of(model, Usage(prompt, answer)).total
             if used_cost + estimate > limit.cost:
                 return "cost", round(used_cost, 6), round(estimate, 6), limit.cost

@@ -168,10 +168,22 @@ class ModelCalls:
                        extra: Mapping[str, Any] | None = None) -> LLMResponse:
         self.count += 1
         meter = getattr(self.context, "budget", None)
-        if meter is not None:
-            chosen = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
-            if chosen != self.model:         # downgraded: the cheaper model, no fallbacks
-                self.model, self.fallback, self.used_model = chosen, (), chosen
+        if meter is None:
+            return await self._call(messages, tools, response_format, temperature, max_tokens,
+                                    tool_choice, purpose, extra)
+        chosen, held = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
+        if chosen != self.model:             # downgraded: the cheaper model, no fallbacks
+            self.model, self.fallback, self.used_model = chosen, (), chosen
+        try:
+            return await self._call(messages, tools, response_format, temperature, max_tokens,
+                                    tool_choice, purpose, extra)
+        finally:
+            meter.release(held)
+
+    async def _call(self, messages: list[Message], tools: list[ToolSpec] | None,
+                    response_format: dict[str, Any] | None, temperature: float | None,
+                    max_tokens: int | None, tool_choice: str | None, purpose: str,
+                    extra: Mapping[str, Any] | None) -> LLMResponse:
         request = LLMRequest(model=self.model.partition("/")[2] or self.model,
                              messages=list(messages), tools=list(tools or []),
                              response_format=response_format, temperature=temperature,
