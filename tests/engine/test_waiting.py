@@ -185,3 +185,20 @@ async def test_cancelling_a_waiting_run_ends_it_at_once(db):
 def test_a_default_needs_a_timeout():
     with pytest.raises(flowforge.ValidationFailed, match="set `timeout` too"):
         flowforge.load(_approval_doc(default="approve"))
+
+
+async def test_resume_due_without_a_server_leaves_server_users_runs_alone(db):
+    from flowforge.service.users import create_user
+
+    storage = storage_from_url(db)
+    await storage.open()
+    user, _ = await create_user(storage, "ann", "user")
+    doc = {"id": "w", "blocks": [{"id": "pause", "type": "wait",
+                                  "with": {"seconds": 0.1, "sleep_limit": 0}}]}
+    mine = await flowforge.run(doc, storage=storage)
+    theirs = await flowforge.run(doc, storage=storage, user=user["user_id"])
+    await asyncio.sleep(0.2)
+    resumed = await resume_due(storage=storage)
+    assert [r.run_id for r in resumed] == [mine.run_id]
+    assert (await storage.get_run(theirs.run_id))["status"] == "waiting"
+    await storage.close()

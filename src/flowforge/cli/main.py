@@ -281,13 +281,18 @@ def _decide(decision: str, run_id: str, block: str, comment: str | None, by: str
 
     from flowforge.cli.runs_view import find_run
     from flowforge.service.approvals import decide
-    from flowforge.service.runs import open_storage
+    from flowforge.service.runs import RunStateError, open_storage
 
     import_plugins(imports)
 
     async def go() -> Any:
         async with open_storage(db) as storage:
             row = await find_run(storage, run_id)
+            if row.get("user_id") and await storage.get_user(row["user_id"]) is not None:
+                raise RunStateError(f"run {row['run_id']} belongs to the server user "
+                                    f"'{row['user_id']}': decide through the server (POST "
+                                    f"/api/runs/{row['run_id']}/approvals/{block}), which "
+                                    f"resumes it with its owner's rights")
             return await decide(row["run_id"], block, decision, by=by or getpass.getuser(),
                                 comment=comment, storage=storage)
 

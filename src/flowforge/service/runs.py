@@ -468,12 +468,17 @@ async def resume_due(*, storage: StorageArg = None, now: float | None = None,
     """Resume every `waiting` run whose time has come (a `wait` block's end,
     an approval's timeout), one after the other; a run another process took
     first is left to it.  `options_for(row)` (awaitable) gives a server's
-    options for the run's owner."""
+    options for the run's owner; without it (the CLI, trusted) the runs of a
+    server's users are left to the server, which resumes them with their
+    owner's rights, not the machine's."""
     results = []
     async with open_storage(storage) as opened:
         for run_id in await opened.due_runs(time.time() if now is None else now):
             row = await opened.get_run(run_id)
             if row is None or row["status"] != "waiting":
+                continue
+            if options_for is None and row.get("user_id") and \
+                    await opened.get_user(row["user_id"]) is not None:
                 continue
             options = await options_for(row) if options_for is not None else {}
             try:
