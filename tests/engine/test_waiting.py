@@ -202,3 +202,20 @@ async def test_resume_due_without_a_server_leaves_server_users_runs_alone(db):
     assert [r.run_id for r in resumed] == [mine.run_id]
     assert (await storage.get_run(theirs.run_id))["status"] == "waiting"
     await storage.close()
+
+
+async def test_an_approval_decided_before_a_long_wait_keeps_its_route_on_resume(db):
+    doc = {"id": "both", "blocks": [
+        {"id": "ok", "type": "approval", "with": {"on_reject": "refuse"}},
+        {"id": "pause", "type": "wait", "after": ["ok"], "with": {"seconds": 0.2,
+                                                                  "sleep_limit": 0}},
+        _step("pay", after=["pause"]), _step("refuse", after=["ok"])]}
+    first = await flowforge.run(doc, storage=db)
+    second = await decide(first.run_id, "ok", "approve", by="ann", storage=db)
+    assert second.status == "waiting" and second.blocks["pause"].status == "waiting"
+    await asyncio.sleep(0.3)
+    [done] = await resume_due(storage=db)
+    assert done.status == "succeeded"
+    assert _statuses(done) == {"ok": "succeeded", "pause": "succeeded", "pay": "succeeded",
+                               "refuse": "skipped"}
+    assert COUNTS == {"pay": 1}
