@@ -12,7 +12,8 @@ import pytest
 
 import flowforge
 from flowforge.service.approvals import decide
-from flowforge.service.runs import RunStateError, resume_due
+from flowforge.service.resuming import resume_due
+from flowforge.service.runs import RunStateError
 from flowforge.storage import storage_from_url
 
 COUNTS: dict[str, int] = {}

@@ -202,8 +202,8 @@ def runs_list(
     workflow: Optional[str] = typer.Option(None, "--workflow", "-w",
                                            help="Only runs of this workflow id."),
     status: Optional[str] = typer.Option(None, "--status", "-s",
-                                         help="Only runs in this state: running, waiting, succeeded, "
-                                              "failed or cancelled."),
+                                         help="Only runs in this state: running, waiting, "
+                                              "succeeded, failed or cancelled."),
     user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user's runs."),
     limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many runs, newest first."),
     db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
@@ -248,7 +248,7 @@ def runs_resume(run_id: str = typer.Argument(..., help="The id of the run to fin
                     "functions the run's workflow calls, as with `flowforge run --import`).")
                 ) -> None:
     """Finish a run that was cut off, without re-running blocks that succeeded."""
-    from flowforge.service.runs import resume
+    from flowforge.service.resuming import resume
 
     import_plugins(imports)
     result = _storage_call(resume(run_id, storage=db))
@@ -340,7 +340,7 @@ def runs_resume_due(db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP
     approval's timeout); with --every, keep doing it (a resumer process)."""
     import time
 
-    from flowforge.service.runs import resume_due
+    from flowforge.service.resuming import resume_due
 
     import_plugins(imports)
     while True:

@@ -24,7 +24,8 @@ from flowforge.server.errors import ApiError
 from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
 from flowforge.service.approvals import check_decision, start_decision
 from flowforge.service.grants import policy_for
-from flowforge.service.runs import RunHandle, RunStateError, start_resume, start_run
+from flowforge.service.resuming import start_resume
+from flowforge.service.runs import RunHandle, RunStateError, start_run
 from flowforge.service.secrets import load_secrets
 from flowforge.service.workflows import WorkflowStore
 from flowforge.workflow.policy import Policy

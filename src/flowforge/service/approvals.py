@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from flowforge.errors import NotFound
-from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, open_storage,
-                                    start_resume)
+from flowforge.service.resuming import start_resume
+from flowforge.service.runs import RunHandle, RunStateError, StorageArg, open_storage
 from flowforge.engine.result import RunResult
 from flowforge.blocks.approval import DECISIONS
 from flowforge.storage.base import Storage
