@@ -83,6 +83,14 @@ async def test_a_long_wait_frees_the_process_and_is_resumed_when_due(db):
     assert done.results["pause"]["waited_seconds"] >= 0.5
 
 
+async def test_a_long_wait_inside_a_loop_sleeps(db):
+    doc = {"id": "w", "blocks": [{"id": "again", "type": "loop", "with": {"times": 2},
+                                  "blocks": [{"id": "pause", "type": "wait",
+                                              "with": {"seconds": 0.05, "sleep_limit": 0}}]}]}
+    result = await flowforge.run(doc, storage=db)
+    assert result.status == "succeeded"
+
+
 async def test_wait_until_a_past_time_does_not_wait_and_bad_input_is_clear():
     doc = {"id": "w", "blocks": [{"id": "pause", "type": "wait",
                                   "with": {"until": "2020-01-01T00:00:00Z"}}]}

@@ -6,7 +6,8 @@ raises `Suspend`, the run ends `waiting` with `resume_at` set and nothing held
 in memory, and `flowforge runs resume-due` (or a server's resumer) continues
 it when it is due; resumed early, it waits again for what is left.  The end
 time is fixed when the block first runs, so resuming never restarts the wait.
-A run without storage has nowhere to be resumed from: it always sleeps.
+A run without storage has nowhere to be resumed from, and a loop pass or a
+parallel item cannot stop alone: there the wait always sleeps.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ class WaitBlock(BlockType):
                 else parse_time(config.until or "")
         started = state.get("started_at", now)
         left = due - now
-        can_leave = context.services.get("storage") is not None
+        # Only the run's top level can stop and be resumed; inside a loop pass or
+        # a parallel item (or a run without storage) a long wait sleeps.
+        can_leave = context.services.get("storage") is not None and \
+            getattr(context, "scope_label", None) is None
         if left > config.sleep_limit and can_leave:
             context.emit("progress", message=f"waiting until {_iso(due)}: the run stops and "
                                              f"is resumed then")
