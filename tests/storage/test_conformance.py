@@ -119,6 +119,20 @@ async def test_due_runs_are_waiting_runs_whose_time_has_come(storage):
     assert (await storage.get_run("later"))["resume_at"] == 95.0
 
 
+async def test_a_waiting_run_is_taken_or_cancelled_once(storage):
+    await storage.create_run(_run("w1", status="waiting", resume_at=5.0))
+    await storage.create_run(_run("w2", status="waiting", resume_at=5.0))
+    assert await storage.take_waiting("w1") is True
+    assert await storage.take_waiting("w1") is False          # a second taker loses
+    row = await storage.get_run("w1")
+    assert row["status"] == "running" and row["resume_at"] is None
+    assert await storage.cancel_waiting("w1", 9.0) is False   # running: not this way
+    assert await storage.cancel_waiting("w2", 9.0) is True
+    row = await storage.get_run("w2")
+    assert row["status"] == "cancelled" and row["finished_at"] == 9.0
+    assert await storage.due_runs(100.0) == []
+
+
 async def test_runs_created_in_the_same_instant_list_newest_insert_first(storage):
     for run_id in ("first", "second", "third"):
         await storage.create_run(_run(run_id, created_at=50.0))
