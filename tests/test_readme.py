@@ -36,6 +36,7 @@ def _block(first_line: str) -> str:
 
 
 CHECKED = ["make demo", "source .venv/bin/activate", "version: 1\nid: branch-join",
+           "version: 1\nid: refund-approval", "flowforge run refund.yaml",
            "import asyncio", "tools:", "flowforge kb add policies",
            "flowforge chat --once", "flowforge import examples/chains",
            "redis-server --port 6379", "import asyncio\n\nimport flowforge\n\n\nasync def main", '{"answer":',
@@ -251,3 +252,26 @@ def test_the_scale_out_commands(scratch):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "queued run" in result.stderr
     assert "Order for guest: manual review" in result.stdout
+
+
+def test_the_approval_walkthrough(scratch):
+    """The budget/wait/approval document validates, and the commands stop at
+    the approval, continue on `runs approve` and stop again at the long wait."""
+    folder, env = scratch
+    document = _block("version: 1\nid: refund-approval")
+    flowforge_load = __import__("flowforge").load
+    flowforge_load(yaml.safe_load(document))
+    (folder / "refund.yaml").write_text(document)
+    result = _bash(_block("flowforge run refund.yaml") + "\nflowforge runs show $RUN --json",
+                   folder, env)
+    assert result.returncode == 0, result.stderr
+    first = json.loads((folder / "run.json").read_text())
+    assert first["status"] == "waiting" and first["blocks"]["manager"]["status"] == "waiting"
+    shown = result.stdout
+    assert "manager" in shown and "cool_off" in shown
+    record = json.loads(shown.strip().splitlines()[-1])
+    assert record["status"] == "waiting"
+    blocks = {block["block_id"]: block for block in record["blocks"]}
+    manager = blocks["manager"]
+    assert manager["output"]["by"] and manager["output"]["comment"] == "within policy"
+    assert blocks["cool_off"]["status"] == "waiting" and blocks["paid"]["status"] == "skipped"

@@ -18,7 +18,8 @@ from flowforge.errors import (BlockError, BlockTimeout, CapabilityDenied, Flowfo
                               RunError, StorageError, ToolError, ValidationFailed, WorkflowError)
 from flowforge.service import chat
 from flowforge.service.loading import load, load_text, register_workflow
-from flowforge.service.runs import RunHandle, cancel_run, resume, run, run_sync, start_run
+from flowforge.service.resuming import resume
+from flowforge.service.runs import RunHandle, cancel_run, run, run_sync, start_run
 from flowforge.tools.functions import function
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.model import Workflow

@@ -14,6 +14,7 @@ EXPECTED = {
     "/api/runs/{run_id}": {"get"},
     "/api/runs/{run_id}/events": {"get"},
     "/api/runs/{run_id}/cancel": {"post"},
+    "/api/runs/{run_id}/approvals/{block_id}": {"post"},
     "/api/runs/{run_id}/deliveries": {"get"},
     "/api/executions": {"get"},
     "/api/executions/{execution_id}": {"get"},

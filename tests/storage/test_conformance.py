@@ -94,6 +94,45 @@ async def test_list_runs_filters_newest_first_and_pages(storage):
     assert all("document" not in r for r in await storage.list_runs())
 
 
+async def test_user_usage_since_sums_the_users_runs_of_the_period(storage):
+    usage = lambda tokens, cost: {"tokens": {"prompt": 0, "completion": tokens,  # noqa: E731
+                                             "total": tokens}, "cost": cost, "blocks": {}}
+    await storage.create_run(_run("old", user_id="ann", created_at=50.0, usage=usage(900, 9.0)))
+    await storage.create_run(_run("a1", user_id="ann", created_at=120.0, usage=usage(10, 0.25)))
+    await storage.create_run(_run("a2", user_id="ann", created_at=130.0, usage=usage(5, 0.5)))
+    await storage.create_run(_run("a3", user_id="ann", created_at=140.0))   # still running
+    await storage.create_run(_run("b1", user_id="bob", created_at=130.0, usage=usage(7, 1.0)))
+    assert await storage.user_usage_since("ann", 100.0) == {"tokens": 15, "cost": 0.75,
+                                                            "runs": 3}
+    assert (await storage.user_usage_since("cid", 0.0))["tokens"] == 0
+
+
+async def test_due_runs_are_waiting_runs_whose_time_has_come(storage):
+    await storage.create_run(_run("late", status="waiting", resume_at=90.0))
+    await storage.create_run(_run("later", status="waiting", resume_at=95.0))
+    await storage.create_run(_run("future", status="waiting", resume_at=500.0))
+    await storage.create_run(_run("approval", status="waiting"))          # no time: a person
+    await storage.create_run(_run("done", status="succeeded", resume_at=10.0))
+    assert await storage.due_runs(100.0) == ["late", "later"]
+    await storage.update_run("late", status="running", resume_at=None)
+    assert await storage.due_runs(100.0) == ["later"]
+    assert (await storage.get_run("later"))["resume_at"] == 95.0
+
+
+async def test_a_waiting_run_is_taken_or_cancelled_once(storage):
+    await storage.create_run(_run("w1", status="waiting", resume_at=5.0))
+    await storage.create_run(_run("w2", status="waiting", resume_at=5.0))
+    assert await storage.take_waiting("w1") is True
+    assert await storage.take_waiting("w1") is False          # a second taker loses
+    row = await storage.get_run("w1")
+    assert row["status"] == "running" and row["resume_at"] is None
+    assert await storage.cancel_waiting("w1", 9.0) is False   # running: not this way
+    assert await storage.cancel_waiting("w2", 9.0) is True
+    row = await storage.get_run("w2")
+    assert row["status"] == "cancelled" and row["finished_at"] == 9.0
+    assert await storage.due_runs(100.0) == []
+
+
 async def test_runs_created_in_the_same_instant_list_newest_insert_first(storage):
     for run_id in ("first", "second", "third"):
         await storage.create_run(_run(run_id, created_at=50.0))

@@ -7,7 +7,7 @@ from flowforge.blocks.registry import block_types, get_block_type, register_bloc
 BUILTIN_MODULES = ["input", "response", "set", "function", "condition", "loop", "parallel",
                    "workflow", "agent", "router", "evaluator", "guardrail", "llm", "parser",
                    "http", "registry_block", "knowledge", "keyword_lookup", "web_search",
-                   "progress"]
+                   "progress", "wait", "approval"]
 
 __all__ = ["BUILTIN_MODULES", "BlockConfig", "BlockContext", "BlockType", "ChildOutcome",
            "Routed", "block_types", "get_block_type", "register_block"]

@@ -10,6 +10,8 @@ failure) as `llm_response`, exactly as sent and received (STYLE habit 5: the
 user sees what the model saw); streamed text flows as `llm_delta` events.
 A block's later requests carry only the messages added since its previous
 one (`messages_offset`); `sent_requests(events, block_id)` rebuilds them whole.
+Before each call the run's budget (`context.budget`, see `_budget`) is
+checked: the call fails, or goes to the budget's downgrade model.
 `ModelCalls` sums one block's usage, cost and model time across the calls it
 makes (tool-loop iterations, repairs, retries).
 
@@ -165,6 +167,23 @@ class ModelCalls:
                        tool_choice: str | None = None, purpose: str = "answer",
                        extra: Mapping[str, Any] | None = None) -> LLMResponse:
         self.count += 1
+        meter = getattr(self.context, "budget", None)
+        if meter is None:
+            return await self._call(messages, tools, response_format, temperature, max_tokens,
+                                    tool_choice, purpose, extra)
+        chosen, held = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
+        if chosen != self.model:             # downgraded: the cheaper model, no fallbacks
+            self.model, self.fallback, self.used_model = chosen, (), chosen
+        try:
+            return await self._call(messages, tools, response_format, temperature, max_tokens,
+                                    tool_choice, purpose, extra)
+        finally:
+            meter.release(held)
+
+    async def _call(self, messages: list[Message], tools: list[ToolSpec] | None,
+                    response_format: dict[str, Any] | None, temperature: float | None,
+                    max_tokens: int | None, tool_choice: str | None, purpose: str,
+                    extra: Mapping[str, Any] | None) -> LLMResponse:
         request = LLMRequest(model=self.model.partition("/")[2] or self.model,
                              messages=list(messages), tools=list(tools or []),
                              response_format=response_format, temperature=temperature,
@@ -230,6 +249,10 @@ class ModelCalls:
         self.cost_input += float(response.input_cost or 0.0)
         self.cost_output += float(response.output_cost or 0.0)
         self.cost_total += float(response.cost or 0.0)
+        meter = getattr(self.context, "budget", None)
+        if meter is not None:
+            meter.add(response.usage.prompt_tokens + response.usage.completion_tokens,
+                      float(response.cost or 0.0))
         if response.model and "/" in response.model:   # the model that answered (a fallback?)
             self.used_model = response.model
 

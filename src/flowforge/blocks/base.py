@@ -23,7 +23,7 @@ from flowforge.workflow.model import BlockSpec
 from flowforge.workflow.policy import TRUSTED, Policy
 
 __all__ = ["BlockConfig", "BlockType", "BlockContext", "Routed", "ChildOutcome", "LATER",
-           "policy_of", "is_set"]
+           "Suspend", "policy_of", "is_set"]
 
 
 def policy_of(context: Any) -> Policy:
@@ -51,6 +51,23 @@ class Routed:
 
     output: Any
     targets: tuple[str, ...]
+
+
+class Suspend(Exception):
+    """Raised by a block that must wait outside the process (a person's
+    decision, a time far off).  Not an error: the block settles `waiting`,
+    its dependants wait with it (skipped for now), the rest of the run goes
+    on, and the run ends `waiting` with nothing held in memory.  `state` is
+    stored as the block's checkpoint; when the run is resumed the block runs
+    again and finds it (with any decision injected) in
+    `context.resume_state`.  `resume_at` (epoch seconds) is when a resumer
+    should pick the run up by itself; None waits for a person."""
+
+    def __init__(self, state: dict[str, Any], resume_at: float | None, reason: str) -> None:
+        super().__init__(reason)
+        self.state = state
+        self.resume_at = resume_at
+        self.reason = reason
 
 
 @dataclass(slots=True)

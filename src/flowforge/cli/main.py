@@ -1,7 +1,9 @@
 """The `flowforge` command: parse, call the service, render. Nothing else.
 
 Exit codes are part of the interface: 0 the run succeeded, 1 it failed or
-was cancelled, 2 the workflow or the command line is invalid.  `--json`
+was cancelled, 2 the workflow or the command line is invalid, 3 the run is
+waiting (an approval, a long wait: `flowforge runs approve|reject|resume-due`
+continues it).  `--json`
 prints the RunResult and nothing else on stdout, so scripts can pipe it.
 """
 
@@ -216,11 +218,7 @@ def run_command(
         if as_json:
             print(json.dumps(result.to_dict(), default=str))
         fail(result.error, 2)
-    if as_json:
-        print(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
-    else:
-        print_summary(result, out, stored=not no_store)
-    raise typer.Exit(0 if result.status == "succeeded" else 1)
+    _show_result(result, as_json, stored=not no_store)
 
 
 @app.command("validate")
@@ -259,8 +257,8 @@ def runs_list(
     workflow: Optional[str] = typer.Option(None, "--workflow", "-w",
                                            help="Only runs of this workflow id."),
     status: Optional[str] = typer.Option(None, "--status", "-s",
-                                         help="Only runs in this state: running, succeeded, "
-                                              "failed or cancelled."),
+                                         help="Only runs in this state: running, waiting, "
+                                              "succeeded, failed or cancelled."),
     user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user's runs."),
     limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many runs, newest first."),
     db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
@@ -305,15 +303,107 @@ def runs_resume(run_id: str = typer.Argument(..., help="The id of the run to fin
                     "functions the run's workflow calls, as with `flowforge run --import`).")
                 ) -> None:
     """Finish a run that was cut off, without re-running blocks that succeeded."""
-    from flowforge.service.runs import resume
+    from flowforge.service.resuming import resume
 
     import_plugins(imports)
     result = _storage_call(resume(run_id, storage=db))
+    _show_result(result, as_json)
+
+
+def run_exit_code(status: str) -> int:
+    """0 succeeded, 3 waiting (to be resumed), 1 failed or cancelled."""
+    return 0 if status == "succeeded" else 3 if status == "waiting" else 1
+
+
+def _show_result(result: Any, as_json: bool, stored: bool = True) -> None:
     if as_json:
-        print(json.dumps(result.to_dict(), default=str))
+        print(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
     else:
-        print_summary(result, out, stored=True)
-    raise typer.Exit(0 if result.status == "succeeded" else 1)
+        print_summary(result, out, stored=stored)
+        if result.status == "waiting":
+            waiting = [bid for bid, record in result.blocks.items()
+                       if record.status == "waiting"]
+            err.print(f"run {result.run_id} is waiting on {', '.join(waiting)}: "
+                      f"`flowforge runs approve|reject {result.run_id} BLOCK` decides an "
+                      f"approval; `flowforge runs resume-due` continues what is due",
+                      highlight=False, markup=False)
+    raise typer.Exit(run_exit_code(result.status))
+
+
+def _decide(decision: str, run_id: str, block: str, comment: str | None, by: str | None,
+            db: str | None, as_json: bool, imports: list[str]) -> None:
+    import getpass
+
+    from flowforge.cli.runs_view import find_run
+    from flowforge.service.approvals import decide
+    from flowforge.service.runs import RunStateError, open_storage
+
+    import_plugins(imports)
+
+    async def go() -> Any:
+        async with open_storage(db) as storage:
+            row = await find_run(storage, run_id)
+            if row.get("user_id") and await storage.get_user(row["user_id"]) is not None:
+                raise RunStateError(f"run {row['run_id']} belongs to the server user "
+                                    f"'{row['user_id']}': decide through the server (POST "
+                                    f"/api/runs/{row['run_id']}/approvals/{block}), which "
+                                    f"resumes it with its owner's rights")
+            return await decide(row["run_id"], block, decision, by=by or getpass.getuser(),
+                                comment=comment, storage=storage)
+
+    try:
+        result = _storage_call(go())
+    except ValueError as exc:
+        fail(str(exc))
+    _show_result(result, as_json)
+
+
+_COMMENT = typer.Option(None, "--comment", "-m", help="Why: kept with the decision.")
+_BY = typer.Option(None, "--by", help="Who decides (default: your login name).")
+_IMPORTS = typer.Option([], "--import", "-I", help="Python file or module to import first "
+                        "(the functions the run's workflow calls).")
+
+
+@runs_app.command("approve")
+def runs_approve(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
+                 block: str = typer.Argument(..., help="The approval block's id."),
+                 comment: Optional[str] = _COMMENT, by: Optional[str] = _BY,
+                 db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                 as_json: bool = typer.Option(False, "--json", help="Print the RunResult."),
+                 imports: List[str] = _IMPORTS) -> None:
+    """Approve a waiting run's approval block; the run continues here."""
+    _decide("approve", run_id, block, comment, by, db, as_json, imports)
+
+
+@runs_app.command("reject")
+def runs_reject(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
+                block: str = typer.Argument(..., help="The approval block's id."),
+                comment: Optional[str] = _COMMENT, by: Optional[str] = _BY,
+                db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                as_json: bool = typer.Option(False, "--json", help="Print the RunResult."),
+                imports: List[str] = _IMPORTS) -> None:
+    """Reject: the run goes to the block's `on_reject`, else fails."""
+    _decide("reject", run_id, block, comment, by, db, as_json, imports)
+
+
+@runs_app.command("resume-due")
+def runs_resume_due(db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                    every: float = typer.Option(0.0, "--every", min=0, help="Keep looking "
+                                                "every this many seconds (0: look once)."),
+                    imports: List[str] = _IMPORTS) -> None:
+    """Resume the waiting runs whose time has come (a `wait` block's end, an
+    approval's timeout); with --every, keep doing it (a resumer process)."""
+    import time
+
+    from flowforge.service.resuming import resume_due
+
+    import_plugins(imports)
+    while True:
+        for result in _storage_call(resume_due(storage=db)):
+            out.print(f"{result.run_id} {result.status}", highlight=False)
+        if not every:
+            return
+        time.sleep(every)
 
 
 def _storage_call(coro: Any) -> Any:

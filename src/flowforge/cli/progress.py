@@ -23,8 +23,9 @@ from flowforge.workflow.graph import CompiledWorkflow
 __all__ = ["LiveProgress", "print_summary", "STATUS_STYLE"]
 
 STATUS_STYLE = {"pending": "dim", "running": "cyan", "succeeded": "green", "failed": "bold red",
-                "skipped": "yellow", "cancelled": "magenta"}
-_ICON = {"pending": "·", "succeeded": "✔", "failed": "✘", "skipped": "↷", "cancelled": "■"}
+                "skipped": "yellow", "cancelled": "magenta", "waiting": "blue"}
+_ICON = {"pending": "·", "succeeded": "✔", "failed": "✘", "skipped": "↷", "cancelled": "■",
+         "waiting": "⏸"}
 
 
 class LiveProgress:
@@ -70,7 +71,8 @@ class LiveProgress:
                 # Not a terminal (a log, CI): a line when a block starts, too, so a
                 # slow block is visible while it runs.
                 self.console.print(f"▶ {block_id} started", highlight=False, soft_wrap=True)
-        elif kind in ("block_succeeded", "block_failed", "block_skipped", "block_cancelled"):
+        elif kind in ("block_succeeded", "block_failed", "block_skipped", "block_cancelled",
+                      "block_waiting"):
             row["status"] = kind.removeprefix("block_")
             if row["started"] is not None:
                 row["ms"] = (time.time() - row["started"]) * 1000

@@ -19,7 +19,7 @@ from flowforge.storage.base import TERMINAL_STATUSES
 __all__ = ["list_runs", "show_run", "cancel_run", "find_run", "RUN_STATUSES"]
 
 #: What `runs list --status` accepts.
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+RUN_STATUSES = ("queued", "running", "waiting", "succeeded", "failed", "cancelled")
 
 
 async def find_run(storage: Any, run_id: str) -> dict[str, Any]:

@@ -63,6 +63,16 @@ def serve(
     workers: Optional[str] = typer.Option(
         None, "--workers", help="`celery`: send runs to the worker pool "
         "(FLOWFORGE_BROKER_URL; start them with `flowforge worker`) instead of this process."),
+    daily_user_tokens: Optional[int] = typer.Option(
+        None, "--daily-user-tokens", min=1, help="Most model tokens one user's runs may use "
+        "per UTC day (also FLOWFORGE_DAILY_USER_TOKENS); a call that would pass it fails."),
+    daily_user_cost: Optional[float] = typer.Option(
+        None, "--daily-user-cost", min=0, help="Most USD one user's runs may spend on models "
+        "per UTC day (also FLOWFORGE_DAILY_USER_COST)."),
+    resume_interval: Optional[float] = typer.Option(
+        None, "--resume-interval", min=0, help="Seconds between looks for waiting runs that "
+        "are due (a wait's end, an approval's timeout), resumed here; 0: never (default 5, "
+        "also FLOWFORGE_RESUME_INTERVAL)."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:
@@ -85,7 +95,16 @@ def serve(
     if not users:
         err.print("no users yet: create one with `flowforge users create NAME --admin"
                   f"{' --db ' + database_url if database_url else ''}`")
-    settings = ServerSettings(database_url=url, model=model)
+    try:
+        settings = ServerSettings(database_url=url, model=model)
+    except ValueError as exc:                # a FLOWFORGE_* variable that is not a number
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2)
+    for name, value in (("daily_user_tokens", daily_user_tokens),
+                        ("daily_user_cost", daily_user_cost),
+                        ("resume_interval", resume_interval)):
+        if value is not None:
+            setattr(settings, name, value)
     if allow_private_webhooks:
         settings.allow_private_webhooks = True
     if share_provider_keys:

@@ -54,6 +54,19 @@ class RunContext:
         return self.run.model_override
 
     @property
+    def resume_state(self) -> dict[str, Any] | None:
+        """What this block stored when it suspended the run (`Suspend.state`),
+        with any injected decision, when the run is being resumed; else None."""
+        if self._scope.label is not None:
+            return None
+        return self.run.resume_state.get(self.block_id)
+
+    @property
+    def budget(self) -> Any:
+        """The run's `BudgetMeter` (limits and spending so far), or None."""
+        return self.run.budget
+
+    @property
     def env(self) -> Mapping[str, str]:
         return self.run.env
 

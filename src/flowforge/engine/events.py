@@ -16,8 +16,9 @@ from typing import Any, AsyncIterator, Callable
 __all__ = ["EventBus", "EVENT_TYPES", "TERMINAL_EVENT"]
 
 EVENT_TYPES = ("run_started", "block_started", "block_succeeded", "block_failed",
-               "block_skipped", "block_cancelled", "block_retrying", "llm_delta",
-               "tool_called", "progress", "run_finished")
+               "block_skipped", "block_cancelled", "block_waiting", "block_retrying",
+               "llm_delta", "tool_called", "progress", "budget_exceeded", "budget_downgrade",
+               "approval_requested", "approval_decided", "run_finished")
 TERMINAL_EVENT = "run_finished"
 
 Subscriber = Callable[[dict], None]

@@ -44,7 +44,7 @@ class RunResult:
 
     run_id: str
     workflow_id: str
-    status: str                               # succeeded | failed | cancelled
+    status: str                               # succeeded | failed | cancelled | waiting
     outputs: dict[str, Any]                   # response blocks that ran, else sinks
     results: dict[str, Any]                   # every block's output by id (blockData)
     blocks: dict[str, BlockRecord]

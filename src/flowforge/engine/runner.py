@@ -93,7 +93,8 @@ class Run:
     __slots__ = ("workflow", "doc", "run_id", "raw_inputs", "user", "memory", "bus",
                  "resolver", "model_override", "defaults", "env", "checkpoint", "services",
                  "scheduler", "status", "error", "inputs", "policy", "secrets",
-                 "provider_keys", "tracer", "child_checkpoints")
+                 "provider_keys", "tracer", "child_checkpoints", "budget", "resume_state",
+                 "resume_at")
 
     def __init__(self, workflow: CompiledWorkflow, inputs: dict[str, Any] | None = None, *,
                  user: str | dict[str, Any] | None = None, run_id: str | None = None,
@@ -127,6 +128,11 @@ class Run:
         self.secrets: Mapping[str, str] = dict(secrets) if secrets else _NO_SECRETS
         self.provider_keys: Mapping[str, str] = provider_keys or _NO_SECRETS
         self.tracer: Any = None          # service.tracing.RunTracer when tracing is on
+        self.budget: Any = None          # blocks._budget.BudgetMeter when the run has limits
+        # Resuming a `waiting` run: block id -> the state it stored when it
+        # suspended (with a person's decision injected, for an approval).
+        self.resume_state: dict[str, dict[str, Any]] = {}
+        self.resume_at: float | None = None   # a `waiting` run: when it is due, if ever
         self.checkpoint = checkpoint
         # Resuming: blocks of loop passes and parallel items (by scope label,
         # `refine[1]`) that had succeeded before the cut are not run again.
@@ -207,6 +213,12 @@ class Run:
             elif top.errors:
                 self.status = "failed"
                 self.error = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items())
+            elif self.scheduler.suspended:
+                # Blocks wait for a person or a time: the run stops here, to be resumed.
+                self.status = "waiting"
+                due = [s.resume_at for s in self.scheduler.suspended.values()
+                       if s.resume_at is not None]
+                self.resume_at = min(due) if due else None
             else:
                 self.status = "succeeded"
         result = self._result(top)

@@ -28,18 +28,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from flowforge.blocks.base import LATER, ChildOutcome, Routed
+from flowforge.blocks.base import LATER, ChildOutcome, Routed, Suspend
 from flowforge.engine.eager import Finished, start_eagerly
 from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
 from flowforge.engine.result import BlockRecord
 from flowforge.workflow.compile import format_loc
 from flowforge.workflow.graph import DATA, Graph, Node
 
-__all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED"]
+__all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED", "WAITING"]
 
 SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cancelled"
+#: A block that raised `Suspend`: its dependants are skipped for now; resuming runs them.
+WAITING = "waiting"
 _EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "block_skipped",
-              CANCELLED: "block_cancelled"}
+              CANCELLED: "block_cancelled", WAITING: "block_waiting"}
 
 
 class Scope:
@@ -77,7 +79,7 @@ class Scheduler:
 
     __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "tasks", "inline",
                  "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting",
-                 "adopted")
+                 "adopted", "suspended")
 
     def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
         self.bus = bus
@@ -98,6 +100,7 @@ class Scheduler:
         self.owner: Any = None                 # the Run, handed to each block's context
         self.adopting = False                  # a Task is pumping and will run the next block
         self.adopted: tuple[Scope, Node, Any, Any] | None = None   # ...this one (see _worker)
+        self.suspended: dict[str, Suspend] = {}    # top-level block id -> why it waits
 
     # -- public ---------------------------------------------------------------
     async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None,
@@ -121,7 +124,9 @@ class Scheduler:
                     # A stored routing decision is its `selectedPath` (router and condition).
                     selected = output.get("selectedPath") or {}
                     chosen = selected.get("blockId") if isinstance(selected, dict) else None
-                    output = Routed(output, (chosen,) if chosen else ())
+                    several = selected.get("blockIds") if isinstance(selected, dict) else None
+                    output = Routed(output, tuple(several) if isinstance(several, list)
+                                    else (chosen,) if chosen else ())
                 self._settle(scope, nid, SUCCEEDED, output, None, resumed=True)
         pending = scope.pending
         for nid in scope.graph.root_ids:
@@ -225,6 +230,9 @@ class Scheduler:
                 started = start_eagerly(node.info.run(context, config))
                 if type(started) is Finished:
                     output = started.value
+        except Suspend as suspend:
+            self._suspend(scope, node, suspend)
+            return
         except Exception as exc:  # noqa: BLE001
             self._finish(scope, node, FAILED, None, _message(exc), exc)
             return
@@ -262,6 +270,8 @@ class Scheduler:
                     self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
                     self._pump()
                     raise
+            except Suspend as suspend:
+                self._suspend(scope, node, suspend)
             except Exception as exc:  # noqa: BLE001 - reported as the block's failure
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
             else:
@@ -270,6 +280,17 @@ class Scheduler:
             if adopted is None:
                 return
             scope, node, context, config = adopted
+
+    def _suspend(self, scope: Scope, node: Node, suspend: Suspend) -> None:
+        """Settle a block that waits outside the process: only the run's top
+        scope can stop and be resumed later."""
+        if scope.label is not None:
+            self._finish(scope, node, FAILED, None, f"a `{node.type}` block can pause the run "
+                         f"only at the top level of the workflow, not inside a loop, parallel "
+                         f"or nested workflow ({scope.label}): move it out", None)
+            return
+        self.suspended[node.id] = suspend
+        self._finish(scope, node, WAITING, suspend.state, suspend.reason, None)
 
     def _pump_adopting(self) -> tuple[Scope, Node, Any, Any] | None:
         """Pump, keeping the first block that needs a Task for the calling one
@@ -319,7 +340,7 @@ class Scheduler:
                 except asyncio.TimeoutError:
                     raise BlockTimeout(node.id, node.type,
                                        f"timed out after {node.timeout:g}s") from None
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, Suspend):
                 raise
             except Exception as exc:  # noqa: BLE001 - retried, then reported
                 if attempt >= attempts:
@@ -342,6 +363,8 @@ class Scheduler:
                 self._finish(scope, node, SUCCEEDED, task.result(), None, None)
             elif isinstance(exc, asyncio.CancelledError):
                 self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
+            elif isinstance(exc, Suspend):
+                self._suspend(scope, node, exc)
             else:
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
         self._pump()
@@ -402,6 +425,10 @@ class Scheduler:
         elif status == SKIPPED:
             bus.publish("block_skipped", nid, reason=reason, scope=scope.label,
                         block_type=node.type)
+        elif status == WAITING:
+            suspend = self.suspended[nid]
+            bus.publish("block_waiting", nid, output=output, reason=error, scope=scope.label,
+                        block_type=node.type, resume_at=suspend.resume_at)
         else:
             bus.publish("block_cancelled", nid, reason=error, scope=scope.label,
                         block_type=node.type)
@@ -409,6 +436,8 @@ class Scheduler:
         poison = None
         if status == FAILED and node.spec.on_error is None:
             poison = f"dependency '{nid}' failed"
+        elif status == WAITING:
+            poison = f"waiting for '{nid}'; runs when the run is resumed"
         elif status == SKIPPED and reason is not None and scope.poisoned is not None \
                 and nid in scope.poisoned:
             poison = reason

@@ -49,6 +49,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
         app.state.storage = store
         app.state.settings = settings
         app.state.live = LiveRuns(store, settings, webhook_client)
+        app.state.live.start_resumer()
         try:
             yield
         finally:

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import Any, Awaitable, Callable
 
 import httpx
 
+from flowforge.blocks._budget import BudgetLimit
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
 from flowforge.server.errors import ApiError
 from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
+from flowforge.service.approvals import check_decision, start_decision
 from flowforge.service.grants import policy_for
-from flowforge.service.runs import RunHandle, start_run
+from flowforge.service.resuming import start_resume
+from flowforge.service.runs import RunHandle, RunStateError, start_run
 from flowforge.service.secrets import load_secrets
 from flowforge.service.workflows import WorkflowStore
 from flowforge.workflow.policy import Policy
@@ -48,14 +52,15 @@ class LiveRuns:
 
     async def launch(self, user: dict[str, Any], owner: str, workflow_id: str,
                      version: int | None, inputs: dict[str, Any], *,
-                     webhook: str | None = None) -> tuple[RunHandle, int]:
+                     webhook: str | None = None, budget: Any = None
+                     ) -> tuple[RunHandle, int]:
         """Start a stored workflow (latest or pinned version) for `user`: inputs
         are checked first, so a bad request is refused (InputError) instead of
         becoming a failed run.  Returns the handle and the version that runs."""
         row, compiled = await self.workflows.compiled(owner, workflow_id, version)
         validate_inputs(compiled.doc.inputs, inputs)
         handle = await self.start(compiled, inputs, user=user, version=row["version"],
-                                  webhook=webhook)
+                                  webhook=webhook, budget=budget)
         return handle, row["version"]
 
     async def start(self, compiled: CompiledWorkflow, inputs: dict[str, Any], *,
@@ -63,7 +68,7 @@ class LiveRuns:
                     webhook: str | None = None,
                     services: dict[str, Any] | None = None,
                     run_secrets: dict[str, str] | None = None, run_id: str | None = None,
-                    payload: PayloadBuilder | None = None) -> RunHandle:
+                    payload: PayloadBuilder | None = None, budget: Any = None) -> RunHandle:
         """Start a compiled workflow as `user` (a user row) in the background.
         A webhook the server will not call is refused here (422), before the run.
         `run_secrets` (a prompt chain's API key) are hidden like the user's
@@ -73,17 +78,6 @@ class LiveRuns:
         if webhook:
             await self.check_webhook(webhook)
         run_id = run_id or uuid.uuid4().hex
-        user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
-        owner = user["user_id"]
-
-        async def stored_workflow(reference: str) -> CompiledWorkflow:
-            workflow_id, _, pinned = reference.partition("@")
-            version = int(pinned) if pinned.isdigit() else None
-            return (await self.workflows.compiled(owner, workflow_id, version))[1]
-
-        services = {"files_root": self.settings.files_root,
-                    "sandbox_isolated_only": not self.settings.allow_process_sandbox,
-                    **(services or {})}
         if self.settings.workers == "celery":
             if run_secrets or services and set(services) - {"files_root",
                                                              "sandbox_isolated_only"}:
@@ -91,12 +85,14 @@ class LiveRuns:
                                     "carries live objects a worker cannot receive); start "
                                     "the server without --workers celery to run it")
             from flowforge.service.queue import start_queued
+            user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
             queued = await start_queued(compiled, inputs, storage=self.storage,
                                         user=user_ref, model=self.settings.model,
                                         policy=await self.policy(user),
                                         files_root=self.settings.files_root,
                                         run_id=run_id, workflow_version=version,
-                                        share_provider_keys=self.settings.share_provider_keys)
+                                        share_provider_keys=self.settings.share_provider_keys,
+                                        budget=budget)
             if webhook:
                 await self.storage.update_run(run_id, webhook=webhook)
             self.handles[run_id] = queued              # type: ignore[assignment]
@@ -104,20 +100,102 @@ class LiveRuns:
                 lambda task: self._finished(queued, task, webhook,  # type: ignore[arg-type]
                                             user["webhook_secret"], payload))
             return queued                              # type: ignore[return-value]
-        handle = await start_run(compiled, inputs, user=user_ref, storage=self.storage,
-                                 services=services,
-                                 model=self.settings.model, run_id=run_id,
-                                 workflow_version=version, policy=await self.policy(user),
-                                 secrets=await load_secrets(self.storage, owner),
-                                 run_secrets=run_secrets,
-                                 provider_keys=self.settings.shared_provider_keys(),
-                                 stored_workflows=stored_workflow)
+        handle = await start_run(compiled, inputs, run_id=run_id, workflow_version=version,
+                                 budget=budget, run_secrets=run_secrets,
+                                 **await self.run_options(user, services))
         if webhook:
             await self.storage.update_run(run_id, webhook=webhook)
         self.handles[run_id] = handle
         handle.task.add_done_callback(
             lambda task: self._finished(handle, task, webhook, user["webhook_secret"], payload))
         return handle
+
+    async def decide(self, run_id: str, block_id: str, decision: str, *, by: dict[str, Any],
+                     comment: str | None) -> RunHandle:
+        """Approve or reject a waiting run's approval block and resume the run
+        here in the background, with its owner's policy, secrets and limits
+        (not the decider's: an admin deciding lends the run no rights)."""
+        row = await check_decision(self.storage, run_id, block_id, decision)
+        owner = await self.storage.get_user(row["user_id"]) if row.get("user_id") else None
+        if owner is None:
+            raise ApiError(409, f"run '{run_id}' belongs to no known user: it cannot be "
+                                f"resumed on this server")
+        handle = await start_decision(run_id, block_id, decision,
+                                      by=by["name"], comment=comment,
+                                      **await self.run_options(owner))
+        self._track(handle, row.get("webhook"), owner["webhook_secret"])
+        return handle
+
+    def _track(self, handle: RunHandle, webhook: str | None, secret: str) -> None:
+        self.handles[handle.run_id] = handle
+        handle.task.add_done_callback(
+            lambda task: self._finished(handle, task, webhook, secret))
+
+    def start_resumer(self) -> None:
+        """Resume due `waiting` runs every `resume_interval` seconds (if set)."""
+        if self.settings.resume_interval > 0:
+            self._spawn(self._resume_due_loop(self.settings.resume_interval))
+
+    async def _resume_due_loop(self, interval: float) -> None:
+        while True:
+            try:
+                await self.resume_due()
+            except Exception:  # noqa: BLE001 - logged; the next look tries again
+                log.exception("resuming due runs failed")
+            await asyncio.sleep(interval)
+
+    async def resume_due(self) -> list[str]:
+        """Start every due `waiting` run of a known user here, as its owner;
+        the ids started (a run another process took first is left to it)."""
+        started = []
+        for run_id in await self.storage.due_runs(time.time()):
+            if run_id in self.handles:
+                continue
+            row = await self.storage.get_run(run_id)
+            owner = await self.storage.get_user(row["user_id"]) \
+                if row is not None and row.get("user_id") else None
+            if owner is None:
+                continue
+            try:
+                handle = await start_resume(run_id, **await self.run_options(owner))
+            except RunStateError:
+                continue
+            self._track(handle, row.get("webhook"), owner["webhook_secret"])
+            started.append(run_id)
+        return started
+
+    async def run_options(self, user: dict[str, Any], services: dict[str, Any] | None = None
+                          ) -> dict[str, Any]:
+        """What every run of `user` on this server is started (or resumed) with:
+        their policy, secrets, stored workflows, shared keys, daily limits."""
+        owner = user["user_id"]
+
+        async def stored_workflow(reference: str) -> CompiledWorkflow:
+            workflow_id, _, pinned = reference.partition("@")
+            version = int(pinned) if pinned.isdigit() else None
+            return (await self.workflows.compiled(owner, workflow_id, version))[1]
+
+        return {"user": {"id": owner, "name": user["name"], "role": user["role"]},
+                "storage": self.storage,
+                "services": {"files_root": self.settings.files_root,
+                             "sandbox_isolated_only": not self.settings.allow_process_sandbox,
+                             **(services or {})},
+                "model": self.settings.model, "policy": await self.policy(user),
+                "secrets": await load_secrets(self.storage, owner),
+                "provider_keys": self.settings.shared_provider_keys(),
+                "stored_workflows": stored_workflow,
+                "budget_limits": await self.daily_limits(user)}
+
+    async def daily_limits(self, user: dict[str, Any]) -> list[BudgetLimit]:
+        """The server's per-user daily limit, with what the user's runs of the
+        day (UTC) have used so far counted against it."""
+        tokens, cost = self.settings.daily_user_tokens, self.settings.daily_user_cost
+        if tokens is None and cost is None:
+            return []
+        now = time.time()
+        used = await self.storage.user_usage_since(user["user_id"], now - now % 86400)
+        return [BudgetLimit(f"the daily limit of user '{user['name']}'", tokens, cost,
+                            used_tokens_before=used["tokens"], used_cost_before=used["cost"])]
 
     async def policy(self, user: dict[str, Any]) -> Policy:
         """What this user's documents may reach of the host (their grants)."""
@@ -137,7 +215,7 @@ class LiveRuns:
         if task.exception() is not None:
             log.error("run %s could not be completed: %r", handle.run_id, task.exception())
             return
-        if webhook:
+        if webhook and task.result().status != "waiting":   # a waiting run has not ended
             self._spawn(self._deliver(handle, task.result(), webhook, secret, payload))
 
     async def _deliver(self, handle: RunHandle, result: RunResult, url: str,

@@ -19,6 +19,14 @@ def _env_int(name: str, default: int) -> int:
     return int(value) if value and value.isdigit() else default
 
 
+def _env_number(name: str) -> float | None:
+    value = os.environ.get(name)
+    try:
+        return float(value) if value else None
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number (write e.g. {name}=0.5)") from None
+
+
 @dataclass
 class ServerSettings:
     database_url: str | None = None
@@ -69,6 +77,19 @@ class ServerSettings:
     chain_base_url: str | None = field(
         default_factory=lambda: os.environ.get("FLOWFORGE_CHAIN_BASE_URL") or None)
     """Where the relative `endPoint`s of prompt-chain event nodes point."""
+    daily_user_tokens: int | None = field(
+        default_factory=lambda: (lambda v: int(v) if v is not None else None)(
+            _env_number("FLOWFORGE_DAILY_USER_TOKENS")))
+    """Most model tokens one user's runs may use per day (UTC), all runs
+    together; an LLM call that would pass it fails its block.  None: no limit."""
+    daily_user_cost: float | None = field(
+        default_factory=lambda: _env_number("FLOWFORGE_DAILY_USER_COST"))
+    """Most USD one user's runs may spend on models per day (UTC).  None: no limit."""
+
+    resume_interval: float = field(
+        default_factory=lambda: _env_number("FLOWFORGE_RESUME_INTERVAL") or 5.0)
+    """Seconds between looks for `waiting` runs that are due (a `wait` block's
+    end, an approval's timeout), which this server then resumes; 0: never."""
 
     def shared_provider_keys(self) -> dict[str, str]:
         """The provider key variables of this process, when the administrator shares them."""

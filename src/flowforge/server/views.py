@@ -9,7 +9,7 @@ from flowforge.engine.result import iso_time
 
 __all__ = ["run_links", "run_summary", "run_detail", "workflow_view"]
 
-_TIMES = ("created_at", "started_at", "finished_at", "updated_at")
+_TIMES = ("created_at", "started_at", "finished_at", "updated_at", "resume_at")
 
 
 def _times(row: dict[str, Any]) -> dict[str, Any]:

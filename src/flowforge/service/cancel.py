@@ -87,8 +87,23 @@ log = logging.getLogger("flowforge.cancel")
 
 
 async def request_cancel(storage: Storage, run_id: str) -> None:
-    """Mark the run: whichever process runs it cancels it within `poll_interval`."""
-    await storage.update_run(run_id, cancel_requested_at=time.time())
+    """Mark the run: whichever process runs it cancels it within `poll_interval`.
+    A `waiting` run, which no process runs, is cancelled here and then (its
+    stream ends with a `run_finished` event)."""
+    now = time.time()
+    if await storage.cancel_waiting(run_id, now):
+        events = await storage.get_events(run_id)
+        seq = events[-1]["seq"] + 1 if events else 1
+        waiting = [b for b in await storage.get_blocks(run_id) if b["status"] == "waiting"]
+        await storage.record(run_id, [{"seq": seq, "type": "run_finished", "run_id": run_id,
+                                       "time": now, "status": "cancelled",
+                                       "error": "the run was cancelled while waiting"}],
+                             [{"scope": b["scope"], "block_id": b["block_id"],
+                               "status": "cancelled", "finished_at": now,
+                               "reason": "the run was cancelled while it waited"}
+                              for b in waiting])
+        return
+    await storage.update_run(run_id, cancel_requested_at=now)
 
 
 async def wait_until_ended(storage: Storage, run_id: str, timeout: float) -> bool:

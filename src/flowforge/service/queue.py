@@ -35,7 +35,8 @@ from typing import Any
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 from flowforge.service.cancel import lease_holder_alive, process_id
 from flowforge.service.loading import load
-from flowforge.service.runs import RunStateError, open_storage, resume
+from flowforge.service.resuming import resume
+from flowforge.service.runs import RunStateError, open_storage
 from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
@@ -104,7 +105,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   files_root: str | None = None, queue: str | None = None,
                   broker: str | None = None, run_id: str | None = None,
                   workflow_version: int | None = None,
-                  share_provider_keys: bool = False) -> str:
+                  share_provider_keys: bool = False, budget: Any = None) -> str:
     """Store the run as `queued` and hand it to the pool; its id."""
     import uuid
 
@@ -125,7 +126,10 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
         await opened.create_run({
             "run_id": run_id, "workflow_id": compiled.id, "workflow_version": workflow_version,
             "user_id": user_id, "status": "queued", "inputs": inputs or {},
-            "created_at": now, "document": compiled.document})
+            "created_at": now, "document": compiled.document,
+            # a request's budget travels with the run, as for a run in a process
+            "budget": budget if budget is None or isinstance(budget, dict)
+            else budget.model_dump()})
         await opened.record(run_id, [{
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
             "queue": queue, "model": model, "trusted": policy is TRUSTED,
@@ -149,7 +153,7 @@ async def work(run_id: str, database: str | None = None) -> str:
     async with open_storage(database) as storage:
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("queued", "running"):
-            return "ended"
+            return "ended"      # a `waiting` run continues on its own terms (due, decided)
         if row["status"] == "queued" and row.get("cancel_requested_at"):
             await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
                                      error="cancelled before a worker started it")

@@ -23,7 +23,7 @@ __all__ = ["Recorder", "redactor"]
 
 _BLOCK_STATUS = {"block_started": "running", "block_succeeded": "succeeded",
                  "block_failed": "failed", "block_skipped": "skipped",
-                 "block_cancelled": "cancelled"}
+                 "block_cancelled": "cancelled", "block_waiting": "waiting"}
 
 
 def redactor(secrets: Iterable[str]) -> Callable[[Any], Any]:
@@ -102,6 +102,8 @@ class Recorder:
                     row["error"] = event.get("error")
                 else:
                     row["reason"] = event.get("reason")
+                    if status == "waiting":         # the state to resume from
+                        row["output"] = event.get("output")
         try:
             await self.storage.record(self.run_id, events, list(blocks.values()))
         except Exception as exc:  # noqa: BLE001 - kept, reported by close()

@@ -1,4 +1,4 @@
-"""Run, resume and cancel workflows with storage wired in.
+"""Run and cancel workflows with storage wired in (resuming: `service.resuming`).
 
 This is the one place that joins the engine and storage: it creates the run
 row, loads per-user memory, attaches a `Recorder` to the event bus, and
@@ -16,11 +16,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
+from flowforge.blocks._budget import BudgetLimit, BudgetMeter, limit_from, usage_of_output
 from flowforge.engine.events import EventBus
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
 from flowforge.errors import FlowforgeError, NotFound
-from flowforge.service.cancel import (LEASE_SECONDS, forget_run, lease_holder_alive, process_id,
+from flowforge.service.cancel import (LEASE_SECONDS, forget_run, process_id,
                                       request_cancel, wait_until_ended, watch_for_cancel)
 from flowforge.service.loading import load, registered_workflow, resolve_workflow
 from flowforge.service.recorder import Recorder, redactor
@@ -31,8 +32,8 @@ from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.graph import CompiledWorkflow, Graph
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
 
-__all__ = ["run", "run_sync", "start_run", "resume", "cancel_run", "RunHandle", "open_storage",
-           "guarded_resolver", "RunStateError"]
+__all__ = ["run", "run_sync", "start_run", "cancel_run", "RunHandle", "open_storage",
+           "guarded_resolver", "RunStateError", "StorageArg"]
 
 
 class RunStateError(FlowforgeError):
@@ -127,8 +128,9 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
     `storage` means what it means for `run()`: None the default database, a
     URL that database, a Storage that one (opened if needed, left open),
     False no record.  Other options are those of `run()` (user, model,
-    concurrency, services, on_event, policy, secrets, run_secrets) plus provider_keys,
-    stored_workflows, run_id, workflow_version, checkpoint and start_seq."""
+    concurrency, services, on_event, policy, secrets, run_secrets, budget) plus
+    provider_keys, stored_workflows, run_id, workflow_version, checkpoint, start_seq and
+    budget_limits (a server's per-user limits, `BudgetLimit`s)."""
     storage = options.pop("storage", None)
     owned: Storage | None = None
     if storage is False:
@@ -171,7 +173,9 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     run_secrets: dict[str, str] | None = None,
                     provider_keys: dict[str, str] | None = None,
                     stored_workflows: Callable[[str], Any] | None = None,
-                    traceparent: str | None = None) -> tuple[Run, Recorder | None]:
+                    traceparent: str | None = None, budget: Any = None,
+                    budget_limits: list[BudgetLimit] | None = None
+                    ) -> tuple[Run, Recorder | None]:
     """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome.
 
     `policy` is checked against the document before anything is stored
@@ -191,7 +195,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                        checkpoint=checkpoint, child_checkpoints=child_checkpoints,
                        start_seq=start_seq, policy=policy,
                        secrets=secrets, provider_keys=provider_keys,
-                       stored_workflows=stored_workflows, traceparent=traceparent)
+                       stored_workflows=stored_workflows, traceparent=traceparent,
+                       budget=budget, budget_limits=budget_limits)
     bus = run_obj.bus
     user_id = run_obj.user.get("id")
     recorder = None
@@ -204,7 +209,10 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "workflow_version": workflow_version, "user_id": user_id, "status": "running",
                 "inputs": inputs or {}, "created_at": time.time(), "started_at": time.time(),
                 "document": compiled.document, "lease_owner": process_id(),
-                "lease_expires_at": time.time() + LEASE_SECONDS})
+                "lease_expires_at": time.time() + LEASE_SECONDS,
+                # A request's budget outlives the process: resuming applies it again.
+                "budget": budget if budget is None or isinstance(budget, dict)
+                else budget.model_dump()})
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
@@ -235,7 +243,8 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
              policy: Policy = TRUSTED, secrets: dict[str, str] | None = None,
              provider_keys: dict[str, str] | None = None,
              stored_workflows: Callable[[str], Any] | None = None,
-             traceparent: str | None = None) -> Run:
+             traceparent: str | None = None, budget: Any = None,
+             budget_limits: list[BudgetLimit] | None = None) -> Run:
     resolver = resolve_workflow if policy is TRUSTED and stored_workflows is None \
         else guarded_resolver(policy, stored_workflows, model)
     run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
@@ -243,6 +252,7 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
                   bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint,
                   child_checkpoints=child_checkpoints,
                   policy=policy, secrets=secrets, provider_keys=provider_keys)
+    run_obj.budget = _meter(compiled, budget, budget_limits, checkpoint, child_checkpoints)
     if tracing_enabled():                   # off: nothing subscribes, a run pays nothing
         tracer = tracer_for_run(run_obj.run_id, compiled.id, redactor(_hidden(run_obj)),
                                 remote_parent=traceparent)
@@ -251,6 +261,26 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
     if on_event is not None:
         run_obj.bus.subscribe(on_event)
     return run_obj
+
+
+def _meter(compiled: CompiledWorkflow, budget: Any, extra: list[BudgetLimit] | None,
+           checkpoint: dict[str, tuple[str, Any]] | None,
+           child_checkpoints: dict[str, dict[str, tuple[str, Any]]] | None
+           ) -> BudgetMeter | None:
+    """The run's budget: the request's `budget` (it replaces the document's),
+    else the document's, plus the server's limits (`extra`); what blocks
+    restored from checkpoints spent counts as already used."""
+    limits = [limit for limit in (limit_from(budget if budget is not None
+                                             else compiled.doc.budget),) if limit is not None]
+    limits.extend(extra or ())
+    if not limits:
+        return None
+    meter = BudgetMeter(limits)
+    for preset in (checkpoint or {}, *(child_checkpoints or {}).values()):
+        for status, output in preset.values():
+            if status == "succeeded":
+                meter.add(*usage_of_output(output))
+    return meter
 
 
 def _hide_secrets(run_obj: Run, result: RunResult) -> RunResult:
@@ -289,7 +319,8 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     await storage.update_run(
         run_obj.run_id, status=result.status, outputs=redact(result.outputs),
         usage=result.usage, memory=redact(result.memory), error=redact(result.error),
-        finished_at=time.time(), lease_owner=None, lease_expires_at=None, **traced)
+        finished_at=time.time(), lease_owner=None, lease_expires_at=None,
+        resume_at=run_obj.resume_at if result.status == "waiting" else None, **traced)
     memory_keys = run_obj.doc.memory
     if result.status == "succeeded" and memory_keys:
         await storage.save_memory(run_obj.user.get("id"), {
@@ -318,7 +349,7 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
               services: dict[str, Any] | None = None,
               on_event: Callable[[dict], None] | None = None, policy: Policy = TRUSTED,
               secrets: dict[str, str] | None = None,
-              run_secrets: dict[str, str] | None = None) -> RunResult:
+              run_secrets: dict[str, str] | None = None, budget: Any = None) -> RunResult:
     """Run a workflow (path, dict, Workflow or CompiledWorkflow) to the end.
 
     Workflow errors raise before anything runs; a failing block does not
@@ -326,7 +357,8 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     what the document may reach of the host (default: trusted, as on one's
     own machine); `secrets` default to the user's stored secrets, and
     `run_secrets` (a prompt-chain's API key arriving with the run) are added
-    over them for this run only: hidden like them, never stored."""
+    over them for this run only: hidden like them, never stored; `budget`
+    (`{tokens, cost, on_exceed}`) replaces the document's `budget:`."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
         check_policy(compiled, policy, model_override=model)
@@ -334,14 +366,15 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
             secrets = {**(secrets or {}), **run_secrets}
         run_obj = _new_run(compiled, inputs, user=user, run_id=None, model=model,
                            concurrency=concurrency, services=services,
-                           on_event=on_event, policy=policy, secrets=secrets)
+                           on_event=on_event, policy=policy, secrets=secrets,
+                           budget=budget)
         return _hide_secrets(run_obj, await run_obj.execute())
     async with open_storage(storage) as opened:
         run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
                                            model=model, concurrency=concurrency,
                                            services=services, on_event=on_event,
                                            policy=policy, secrets=secrets,
-                                           run_secrets=run_secrets)
+                                           run_secrets=run_secrets, budget=budget)
         return await _execute(run_obj, recorder, opened)
 
 
@@ -355,58 +388,6 @@ def run_sync(workflow: Any, inputs: dict[str, Any] | None = None, **kwargs: Any)
     raise RuntimeError("flowforge.run_sync() was called inside a running event loop (a "
                        "notebook, an async function): use `await flowforge.run(workflow, "
                        "inputs, ...)` there instead")
-
-
-async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,
-                 services: dict[str, Any] | None = None, **options: Any) -> RunResult:
-    """Finish a run that was cut off (or start a queued one): blocks that already
-    succeeded (stored checkpoints) are not run again; the rest run as usual.
-    `options` go to `start_run` (policy, secrets, provider_keys, on_event, ...)."""
-    async with open_storage(storage) as opened:
-        row = await _stored_run(opened, run_id, "resuming")
-        run_id = row["run_id"]
-        if row["status"] == "succeeded":
-            # (A failed or cancelled run may be resumed: what did not succeed runs again.)
-            raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
-                                f"resume; start a new run instead")
-        holder = row.get("lease_owner")
-        alive = lease_holder_alive(holder)
-        if not await opened.claim_run(run_id, process_id(), LEASE_SECONDS,
-                                      expected_owner=holder if alive is False else None):
-            left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
-            raise RunStateError(
-                f"run {run_id} is being run by another live process ({holder}; its lease "
-                f"runs {left:.0f} s more unless renewed): cancel it (`flowforge runs cancel "
-                f"{run_id}`) or wait for it to end")
-        compiled: CompiledWorkflow = load(row["document"])
-        blocks = await opened.get_blocks(run_id)
-        checkpoint = {b["block_id"]: (b["status"], b["output"])
-                      for b in blocks if b["scope"] == "" and b["status"] == "succeeded"}
-        children: dict[str, dict[str, tuple[str, Any]]] = {}
-        for b in blocks:
-            if b["scope"] and b["status"] == "succeeded":
-                children.setdefault(b["scope"], {})[b["block_id"]] = (b["status"], b["output"])
-        events = await opened.get_events(run_id)
-        seq = events[-1]["seq"] if events else 0
-        # Blocks the cut caught running get a terminal event before anything runs again.
-        cut = [b for b in blocks if b["status"] == "running"]
-        closing = []
-        for block in cut:
-            seq += 1
-            closing.append({"seq": seq, "type": "block_cancelled", "run_id": run_id,
-                            "time": time.time(), "block_id": block["block_id"],
-                            "scope": block["scope"] or None, "block_type": block.get("type"),
-                            "reason": "the process running the run ended before the block "
-                                      "finished; it runs again on resume"})
-        if closing:
-            await opened.record(run_id, closing, [
-                {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
-                 "finished_at": time.time(), "reason": "cut off; resumed"} for b in cut])
-        handle = await start_run(compiled, row["inputs"], user=row["user_id"], storage=opened,
-                                 model=model, services=services, run_id=run_id,
-                                 checkpoint=checkpoint, child_checkpoints=children,
-                                 start_seq=seq, **options)
-        return await handle.wait()
 
 
 async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 10.0) -> str:

@@ -224,6 +224,9 @@ class RunTracer:
     def _on_block_cancelled(self, event: dict[str, Any]) -> None:
         self._settle(event, "cancelled")
 
+    def _on_block_waiting(self, event: dict[str, Any]) -> None:
+        self._settle(event, "waiting")
+
     def _on_llm_request(self, event: dict[str, Any]) -> None:
         scope = event.get("scope") or ""
         model = str(event.get("model") or "")

@@ -36,7 +36,7 @@ __all__ = ["Storage", "Migration", "AlreadyExists", "conflicting_events", "RUN_F
 RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", "inputs",
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
               "finished_at", "webhook", "cancel_requested_at", "trace_id", "lease_owner",
-              "lease_expires_at")
+              "lease_expires_at", "resume_at", "budget")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")
@@ -48,6 +48,8 @@ KEY_FIELDS = ("key_id", "user_id", "key_hash", "prefix", "created_at", "revoked_
 #: Columns of one webhook delivery attempt.
 DELIVERY_FIELDS = ("run_id", "attempt", "url", "status_code", "error", "succeeded",
                    "duration_ms", "created_at")
+#: A `waiting` run has stopped with a `wait` or `approval` block pending: no
+#: process holds it; `resume_at` says when it is due (an approval may have none).
 #: A run in one of these states will get no more events.
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -142,6 +144,50 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
         rows = await self._sql_rows(  # type: ignore[attr-defined]
             "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id LIMIT ?",
             (len(prefix), prefix, limit))
+        return [row["run_id"] for row in rows]
+
+    async def user_usage_since(self, user_id: str, since: float) -> dict[str, Any]:
+        """`{tokens, cost, runs}` the user's runs created at or after `since`
+        (epoch seconds) have used, as recorded when each run stopped (a run
+        still running counts from its next stop)."""
+        import json as _json
+        rows = await self._sql_rows(  # type: ignore[attr-defined]
+            "SELECT usage FROM runs WHERE user_id = ? AND created_at >= ?", (user_id, since))
+        tokens, cost = 0, 0.0
+        for row in rows:
+            usage = row["usage"]
+            if isinstance(usage, str):
+                usage = _json.loads(usage)
+            if not isinstance(usage, dict):
+                continue
+            total = (usage.get("tokens") or {}).get("total")
+            tokens += int(total) if isinstance(total, (int, float)) else 0
+            spent = usage.get("cost")
+            cost += float(spent) if isinstance(spent, (int, float)) else 0.0
+        return {"tokens": tokens, "cost": round(cost, 10), "runs": len(rows)}
+
+    async def take_waiting(self, run_id: str) -> bool:
+        """Move a `waiting` run to `running`: True for the one caller that did
+        (two people deciding at once, two resumers: one wins)."""
+        changed = await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET status = 'running', resume_at = NULL "
+            "WHERE run_id = ? AND status = 'waiting'", (run_id,))
+        return changed == 1
+
+    async def cancel_waiting(self, run_id: str, now: float) -> bool:
+        """Cancel a `waiting` run (no process holds it): True when it was
+        waiting; False when it was not (a resumer may just have taken it)."""
+        changed = await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET status = 'cancelled', resume_at = NULL, finished_at = ?, "
+            "error = 'the run was cancelled while waiting' "
+            "WHERE run_id = ? AND status = 'waiting'", (now, run_id))
+        return changed == 1
+
+    async def due_runs(self, now: float, limit: int = 100) -> list[str]:
+        """Ids of `waiting` runs whose `resume_at` has come, the most overdue first."""
+        rows = await self._sql_rows(  # type: ignore[attr-defined]
+            "SELECT run_id FROM runs WHERE status = 'waiting' AND resume_at IS NOT NULL "
+            "AND resume_at <= ? ORDER BY resume_at LIMIT ?", (now, limit))
         return [row["run_id"] for row in rows]
 
     @abc.abstractmethod

@@ -98,6 +98,10 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                  "ALTER TABLE runs ADD COLUMN lease_expires_at REAL")),
     Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
+    Migration("0011_run_resume_at_budget", ("ALTER TABLE runs ADD COLUMN resume_at REAL",
+                                            "ALTER TABLE runs ADD COLUMN budget TEXT",
+                                            "CREATE INDEX runs_by_resume_at ON runs "
+                                            "(status, resume_at)")),
     Migration("0012_schedule_firings", SCHEDULE_TABLES),
 ]
 
@@ -195,5 +199,10 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                  "DOUBLE PRECISION")),
     Migration("0009_pipelines", PIPELINE_TABLES),
     Migration("0010_chat_sessions", CHAT_TABLES),
+    Migration("0011_run_resume_at_budget", ("ALTER TABLE runs ADD COLUMN resume_at "
+                                            "DOUBLE PRECISION",
+                                            "ALTER TABLE runs ADD COLUMN budget TEXT",
+                                            "CREATE INDEX runs_by_resume_at ON runs "
+                                            "(status, resume_at)")),
     Migration("0012_schedule_firings", SCHEDULE_TABLES),
 ]

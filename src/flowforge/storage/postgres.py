@@ -33,7 +33,7 @@ from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 
 __all__ = ["PostgresStorage"]
 
-_JSON_RUN = {"inputs", "outputs", "usage", "memory", "document"}
+_JSON_RUN = {"inputs", "outputs", "usage", "memory", "document", "budget"}
 _JSON_BLOCK = {"inputs", "output"}
 _MIGRATION_LOCK = 0x666C6F77   # "flow": one advisory lock id for schema changes
 

@@ -24,7 +24,7 @@ from flowforge.storage.migrations import SQLITE_MIGRATIONS
 
 __all__ = ["SQLiteStorage"]
 
-_JSON_RUN = {"inputs", "outputs", "usage", "memory", "document"}
+_JSON_RUN = {"inputs", "outputs", "usage", "memory", "document", "budget"}
 _JSON_BLOCK = {"inputs", "output"}
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
+    model_validator
 
-__all__ = ["RetryPolicy", "BlockSpec", "Trigger", "Workflow"]
+__all__ = ["RetryPolicy", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 
@@ -26,6 +27,51 @@ class RetryPolicy(BaseModel):
     """Upper bound of one wait between tries, in seconds."""
     jitter: float = Field(0.1, ge=0, le=1)
     """Random fraction added to each wait, so retries of many runs spread out."""
+
+
+class Downgrade(BaseModel):
+    """Continue on a cheaper model once the budget would be exceeded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    downgrade: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*/.+$")
+    """The model every later LLM call of the run uses (`provider/name`, e.g. `openai/gpt-4o-mini`)."""
+
+
+class Budget(BaseModel):
+    """What one run may spend on models; checked before each LLM call against
+    the run's usage so far plus an estimate of the call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: int | None = Field(None, ge=1)
+    """Most tokens (prompt + completion, every LLM call of the run) the run may use."""
+    cost: float | None = Field(None, gt=0)
+    """Most USD the run may spend, from the provider's price table."""
+    on_exceed: Literal["fail"] | Downgrade = "fail"
+    """`fail`: the LLM call that would exceed fails its block (and so the run);
+    `{downgrade: <model>}`: that call and every later one use the cheaper model."""
+
+    @field_validator("on_exceed", mode="before")
+    @classmethod
+    def _explain_on_exceed(cls, value: Any) -> Any:
+        if value == "fail" or isinstance(value, Downgrade):
+            return value
+        if isinstance(value, dict):
+            try:
+                return Downgrade.model_validate(value)
+            except ValidationError:
+                pass
+        raise ValueError(f"{value!r} is not a choice: write `on_exceed: fail` or "
+                         f"`on_exceed: {{downgrade: <provider/model>}}` "
+                         f"(e.g. `{{downgrade: openai/gpt-4o-mini}}`)")
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> "Budget":
+        if self.tokens is None and self.cost is None:
+            raise ValueError("a budget needs `tokens`, `cost` or both "
+                             "(e.g. `budget: {tokens: 20000, cost: 0.5}`)")
+        return self
 
 
 class BlockSpec(BaseModel):
@@ -138,6 +184,8 @@ class Workflow(BaseModel):
     triggers: list[Trigger] = Field(default_factory=list)
     """Schedules: `[{cron: "0 7 * * *", timezone: Europe/Paris, inputs: {...}}]`; a stored
     workflow's triggers are fired by the worker pool (`flowforge schedules list`)."""
+    budget: Budget | None = None
+    """What one run may spend on models: `{tokens: N, cost: 0.50, on_exceed: fail | {downgrade: <model>}}`."""
     blocks: list[BlockSpec] = Field(default_factory=list)
     """The graph: edges come from template references and `after`."""
 

@@ -7,17 +7,21 @@ import asyncio
 from typing import Any
 from urllib.parse import urlencode
 
+from typing import Literal
+
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.server.auth import CurrentUser, is_admin, owned_run
 from flowforge.server.errors import ApiError
 from flowforge.server.sse import after_seq, event_stream
 from flowforge.server.views import run_detail, run_summary
 from flowforge.service.cancel import request_cancel, wait_until_ended
+from flowforge.service.runs import RunStateError
 from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["router", "history", "cancel_run"]
+__all__ = ["router", "history", "cancel_run", "Decision"]
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 
@@ -108,3 +112,41 @@ async def deliveries(request: Request, run_id: str, user: CurrentUser) -> dict[s
     row = await owned_run(storage, user, run_id)
     return {"run_id": run_id, "webhook": row.get("webhook"),
             "attempts": await storage.list_deliveries(run_id)}
+
+
+class Decision(BaseModel):
+    """A person's decision on an `approval` block."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "reject"]
+    """`approve` continues the run; `reject` routes to the block's `on_reject`, else fails the run."""
+    comment: str | None = Field(None, max_length=10_000)
+    """Why: kept in the block's output and the run's events."""
+
+
+@router.post("/{run_id}/approvals/{block_id}", status_code=202,
+             summary="Approve or reject a waiting approval block; the run continues",
+             responses={200: {"description": "With ?wait=true: the RunResult once the run "
+                                             "stops again (ends, or waits once more)"},
+                        404: {"description": "No such run for this user, or the block is "
+                                             "not waiting for a decision"},
+                        409: {"description": "The run is not waiting (already decided, "
+                                             "running or ended)"}})
+async def decide(request: Request, run_id: str, block_id: str, body: Decision,
+                 user: CurrentUser, wait: bool = False) -> JSONResponse:
+    """The run's owner or an admin decides; the decision, who and when, goes
+    into the block's output and the run's events (`approval_decided`)."""
+    await owned_run(request.app.state.storage, user, run_id)
+    try:
+        handle = await request.app.state.live.decide(run_id, block_id, body.decision, by=user,
+                                                     comment=body.comment)
+    except RunStateError as exc:
+        raise ApiError(409, str(exc)) from None
+    if wait:
+        result = await handle.wait()
+        shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
+            result.to_dict()
+        return JSONResponse(shown, status_code=200)
+    return JSONResponse({"run_id": run_id, "block_id": block_id, "decision": body.decision,
+                         "by": user["name"], "status": "running"}, status_code=202)

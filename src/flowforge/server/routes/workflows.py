@@ -15,6 +15,7 @@ from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.server.views import run_links, workflow_view
 from flowforge.workflow.loader import parse_text
+from flowforge.workflow.model import Budget
 
 __all__ = ["router", "RunRequest", "owner_of"]
 
@@ -37,6 +38,8 @@ class RunRequest(BaseModel):
     """Run this version instead of the latest."""
     webhook: str | None = Field(None, pattern=r"^https?://", max_length=2000)
     """URL to POST the signed result to when the run ends (overrides the workflow's)."""
+    budget: Budget | None = None
+    """What this run may spend on models; replaces the workflow's `budget:`."""
 
 
 def owner_of(user: dict[str, Any], owner: str | None) -> str:
@@ -196,7 +199,8 @@ async def start_run(request: Request, workflow_id: str, body: RunRequest, user: 
                     wait: bool = False, owner: str | None = None) -> JSONResponse:
     live = request.app.state.live
     handle, version = await live.launch(user, owner_of(user, owner), workflow_id,
-                                        body.version, body.inputs, webhook=body.webhook)
+                                        body.version, body.inputs, webhook=body.webhook,
+                                        budget=body.budget)
     if wait:
         result = await handle.wait()
         shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \

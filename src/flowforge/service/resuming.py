@@ -1,0 +1,133 @@
+"""Continuing a run from its checkpoints: one cut off by a crash, one that
+failed or was cancelled, or one `waiting` for a time or a person.
+
+Blocks that succeeded are restored, not run again (what they spent still
+counts against the run's budget); blocks the cut caught running get a
+terminal event first; blocks that suspended the run find what they stored
+(`context.resume_state`), with a person's decision injected for an approval.
+A lease on the run row (and, for a `waiting` run, a compare-and-set of its
+status) makes sure one process resumes it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from flowforge.engine.result import RunResult
+from flowforge.service.cancel import LEASE_SECONDS, lease_holder_alive, process_id
+from flowforge.service.loading import load
+from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, _stored_run,
+                                    open_storage, start_run)
+from flowforge.storage import Storage
+from flowforge.workflow.graph import CompiledWorkflow
+
+__all__ = ["resume", "start_resume", "resume_due"]
+
+
+async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,
+                 services: dict[str, Any] | None = None,
+                 decisions: dict[str, dict[str, Any]] | None = None,
+                 **options: Any) -> RunResult:
+    """Finish a run that was cut off, or continue a `waiting` one: blocks
+    that already succeeded (stored checkpoints) are not run again; the rest
+    run as usual.  `decisions` (block id -> `{decision, by, at, comment}`)
+    reach approval blocks; other `options` are `start_run`'s (a server
+    passes the run owner's policy, secrets, ...)."""
+    async with open_storage(storage) as opened:
+        handle = await start_resume(run_id, storage=opened, model=model, services=services,
+                                    decisions=decisions, **options)
+        return await handle.wait()
+
+
+async def start_resume(run_id: str, *, storage: Storage | None,
+                       decisions: dict[str, dict[str, Any]] | None = None,
+                       **options: Any) -> RunHandle:
+    """`resume`, started in the background on an open storage: the handle."""
+    opened = storage
+    row = await _stored_run(opened, run_id, "resuming")
+    run_id = row["run_id"]
+    if row["status"] == "succeeded":
+        # (A failed or cancelled run may be resumed: what did not succeed runs again.)
+        raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
+                            f"resume; start a new run instead")
+    holder = row.get("lease_owner")
+    alive = lease_holder_alive(holder)
+    if not await opened.claim_run(run_id, process_id(), LEASE_SECONDS,
+                                  expected_owner=holder if alive is False else None):
+        left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
+        raise RunStateError(
+            f"run {run_id} is being run by another live process ({holder}; its lease "
+            f"runs {left:.0f} s more unless renewed): cancel it (`flowforge runs cancel "
+            f"{run_id}`) or wait for it to end")
+    if row["status"] == "waiting" and not await opened.take_waiting(run_id):
+        raise RunStateError(f"run {run_id} is no longer waiting: another request resumed "
+                            f"it first")
+    try:
+        compiled: CompiledWorkflow = load(row["document"])
+        blocks = await opened.get_blocks(run_id)
+        checkpoint = {b["block_id"]: (b["status"], b["output"])
+                      for b in blocks if b["scope"] == "" and b["status"] == "succeeded"}
+        children: dict[str, dict[str, tuple[str, Any]]] = {}
+        for b in blocks:
+            if b["scope"] and b["status"] == "succeeded":
+                children.setdefault(b["scope"], {})[b["block_id"]] = (b["status"], b["output"])
+        # Blocks that paused the run find what they stored (and a decision, if given).
+        resume_state = {b["block_id"]: dict(b["output"] or {}) for b in blocks
+                        if b["scope"] == "" and b["status"] == "waiting"}
+        for block_id, decision in (decisions or {}).items():
+            resume_state.setdefault(block_id, {})["decision"] = decision
+        events = await opened.get_events(run_id)
+        seq = events[-1]["seq"] if events else 0
+        # Blocks the cut caught running get a terminal event before anything runs again.
+        cut = [b for b in blocks if b["status"] == "running"]
+        closing = []
+        for block in cut:
+            seq += 1
+            closing.append({"seq": seq, "type": "block_cancelled", "run_id": run_id,
+                            "time": time.time(), "block_id": block["block_id"],
+                            "scope": block["scope"] or None, "block_type": block.get("type"),
+                            "reason": "the process running the run ended before the block "
+                                      "finished; it runs again on resume"})
+        if closing:
+            await opened.record(run_id, closing, [
+                {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
+                 "finished_at": time.time(), "reason": "cut off; resumed"} for b in cut])
+        options.setdefault("user", row["user_id"])
+        options.setdefault("budget", row.get("budget"))
+        handle = await start_run(compiled, row["inputs"], storage=opened, run_id=run_id,
+                                 checkpoint=checkpoint, child_checkpoints=children,
+                                 start_seq=seq, workflow_version=row.get("workflow_version"),
+                                 **options)
+    except BaseException:
+        await opened.update_run(run_id, lease_owner=None, lease_expires_at=None)
+        raise
+    handle.run.resume_state = resume_state
+    return handle
+
+
+async def resume_due(*, storage: StorageArg = None, now: float | None = None,
+                     options_for: Callable[[dict[str, Any]], Any] | None = None
+                     ) -> list[RunResult]:
+    """Resume every `waiting` run whose time has come (a `wait` block's end,
+    an approval's timeout), one after the other; a run another process took
+    first is left to it.  `options_for(row)` (awaitable) gives a server's
+    options for the run's owner; without it (the CLI, trusted) the runs of a
+    server's users are left to the server, which resumes them with their
+    owner's rights, not the machine's."""
+    results = []
+    async with open_storage(storage) as opened:
+        for run_id in await opened.due_runs(time.time() if now is None else now):
+            row = await opened.get_run(run_id)
+            if row is None or row["status"] != "waiting":
+                continue
+            if options_for is None and row.get("user_id") and \
+                    await opened.get_user(row["user_id"]) is not None:
+                continue
+            options = await options_for(row) if options_for is not None else {}
+            try:
+                handle = await start_resume(run_id, storage=opened, **options)
+            except RunStateError:
+                continue
+            results.append(await handle.wait())
+    return results
