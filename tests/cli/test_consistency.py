@@ -31,7 +31,7 @@ def _run(env) -> str:
     (("blocks", "show", "no_such_block"), 1, "no_such_block"),
     (("kb", "search", "no-such-base", "x"), 1, "no-such-base"),
     (("secrets", "delete", "NOPE"), 1, "no secret 'NOPE'"),
-    (("runs", "list", "--status", "bogus"), 2, "use one of running, succeeded, failed"),
+    (("runs", "list", "--status", "bogus"), 2, "use one of queued, running, waiting, succeeded"),
     (("validate", str(EXAMPLES / "policies")), 2, "is a directory"),
 ])
 def test_one_meaning_per_exit_code(db, args, code, says):
