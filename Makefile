@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean ui
 
 $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.sh
 	bash scripts/install_system_deps.sh
@@ -34,6 +34,15 @@ test: install
 
 bench: install
 	$(BIN)/python bench/engine.py
+
+# The web app (web/, TypeScript): its build is committed in the package, so
+# users need no Node.js; run this after changing web/ (tests/webapp checks it).
+UI_STATIC := src/flowforge/server/static
+ui:
+	cd web && npm ci --no-audit --no-fund && npm run build
+	rm -rf $(UI_STATIC)
+	mkdir -p $(UI_STATIC)
+	cp -r web/dist/. $(UI_STATIC)/
 
 clean:
 	rm -rf $(VENV) .venv-phoenix .pytest_cache

@@ -50,6 +50,9 @@ EXPECTED = {
     # prompt-chain agent tasks (server/routes/agent.py, issue 11)
     "/api/agent": {"post"},
     "/api/agent/tasks/{task_id}": {"get"},
+    # the web app's editor (server/routes/documents.py, issue 13)
+    "/api/validate": {"post"},
+    "/api/workflows/{workflow_id}/graph": {"get"},
 }
 
 

@@ -1,0 +1,55 @@
+// The flowforge web app: sign-in, workflows, a workflow's graph and editor,
+// the run form, a run's live view and the run history.
+import { StrictMode } from "react";
+import { createRoot } from "react-dom/client";
+import "@xyflow/react/dist/style.css";
+import "./styles.css";
+import { apiKey, setApiKey } from "./api";
+import { Link, match, navigate, useLocation } from "./router";
+import { SignIn } from "./pages/SignIn";
+import { Workflows } from "./pages/Workflows";
+import { WorkflowPage } from "./pages/Workflow";
+import { RunForm } from "./pages/RunForm";
+import { RunPage } from "./pages/Run";
+import { History } from "./pages/History";
+
+function Page({ path, query }: { path: string; query: URLSearchParams }) {
+  let params;
+  if (path === "/" || path === "/workflows") return <Workflows />;
+  if ((params = match("/workflows/:id/run", path))) return <RunForm id={params.id} />;
+  if ((params = match("/workflows/:id", path))) {
+    const version = Number(query.get("version")) || null;
+    return <WorkflowPage key={`${params.id}@${version}`} id={params.id} version={version} />;
+  }
+  if (path === "/runs") return <History query={query} />;
+  if ((params = match("/runs/:id", path))) return <RunPage key={params.id} id={params.id} />;
+  return <main><h1>Not found</h1><p role="alert">There is no page at {path}.</p></main>;
+}
+
+function App() {
+  const { path, query } = useLocation();
+  if (!apiKey() && path !== "/signin") {
+    queueMicrotask(() => navigate(`/signin?next=${encodeURIComponent(path + location.search)}`, true));
+    return null;
+  }
+  if (path === "/signin") return <SignIn />;
+  return (
+    <>
+      <header className="top">
+        <a className="skip" href="#content">Skip to content</a>
+        <nav aria-label="Main">
+          <strong className="brand">flowforge</strong>
+          <Link to="/">Workflows</Link>
+          <Link to="/runs">Runs</Link>
+          <a href="/docs">API</a>
+          <button type="button" className="link" onClick={() => { setApiKey(null); navigate("/signin"); }}>
+            Sign out
+          </button>
+        </nav>
+      </header>
+      <div id="content"><Page path={path} query={query} /></div>
+    </>
+  );
+}
+
+createRoot(document.getElementById("root")!).render(<StrictMode><App /></StrictMode>);

@@ -1,0 +1,52 @@
+// A tiny client-side router on the History API: the server answers index.html
+// for every client route, so deep links and reloads work.
+import { useEffect, useState } from "react";
+
+const listeners = new Set<() => void>();
+
+export function navigate(path: string, replace = false): void {
+  if (path === location.pathname + location.search) return;
+  if (replace) history.replaceState(null, "", path);
+  else history.pushState(null, "", path);
+  listeners.forEach((listener) => listener());
+}
+
+export function useLocation(): { path: string; query: URLSearchParams } {
+  const [, setTick] = useState(0);
+  useEffect(() => {
+    const update = () => setTick((tick) => tick + 1);
+    listeners.add(update);
+    window.addEventListener("popstate", update);
+    return () => {
+      listeners.delete(update);
+      window.removeEventListener("popstate", update);
+    };
+  }, []);
+  return { path: location.pathname, query: new URLSearchParams(location.search) };
+}
+
+/** `match("/runs/:id", "/runs/abc")` -> `{id: "abc"}`, or null. */
+export function match(pattern: string, path: string): Record<string, string> | null {
+  const want = pattern.split("/");
+  const got = path.replace(/\/+$/, "").split("/");
+  if (want.length !== got.length) return null;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < want.length; i++) {
+    if (want[i].startsWith(":")) params[want[i].slice(1)] = decodeURIComponent(got[i]);
+    else if (want[i] !== got[i]) return null;
+  }
+  return params;
+}
+
+export function Link(props: { to: string; children: React.ReactNode; className?: string }) {
+  return (
+    <a href={props.to} className={props.className}
+       onClick={(event) => {
+         if (event.metaKey || event.ctrlKey || event.shiftKey || event.button !== 0) return;
+         event.preventDefault();
+         navigate(props.to);
+       }}>
+      {props.children}
+    </a>
+  );
+}
