@@ -62,6 +62,9 @@ export function Editor(props: {
         ],
       }),
     });
+    // axe: a scrollable region must be reachable by keyboard (its contenteditable
+    // child is not counted), so the scroller itself takes focus too
+    view.scrollDOM.tabIndex = 0;
     return () => view.destroy();
     // the editor is created once per document loaded; `initial` changes re-create it
   }, [props.initial]);

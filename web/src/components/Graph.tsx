@@ -106,8 +106,13 @@ export function Graph(props: {
                  fitView minZoom={0.05} nodesDraggable={false} nodesConnectable={false}
                  onNodeClick={(_, node) => onSelect?.(node.id)}
                  onPaneClick={() => onSelect?.(null)}
-                 onSelectionChange={({ nodes: chosen }) => {
-                   if (chosen.length === 1 && chosen[0].id !== selected) onSelect?.(chosen[0].id);
+                 onNodesChange={(changes) => {
+                   // keyboard selection (Tab to a block, Enter) arrives as a change
+                   for (const change of changes) {
+                     if (change.type === "select" && change.selected && change.id !== selected) {
+                       onSelect?.(change.id);
+                     }
+                   }
                  }}
                  proOptions={{ hideAttribution: true }}>
         <Background />
