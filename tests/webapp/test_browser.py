@@ -153,3 +153,31 @@ async def test_another_users_run_is_not_found(web, page):
     await page.evaluate("sessionStorage.setItem('flowforge.key', 'not-a-key')")
     await page.goto(web.url + "/runs")
     await page.wait_for_url("**/signin**")
+
+
+async def test_history_filters_by_date_and_compares_two_runs(web, page):
+    async with web.client("alice") as alice:
+        assert (await alice.post("/api/workflows", json=chain("two", count=2, seconds=0))
+                ).status_code == 201
+        for word in ("hello", "world"):
+            ran = await alice.post("/api/workflows/two/runs?wait=true",
+                                   json={"inputs": {"word": word}})
+            assert ran.json()["status"] == "succeeded"
+    await sign_in(page, web)
+    await page.goto(web.url + "/runs?workflow=two")
+    boxes = page.get_by_role("checkbox")
+    await boxes.first.wait_for()
+    assert await boxes.count() == 2
+    await boxes.nth(0).check()
+    await boxes.nth(1).check()
+    await page.get_by_role("button", name="Compare the two selected runs").click()
+    await page.wait_for_url("**/runs/compare?a=*")
+    outputs = page.locator("tr", has=page.get_by_role("rowheader", name="Outputs"))
+    assert "differs" in await outputs.locator("th").text_content()
+    text = await outputs.text_content()
+    assert "hello" in text and "world" in text
+    await shot(page, "15-compare-runs")
+    await page.goto(web.url + "/runs?workflow=two&since=2999-01-01")
+    await page.get_by_text("No runs match.").wait_for()
+    await page.goto(web.url + "/runs?workflow=two&since=2000-01-01")
+    await page.locator("tbody tr").nth(1).wait_for()

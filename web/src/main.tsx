@@ -12,6 +12,7 @@ import { WorkflowPage } from "./pages/Workflow";
 import { RunForm } from "./pages/RunForm";
 import { RunPage } from "./pages/Run";
 import { History } from "./pages/History";
+import { Compare } from "./pages/Compare";
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
   let params;
@@ -22,6 +23,7 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
     return <WorkflowPage key={`${params.id}@${version}`} id={params.id} version={version} />;
   }
   if (path === "/runs") return <History query={query} />;
+  if (path === "/runs/compare") return <Compare a={query.get("a") ?? ""} b={query.get("b") ?? ""} />;
   if ((params = match("/runs/:id", path))) return <RunPage key={params.id} id={params.id} />;
   return <main><h1>Not found</h1><p role="alert">There is no page at {path}.</p></main>;
 }

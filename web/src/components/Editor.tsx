@@ -52,7 +52,7 @@ export function Editor(props: {
       state: EditorState.create({
         doc: props.initial,
         extensions: [
-          lineNumbers(), highlightActiveLine(), history(), yaml(),
+          lineNumbers(), highlightActiveLine(), history(), yaml(), EditorView.lineWrapping,
           syntaxHighlighting(defaultHighlightStyle), lintGutter(), check,
           keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
           EditorView.contentAttributes.of({ "aria-label": "Workflow YAML" }),

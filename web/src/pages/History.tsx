@@ -18,6 +18,9 @@ export function History({ query }: { query: URLSearchParams }) {
   const [runs, setRuns] = useState<RunRow[] | null>(null);
   const [workflows, setWorkflows] = useState<string[]>([]);
   const [error, setError] = useState<string | null>(null);
+  const [chosen, setChosen] = useState<string[]>([]);
+  const since = query.get("since") ?? "";
+  const until = query.get("until") ?? "";
 
   useEffect(() => {
     api<{ workflows: { id: string }[] }>("GET", "/api/workflows?limit=500")
@@ -38,6 +41,12 @@ export function History({ query }: { query: URLSearchParams }) {
     navigate(`/runs${params.toString() ? `?${params}` : ""}`);
   }
 
+  // the date filter applies to the runs listed (the newest 100 of the other filters)
+  const day = (run: RunRow) => (run.created_at ?? run.started_at ?? "").slice(0, 10);
+  const shown = (runs ?? []).filter((run) => (!since || day(run) >= since) && (!until || day(run) <= until));
+  const toggle = (id: string) => setChosen((list) =>
+    list.includes(id) ? list.filter((x) => x !== id) : [...list, id].slice(-2));
+
   return (
     <main>
       <h1>Runs</h1>
@@ -52,14 +61,24 @@ export function History({ query }: { query: URLSearchParams }) {
         <select id="filter-status" value={status} onChange={(e) => filter("status", e.target.value)}>
           {STATUSES.map((s) => <option key={s} value={s}>{s || "any status"}</option>)}
         </select>
+        <label htmlFor="filter-since">From</label>
+        <input id="filter-since" type="date" value={since} onChange={(e) => filter("since", e.target.value)} />
+        <label htmlFor="filter-until">To</label>
+        <input id="filter-until" type="date" value={until} onChange={(e) => filter("until", e.target.value)} />
+        <button type="button" disabled={chosen.length !== 2}
+                onClick={() => navigate(`/runs/compare?a=${chosen[0]}&b=${chosen[1]}`)}>
+          Compare the two selected runs
+        </button>
       </div>
       {error && <p role="alert" className="error">{error}</p>}
-      {runs === null ? <p>Loading...</p> : runs.length === 0 ? <p>No runs match.</p> : (
+      {runs === null ? <p>Loading...</p> : shown.length === 0 ? <p>No runs match.</p> : (
         <table>
-          <thead><tr><th>Run</th><th>Workflow</th><th>Status</th><th>Started</th><th>Finished</th></tr></thead>
+          <thead><tr><th>Compare</th><th>Run</th><th>Workflow</th><th>Status</th><th>Started</th><th>Finished</th></tr></thead>
           <tbody>
-            {runs.map((run) => (
+            {shown.map((run) => (
               <tr key={run.run_id}>
+                <td><input type="checkbox" aria-label={`Select run ${run.run_id.slice(0, 12)} to compare`}
+                           checked={chosen.includes(run.run_id)} onChange={() => toggle(run.run_id)} /></td>
                 <td><Link to={`/runs/${run.run_id}`}><code>{run.run_id.slice(0, 12)}</code></Link></td>
                 <td>{run.workflow_id}{run.workflow_version ? ` v${run.workflow_version}` : ""}</td>
                 <td><StatusBadge status={run.status} /></td>

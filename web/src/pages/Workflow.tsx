@@ -11,6 +11,20 @@ import type { WorkflowGraph } from "../layout";
 
 interface Version { version: number; created_at?: string }
 
+/** The stored document (every default written out) as the YAML a person
+ * writes: empty `after: []`, `with: {}`, `blocks: []` and top-level empty
+ * sections are left out; nothing inside a block's `with` is touched. */
+export function readable(document: any): any {
+  const empty = (value: unknown) => (Array.isArray(value) && value.length === 0) ||
+    (value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0);
+  const block = (spec: any): any => Object.fromEntries(Object.entries(spec)
+    .filter(([, value]) => !empty(value))
+    .map(([key, value]) => [key, key === "blocks" && Array.isArray(value) ? value.map(block) : value]));
+  const top = Object.fromEntries(Object.entries(document ?? {}).filter(([, value]) => !empty(value)));
+  if (Array.isArray(top.blocks)) top.blocks = top.blocks.map(block);
+  return top;
+}
+
 export function findBlock(blocks: any[] | undefined, id: string): any | null {
   for (const block of blocks ?? []) {
     if (block?.id === id) return block;
@@ -36,7 +50,7 @@ export function WorkflowPage({ id, version }: { id: string; version: number | nu
     const suffix = version ? `?version=${version}` : "";
     try {
       const row = await api<any>("GET", `/api/workflows/${encodeURIComponent(id)}${suffix}`);
-      const yamlText = YAML.stringify(row.document, { lineWidth: 0 });
+      const yamlText = YAML.stringify(readable(row.document), { lineWidth: 0 });
       setInitial(yamlText);
       setText(yamlText);
       setCurrent(row.version);
@@ -99,6 +113,10 @@ export function WorkflowPage({ id, version }: { id: string; version: number | nu
             <aside className="side-panel" aria-label={`Block ${selected}`}>
               <h2>{block.name ?? block.id} <span className="muted">({block.type})</span></h2>
               {block.description && <p>{block.description}</p>}
+              {block.type === "workflow" && typeof block.with?.workflow === "string" &&
+                !/[/.]/.test(block.with.workflow.split("@")[0]) && (
+                <p><Link to={`/workflows/${encodeURIComponent(block.with.workflow.split("@")[0])}`}>
+                  Open the nested workflow {block.with.workflow}</Link></p>)}
               <Json label="Block config" value={YAML.stringify(block, { lineWidth: 0 })} />
               <button type="button" onClick={() => setSelected(null)}>Close</button>
             </aside>
