@@ -181,3 +181,28 @@ async def test_history_filters_by_date_and_compares_two_runs(web, page):
     await page.get_by_text("No runs match.").wait_for()
     await page.goto(web.url + "/runs?workflow=two&since=2000-01-01")
     await page.locator("tbody tr").nth(1).wait_for()
+
+
+async def test_a_loop_is_drawn_around_its_children_and_they_light_up(web, page):
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows",
+                                 content=(EXAMPLES / "loop_until.yaml").read_text(),
+                                 headers={"Content-Type": "application/yaml"})
+        assert saved.status_code == 201, saved.text
+    await sign_in(page, web)
+    await page.goto(web.url + "/workflows/loop-until")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 4")
+    box = {name: await page.locator(f"[data-block-id={name}]").bounding_box()
+           for name in ("refine", "draft", "judge", "result")}
+    for child in ("draft", "judge"):
+        inner, outer = box[child], box["refine"]
+        assert outer["x"] <= inner["x"] and inner["x"] + inner["width"] <= outer["x"] + outer["width"]
+        assert outer["y"] <= inner["y"] and inner["y"] + inner["height"] <= outer["y"] + outer["height"]
+    assert box["result"]["y"] >= box["refine"]["y"] + box["refine"]["height"]   # after the loop
+    await page.get_by_role("link", name="Run...").click()
+    assert await page.get_by_text("how much each pass improves the draft").count() == 1
+    await page.get_by_role("button", name="Start the run").click()
+    await page.locator("[aria-label='Run status'] .status-succeeded").wait_for()
+    for block in ("refine", "draft", "judge", "result"):
+        await page.locator(f"[data-block-id={block}][data-state=succeeded]").wait_for()
+    await shot(page, "16-loop-run")

@@ -41,7 +41,7 @@ export interface Placed {
 export const NODE_WIDTH = 190;
 export const NODE_HEIGHT = 58;
 const PAD = 24;
-const HEADER = 34;
+const HEADER = 54;
 
 /** Positions for every node, parents before their children. */
 export function layout(graph: WorkflowGraph): Placed[] {

@@ -103,7 +103,7 @@ export function Graph(props: {
   return (
     <div className="graph" role="region" aria-label={`Graph of ${graph.name}`}>
       <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes}
-                 fitView minZoom={0.05} nodesDraggable={false} nodesConnectable={false}
+                 fitView fitViewOptions={{ maxZoom: 1 }} minZoom={0.05} nodesDraggable={false} nodesConnectable={false}
                  onNodeClick={(_, node) => onSelect?.(node.id)}
                  onPaneClick={() => onSelect?.(null)}
                  onNodesChange={(changes) => {
