@@ -13,6 +13,7 @@ import { RunForm } from "./pages/RunForm";
 import { RunPage } from "./pages/Run";
 import { History } from "./pages/History";
 import { Compare } from "./pages/Compare";
+import { Chat } from "./pages/Chat";
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
   let params;
@@ -23,6 +24,8 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
     return <WorkflowPage key={`${params.id}@${version}`} id={params.id} version={version} />;
   }
   if (path === "/runs") return <History query={query} />;
+  if (path === "/chat") return <Chat key="new" sessionId={null} />;
+  if ((params = match("/chat/:id", path))) return <Chat key={params.id} sessionId={params.id} />;
   if (path === "/runs/compare") return <Compare a={query.get("a") ?? ""} b={query.get("b") ?? ""} />;
   if ((params = match("/runs/:id", path))) return <RunPage key={params.id} id={params.id} />;
   return <main><h1>Not found</h1><p role="alert">There is no page at {path}.</p></main>;
@@ -47,6 +50,7 @@ function App() {
           <strong className="brand">flowforge</strong>
           <Link to="/">Workflows</Link>
           <Link to="/runs">Runs</Link>
+          <Link to="/chat">Chat</Link>
           <a href="/docs">API</a>
           <button type="button" className="link" onClick={() => { setApiKey(null); navigate("/signin"); }}>
             Sign out

@@ -52,7 +52,9 @@ export function RunPage({ id }: { id: string }) {
       }
       try {
         const g = await api<WorkflowGraph>("GET", `/api/workflows/${encodeURIComponent(
-          detail.workflow_id)}/graph${detail.workflow_version ? `?version=${detail.workflow_version}` : ""}`);
+          detail.workflow_id)}/graph?${new URLSearchParams({
+          ...(detail.workflow_version ? { version: String(detail.workflow_version) } : {}),
+          ...(detail.user_id ? { owner: detail.user_id } : {}) })}`);
         setGraph(g);
         for (const node of g.nodes) live.current[node.id] ??= { state: "waiting", calls: [] };
       } catch (err) {
@@ -65,18 +67,37 @@ export function RunPage({ id }: { id: string }) {
         setBlocks({ ...live.current });
         setEventCount(count);
       };
-      try {
-        await followEvents(id, 0, (event: RunEvent) => {
-          count += 1;
-          apply(live.current, event);
-          if (event.type === "run_finished") setStatus(event.status ?? "finished");
-          if (!pending) { pending = true; requestAnimationFrame(flush); }
-        }, abort.signal);
-        flush();
-        await refresh();
-      } catch (err) {
-        if (!abort.signal.aborted) setError(`the event stream: ${(err as Error).message}`);
+      // follow the stream; a connection cut before `run_finished` resumes after
+      // the last event received, so none is lost or counted twice
+      let last = 0;
+      let finished = false;
+      for (let attempt = 0; !finished && !abort.signal.aborted && attempt < 20; attempt++) {
+        try {
+          await followEvents(id, last, (event: RunEvent) => {
+            if (event.seq <= last) return;
+            last = event.seq;
+            count += 1;
+            apply(live.current, event);
+            if (event.type === "run_finished") {
+              finished = true;
+              setStatus(event.status ?? "finished");
+            }
+            if (!pending) { pending = true; requestAnimationFrame(flush); }
+          }, abort.signal);
+          if (finished) { setError(null); break; }
+        } catch (err) {
+          if (abort.signal.aborted) return;
+          if ((err as ApiError).status) {        // the server refused: do not retry
+            setError(`the event stream: ${(err as Error).message}`);
+            return;
+          }
+          setError(`the event stream was cut (${(err as Error).message}); reconnecting...`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000));
       }
+      if (abort.signal.aborted) return;
+      flush();
+      await refresh().catch(() => undefined);
     })();
     return () => abort.abort();
   }, [id]);
