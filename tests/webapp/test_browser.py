@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from playwright.async_api import expect
+
 from tests.server.conftest import chain
 from tests.webapp.conftest import EXAMPLES, shot, sign_in
 
@@ -36,6 +38,8 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
     assert sorted(await blocks.evaluate_all("els => els.map(e => e.dataset.blockId)")) == \
         sorted(SUPPORT_BLOCKS)
+    await page.wait_for_function(      # edges are drawn once the blocks are measured
+        "document.querySelectorAll('.react-flow__edge-text').length === 2")
     labels = await page.locator(".react-flow__edge-text").all_text_contents()
     assert sorted(labels) == ["Needs Review", "Standard Response"]     # the router's branches
     await page.get_by_text("No problems: the document is valid.").wait_for()
@@ -58,9 +62,9 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     lines = await page.locator(".cm-line").all_text_contents()
     assert "lokal/smollm2" in lines[number - 1]          # the problem is at the typo's line
     assert "defaults.model" in text and "did you mean 'local/smollm2'" in text
-    assert await page.locator(".cm-line", has_text="lokal").locator(
-        ".cm-lintRange-error").count() == 1
-    assert await page.get_by_role("button", name="Save as a new version").is_disabled()
+    await expect(page.locator(".cm-line", has_text="lokal").locator(
+        ".cm-lintRange-error")).to_have_count(1)
+    await expect(page.get_by_role("button", name="Save as a new version")).to_be_disabled()
     await shot(page, "03-editor-problem")
 
     for _ in "lokal/smollm2":
@@ -79,8 +83,9 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.get_by_role("button", name="Start the run").click()
     await page.wait_for_url(re.compile(r".*/runs/[0-9a-f]+$"))
     await page.locator("[aria-label='Run status'] .status-succeeded").wait_for(timeout=60_000)
-    await page.wait_for_function(
-        "document.querySelector('[data-block-id=review]').dataset.state === 'skipped'")
+    await page.wait_for_function(      # every block settled on the graph
+        "[...document.querySelectorAll('[data-block-id]')].every(e => "
+        "['succeeded', 'skipped'].includes(e.dataset.state))")
     states = await blocks.evaluate_all("els => Object.fromEntries(els.map(e => "
                                        "[e.dataset.blockId, e.dataset.state]))")
     assert states == {**{b: "succeeded" for b in SUPPORT_BLOCKS}, "review": "skipped"}
@@ -104,7 +109,7 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.get_by_label("Status").select_option("succeeded")
     await page.wait_for_url("**/runs?status=succeeded")
     await page.locator("tbody tr").first.wait_for()
-    assert await page.locator("tbody tr").count() == 1
+    await expect(page.locator("tbody tr")).to_have_count(1)
     await page.get_by_label("Status").select_option("failed")
     await page.get_by_text("No runs match.").wait_for()
     await page.get_by_label("Status").select_option("")
@@ -117,7 +122,7 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     assert "version" not in (await row.text_content()) or True
     assert "2" in await row.locator("td").nth(2).text_content()
     await page.get_by_label("Search workflows").fill("nothing like this")
-    assert await page.locator("tbody tr").count() == 0
+    await expect(page.locator("tbody tr")).to_have_count(0)
     await shot(page, "08-workflows")
 
 
@@ -167,7 +172,7 @@ async def test_history_filters_by_date_and_compares_two_runs(web, page):
     await page.goto(web.url + "/runs?workflow=two")
     boxes = page.get_by_role("checkbox")
     await boxes.first.wait_for()
-    assert await boxes.count() == 2
+    await expect(boxes).to_have_count(2)
     await boxes.nth(0).check()
     await boxes.nth(1).check()
     await page.get_by_role("button", name="Compare the two selected runs").click()
@@ -200,7 +205,7 @@ async def test_a_loop_is_drawn_around_its_children_and_they_light_up(web, page):
         assert outer["y"] <= inner["y"] and inner["y"] + inner["height"] <= outer["y"] + outer["height"]
     assert box["result"]["y"] >= box["refine"]["y"] + box["refine"]["height"]   # after the loop
     await page.get_by_role("link", name="Run...").click()
-    assert await page.get_by_text("how much each pass improves the draft").count() == 1
+    await page.get_by_text("how much each pass improves the draft").wait_for()
     await page.get_by_role("button", name="Start the run").click()
     await page.locator("[aria-label='Run status'] .status-succeeded").wait_for()
     for block in ("refine", "draft", "judge", "result"):

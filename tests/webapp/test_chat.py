@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from playwright.async_api import expect
+
 import pytest
 
 from tests.apps.conftest import knowledge, knowledge_path, plan  # noqa: F401 - fixtures
@@ -47,14 +49,14 @@ async def test_ask_see_sources_and_sessions(chat_web, page):
     await page.wait_for_url(re.compile(r".*/chat/[^/]+$"))
     sessions = page.get_by_role("navigation", name="Sessions").locator("li")
     await sessions.first.wait_for()
-    assert await sessions.count() == 1
+    await expect(sessions).to_have_count(1)
     await shot(page, "17-chat")
     assert await serious_violations(page) == []
 
     await page.reload()                                   # the session is stored
     await page.locator(".message.assistant").wait_for()
-    assert await page.locator(".message").count() == 2
+    await expect(page.locator(".message")).to_have_count(2)
     await page.get_by_role("button", name=re.compile("^Delete session")).click()
     await page.wait_for_url(re.compile(r".*/chat$"))
     await page.get_by_role("navigation", name="Sessions").get_by_text("New conversation").wait_for()
-    assert await sessions.count() == 0
+    await expect(sessions).to_have_count(0)
