@@ -73,3 +73,4 @@ async def sign_in(page: Any, live: Any, who: str = "alice") -> None:
     await page.get_by_label("API key").fill(live.keys[who])
     await page.get_by_role("button", name="Sign in").click()
     await page.get_by_role("heading", name="Workflows").wait_for()
+    await page.get_by_text(f"Signed in as {who}").wait_for()

@@ -1,10 +1,10 @@
 // The flowforge web app: sign-in, workflows, a workflow's graph and editor,
 // the run form, a run's live view and the run history.
-import { StrictMode, useEffect } from "react";
+import { StrictMode, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
 import "./styles.css";
-import { apiKey, setApiKey } from "./api";
+import { api, apiKey, setApiKey } from "./api";
 import { Link, match, navigate, useLocation } from "./router";
 import { SignIn } from "./pages/SignIn";
 import { Workflows } from "./pages/Workflows";
@@ -36,6 +36,12 @@ function Redirect({ to }: { to: string }) {
   return null;
 }
 
+function Me() {
+  const [me, setMe] = useState<{ name: string; role: string } | null>(null);
+  useEffect(() => { api("GET", "/api/me").then(setMe).catch(() => undefined); }, []);
+  return me ? <span className="me">Signed in as {me.name}{me.role === "admin" ? " (admin)" : ""}</span> : null;
+}
+
 function App() {
   const { path, query } = useLocation();
   if (!apiKey() && path !== "/signin") {
@@ -52,6 +58,7 @@ function App() {
           <Link to="/runs">Runs</Link>
           <Link to="/chat">Chat</Link>
           <a href="/docs">API</a>
+          <Me />
           <button type="button" className="link" onClick={() => { setApiKey(null); navigate("/signin"); }}>
             Sign out
           </button>

@@ -18,7 +18,7 @@ from flowforge.server.errors import ApiError
 __all__ = ["STATIC", "install_web_app"]
 
 STATIC = Path(__file__).parent / "static"
-_API_PREFIXES = ("api/", "api", "ws/", "docs", "redoc", "openapi.json", "health")
+_API_PREFIXES = ("api/", "api", "ws/", "docs", "redoc", "openapi.json", "health", "agent-workflow")
 _NOT_BUILT = ("<!doctype html><title>flowforge</title><p>The web app is not built in this "
               "installation: run <code>make ui</code> in a source checkout. The API is at "
               "<a href=\"/docs\">/docs</a>.</p>")
