@@ -14,6 +14,7 @@ import { RunPage } from "./pages/Run";
 import { History } from "./pages/History";
 import { Compare } from "./pages/Compare";
 import { Chat } from "./pages/Chat";
+import { KnowledgeBase, KnowledgeList } from "./pages/Knowledge";
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
   let params;
@@ -24,6 +25,8 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
     return <WorkflowPage key={`${params.id}@${version}`} id={params.id} version={version} />;
   }
   if (path === "/runs") return <History query={query} />;
+  if (path === "/knowledge") return <KnowledgeList />;
+  if ((params = match("/knowledge/:name", path))) return <KnowledgeBase key={params.name} name={params.name} />;
   if (path === "/chat") return <Chat key="new" sessionId={null} />;
   if ((params = match("/chat/:id", path))) return <Chat key={params.id} sessionId={params.id} />;
   if (path === "/runs/compare") return <Compare a={query.get("a") ?? ""} b={query.get("b") ?? ""} />;
@@ -57,6 +60,7 @@ function App() {
           <Link to="/">Workflows</Link>
           <Link to="/runs">Runs</Link>
           <Link to="/chat">Chat</Link>
+          <Link to="/knowledge">Knowledge</Link>
           <a href="/docs">API</a>
           <Me />
           <button type="button" className="link" onClick={() => { setApiKey(null); navigate("/signin"); }}>
