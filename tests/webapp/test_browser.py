@@ -71,6 +71,16 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
         await page.keyboard.press("Backspace")
     await page.keyboard.type("local/smollm2")
     await page.get_by_text("No problems: the document is valid.").wait_for()
+
+    # the graph follows the text: a block added at the end appears, undo removes it
+    await page.keyboard.press("Control+End")
+    await page.keyboard.insert_text("  - id: thanks\n    type: set\n    after: [review]\n"
+                                    "    with: {note: \"{{answer.content}}\"}\n")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 8")
+    assert await page.locator("[data-block-id=thanks]").count() == 1
+    await page.keyboard.press("Control+z")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    await page.get_by_text("No problems: the document is valid.").wait_for()
     await page.get_by_role("button", name="Save as a new version").click()
     await page.get_by_text("Saved version 2.").wait_for()
     assert await page.get_by_label("Version shown").text_content() == "version 2"
