@@ -82,8 +82,8 @@ export function History({ query }: { query: URLSearchParams }) {
                 <td><Link to={`/runs/${run.run_id}`}><code>{run.run_id.slice(0, 12)}</code></Link></td>
                 <td>{run.workflow_id}{run.workflow_version ? ` v${run.workflow_version}` : ""}</td>
                 <td><StatusBadge status={run.status} /></td>
-                <td>{run.started_at ?? run.created_at ?? ""}</td>
-                <td>{run.finished_at ?? ""}</td>
+                <td>{when(run.started_at ?? run.created_at)}</td>
+                <td>{when(run.finished_at)}</td>
               </tr>
             ))}
           </tbody>
@@ -91,4 +91,9 @@ export function History({ query }: { query: URLSearchParams }) {
       )}
     </main>
   );
+}
+
+/** "2026-11-23 10:30:07 UTC" from an ISO time (UTC, like the date filter). */
+function when(iso?: string): string {
+  return iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC` : "";
 }
