@@ -59,11 +59,13 @@ def _located(text: str, problem: Problem) -> dict[str, Any]:
     return {"where": problem.where, "message": problem.message, "line": line}
 
 
-def check_text(text: str, *, policy: Any = None, model_override: str | None = None
+def check_text(text: str, *, policy: Any = None, model_override: str | None = None,
+               chain_base_url: str | None = None
                ) -> tuple[list[dict[str, Any]], CompiledWorkflow | None]:
     """Every located problem of a YAML/JSON document (the same messages as
     `flowforge validate`, plus what the saver's policy refuses), and the
-    compiled workflow when there are none."""
+    compiled workflow when there are none.  A prompt-chain Agent is checked
+    as the workflow it is saved as (`chain_base_url` as when saving)."""
     from flowforge.service.loading import compile_document
     from flowforge.workflow.loader import document_from_data, parse_text
     from flowforge.workflow.policy import check_policy
@@ -73,7 +75,7 @@ def check_text(text: str, *, policy: Any = None, model_override: str | None = No
         from flowforge.apps.chains import is_agent
         if is_agent(data):
             from flowforge.apps.chains import agent_to_workflow
-            data = agent_to_workflow(data, source="<document>")
+            data = agent_to_workflow(data, base_url=chain_base_url, source="<document>")
         compiled = compile_document(document_from_data(data, "<document>"))
         if policy is not None:
             check_policy(compiled, policy, model_override=model_override)

@@ -42,7 +42,8 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
              "line": 1}]}
     live = request.app.state.live
     problems, compiled = check_text(text, policy=await live.policy(user),
-                                    model_override=live.settings.model)
+                                    model_override=live.settings.model,
+                                    chain_base_url=live.settings.chain_base_url)
     return {"valid": not problems, "problems": problems,
             "graph": graph_view(compiled) if compiled is not None else None}
 
