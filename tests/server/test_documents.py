@@ -78,6 +78,7 @@ async def test_the_web_app_never_shadows_the_api(server):
     async with server.client("alice") as alice:
         page = await alice.get("/workflows/support")
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert "script-src 'self'" in page.headers["content-security-policy"]
         missing = await alice.get("/api/nothing-here")
         assert missing.status_code == 404 and missing.json()["error"]["code"]
         assert (await alice.get("/openapi.json")).json()["paths"]["/api/validate"]

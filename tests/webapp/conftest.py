@@ -52,7 +52,10 @@ async def browser():
 
 @pytest.fixture
 async def page(browser):
-    context = await browser.new_context(viewport={"width": 1500, "height": 1000})
+    # The tests read the page with scripts of their own (wait_for_function, axe-core),
+    # which the app's Content-Security-Policy refuses; test_csp.py runs the app under it.
+    context = await browser.new_context(viewport={"width": 1500, "height": 1000},
+                                        bypass_csp=True)
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))

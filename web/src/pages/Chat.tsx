@@ -82,7 +82,7 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
                   <ul className="sources" aria-label="Sources">
                     {m.sources.map((s, j) => (
                       <li key={j}><span className={`badge source-${s.kind}`}>{s.kind === "kb" ? "KB" : "Web"}</span>{" "}
-                        {s.url ? <a href={s.url} rel="noreferrer noopener" target="_blank">{s.title}</a> : s.title}</li>
+                        {s.url && /^https?:\/\//i.test(s.url) ? <a href={s.url} rel="noreferrer noopener" target="_blank">{s.title}</a> : s.title}</li>
                     ))}
                   </ul>
                 )}
