@@ -221,3 +221,24 @@ async def test_a_loop_is_drawn_around_its_children_and_they_light_up(web, page):
     for block in ("refine", "draft", "judge", "result"):
         await page.locator(f"[data-block-id={block}][data-state=succeeded]").wait_for()
     await shot(page, "16-loop-run")
+
+
+async def test_a_failed_block_shows_its_error_and_its_dependant_is_skipped(web, page):
+    document = {"id": "boom", "blocks": [
+        {"id": "explode", "type": "function",
+         "with": {"function": "srv_fail", "args": {"message": "the fuse was lit"}}},
+        {"id": "after", "type": "set", "with": {"v": "{{explode.value}}"}}]}
+    async with web.client("alice") as alice:
+        assert (await alice.post("/api/workflows", json=document)).status_code == 201
+    await sign_in(page, web)
+    await page.goto(web.url + "/workflows/boom/run")
+    await page.get_by_role("button", name="Start the run").click()
+    await page.locator("[aria-label='Run status'] .status-failed").wait_for()
+    await page.locator("[data-block-id=explode][data-state=failed]").wait_for()
+    skipped = page.locator("[data-block-id=after][data-state=skipped]")
+    await skipped.wait_for()
+    assert "explode" in await skipped.text_content()          # the reason names the failure
+    await page.locator("[data-block-id=explode]").click()
+    panel = page.get_by_role("complementary", name="Block explode")
+    await expect(panel).to_contain_text("the fuse was lit")
+    await shot(page, "21-run-failed")

@@ -53,15 +53,16 @@ class Query(BaseModel):
     """Only chunks whose tags match, e.g. `{"category": ["legal"]}`."""
 
 
-async def _knowledge(request: Request, user: dict[str, Any]) -> Any:
+async def _knowledge(user: dict[str, Any]) -> Any:
+    """The knowledge layer as this user's runs see it (the server's default store)."""
     from flowforge.knowledge.api import knowledge_for
 
     class _Caller:              # what knowledge_for reads of a block context
-        services: dict[str, Any] = {}
+        def __init__(self) -> None:
+            self.services: dict[str, Any] = {}
+            self.user = {"id": user["user_id"]}
 
-    caller = _Caller()
-    caller.user = {"id": user["user_id"]}                    # type: ignore[attr-defined]
-    return await knowledge_for(caller)
+    return await knowledge_for(_Caller())
 
 
 def _base_view(base: Any, shared: bool) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def _base_view(base: Any, shared: bool) -> dict[str, Any]:
 async def list_bases(request: Request, user: CurrentUser) -> dict[str, Any]:
     from flowforge.knowledge.scoped import SHARED, stored_name
 
-    knowledge = await _knowledge(request, user)
+    knowledge = await _knowledge(user)
     shown = []
     for base in await knowledge.list():
         own = await knowledge.store.get_base(stored_name(knowledge.owner, base.name))
@@ -86,7 +87,7 @@ async def list_bases(request: Request, user: CurrentUser) -> dict[str, Any]:
 
 @router.post("", status_code=201, summary="Create a knowledge base of your own")
 async def create_base(request: Request, body: NewBase, user: CurrentUser) -> dict[str, Any]:
-    knowledge = await _knowledge(request, user)
+    knowledge = await _knowledge(user)
     try:
         base = await knowledge.create(body.name, description=body.description)
     except AlreadyExists:
@@ -96,7 +97,7 @@ async def create_base(request: Request, body: NewBase, user: CurrentUser) -> dic
 
 @router.get("/{name}/documents", summary="The documents of a knowledge base")
 async def documents(request: Request, name: str, user: CurrentUser) -> dict[str, Any]:
-    knowledge = await _knowledge(request, user)
+    knowledge = await _knowledge(user)
     rows = await knowledge.documents(name)
     return {"name": name, "documents": [
         {key: value for key, value in row.to_dict().items() if key != "kb"} for row in rows]}
@@ -106,7 +107,7 @@ async def documents(request: Request, name: str, user: CurrentUser) -> dict[str,
              summary="Add a document's text to one of your knowledge bases (chunked, embedded)")
 async def add_document(request: Request, name: str, body: NewDocument, user: CurrentUser
                        ) -> dict[str, Any]:
-    knowledge = await _knowledge(request, user)
+    knowledge = await _knowledge(user)
     report = await knowledge.add_text(name, body.text, document_name=body.name,
                                       tags=body.tags, source=f"upload:{body.name}")
     return report.to_dict()
@@ -115,5 +116,5 @@ async def add_document(request: Request, name: str, body: NewDocument, user: Cur
 @router.post("/{name}/search", summary="Search a knowledge base: hits with scores and tags")
 async def search(request: Request, name: str, body: Query, user: CurrentUser
                  ) -> dict[str, Any]:
-    knowledge = await _knowledge(request, user)
+    knowledge = await _knowledge(user)
     return await knowledge.search(name, body.query, top_k=body.top_k, filters=body.filters)
