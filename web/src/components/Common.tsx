@@ -1,0 +1,25 @@
+import type { Problem } from "../api";
+
+export function StatusBadge({ status }: { status: string }) {
+  return <span className={`badge status-${status.replace(/\s+/g, "-")}`}>{status}</span>;
+}
+
+export function ProblemList({ problems }: { problems: Problem[] }) {
+  if (!problems.length) return null;
+  return (
+    <ul className="problem-list">
+      {problems.map((p, i) => (
+        <li key={i}>{p.line ? <strong>line {p.line} </strong> : null}
+          {p.where && <code>{p.where}</code>} {p.message}</li>
+      ))}
+    </ul>
+  );
+}
+
+export function Json({ value, label }: { value: unknown; label: string }) {
+  return (
+    <pre className="json" aria-label={label} tabIndex={0}>
+      {typeof value === "string" ? value : JSON.stringify(value, null, 2)}
+    </pre>
+  );
+}

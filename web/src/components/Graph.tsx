@@ -1,0 +1,123 @@
+// The workflow as a graph: blocks laid out automatically (layout.ts), edges
+// from the engine's compiler, branches labelled, containers around their
+// children, each block coloured and labelled by its state during a run.
+import { useEffect, useMemo, useRef } from "react";
+import {
+  Background, Controls, Handle, MarkerType, Position, ReactFlow,
+  type Edge, type Node, type NodeProps,
+} from "@xyflow/react";
+import { layout, type WorkflowGraph } from "../layout";
+
+export type BlockState = "waiting" | "running" | "succeeded" | "failed" | "skipped" | "cancelled";
+
+interface BlockData extends Record<string, unknown> {
+  label: string;
+  blockType: string;
+  blockId: string;
+  state?: BlockState;
+  reason?: string;
+  container: boolean;
+  selected: boolean;
+}
+
+function BlockNode({ data }: NodeProps<Node<BlockData>>) {
+  const state = data.state;
+  return (
+    <div className={`block ${data.container ? "container" : ""} state-${state ?? "none"}` +
+                    (data.selected ? " chosen" : "")}
+         data-block-id={data.blockId} data-state={state ?? ""}
+         title={data.reason ? `${state}: ${data.reason}` : undefined}>
+      <Handle type="target" position={Position.Top} isConnectable={false} />
+      <div className="block-head">
+        <span className="block-name">{data.label}</span>
+        <span className="block-type">{data.blockType}</span>
+      </div>
+      {state && <div className="block-state">{state}{data.reason ? ` - ${data.reason}` : ""}</div>}
+      <Handle type="source" position={Position.Bottom} isConnectable={false} />
+    </div>
+  );
+}
+
+const nodeTypes = { block: BlockNode };
+
+declare global {
+  interface Window { __ffGraph?: { nodes: number; layoutMs: number; renderMs: number } }
+}
+
+export function Graph(props: {
+  graph: WorkflowGraph;
+  states?: Record<string, { state: BlockState; reason?: string }>;
+  selected?: string | null;
+  onSelect?: (id: string | null) => void;
+}) {
+  const { graph, states, selected, onSelect } = props;
+  const started = useRef(0);
+  const layoutMs = useRef(0);
+  const placed = useMemo(() => {
+    started.current = performance.now();
+    const result = layout(graph);
+    layoutMs.current = performance.now() - started.current;
+    return result;
+  }, [graph]);
+
+  useEffect(() => {
+    const frame = requestAnimationFrame(() => {
+      window.__ffGraph = { nodes: placed.length, layoutMs: layoutMs.current,
+                           renderMs: performance.now() - started.current };
+    });
+    return () => cancelAnimationFrame(frame);
+  }, [placed]);
+
+  const nodes: Node<BlockData>[] = useMemo(() => placed.map(({ node, x, y, width, height }) => ({
+    id: node.id,
+    type: "block",
+    position: { x, y },
+    parentId: node.parent ?? undefined,
+    extent: node.parent ? ("parent" as const) : undefined,
+    draggable: false,
+    connectable: false,
+    selected: node.id === selected,
+    ariaLabel: `${node.name} (${node.type})${states?.[node.id] ? `, ${states[node.id].state}` : ""}`,
+    style: { width, height },
+    data: {
+      label: node.name, blockType: node.type, blockId: node.id, container: node.container,
+      state: states?.[node.id]?.state, reason: states?.[node.id]?.reason,
+      selected: node.id === selected,
+    },
+  })), [placed, states, selected]);
+
+  const edges: Edge[] = useMemo(() => graph.edges.map((edge) => ({
+    id: edge.id,
+    source: edge.source,
+    target: edge.target,
+    label: edge.label,
+    className: `edge-${edge.kind}`,
+    animated: states?.[edge.source]?.state === "running",
+    markerEnd: { type: MarkerType.ArrowClosed },
+    style: edge.kind === "error" ? { strokeDasharray: "6 4", stroke: "#b42318" } : undefined,
+    labelStyle: { fontSize: 12, fontWeight: 600 },
+    labelBgStyle: { fill: "#fff8e1" },
+    focusable: false,
+  })), [graph, states]);
+
+  return (
+    <div className="graph" role="region" aria-label={`Graph of ${graph.name}`}>
+      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes}
+                 fitView fitViewOptions={{ maxZoom: 1 }} minZoom={0.05} nodesDraggable={false} nodesConnectable={false}
+                 onNodeClick={(_, node) => onSelect?.(node.id)}
+                 onPaneClick={() => onSelect?.(null)}
+                 onNodesChange={(changes) => {
+                   // keyboard selection (Tab to a block, Enter) arrives as a change
+                   for (const change of changes) {
+                     if (change.type === "select" && change.selected && change.id !== selected) {
+                       onSelect?.(change.id);
+                     }
+                   }
+                 }}
+                 proOptions={{ hideAttribution: true }}>
+        <Background />
+        <Controls showInteractive={false} />
+      </ReactFlow>
+    </div>
+  );
+}

@@ -1,0 +1,76 @@
+// The flowforge web app: sign-in, workflows, a workflow's graph and editor,
+// the run form, a run's live view and the run history.
+import { StrictMode, useEffect, useState } from "react";
+import { createRoot } from "react-dom/client";
+import "@xyflow/react/dist/style.css";
+import "./styles.css";
+import { api, apiKey, setApiKey } from "./api";
+import { Link, match, navigate, useLocation } from "./router";
+import { SignIn } from "./pages/SignIn";
+import { Workflows } from "./pages/Workflows";
+import { WorkflowPage } from "./pages/Workflow";
+import { RunForm } from "./pages/RunForm";
+import { RunPage } from "./pages/Run";
+import { History } from "./pages/History";
+import { Compare } from "./pages/Compare";
+import { Chat } from "./pages/Chat";
+import { KnowledgeBase, KnowledgeList } from "./pages/Knowledge";
+
+function Page({ path, query }: { path: string; query: URLSearchParams }) {
+  let params;
+  if (path === "/" || path === "/workflows") return <Workflows />;
+  if ((params = match("/workflows/:id/run", path))) return <RunForm id={params.id} />;
+  if ((params = match("/workflows/:id", path))) {
+    const version = Number(query.get("version")) || null;
+    return <WorkflowPage key={`${params.id}@${version}`} id={params.id} version={version} />;
+  }
+  if (path === "/runs") return <History query={query} />;
+  if (path === "/knowledge") return <KnowledgeList />;
+  if ((params = match("/knowledge/:name", path))) return <KnowledgeBase key={params.name} name={params.name} />;
+  if (path === "/chat") return <Chat key="new" sessionId={null} />;
+  if ((params = match("/chat/:id", path))) return <Chat key={params.id} sessionId={params.id} />;
+  if (path === "/runs/compare") return <Compare a={query.get("a") ?? ""} b={query.get("b") ?? ""} />;
+  if ((params = match("/runs/:id", path))) return <RunPage key={params.id} id={params.id} />;
+  return <main><h1>Not found</h1><p role="alert">There is no page at {path}.</p></main>;
+}
+
+function Redirect({ to }: { to: string }) {
+  useEffect(() => navigate(to, true), [to]);
+  return null;
+}
+
+function Me() {
+  const [me, setMe] = useState<{ name: string; role: string } | null>(null);
+  useEffect(() => { api("GET", "/api/me").then(setMe).catch(() => undefined); }, []);
+  return me ? <span className="me">Signed in as {me.name}{me.role === "admin" ? " (admin)" : ""}</span> : null;
+}
+
+function App() {
+  const { path, query } = useLocation();
+  if (!apiKey() && path !== "/signin") {
+    return <Redirect to={`/signin?next=${encodeURIComponent(path + location.search)}`} />;
+  }
+  if (path === "/signin") return <SignIn />;
+  return (
+    <>
+      <header className="top">
+        <a className="skip" href="#content">Skip to content</a>
+        <nav aria-label="Main">
+          <strong className="brand">flowforge</strong>
+          <Link to="/">Workflows</Link>
+          <Link to="/runs">Runs</Link>
+          <Link to="/chat">Chat</Link>
+          <Link to="/knowledge">Knowledge</Link>
+          <a href="/docs">API</a>
+          <Me />
+          <button type="button" className="link" onClick={() => { setApiKey(null); navigate("/signin"); }}>
+            Sign out
+          </button>
+        </nav>
+      </header>
+      <div id="content"><Page path={path} query={query} /></div>
+    </>
+  );
+}
+
+createRoot(document.getElementById("root")!).render(<StrictMode><App /></StrictMode>);
