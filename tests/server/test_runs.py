@@ -162,3 +162,23 @@ async def test_cancel_reaches_a_run_that_another_server_process_runs(tmp_path):
     assert answer.json() == {"run_id": run_id, "status": "cancelled"}
     assert {b: v["status"] for b, v in detail["blocks"].items()} == {
         "b0": "succeeded", "b1": "cancelled", "b2": "cancelled"}
+
+
+async def test_a_run_left_running_by_a_dead_process_is_resumed_by_the_server(server):
+    """After a crash or a restart nothing stays `running` for ever: the server's
+    resumer takes over runs whose lease lapsed and finishes them."""
+    import time
+
+    storage = server.storage
+    alice = server.users["alice"]
+    document = {"id": "cut", "blocks": [{"id": "a", "type": "set", "with": {"v": 1}},
+                                        {"id": "b", "type": "set", "with": {"w": "{{a.v}}"}}]}
+    await storage.create_run({"run_id": "cut0ff", "workflow_id": "cut", "user_id":
+                              alice["user_id"], "status": "running", "inputs": {},
+                              "created_at": time.time(), "started_at": time.time(),
+                              "document": document, "lease_owner": "gone-host:1:dead",
+                              "lease_expires_at": time.time() - 1})
+    started = await server.app.state.live.resume_due()
+    assert started == ["cut0ff"]
+    row = await wait_for_status(server, "cut0ff", "succeeded")
+    assert row["outputs"] == {"b": {"w": 1}}

@@ -145,10 +145,14 @@ class LiveRuns:
             await asyncio.sleep(interval)
 
     async def resume_due(self) -> list[str]:
-        """Start every due `waiting` run of a known user here, as its owner;
-        the ids started (a run another process took first is left to it)."""
+        """Start every due `waiting` run of a known user here, as its owner, and
+        every run a dead process left `running`; the ids started (a run another
+        process took first is left to it)."""
         started = []
-        for run_id in await self.storage.due_runs(time.time()):
+        due = list(await self.storage.due_runs(time.time()))
+        if self.settings.workers != "celery":      # (the pool's workers reap their own)
+            due += await self.cut_off_runs()
+        for run_id in due:
             if run_id in self.handles:
                 continue
             row = await self.storage.get_run(run_id)
@@ -163,6 +167,19 @@ class LiveRuns:
             self._track(handle, row.get("webhook"), owner["webhook_secret"])
             started.append(run_id)
         return started
+
+    async def cut_off_runs(self, limit: int = 100) -> list[str]:
+        """Runs still marked `running` whose process is gone (its lease lapsed, or
+        it was a process of this host that no longer exists): after a crash or a
+        restart they are resumed here from their checkpoints, never left running."""
+        from flowforge.service.cancel import lease_holder_alive
+
+        now = time.time()
+        return [row["run_id"] for row in await self.storage.list_runs(status="running",
+                                                                      limit=limit)
+                if row["run_id"] not in self.handles and (
+                    (row.get("lease_expires_at") or 0) < now
+                    or lease_holder_alive(row.get("lease_owner")) is False)]
 
     async def run_options(self, user: dict[str, Any], services: dict[str, Any] | None = None
                           ) -> dict[str, Any]:
