@@ -221,6 +221,8 @@ async def overhead_part(rounds: int) -> dict[str, Any]:
         result["langgraph_ms_p50"] = round(statistics.median(peer), 2)
         result["ratio_langgraph_over_flowforge_no_record"] = round(
             statistics.median(peer) / statistics.median(ours_in_memory), 2)
+        result["ratio_langgraph_over_flowforge_recorded"] = round(
+            statistics.median(peer) / statistics.median(ours), 2)
     return result
 
 

@@ -65,6 +65,27 @@ class ChatAnswer:
         return asdict(self)
 
 
+_COMPILED: dict[tuple[str, int, int], Any] = {}
+
+
+def _compiled(workflow: str | Path) -> Any:
+    """The chat workflow, parsed and checked once per file version (not per question)."""
+    from flowforge.service.loading import load
+
+    path = Path(workflow)
+    try:
+        stat = path.stat()
+    except OSError:
+        return load(path)                   # load says what is wrong with it
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    found = _COMPILED.get(key)
+    if found is None:
+        found = _COMPILED[key] = load(path)
+        if len(_COMPILED) > 32:
+            _COMPILED.pop(next(iter(_COMPILED)))
+    return found
+
+
 def _check_session_id(session_id: str) -> str:
     if not session_id or len(session_id) > 100 or set(session_id) - _SESSION_ID_CHARS:
         raise InputError([f"session_id: invalid session id {session_id!r}: use 1-100 "
@@ -151,7 +172,8 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
         if web_source:
             inputs["web_source"] = await knowledge_base_for(web_source, user=user,
                                                             services=services, prefix="web-")
-        handle = await start_run(workflow or CHAT_WORKFLOW, inputs, user=user, storage=opened,
+        handle = await start_run(_compiled(workflow or CHAT_WORKFLOW), inputs, user=user,
+                                 storage=opened,
                                  model=model, services=services, on_event=on_event,
                                  policy=policy, **(run_options or {}))
         result = await handle.wait()
