@@ -105,3 +105,19 @@ async def test_a_rejection_routes_to_on_reject(web, page):
     assert run["blocks"]["manager"]["output"]["decision"] == "reject"
     assert run["blocks"]["refused"]["output"]["message"] == "Refund refused"
     assert run["blocks"]["paid"]["status"] == "skipped"
+
+
+async def test_cancel_a_waiting_run_from_the_run_view(web, page):
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", json=REFUND)
+        assert saved.status_code == 201, saved.text
+    await sign_in(page, web)
+    run_id = await start_and_wait(page, web)
+    assert await page.locator("[data-block-id=paid]").get_attribute("title") == \
+        "pending: after manager"
+    await page.get_by_role("button", name="Cancel the run").click()
+    await page.locator("[aria-label='Run status'] .status-cancelled").wait_for()
+    await page.locator("[data-block-id=manager][data-state=cancelled]").wait_for()
+    assert await page.get_by_role("button", name="Approve").count() == 0
+    async with web.client("alice") as alice:
+        assert (await alice.get(f"/api/runs/{run_id}")).json()["status"] == "cancelled"

@@ -67,8 +67,19 @@ async def ask(page, live, question: str) -> str:
     return page.url.rsplit("/", 1)[1]
 
 
-async def test_the_three_phases_complete_in_order_with_their_results(research_web, page):
-    live = await research_web(RULES)
+def slowed(rules_dir, latency_ms: int):
+    """The research rules with every answer taking `latency_ms`: the events come
+    apart as a real model's would (and leave room to cancel)."""
+    rules = yaml.safe_load(RULES.read_text())
+    rules["latency_ms"] = latency_ms
+    path = rules_dir / f"research-{latency_ms}.rules.yaml"
+    path.write_text(yaml.safe_dump(rules))
+    return path
+
+
+async def test_the_three_phases_complete_in_order_with_their_results(research_web, page,
+                                                                     tmp_path):
+    live = await research_web(slowed(tmp_path, 150))
     await page.add_init_script(RECORD)
     session_id = await ask(page, live, "tent wind?")
     await page.locator("[aria-label='Session status'] .status-succeeded").wait_for(timeout=60_000)
@@ -106,11 +117,7 @@ async def test_the_three_phases_complete_in_order_with_their_results(research_we
 
 
 async def test_cancel_during_the_knowledge_phase_shows_cancelled(research_web, page, tmp_path):
-    slow = yaml.safe_load(RULES.read_text())
-    slow["latency_ms"] = 700           # every answer takes its time: room to cancel
-    rules = tmp_path / "slow.rules.yaml"
-    rules.write_text(yaml.safe_dump(slow))
-    live = await research_web(rules)
+    live = await research_web(slowed(tmp_path, 700))
     session_id = await ask(page, live, "tent wind?")
     await page.locator("[data-phase=question][data-status=completed]").wait_for(timeout=60_000)
     await page.locator("[data-phase=knowledge][data-status=started]").wait_for()

@@ -140,6 +140,7 @@ export function RunPage({ id }: { id: string }) {
     try {
       const answer = await api<any>("POST", `/api/runs/${encodeURIComponent(id)}/cancel`);
       setStatus(answer.status);
+      if (status !== "running") setRound((r) => r + 1);    // a waiting run: its last events
     } catch (err) {
       setError((err as Error).message);
     }
@@ -228,13 +229,22 @@ function tokensOf(calls: Call[]): string | null {
 }
 
 function apply(blocks: Record<string, Live>, event: RunEvent): void {
+  if (event.type === "run_finished" && event.status === "cancelled") {
+    // a run cancelled while it waited gets no block events: its waiting blocks end here
+    for (const block of Object.values(blocks)) {
+      if (block.state === "waiting") { block.state = "cancelled"; block.reason = "the run was cancelled"; }
+    }
+  }
   const id = event.block_id;
   if (!id) return;
   const block = (blocks[id] ??= { state: "pending", calls: [] });
-  let state = STATE_OF[event.type];
+  const state = STATE_OF[event.type];
   // blocks after a waiting one are skipped "for now": they run when it is resumed
-  if (state === "skipped" && String(event.reason ?? "").includes("when the run is resumed")) {
-    state = "pending";
+  const after = /^waiting for '([^']+)'.*when the run is resumed/.exec(String(event.reason ?? ""));
+  if (state === "skipped" && after) {
+    block.state = "pending";
+    block.reason = `after ${after[1]}`;
+    return;
   }
   if (state) {
     block.state = state;
