@@ -134,3 +134,20 @@ async def test_cancel_during_the_knowledge_phase_shows_cancelled(research_web, p
     async with live.client("alice") as alice:
         status = (await alice.get(f"/agent-workflow/{session_id}")).json()
     assert status["status"] == "cancelled" and list(status["phases"]) == ["question"]
+
+
+async def test_the_research_websocket_is_allowed_by_the_content_security_policy(
+        research_web, browser):
+    live = await research_web(RULES)
+    context = await browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = await context.new_page()
+    messages: list[str] = []
+    page.on("console", lambda message: messages.append(message.text))
+    page.on("pageerror", lambda error: messages.append(str(error)))
+    try:
+        await ask(page, live, "tent wind?")
+        await page.locator("[aria-label='Session status'] .status-succeeded").wait_for(
+            timeout=60_000)
+    finally:
+        await context.close()
+    assert not [m for m in messages if "Content Security Policy" in m or "Refused" in m], messages
