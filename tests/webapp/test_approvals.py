@@ -121,3 +121,18 @@ async def test_cancel_a_waiting_run_from_the_run_view(web, page):
     assert await page.get_by_role("button", name="Approve").count() == 0
     async with web.client("alice") as alice:
         assert (await alice.get(f"/api/runs/{run_id}")).json()["status"] == "cancelled"
+
+
+async def test_a_decision_made_elsewhere_shows_up_live(web, page):
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", json=REFUND)
+        assert saved.status_code == 201, saved.text
+    await sign_in(page, web)
+    run_id = await start_and_wait(page, web)
+    async with web.client("alice") as alice:          # the CLI, another tab...
+        decided = await alice.post(f"/api/runs/{run_id}/approvals/manager",
+                                   json={"decision": "approve", "comment": "from the API"})
+        assert decided.status_code == 202, decided.text
+    await page.locator("[aria-label='Run status'] .status-succeeded").wait_for()
+    await page.locator("[data-block-id=paid][data-state=succeeded]").wait_for()
+    await page.get_by_label("Decision").get_by_text("from the API").wait_for()

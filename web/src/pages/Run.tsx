@@ -17,8 +17,10 @@ const STATE_OF: Record<string, BlockState> = {
   block_skipped: "skipped", block_cancelled: "cancelled", block_waiting: "waiting",
 };
 
-/** Run statuses after which no event comes until someone decides or time passes. */
-const STOPPED = new Set(["succeeded", "failed", "cancelled", "waiting"]);
+/** Run statuses after which no event comes.  A `waiting` run is not one: the
+ * view keeps following it, so a decision made elsewhere (another tab, the CLI)
+ * or a wait that comes due shows up live. */
+const ENDED = new Set(["succeeded", "failed", "cancelled"]);
 
 interface Call { call: number; request?: any; response?: any; error?: string; model?: string; streamed: string }
 interface Approval { message?: string; data?: unknown; timeout_at?: number | null }
@@ -26,6 +28,7 @@ interface Decided { decision?: string; by?: string | null; at?: string; comment?
 interface Live {
   state: BlockState; reason?: string; started?: number; finished?: number;
   output?: unknown; error?: string; calls: Call[]; approval?: Approval; decided?: Decided;
+  resumeAt?: number | null;
 }
 
 export function RunPage({ id }: { id: string }) {
@@ -104,7 +107,7 @@ export function RunPage({ id }: { id: string }) {
             const detail = await refresh();
             const more = await api<{ events: RunEvent[] }>(
               "GET", `/api/runs/${encodeURIComponent(id)}/events?after=${last.current}`);
-            if (STOPPED.has(detail.status) && !more.events.length) finished = true;
+            if (ENDED.has(detail.status) && !more.events.length) finished = true;
             else attempt = -1;        // the run went on (resumed): follow it
             continue;
           }
@@ -174,6 +177,8 @@ export function RunPage({ id }: { id: string }) {
               <h2>{graph?.nodes.find((n) => n.id === selected)?.name ?? selected}
                 {" "}<StatusBadge status={chosen.state} /></h2>
               {chosen.reason && <p>Reason: {chosen.reason}</p>}
+              {chosen.state === "waiting" && chosen.resumeAt ?
+                <p>Resumes at {new Date(chosen.resumeAt * 1000).toISOString()}.</p> : null}
               {graph?.nodes.find((n) => n.id === selected)?.type === "approval" &&
                 <ApprovalPanel runId={id} blockId={selected} live={chosen} stored={stored}
                                runStatus={status}
@@ -257,6 +262,7 @@ function apply(blocks: Record<string, Live>, event: RunEvent): void {
     if (event.reason) block.reason = String(event.reason);
     if (event.error) block.error = typeof event.error === "string" ? event.error : JSON.stringify(event.error);
     if ("output" in event) block.output = event.output;
+    if (event.type === "block_waiting") block.resumeAt = event.resume_at ?? null;
     return;
   }
   if (event.type === "approval_requested") {
