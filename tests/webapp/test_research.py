@@ -106,7 +106,11 @@ async def test_the_three_phases_complete_in_order_with_their_results(research_we
         "Pass 2: question_improvement_confidence 0.90"]
     knowledge_result = await page.get_by_label("Knowledge base result").text_content()
     assert "deadman anchors" in knowledge_result
-    assert "deadman anchors" in await page.get_by_label("Final answer").text_content()
+    answer = page.get_by_role("region", name="Answer", exact=True)
+    assert "bury the stakes horizontally as deadman anchors" in \
+        await answer.get_by_role("paragraph").first.text_content()
+    assert await answer.get_by_role("list", name="Sources").get_by_role("link").all_text_contents() \
+        == ["https://trail-guide.example.net/pitching-a-tent-in-wind"]
     assert await page.locator("#research-progress").get_attribute("value") == "100"
     assert await serious_violations(page) == []
     await shot(page, "40-research-complete")

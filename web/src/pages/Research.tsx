@@ -165,6 +165,7 @@ function SessionView({ id }: { id: string }) {
       {session.answer !== undefined && (
         <section aria-label="Answer">
           <h2>Answer</h2>
+          <AnswerText answer={session.answer} />
           <Json label="Final answer" value={session.answer} />
         </section>
       )}
@@ -212,4 +213,24 @@ function apply(current: Session, event: any): Session {
     if (phase && phase.status !== "completed") phase.status = "failed";
   }
   return next;
+}
+
+/** The answer's text and its sources, when the report has them. */
+function AnswerText({ answer }: { answer: unknown }) {
+  const report = (answer && typeof answer === "object" ? answer : {}) as
+    { answer?: unknown; sources?: unknown };
+  if (typeof report.answer !== "string") return null;
+  const sources = Array.isArray(report.sources) ? report.sources.map(String) : [];
+  return (
+    <div className="answer-text">
+      <p>{report.answer}</p>
+      {sources.length > 0 && <>
+        <h3>Sources</h3>
+        <ul aria-label="Sources">{sources.map((source) => <li key={source}>
+          {/^https?:\/\//.test(source)
+            ? <a href={source} rel="noreferrer noopener" target="_blank">{source}</a> : source}</li>)}
+        </ul>
+      </>}
+    </div>
+  );
 }
