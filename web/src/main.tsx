@@ -1,5 +1,5 @@
 // The flowforge web app: sign-in, workflows, a workflow's graph and editor,
-// the run form, a run's live view and the run history.
+// the run form, a run's live view and the run history, chat, knowledge, research.
 import { StrictMode, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
@@ -15,6 +15,7 @@ import { History } from "./pages/History";
 import { Compare } from "./pages/Compare";
 import { Chat } from "./pages/Chat";
 import { KnowledgeBase, KnowledgeList } from "./pages/Knowledge";
+import { Research } from "./pages/Research";
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
   let params;
@@ -29,6 +30,8 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if ((params = match("/knowledge/:name", path))) return <KnowledgeBase key={params.name} name={params.name} />;
   if (path === "/chat") return <Chat key="new" sessionId={null} />;
   if ((params = match("/chat/:id", path))) return <Chat key={params.id} sessionId={params.id} />;
+  if (path === "/research") return <Research sessionId={null} />;
+  if ((params = match("/research/:id", path))) return <Research sessionId={params.id} />;
   if (path === "/runs/compare") return <Compare a={query.get("a") ?? ""} b={query.get("b") ?? ""} />;
   if ((params = match("/runs/:id", path))) return <RunPage key={params.id} id={params.id} />;
   return <main><h1>Not found</h1><p role="alert">There is no page at {path}.</p></main>;
@@ -61,6 +64,7 @@ function App() {
           <Link to="/runs">Runs</Link>
           <Link to="/chat">Chat</Link>
           <Link to="/knowledge">Knowledge</Link>
+          <Link to="/research">Research</Link>
           <a href="/docs">API</a>
           <Me />
           <button type="button" className="link" onClick={() => { setApiKey(null); navigate("/signin"); }}>

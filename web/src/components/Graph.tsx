@@ -8,7 +8,7 @@ import {
 } from "@xyflow/react";
 import { layout, type WorkflowGraph } from "../layout";
 
-export type BlockState = "waiting" | "running" | "succeeded" | "failed" | "skipped" | "cancelled";
+export type BlockState = "pending" | "waiting" | "running" | "succeeded" | "failed" | "skipped" | "cancelled";
 
 interface BlockData extends Record<string, unknown> {
   label: string;
@@ -79,6 +79,10 @@ export function Graph(props: {
     selected: node.id === selected,
     ariaLabel: `${node.name} (${node.type})${states?.[node.id] ? `, ${states[node.id].state}` : ""}`,
     style: { width, height },
+    // the layout fixes each block's size: saying so keeps React Flow from treating
+    // the fresh node objects of every state change as unmeasured (hidden until a
+    // re-measure that a quick second change can swallow)
+    measured: { width, height },
     data: {
       label: node.name, blockType: node.type, blockId: node.id, container: node.container,
       state: states?.[node.id]?.state, reason: states?.[node.id]?.reason,

@@ -10,7 +10,7 @@ interface RunRow {
   created_at?: string; started_at?: string; finished_at?: string; error?: string;
 }
 
-const STATUSES = ["", "running", "succeeded", "failed", "cancelled"];
+const STATUSES = ["", "queued", "running", "waiting", "succeeded", "failed", "cancelled"];
 
 export function History({ query }: { query: URLSearchParams }) {
   const workflow = query.get("workflow") ?? "";
