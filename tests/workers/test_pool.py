@@ -194,3 +194,20 @@ asyncio.run(main())
 async def test_work_on_an_ended_or_unknown_run_does_nothing(tmp_path):
     url = f"sqlite:///{tmp_path / 'x.db'}"
     assert await work("nope", url) == "ended"
+
+
+async def test_a_queued_run_taken_by_a_worker_that_died_is_reaped(pool, tmp_path):
+    """A worker killed between taking a run's lease and starting it leaves the run
+    `queued` with a lease (its message waits out the broker's visibility timeout):
+    the reaper gives it to a live worker once the lease lapses."""
+    log = tmp_path / "steps.log"
+    storage = storage_from_url(pool.database)
+    await storage.open()
+    try:
+        run_id = await enqueue(chain(2, 0.02, log), storage=storage, queue="nobody-listens")
+        assert await storage.claim_run(run_id, "gone-host:1:dead", -1.0)   # taken, lapsed
+        pool.start()
+        row = await wait_for(storage, run_id, ended, timeout=60)
+    finally:
+        await storage.close()
+    assert row["status"] == "succeeded"

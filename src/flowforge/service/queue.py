@@ -189,13 +189,18 @@ async def work(run_id: str, database: str | None = None) -> str:
 
 async def reap(database: str | None = None, *, broker: str | None = None,
                queue: str | None = None, limit: int = 200) -> list[str]:
-    """Enqueue the runs no process runs any more (running, lease expired or its
-    process gone): the ids sent.  Duplicates are harmless: the lease decides."""
+    """Enqueue the runs no process runs any more (running, or queued and taken,
+    with the lease expired or its process gone): the ids sent.  Duplicates are
+    harmless: the lease decides."""
     app = celery_app(broker)
     queue = queue or default_queue()
     sent = []
     async with open_storage(database) as storage:
-        rows = await storage.list_runs(status="running", limit=limit)
+        # a queued run whose lease is set was taken by a worker that died before it
+        # started it (its message waits out the broker's visibility timeout)
+        rows = await storage.list_runs(status="running", limit=limit) + [
+            row for row in await storage.list_runs(status="queued", limit=limit)
+            if row.get("lease_owner")]
         now = time.time()
         for row in rows:
             expired = (row.get("lease_expires_at") or 0) < now
