@@ -56,6 +56,7 @@ class Workers:
         self.env = {**os.environ, "FLOWFORGE_BROKER_URL": broker,
                     "FLOWFORGE_DATABASE_URL": database, "FLOWFORGE_QUEUE": queue,
                     "FLOWFORGE_LEASE_SECONDS": str(lease),
+                    "FLOWFORGE_QUEUE_VISIBILITY": "10",
                     "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{folder / 'kb.db'}"}
         self.processes: list[subprocess.Popen] = []
 

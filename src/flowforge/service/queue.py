@@ -16,10 +16,11 @@ How a run travels:
   they happen, so SSE and WebSocket clients of any server see them.
 - Cancel is the row's cancel mark, seen by the worker within `poll_interval`.
 - A worker killed at any point: Celery redelivers the message (`acks_late`,
-  `reject_on_worker_lost`) and every worker's reaper enqueues runs whose lease
-  has expired; the next worker resumes from the checkpoints, so what
-  succeeded never runs again.  Takeover takes at most the lease (15 s) plus
-  the reaper's period.
+  `reject_on_worker_lost`; a whole worker lost with the messages it had taken:
+  after the broker's visibility timeout, `visibility_timeout()`), and every
+  worker's reaper enqueues runs whose lease has expired; the next worker
+  resumes from the checkpoints, so what succeeded never runs again.  Takeover
+  of a started run takes at most the lease (15 s) plus the reaper's period.
 """
 
 from __future__ import annotations
@@ -62,6 +63,19 @@ class QueueError(FlowforgeError):
     """The worker pool cannot be used as asked (no broker configured, a bad URL)."""
 
 
+def visibility_timeout() -> float:
+    """Seconds after which a message a worker took and never acknowledged goes back
+    to the queue (FLOWFORGE_QUEUE_VISIBILITY, default 60).  A whole worker killed
+    with the messages it had taken is recovered this way; a run still running
+    when its message comes back is not run twice: the copy finds the lease held
+    and is dropped."""
+    try:
+        value = float(os.environ.get("FLOWFORGE_QUEUE_VISIBILITY") or 60.0)
+    except ValueError:
+        return 60.0
+    return value if value >= 1.0 else 60.0
+
+
 def broker_url(url: str | None = None) -> str:
     found = url or os.environ.get(BROKER_ENV)
     if not found:
@@ -89,7 +103,7 @@ def celery_app(url: str | None = None) -> Any:
         task_default_queue=default_queue(), task_ignore_result=True,
         task_serializer="json", accept_content=["json"],
         broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
-        broker_transport_options={"visibility_timeout": 3600})
+        broker_transport_options={"visibility_timeout": visibility_timeout()})
     app.task(name=TASK_NAME, bind=True, ignore_result=True)(_run_task)
     return app
 
