@@ -103,7 +103,11 @@ def celery_app(url: str | None = None) -> Any:
         task_default_queue=default_queue(), task_ignore_result=True,
         task_serializer="json", accept_content=["json"],
         broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
-        broker_transport_options={"visibility_timeout": visibility_timeout()})
+        # unacknowledged messages are looked for every 5 s (Kombu's default sweep is
+        # every ~100 s), so a lost worker's runs come back after the visibility timeout
+        broker_transport_options={"visibility_timeout": visibility_timeout(),
+                                  "unacked_restore_interval": 5,
+                                  "unacked_restore_throttle": 1})
     app.task(name=TASK_NAME, bind=True, ignore_result=True)(_run_task)
     return app
 
