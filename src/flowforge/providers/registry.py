@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 from flowforge.errors import ProviderError
 from flowforge.providers.base import Provider
 
-__all__ = ["PROVIDER_KEY_VARIABLES", "ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
+__all__ = ["PROVIDER_KEY_VARIABLES", "provider_keys_in", "ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
            "DEFAULT_MODEL", "clear_provider_cache", "key_variables"]
 
 DEFAULT_MODEL = "local/smollm2"
@@ -120,3 +120,12 @@ PROVIDER_KEY_VARIABLES = frozenset({
     "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
     "OPENROUTER_API_KEY", "AZURE_OPENAI_API_KEY", "REPLICATE_API_TOKEN", "PERPLEXITY_API_KEY",
     "TAVILY_API_KEY", "BRAVE_API_KEY"})
+
+
+def provider_keys_in(environ: Mapping[str, str]) -> dict[str, str]:
+    """The provider keys among `environ` (the fixed names, and every
+    `OPENAI_COMPATIBLE_<SERVER>_API_KEY`): what a server, or a worker running its
+    runs, shares when the administrator says so."""
+    return {name: value for name, value in environ.items()
+            if name in PROVIDER_KEY_VARIABLES or (
+                name.startswith("OPENAI_COMPATIBLE_") and name.endswith("_API_KEY"))}

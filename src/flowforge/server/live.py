@@ -172,14 +172,12 @@ class LiveRuns:
         """Runs still marked `running` whose process is gone (its lease lapsed, or
         it was a process of this host that no longer exists): after a crash or a
         restart they are resumed here from their checkpoints, never left running."""
-        from flowforge.service.cancel import lease_holder_alive
+        from flowforge.service.cancel import lease_lapsed
 
         now = time.time()
         return [row["run_id"] for row in await self.storage.list_runs(status="running",
                                                                       limit=limit)
-                if row["run_id"] not in self.handles and (
-                    (row.get("lease_expires_at") or 0) < now
-                    or lease_holder_alive(row.get("lease_owner")) is False)]
+                if row["run_id"] not in self.handles and lease_lapsed(row, now)]
 
     async def run_options(self, user: dict[str, Any], services: dict[str, Any] | None = None
                           ) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from flowforge.providers.registry import PROVIDER_KEY_VARIABLES
+from flowforge.providers.registry import provider_keys_in
 
 __all__ = ["ServerSettings"]
 
@@ -95,6 +95,4 @@ class ServerSettings:
         """The provider key variables of this process, when the administrator shares them."""
         if not self.share_provider_keys:
             return {}
-        return {name: value for name, value in os.environ.items()
-                if name in PROVIDER_KEY_VARIABLES or (
-                    name.startswith("OPENAI_COMPATIBLE_") and name.endswith("_API_KEY"))}
+        return provider_keys_in(os.environ)

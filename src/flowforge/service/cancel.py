@@ -30,7 +30,7 @@ from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
 __all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run",
-           "PROCESS", "LEASE_SECONDS", "lease_holder_alive", "process_id"]
+           "PROCESS", "LEASE_SECONDS", "lease_holder_alive", "lease_lapsed", "process_id"]
 
 def _this_process() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -82,6 +82,14 @@ def lease_holder_alive(owner: str | None) -> bool | None:
     except PermissionError:
         return True
     return True
+
+def lease_lapsed(row: dict[str, Any], now: float | None = None) -> bool:
+    """Whether no process runs this run any more: its lease expired (or was never
+    set), or its holder was a process of this host that no longer exists."""
+    now = time.time() if now is None else now
+    return (row.get("lease_expires_at") or 0) < now or \
+        lease_holder_alive(row.get("lease_owner")) is False
+
 
 log = logging.getLogger("flowforge.cancel")
 

@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Any
 
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
-from flowforge.service.cancel import lease_holder_alive, process_id
+from flowforge.service.cancel import lease_lapsed, process_id
 from flowforge.service.loading import load
 from flowforge.service.resuming import resume
 from flowforge.service.runs import RunStateError, open_storage
@@ -189,9 +189,8 @@ async def work(run_id: str, database: str | None = None) -> str:
         services = {"files_root": how.get("files_root")} if how.get("files_root") else None
         keys = None
         if how.get("share_provider_keys"):       # the keys of this worker's environment
-            from flowforge.providers.registry import PROVIDER_KEY_VARIABLES
-            keys = {name: value for name, value in os.environ.items()
-                    if name in PROVIDER_KEY_VARIABLES}
+            from flowforge.providers.registry import provider_keys_in
+            keys = provider_keys_in(os.environ)
         try:
             await resume(run_id, storage=storage, model=how.get("model"), services=services,
                          policy=policy, **({"provider_keys": keys} if keys else {}))
@@ -221,8 +220,7 @@ async def reap(database: str | None = None, *, broker: str | None = None,
             if row.get("lease_owner")]
         now = time.time()
         for row in rows:
-            expired = (row.get("lease_expires_at") or 0) < now
-            if expired or lease_holder_alive(row.get("lease_owner")) is False:
+            if lease_lapsed(row, now):
                 app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue)
                 sent.append(row["run_id"])
     return sent
