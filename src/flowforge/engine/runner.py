@@ -17,13 +17,13 @@ import asyncio
 import inspect
 import os
 import time
-import secrets as _random
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from flowforge.blocks.base import ChildOutcome
 from flowforge.engine.context import RunContext
 from flowforge.engine.events import EventBus
+from flowforge.engine.ids import new_run_id
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
@@ -108,7 +108,7 @@ class Run:
                  ) -> None:
         self.workflow = workflow
         self.doc = workflow.doc
-        self.run_id = run_id or _random.token_hex(16)
+        self.run_id = run_id or new_run_id()
         self.raw_inputs = dict(inputs) if inputs else {}
         if isinstance(user, str):
             user = {"id": user}

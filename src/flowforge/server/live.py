@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import Any, Awaitable, Callable
 
 import httpx
 
 from flowforge.blocks._budget import BudgetLimit
+from flowforge.engine.ids import new_run_id
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
@@ -77,7 +77,7 @@ class LiveRuns:
         webhook = webhook or compiled.doc.webhook
         if webhook:
             await self.check_webhook(webhook)
-        run_id = run_id or uuid.uuid4().hex
+        run_id = run_id or new_run_id()
         if self.settings.workers == "celery":
             if run_secrets or services and set(services) - {"files_root",
                                                              "sandbox_isolated_only"}:

@@ -33,6 +33,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
+from flowforge.engine.ids import new_run_id
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 from flowforge.service.cancel import lease_lapsed, process_id
 from flowforge.service.loading import load
@@ -125,8 +126,6 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   workflow_version: int | None = None,
                   share_provider_keys: bool = False, budget: Any = None) -> str:
     """Store the run as `queued` and hand it to the pool; its id."""
-    import uuid
-
     from flowforge.engine.inputs import validate_inputs
 
     app = celery_app(broker)
@@ -135,7 +134,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
     check_policy(compiled, policy, model_override=model)
     validate_inputs(compiled.doc.inputs, inputs or {})
     user_id = (user.get("id") if isinstance(user, dict) else user) or "default"
-    run_id = run_id or uuid.uuid4().hex
+    run_id = run_id or new_run_id()
     async with open_storage(storage) as opened:
         if opened is None:
             raise QueueError("a queued run needs the run storage (workers read it): give a "

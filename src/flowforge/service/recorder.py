@@ -1,12 +1,13 @@
 """Persisting a run as it happens: a subscriber of the event bus.
 
 Every event goes to the event log, and every block event also updates that
-block's row (its checkpoint: status, inputs, output, error, timing), in one
-transaction per batch.  Writes are batched by a single writer task so a
-burst of events costs one commit and the scheduler never waits on the disk;
-`close()` drains what is left, so a run's record is complete when the run
-returns, however it ended.  Consumers that must only see stored events (the
-server's SSE) register `on_stored` callbacks.
+block's row (its checkpoint: status, inputs, output, error, timing), stored
+together.  The events of one loop turn are handed to storage as one write,
+after the turn, so the scheduler never waits on the disk and no task is kept
+per run (SQLite then commits every run's writes of that turn at once);
+`close()` waits for the last write, so a run's record is complete when the
+run returns, however it ended.  Consumers that must only see stored events
+(the server's SSE) read them from storage (`Storage.follow_events`).
 
 Environment variables are never written: the values of variables the
 workflow's templates read are replaced by `***` before anything is stored.
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 from flowforge.storage.base import Storage
 
-__all__ = ["Recorder", "redactor"]
+__all__ = ["Recorder", "checkpoints", "redactor"]
 
 _BLOCK_STATUS = {"block_started": "running", "block_succeeded": "succeeded",
                  "block_failed": "failed", "block_skipped": "skipped",
@@ -57,65 +58,70 @@ class Recorder:
         self.run_id = run_id
         self.redact = redact
         self.pending: list[dict] = []
-        self.on_stored: list[Callable[[list[dict]], None]] = []
         self.error: BaseException | None = None
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        self._loop = asyncio.get_running_loop()
+        self._last: asyncio.Future | None = None      # the newest write handed over
 
     def __call__(self, event: dict) -> None:
-        """The bus subscriber: O(1), never blocks."""
+        """The bus subscriber: O(1), never blocks; the events of one loop turn
+        are handed to storage together, after the turn."""
+        if not self.pending:
+            self._loop.call_soon(self._submit)
         self.pending.append(event)
-        self._wake.set()
 
-    async def _write_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self.pending:
-                batch, self.pending = self.pending, []
-                await self._write(batch)
-            if self._closing:
-                return
-
-    async def _write(self, batch: list[dict]) -> None:
-        events = [self.redact(event) for event in batch]
-        blocks: dict[tuple[str, str], dict] = {}
-        for event in events:
-            status = _BLOCK_STATUS.get(event["type"])
-            if status is None or event.get("resumed"):
-                continue            # a checkpoint restored on resume keeps its row (and times)
-            key = (event.get("scope") or "", event["block_id"])
-            row = blocks.setdefault(key, {"scope": key[0], "block_id": key[1]})
-            row["status"] = status
-            if event.get("block_type"):
-                row["type"] = event["block_type"]
-            if status == "running":
-                row["inputs"] = event.get("inputs")
-                row["started_at"] = event["time"]
-            else:
-                row["finished_at"] = event["time"]
-                if status == "succeeded":
-                    row["output"] = event.get("output")
-                    row["duration_ms"] = event.get("duration_ms")
-                elif status == "failed":
-                    row["error"] = event.get("error")
-                else:
-                    row["reason"] = event.get("reason")
-                    if status == "waiting":         # the state to resume from
-                        row["output"] = event.get("output")
-        try:
-            await self.storage.record(self.run_id, events, list(blocks.values()))
-        except Exception as exc:  # noqa: BLE001 - kept, reported by close()
-            self.error = exc
+    def _submit(self) -> None:
+        batch, self.pending = self.pending, []
+        if not batch:
             return
-        for callback in list(self.on_stored):
-            callback(events)
+        try:
+            events = [self.redact(event) for event in batch]
+            write = self.storage.record_later(self.run_id, events, checkpoints(events),
+                                              after=self._last)
+        except Exception as exc:  # noqa: BLE001 - kept, reported by close()
+            self.error = self.error or exc
+            return
+        write.add_done_callback(self._stored)
+        self._last = write
+
+    def _stored(self, write: asyncio.Future) -> None:
+        if not write.cancelled() and write.exception() is not None and self.error is None:
+            self.error = write.exception()
 
     async def close(self) -> None:
-        """Store everything still pending; raises the first storage error seen."""
-        self._closing = True
-        self._wake.set()
-        await self._writer
+        """Store everything still pending; raises the first storage error seen.
+        Writes are stored in order, so the last one done means all are."""
+        self._submit()
+        if self._last is not None:
+            await asyncio.wait([self._last])
         if self.error is not None:
             raise self.error
+
+
+def checkpoints(events: list[dict]) -> list[dict]:
+    """The block rows these events change: each block's status, inputs, output,
+    error and times (its checkpoint), merged per block."""
+    blocks: dict[tuple[str, str], dict] = {}
+    for event in events:
+        status = _BLOCK_STATUS.get(event["type"])
+        if status is None or event.get("resumed"):
+            continue            # a checkpoint restored on resume keeps its row (and times)
+        key = (event.get("scope") or "", event["block_id"])
+        row = blocks.setdefault(key, {"scope": key[0], "block_id": key[1]})
+        row["status"] = status
+        if event.get("block_type"):
+            row["type"] = event["block_type"]
+        if status == "running":
+            row["inputs"] = event.get("inputs")
+            row["started_at"] = event["time"]
+        else:
+            row["finished_at"] = event["time"]
+            if status == "succeeded":
+                row["output"] = event.get("output")
+                row["duration_ms"] = event.get("duration_ms")
+            elif status == "failed":
+                row["error"] = event.get("error")
+            else:
+                row["reason"] = event.get("reason")
+                if status == "waiting":         # the state to resume from
+                    row["output"] = event.get("output")
+    return list(blocks.values())

@@ -14,11 +14,11 @@ on the pool.
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from flowforge.engine.ids import new_run_id
 from flowforge.errors import FlowforgeError
 from flowforge.service.runs import open_storage
 from flowforge.workflow.loader import document_from_data
@@ -82,7 +82,7 @@ async def fire_due(database: Any = None, *, now: float | None = None,
                 fire_at = due_time(trigger.cron, trigger.timezone, now)
                 if now - fire_at > GRACE:
                     continue
-                run_id = uuid.uuid4().hex
+                run_id = new_run_id()
                 if not await storage.claim_firing(stored["owner"], stored["workflow_id"],
                                                   index, fire_at, run_id):
                     continue                        # another scheduler fired it

@@ -208,6 +208,19 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
         """Append events and upsert block rows in one transaction: a block's
         checkpoint and the event announcing it are stored together or not at all."""
 
+    def record_later(self, run_id: str, events: list[dict[str, Any]],
+                     blocks: list[dict[str, Any]], *, after: Any = None) -> asyncio.Future:
+        """`record` without waiting: the future is done once stored (or failed).
+        Stored after `after`, an earlier `record_later` future of the same run, so
+        a block's later checkpoint never lands before its earlier one.  Back ends
+        that commit in call order override this without a task per write."""
+        async def write() -> None:
+            if after is not None:
+                await asyncio.wait([after])       # its failure is its own
+            await self.record(run_id, events, blocks)
+
+        return asyncio.ensure_future(write())
+
     @abc.abstractmethod
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         """Events with seq > after_seq, in order."""

@@ -12,7 +12,6 @@ conformance suite does to give every test an empty database.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -29,6 +28,7 @@ from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
                                     USER_FIELDS, AlreadyExists, Migration, Storage,
                                     conflicting_events)
+from flowforge.storage.encoding import dumps as _dumps, loads as _loads, same_json
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 
 __all__ = ["PostgresStorage"]
@@ -36,17 +36,6 @@ __all__ = ["PostgresStorage"]
 _JSON_RUN = {"inputs", "outputs", "usage", "memory", "document", "budget"}
 _JSON_BLOCK = {"inputs", "output"}
 _MIGRATION_LOCK = 0x666C6F77   # "flow": one advisory lock id for schema changes
-
-
-def _dumps(value: Any) -> str | None:
-    if value is None:
-        return None
-    # PostgreSQL text cannot hold NUL; JSON escapes it as \u0000 anyway.
-    return json.dumps(value, default=str, ensure_ascii=False).replace("\x00", "\\u0000")
-
-
-def _loads(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
 
 
 def _split_url(url: str) -> tuple[str, int]:
@@ -251,7 +240,7 @@ class PostgresStorage(Storage):
                                 "seq = ANY(%s)", (run_id, [r[1] for r in rows]))
                             stored = dict(await cursor.fetchall())
                             clash = [r[1] for r in rows
-                                     if stored.get(r[1]) not in (None, r[5])]
+                                     if r[1] in stored and not same_json(stored[r[1]], r[5])]
                             if clash:
                                 raise StorageError(conflicting_events(run_id, clash))
                     if blocks:
@@ -271,7 +260,7 @@ class PostgresStorage(Storage):
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND seq > %s "
                                  "ORDER BY seq", (run_id, after_seq))
-        return [json.loads(row["data"]) for row in rows]
+        return [_loads(row["data"]) for row in rows]
 
     async def get_blocks(self, run_id: str) -> list[dict[str, Any]]:
         rows = await self._fetch(f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks "
@@ -285,7 +274,7 @@ class PostgresStorage(Storage):
     async def get_memory(self, user_id: str, keys: list[str] | None = None) -> dict[str, Any]:
         rows = await self._fetch("SELECT key, value FROM memory WHERE user_id = %s "
                                  "ORDER BY key", (user_id,))
-        values = {row["key"]: json.loads(row["value"]) for row in rows}
+        values = {row["key"]: _loads(row["value"]) for row in rows}
         if keys is not None:
             values = {k: v for k, v in values.items() if k in keys}
         return values

@@ -10,30 +10,23 @@ hop to a thread.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
                                     USER_FIELDS, AlreadyExists, Migration, Storage,
                                     conflicting_events)
+from flowforge.storage.encoding import dumps as _dumps, loads as _loads, same_json
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
+from flowforge.storage.wal import Checkpointer
 
 __all__ = ["SQLiteStorage"]
 
 _JSON_RUN = {"inputs", "outputs", "usage", "memory", "document", "budget"}
 _JSON_BLOCK = {"inputs", "output"}
-
-
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _loads(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
 
 
 class SQLiteStorage(Storage):
@@ -42,10 +35,9 @@ class SQLiteStorage(Storage):
         self.url = f"sqlite:///{self.path}"
         self.migrations = migrations or SQLITE_MIGRATIONS
         self.db: sqlite3.Connection | None = None
-        # Run writes of one loop turn, committed together (see `_grouped`):
-        # (write, its future, what it does for messages, run id to notify or None).
-        self._batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future, str,
-                                str | None]] = []
+        # Run writes of one loop turn, committed together (see `_grouped`).
+        self._batch: list[_Write] = []
+        self._checkpointer: Checkpointer | None = None
 
     # -- lifecycle ---------------------------------------------------------------
     async def open(self) -> None:
@@ -62,6 +54,9 @@ class SQLiteStorage(Storage):
             db.row_factory = sqlite3.Row
             self.db = db
             self._migrate()
+            if self.path != ":memory:":
+                db.execute("PRAGMA wal_autocheckpoint=0")     # a thread does it (wal.py)
+                self._checkpointer = Checkpointer(self.path)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"cannot open the database {self.path}: {exc} "
                                f"(set FLOWFORGE_DATABASE_URL to use another file)") from None
@@ -88,6 +83,9 @@ class SQLiteStorage(Storage):
                 raise
 
     async def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         if self.db is not None:
             self.db.close()
             self.db = None
@@ -155,94 +153,86 @@ class SQLiteStorage(Storage):
     # -- events and blocks ---------------------------------------------------------
     async def record(self, run_id: str, events: list[dict[str, Any]],
                      blocks: list[dict[str, Any]]) -> None:
-        await self._grouped(lambda db: self._write_one(db, run_id, events, blocks),
-                            f"record run {run_id}", notify=run_id)
+        await self.record_later(run_id, events, blocks)
+
+    def record_later(self, run_id: str, events: list[dict[str, Any]],
+                     blocks: list[dict[str, Any]], *, after: Any = None) -> asyncio.Future:
+        """Joins this loop turn's transaction; writes commit in call order, so
+        `after` is stored first by construction."""
+        return self._join(_Write(None, f"record run {run_id}", run_id, run_id, events, blocks))
 
     # -- group commit ----------------------------------------------------------------
-    async def _grouped(self, write: Callable[[sqlite3.Connection], Any], what: str,
-                       notify: str | None = None) -> None:
-        """Run `write` in the transaction shared by every run write of this loop
+    async def _grouped(self, apply: Callable[[sqlite3.Connection], Any], what: str) -> None:
+        """Run `apply` in the transaction shared by every run write of this loop
         turn (a commit costs far more than its rows: 500 concurrent runs made
-        ~3,000 commits a second).  Returns once it is committed.  Each write is
-        still stored whole or not at all: a failed group is retried write by
-        write, so one run's bad data never fails another's."""
+        ~3,000 commits a second).  Returns once it is committed."""
+        await self._join(_Write(apply, what))
+
+    def _join(self, write: _Write) -> asyncio.Future:
+        """Each write is still stored whole or not at all: a failed group is
+        retried write by write, so one run's bad data never fails another's."""
         self._conn()
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._batch.append((write, future, what, notify))
+        write.future = loop.create_future()
+        self._batch.append(write)
         if len(self._batch) == 1:
             loop.call_soon(self._flush)
-        await future
+        return write.future
 
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
         try:
-            self._commit([write for write, _, _, _ in batch])
+            self._commit(batch)
             errors: list[Exception | None] = [None] * len(batch)
+            if self._checkpointer is not None:
+                self._checkpointer.wrote(self._conn())
         except Exception as exc:  # noqa: BLE001 - isolate the failing write
-            errors = [exc] if len(batch) == 1 else [self._alone(write) for write, *_ in batch]
-        for (_, future, what, notify), error in zip(batch, errors):
-            if error is None and notify is not None:
-                self._notify(notify)
-            if future.done():
+            errors = [exc] if len(batch) == 1 else [self._alone(write) for write in batch]
+        for write, error in zip(batch, errors):
+            if error is None and write.notify is not None:
+                self._notify(write.notify)
+            if write.future.done():
                 continue
             if error is None:
-                future.set_result(None)
+                write.future.set_result(None)
             else:
-                future.set_exception(StorageError(f"could not {what}: {error}"))
+                write.future.set_exception(StorageError(f"could not {write.what}: {error}"))
 
-    def _alone(self, write: Callable[[sqlite3.Connection], Any]) -> Exception | None:
+    def _alone(self, write: _Write) -> Exception | None:
         try:
             self._commit([write])
         except Exception as exc:  # noqa: BLE001 - handed to that write's caller
             return exc
         return None
 
-    def _commit(self, writes: list[Callable[[sqlite3.Connection], Any]]) -> None:
+    def _commit(self, writes: list[_Write]) -> None:
+        """One transaction; the events and block rows of consecutive records go
+        in one statement each (a statement per record cost more than its rows)."""
         db = self._conn()
         db.execute("BEGIN IMMEDIATE")
         try:
+            events: list[tuple] = []
+            blocks: list[list[Any]] = []
             for write in writes:
-                write(db)
+                if write.apply is None:
+                    events.extend((write.run_id, e["seq"], e["type"], e.get("block_id"),
+                                   e.get("time"), _dumps(e)) for e in write.events)
+                    blocks.extend(_block_row(write.run_id, b) for b in write.blocks)
+                    continue
+                _store_rows(db, events, blocks)       # what came before goes first
+                events, blocks = [], []
+                write.apply(db)
+            _store_rows(db, events, blocks)
             db.execute("COMMIT")
         except Exception:
             db.execute("ROLLBACK")
             raise
 
-    @staticmethod
-    def _write_one(db: sqlite3.Connection, run_id: str, events: list[dict[str, Any]],
-                   blocks: list[dict[str, Any]]) -> None:
-        if events:
-            rows = [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"), _dumps(e))
-                    for e in events]
-            inserted = db.executemany(
-                "INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
-                "VALUES (?, ?, ?, ?, ?, ?)", rows).rowcount
-            if inserted != len(rows):
-                # A replay of stored events is fine; another event under a stored seq
-                # is two processes writing one run: an error, never silently dropped.
-                marks = ", ".join("?" * len(rows))
-                stored = dict(db.execute(
-                    f"SELECT seq, data FROM run_events WHERE run_id = ? AND seq IN ({marks})",
-                    (run_id, *(r[1] for r in rows))).fetchall())
-                clash = [r[1] for r in rows if stored.get(r[1]) not in (None, r[5])]
-                if clash:
-                    raise StorageError(conflicting_events(run_id, clash))
-        if blocks:
-            placeholders = ", ".join("?" * len(BLOCK_FIELDS))
-            updates = ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
-                                for f in BLOCK_FIELDS if f not in ("run_id", "scope",
-                                                                   "block_id"))
-            db.executemany(
-                f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) VALUES ({placeholders}) "
-                f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET {updates}",
-                [_block_row(run_id, b) for b in blocks])
-
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = self._conn().execute(
             "SELECT data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq",
             (run_id, after_seq)).fetchall()
-        return [json.loads(row[0]) for row in rows]
+        return [_loads(row[0]) for row in rows]
 
     async def get_blocks(self, run_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute(
@@ -260,7 +250,7 @@ class SQLiteStorage(Storage):
     async def get_memory(self, user_id: str, keys: list[str] | None = None) -> dict[str, Any]:
         rows = self._conn().execute("SELECT key, value FROM memory WHERE user_id = ? "
                                     "ORDER BY key", (user_id,)).fetchall()
-        values = {row[0]: json.loads(row[1]) for row in rows}
+        values = {row[0]: _loads(row[1]) for row in rows}
         if keys is not None:
             values = {k: v for k, v in values.items() if k in keys}
         return values
@@ -401,6 +391,51 @@ class SQLiteStorage(Storage):
             f"SELECT {', '.join(DELIVERY_FIELDS)} FROM webhook_deliveries WHERE run_id = ? "
             "ORDER BY attempt", (run_id,)).fetchall()
         return [{**dict(row), "succeeded": bool(row["succeeded"])} for row in rows]
+
+
+class _Write:
+    """One write waiting for its loop turn's transaction: a statement to apply,
+    or a run's events and block checkpoints (merged with the others')."""
+
+    __slots__ = ("apply", "what", "notify", "run_id", "events", "blocks", "future")
+
+    def __init__(self, apply: Callable[[sqlite3.Connection], Any] | None, what: str,
+                 notify: str | None = None, run_id: str = "",
+                 events: Sequence[dict[str, Any]] = (),
+                 blocks: Sequence[dict[str, Any]] = ()) -> None:
+        self.apply, self.what, self.notify = apply, what, notify
+        self.run_id, self.events, self.blocks = run_id, events, blocks
+        self.future: asyncio.Future | None = None
+
+
+_INSERT_EVENTS = ("INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
+                  "VALUES (?, ?, ?, ?, ?, ?)")
+_UPSERT_BLOCKS = (
+    f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) "
+    f"VALUES ({', '.join('?' * len(BLOCK_FIELDS))}) "
+    f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET "
+    + ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
+                for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id")))
+
+
+def _store_rows(db: sqlite3.Connection, events: list[tuple], blocks: list[list[Any]]) -> None:
+    if events and db.executemany(_INSERT_EVENTS, events).rowcount != len(events):
+        # A replay of stored events is fine; another event under a stored seq
+        # is two processes writing one run: an error, never silently dropped.
+        by_run: dict[str, list[tuple]] = {}
+        for row in events:
+            by_run.setdefault(row[0], []).append(row)
+        for run_id, rows in by_run.items():
+            marks = ", ".join("?" * len(rows))
+            stored = dict(db.execute(
+                f"SELECT seq, data FROM run_events WHERE run_id = ? AND seq IN ({marks})",
+                (run_id, *(r[1] for r in rows))).fetchall())
+            clash = [r[1] for r in rows
+                     if r[1] in stored and not same_json(stored[r[1]], r[5])]
+            if clash:
+                raise StorageError(conflicting_events(run_id, clash))
+    if blocks:
+        db.executemany(_UPSERT_BLOCKS, blocks)
 
 
 def _block_row(run_id: str, block: dict[str, Any]) -> list[Any]:

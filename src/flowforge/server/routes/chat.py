@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from flowforge.engine.ids import new_run_id
 from flowforge.server.auth import CurrentUser
 from flowforge.server.errors import ApiError, error_body
 from flowforge.service.chat import ChatError, ask, delete_session, get_session, list_sessions
@@ -108,7 +108,7 @@ async def query(request: Request, body: ChatQuery, user: CurrentUser) -> dict[st
 async def query_stream(request: Request, body: ChatQuery, user: CurrentUser
                        ) -> EventSourceResponse:
     storage = request.app.state.storage
-    run_id = uuid.uuid4().hex
+    run_id = new_run_id()
     task = asyncio.create_task(_ask(request, user, body, run_id=run_id))
 
     async def events() -> Any:
