@@ -355,6 +355,23 @@ async def test_runs_recording_at_once_are_each_stored_and_one_failure_fails_only
     assert await storage.get_events("no-such-run") == []
 
 
+async def test_an_event_stored_by_an_older_encoder_replays_without_a_conflict(storage):
+    # Resuming replays stored events; text written with other spacing is the same event.
+    import json
+
+    await storage.create_run(_run("r1"))
+    event = _event(1, "run_started", note="é")
+    await storage.record("r1", [event], [])
+    older = json.dumps(event, ensure_ascii=True, indent=1)
+    await storage._sql_change("UPDATE run_events SET data = " +
+                              ("?" if storage.url.startswith("sqlite") else "%s") +
+                              " WHERE run_id = 'r1'", (older,))
+    await storage.record("r1", [event], [])                     # a replay: fine
+    with pytest.raises(StorageError, match="r1"):
+        await storage.record("r1", [_event(1, "run_started", note="other")], [])
+    assert await storage.get_events("r1") == [event]
+
+
 # -- cancel requests ------------------------------------------------------------------------------
 
 async def test_a_cancel_request_is_seen_through_another_connection(storage, storage_url):

@@ -1,7 +1,7 @@
 """PostgreSQL back end for a shared service: `postgresql://user@host:port/db`.
 
-psycopg 3 in async mode with a connection pool, so many concurrent runs
-record their events without queueing behind one connection.  Migrations run
+psycopg 3 in async mode with a connection pool; the runs' writes are
+committed in groups (`postgres_writes.py`).  Migrations run
 under an advisory lock, so several servers starting at once apply each step
 exactly once.  JSON is stored as text, exactly as SQLite stores it (see
 `migrations.POSTGRES_MIGRATIONS`).  A URL option `?pool_max=N` sizes the pool
@@ -26,10 +26,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
-                                    USER_FIELDS, AlreadyExists, Migration, Storage,
-                                    conflicting_events)
-from flowforge.storage.encoding import dumps as _dumps, loads as _loads, same_json
+                                    USER_FIELDS, AlreadyExists, Migration, Storage)
+from flowforge.storage.encoding import dumps as _dumps, loads as _loads
+from flowforge.storage.grouping import Write
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
+from flowforge.storage.postgres_writes import CHANNEL, PostgresGroupWriter
 
 __all__ = ["PostgresStorage"]
 
@@ -58,10 +59,6 @@ def _split_url(url: str) -> tuple[str, int]:
     return urlunsplit(parts._replace(query=urlencode(kept))), pool_max
 
 
-#: NOTIFY channel: the payload is the id of a run that has new events.
-_CHANNEL = "flowforge_runs"
-
-
 class PostgresStorage(Storage):
     def __init__(self, url: str, migrations: list[Migration] | None = None) -> None:
         self.url = url
@@ -69,6 +66,7 @@ class PostgresStorage(Storage):
         self.migrations = migrations or POSTGRES_MIGRATIONS
         self.pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task | None = None      # LISTEN for other processes' events
+        self._writer = PostgresGroupWriter(self._pool, self._notify)
 
     # -- lifecycle ---------------------------------------------------------------
     async def open(self) -> None:
@@ -110,6 +108,7 @@ class PostgresStorage(Storage):
                                        (migration.name, time.time()))
 
     async def close(self) -> None:
+        await self._writer.close()
         if self._listener is not None:
             self._listener.cancel()
             try:
@@ -130,7 +129,7 @@ class PostgresStorage(Storage):
             return
         try:
             conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
-            await conn.execute(f"LISTEN {_CHANNEL}")
+            await conn.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error:
             return                                       # polling still works
         self._listener = asyncio.get_running_loop().create_task(
@@ -174,9 +173,8 @@ class PostgresStorage(Storage):
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
         row = [(_dumps(run.get(f)) if f in _JSON_RUN else run.get(f)) for f in RUN_FIELDS]
-        await self._execute(
-            f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES "
-            f"({', '.join(['%s'] * len(row))})", row)
+        await self._writer.join(Write(None, f"create run {run.get('run_id')}",
+                                      run_id=row[0], run_row=row))
 
     async def update_run(self, run_id: str, **fields: Any) -> None:
         unknown = set(fields) - set(RUN_FIELDS)
@@ -184,11 +182,10 @@ class PostgresStorage(Storage):
             raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
         if not fields:
             return
-        names = list(fields)
+        names = tuple(fields)
         values = [(_dumps(fields[n]) if n in _JSON_RUN else fields[n]) for n in names]
-        await self._execute(
-            f"UPDATE runs SET {', '.join(f'{n} = %s' for n in names)} WHERE run_id = %s",
-            [*values, run_id])
+        await self._writer.join(Write(None, f"update run {run_id}", run_id=run_id,
+                                      update=(names, values)))
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = await self._fetchone(f"SELECT {', '.join(RUN_FIELDS)} FROM runs "
@@ -221,41 +218,14 @@ class PostgresStorage(Storage):
     # -- events and blocks ---------------------------------------------------------
     async def record(self, run_id: str, events: list[dict[str, Any]],
                      blocks: list[dict[str, Any]]) -> None:
-        try:
-            async with self._pool().connection() as conn:
-                async with conn.transaction():
-                    cursor = conn.cursor()
-                    # Delivered at commit, to every process LISTENing (followers).
-                    await cursor.execute("SELECT pg_notify(%s, %s)", (_CHANNEL, run_id))
-                    if events:
-                        rows = [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"),
-                                 _dumps(e)) for e in events]
-                        await cursor.executemany(
-                            "INSERT INTO run_events (run_id, seq, type, block_id, time, data) "
-                            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
-                        if cursor.rowcount != len(rows):
-                            # A replay is fine; other content under a stored seq is refused.
-                            await cursor.execute(
-                                "SELECT seq, data FROM run_events WHERE run_id = %s AND "
-                                "seq = ANY(%s)", (run_id, [r[1] for r in rows]))
-                            stored = dict(await cursor.fetchall())
-                            clash = [r[1] for r in rows
-                                     if r[1] in stored and not same_json(stored[r[1]], r[5])]
-                            if clash:
-                                raise StorageError(conflicting_events(run_id, clash))
-                    if blocks:
-                        placeholders = ", ".join(["%s"] * len(BLOCK_FIELDS))
-                        updates = ", ".join(
-                            f"{f} = COALESCE(EXCLUDED.{f}, run_blocks.{f})"
-                            for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id"))
-                        await cursor.executemany(
-                            f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) VALUES "
-                            f"({placeholders}) ON CONFLICT (run_id, scope, block_id) "
-                            f"DO UPDATE SET {updates}",
-                            [_block_row(run_id, b) for b in blocks])
-        except psycopg.Error as exc:
-            raise StorageError(f"could not record run {run_id}: {exc}") from exc
-        self._notify(run_id)
+        await self.record_later(run_id, events, blocks)
+
+    def record_later(self, run_id: str, events: list[dict[str, Any]],
+                     blocks: list[dict[str, Any]], *, after: Any = None) -> asyncio.Future:
+        """Joins the next group; groups commit one after the other, in order, so
+        `after` is stored first by construction."""
+        return self._writer.join(Write(None, f"record run {run_id}", run_id, run_id,
+                                       events, blocks))
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND seq > %s "
@@ -399,13 +369,6 @@ class PostgresStorage(Storage):
         return await self._fetch(f"SELECT {', '.join(DELIVERY_FIELDS)} FROM "
                                  f"webhook_deliveries WHERE run_id = %s ORDER BY attempt",
                                  (run_id,))
-
-
-def _block_row(run_id: str, block: dict[str, Any]) -> list[Any]:
-    row = [_dumps(block.get(f)) if f in _JSON_BLOCK else block.get(f) for f in BLOCK_FIELDS]
-    row[0] = run_id
-    row[1] = block.get("scope") or ""
-    return row
 
 
 def _run_row(row: dict[str, Any]) -> dict[str, Any]:

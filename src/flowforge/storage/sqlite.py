@@ -3,8 +3,9 @@
 WAL mode with `synchronous=NORMAL`: readers never block the writer, several
 `flowforge` processes can share the file, and a commit does not fsync (a
 power cut may lose the last commits, never corrupt the file).  Calls run
-inline on the event loop: a local insert costs microseconds, less than a
-hop to a thread.
+inline on the event loop (a local query costs microseconds, less than a hop
+to a thread); the runs' writes are committed in groups (`sqlite_writes.py`),
+the log's checkpoints on a thread (`wal.py`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import asyncio
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
-                                    USER_FIELDS, AlreadyExists, Migration, Storage,
-                                    conflicting_events)
-from flowforge.storage.encoding import dumps as _dumps, loads as _loads, same_json
+                                    USER_FIELDS, AlreadyExists, Migration, Storage)
+from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
+from flowforge.storage.grouping import Write
+from flowforge.storage.sqlite_writes import GroupWriter
 from flowforge.storage.wal import Checkpointer
 
 __all__ = ["SQLiteStorage"]
@@ -35,8 +37,8 @@ class SQLiteStorage(Storage):
         self.url = f"sqlite:///{self.path}"
         self.migrations = migrations or SQLITE_MIGRATIONS
         self.db: sqlite3.Connection | None = None
-        # Run writes of one loop turn, committed together (see `_grouped`).
-        self._batch: list[_Write] = []
+        # Run writes of one loop turn, committed together (sqlite_writes.py).
+        self._writer = GroupWriter(self._conn, self._notify, self._committed)
         self._checkpointer: Checkpointer | None = None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -82,7 +84,13 @@ class SQLiteStorage(Storage):
                 db.execute("ROLLBACK")
                 raise
 
+    def _committed(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.wrote(self._conn())
+
     async def close(self) -> None:
+        if self.db is not None:
+            self._writer.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
@@ -104,8 +112,8 @@ class SQLiteStorage(Storage):
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
         row = [(_dumps(run.get(f)) if f in _JSON_RUN else run.get(f)) for f in RUN_FIELDS]
-        sql = f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(row))})"
-        await self._grouped(lambda db: db.execute(sql, row), f"create run {run.get('run_id')}")
+        await self._join(Write(None, f"create run {run.get('run_id')}", run_id=row[0],
+                               run_row=row))
 
     async def update_run(self, run_id: str, **fields: Any) -> None:
         unknown = set(fields) - set(RUN_FIELDS)
@@ -113,11 +121,10 @@ class SQLiteStorage(Storage):
             raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
         if not fields:
             return
-        names = list(fields)
+        names = tuple(fields)
         values = [(_dumps(fields[n]) if n in _JSON_RUN else fields[n]) for n in names]
-        sql = f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)} WHERE run_id = ?"
-        await self._grouped(lambda db: db.execute(sql, [*values, run_id]),
-                            f"update run {run_id}")
+        await self._join(Write(None, f"update run {run_id}", run_id=run_id,
+                               update=(names, values)))
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -159,74 +166,12 @@ class SQLiteStorage(Storage):
                      blocks: list[dict[str, Any]], *, after: Any = None) -> asyncio.Future:
         """Joins this loop turn's transaction; writes commit in call order, so
         `after` is stored first by construction."""
-        return self._join(_Write(None, f"record run {run_id}", run_id, run_id, events, blocks))
+        return self._join(Write(None, f"record run {run_id}", run_id, run_id, events, blocks))
 
-    # -- group commit ----------------------------------------------------------------
-    async def _grouped(self, apply: Callable[[sqlite3.Connection], Any], what: str) -> None:
-        """Run `apply` in the transaction shared by every run write of this loop
-        turn (a commit costs far more than its rows: 500 concurrent runs made
-        ~3,000 commits a second).  Returns once it is committed."""
-        await self._join(_Write(apply, what))
-
-    def _join(self, write: _Write) -> asyncio.Future:
-        """Each write is still stored whole or not at all: a failed group is
-        retried write by write, so one run's bad data never fails another's."""
+    # -- group commit (sqlite_writes.py) ----------------------------------------------
+    def _join(self, write: Write) -> asyncio.Future:
         self._conn()
-        loop = asyncio.get_running_loop()
-        write.future = loop.create_future()
-        self._batch.append(write)
-        if len(self._batch) == 1:
-            loop.call_soon(self._flush)
-        return write.future
-
-    def _flush(self) -> None:
-        batch, self._batch = self._batch, []
-        try:
-            self._commit(batch)
-            errors: list[Exception | None] = [None] * len(batch)
-            if self._checkpointer is not None:
-                self._checkpointer.wrote(self._conn())
-        except Exception as exc:  # noqa: BLE001 - isolate the failing write
-            errors = [exc] if len(batch) == 1 else [self._alone(write) for write in batch]
-        for write, error in zip(batch, errors):
-            if error is None and write.notify is not None:
-                self._notify(write.notify)
-            if write.future.done():
-                continue
-            if error is None:
-                write.future.set_result(None)
-            else:
-                write.future.set_exception(StorageError(f"could not {write.what}: {error}"))
-
-    def _alone(self, write: _Write) -> Exception | None:
-        try:
-            self._commit([write])
-        except Exception as exc:  # noqa: BLE001 - handed to that write's caller
-            return exc
-        return None
-
-    def _commit(self, writes: list[_Write]) -> None:
-        """One transaction; the events and block rows of consecutive records go
-        in one statement each (a statement per record cost more than its rows)."""
-        db = self._conn()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            events: list[tuple] = []
-            blocks: list[list[Any]] = []
-            for write in writes:
-                if write.apply is None:
-                    events.extend((write.run_id, e["seq"], e["type"], e.get("block_id"),
-                                   e.get("time"), _dumps(e)) for e in write.events)
-                    blocks.extend(_block_row(write.run_id, b) for b in write.blocks)
-                    continue
-                _store_rows(db, events, blocks)       # what came before goes first
-                events, blocks = [], []
-                write.apply(db)
-            _store_rows(db, events, blocks)
-            db.execute("COMMIT")
-        except Exception:
-            db.execute("ROLLBACK")
-            raise
+        return self._writer.join(write)
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = self._conn().execute(
@@ -391,58 +336,6 @@ class SQLiteStorage(Storage):
             f"SELECT {', '.join(DELIVERY_FIELDS)} FROM webhook_deliveries WHERE run_id = ? "
             "ORDER BY attempt", (run_id,)).fetchall()
         return [{**dict(row), "succeeded": bool(row["succeeded"])} for row in rows]
-
-
-class _Write:
-    """One write waiting for its loop turn's transaction: a statement to apply,
-    or a run's events and block checkpoints (merged with the others')."""
-
-    __slots__ = ("apply", "what", "notify", "run_id", "events", "blocks", "future")
-
-    def __init__(self, apply: Callable[[sqlite3.Connection], Any] | None, what: str,
-                 notify: str | None = None, run_id: str = "",
-                 events: Sequence[dict[str, Any]] = (),
-                 blocks: Sequence[dict[str, Any]] = ()) -> None:
-        self.apply, self.what, self.notify = apply, what, notify
-        self.run_id, self.events, self.blocks = run_id, events, blocks
-        self.future: asyncio.Future | None = None
-
-
-_INSERT_EVENTS = ("INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
-                  "VALUES (?, ?, ?, ?, ?, ?)")
-_UPSERT_BLOCKS = (
-    f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) "
-    f"VALUES ({', '.join('?' * len(BLOCK_FIELDS))}) "
-    f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET "
-    + ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
-                for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id")))
-
-
-def _store_rows(db: sqlite3.Connection, events: list[tuple], blocks: list[list[Any]]) -> None:
-    if events and db.executemany(_INSERT_EVENTS, events).rowcount != len(events):
-        # A replay of stored events is fine; another event under a stored seq
-        # is two processes writing one run: an error, never silently dropped.
-        by_run: dict[str, list[tuple]] = {}
-        for row in events:
-            by_run.setdefault(row[0], []).append(row)
-        for run_id, rows in by_run.items():
-            marks = ", ".join("?" * len(rows))
-            stored = dict(db.execute(
-                f"SELECT seq, data FROM run_events WHERE run_id = ? AND seq IN ({marks})",
-                (run_id, *(r[1] for r in rows))).fetchall())
-            clash = [r[1] for r in rows
-                     if r[1] in stored and not same_json(stored[r[1]], r[5])]
-            if clash:
-                raise StorageError(conflicting_events(run_id, clash))
-    if blocks:
-        db.executemany(_UPSERT_BLOCKS, blocks)
-
-
-def _block_row(run_id: str, block: dict[str, Any]) -> list[Any]:
-    row = [_dumps(block.get(f)) if f in _JSON_BLOCK else block.get(f) for f in BLOCK_FIELDS]
-    row[0] = run_id
-    row[1] = block.get("scope") or ""
-    return row
 
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:

@@ -1,0 +1,118 @@
+"""Group commit for SQLite (the shared part: `grouping.py`).
+
+The group commits on the event loop's thread.  A writer thread with its own
+connection was tried and measured: SQLite releases Python's GIL for each
+row, and taking it back while the loop is busy costs up to a thread switch
+interval (5 ms), so 500 concurrent runs took longer, not shorter.  What does
+run on a thread is the log's checkpoint, one long call (`wal.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from functools import lru_cache
+from typing import Callable
+
+from flowforge.errors import StorageError
+from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
+from flowforge.storage.encoding import same_json
+from flowforge.storage.grouping import Statements, Step, Write, plan, settle
+
+__all__ = ["GroupWriter"]
+
+class GroupWriter:
+    """Gathers the writes of a loop turn and commits them after the turn."""
+
+    def __init__(self, connection: Callable[[], sqlite3.Connection],
+                 notify: Callable[[str], None], committed: Callable[[], None]) -> None:
+        """`notify(run_id)` wakes the run's followers; `committed()` after each group."""
+        self._connection, self._notify, self._committed = connection, notify, committed
+        self._batch: list[Write] = []
+
+    def join(self, write: Write) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        write.future = loop.create_future()
+        self._batch.append(write)
+        if len(self._batch) == 1:
+            loop.call_soon(self._flush)
+        return write.future
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        errors = commit_group(self._connection(), batch)
+        self._committed()
+        settle(batch, errors, self._notify)
+
+    def close(self) -> None:
+        """Commit what is gathered now (the storage is closing)."""
+        self._flush()
+
+
+def commit_group(db: sqlite3.Connection, batch: list[Write]) -> list[Exception | None]:
+    """Commit `batch` in one transaction; on failure, each write alone.  The
+    error of each write (None: stored)."""
+    try:
+        _commit(db, plan(batch, _SQL))
+        return [None] * len(batch)
+    except Exception as exc:  # noqa: BLE001 - isolate the failing write
+        if len(batch) == 1:
+            return [exc]
+    errors: list[Exception | None] = []
+    for write in batch:
+        try:
+            _commit(db, plan([write], _SQL))
+            errors.append(None)
+        except Exception as exc:  # noqa: BLE001 - handed to that write's caller
+            errors.append(exc)
+    return errors
+
+
+def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for step in steps:
+            if callable(step):
+                step(db)
+                continue
+            sql, rows, check = step
+            inserted = db.executemany(sql, rows).rowcount
+            if check and inserted != len(rows):
+                _check_replays(db, rows)
+        db.execute("COMMIT")
+    except Exception:
+        db.execute("ROLLBACK")
+        raise
+
+
+_SQL = Statements(
+    insert_runs=(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) "
+                 f"VALUES ({', '.join('?' * len(RUN_FIELDS))})"),
+    insert_events=("INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
+                   "VALUES (?, ?, ?, ?, ?, ?)"),
+    upsert_blocks=(
+        f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) "
+        f"VALUES ({', '.join('?' * len(BLOCK_FIELDS))}) "
+        f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET "
+        + ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
+                    for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id"))),
+    update_runs=lru_cache(maxsize=64)(
+        lambda names: f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)} WHERE run_id = ?"))
+
+
+def _check_replays(db: sqlite3.Connection, events: list[tuple]) -> None:
+    """A replay of stored events is fine; another event under a stored seq is
+    two processes writing one run: an error, never silently dropped."""
+    by_run: dict[str, list[tuple]] = {}
+    for row in events:
+        by_run.setdefault(row[0], []).append(row)
+    for run_id, rows in by_run.items():
+        marks = ", ".join("?" * len(rows))
+        stored = dict(db.execute(
+            f"SELECT seq, data FROM run_events WHERE run_id = ? AND seq IN ({marks})",
+            (run_id, *(r[1] for r in rows))).fetchall())
+        clash = [r[1] for r in rows if r[1] in stored and not same_json(stored[r[1]], r[5])]
+        if clash:
+            raise StorageError(conflicting_events(run_id, clash))

@@ -1,0 +1,81 @@
+"""SQLite's group commit (storage/sqlite_writes.py): the writes of one loop turn
+share a transaction and one statement per table, yet each is stored as if alone
+and in the order it was made.  (PostgreSQL commits each write by itself, on
+connections of a pool, so writes made at once there have no order to keep.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from flowforge.errors import StorageError
+from flowforge.storage.sqlite import SQLiteStorage
+
+
+@pytest.fixture
+async def storage(tmp_path):
+    store = SQLiteStorage(tmp_path / "flowforge.db")
+    await store.open()
+    yield store
+    await store.close()
+
+
+def _run(run_id: str, **extra):
+    return {"run_id": run_id, "workflow_id": "wf", "status": extra.pop("status", "running"),
+            "created_at": time.time(), **extra}
+
+
+def _event(seq: int, kind: str = "progress", **data):
+    return {"seq": seq, "type": kind, "run_id": "r", "time": 1000.0 + seq, **data}
+
+
+async def test_writes_made_in_one_moment_are_stored_in_the_order_they_were_made(storage):
+    # A run created, recorded and finished in one loop turn (SQLite stores the
+    # turn's writes together, one statement per table): the later write wins.
+    await asyncio.gather(
+        storage.create_run(_run("r1", status="queued")),
+        storage.record("r1", [_event(1, "run_started")], [{"block_id": "a", "status": "running"}]),
+        storage.update_run("r1", status="running", error="first"),
+        storage.record("r1", [_event(2)], [{"block_id": "a", "status": "succeeded",
+                                            "output": {"n": 1}}]),
+        storage.update_run("r1", status="succeeded", error=None, outputs={"n": 1}),
+        storage.create_run(_run("r2")),
+        storage.update_run("r2", status="failed", error="boom"))
+    first, second = await storage.get_run("r1"), await storage.get_run("r2")
+    assert (first["status"], first["error"], first["outputs"]) == ("succeeded", None, {"n": 1})
+    assert (second["status"], second["error"]) == ("failed", "boom")
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2]
+    [block] = await storage.get_blocks("r1")
+    assert (block["status"], block["output"]) == ("succeeded", {"n": 1})
+
+
+async def test_a_bad_write_in_a_group_fails_alone_and_the_others_keep_their_order(storage):
+    await storage.create_run(_run("r1"))
+    results = await asyncio.gather(
+        storage.update_run("r1", status="running", error="first"),
+        storage.record("missing", [_event(1)], []),              # no run row: refused
+        storage.update_run("r1", status="succeeded", error=None),
+        return_exceptions=True)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], StorageError) and "missing" in str(results[1])
+    assert (await storage.get_run("r1"))["status"] == "succeeded"
+
+
+async def test_the_log_is_checkpointed_by_a_thread_not_by_commits(storage, tmp_path):
+    # The loop's connection never checkpoints (a commit would stall every run
+    # while pages are copied); the thread copies the log into the database file.
+    assert storage._conn().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    database = tmp_path / "flowforge.db"
+    before = database.stat().st_size
+    for index in range(30):
+        await asyncio.gather(*(storage.create_run(_run(f"r{index}-{n}", document={"x": "y" * 300}))
+                               for n in range(400)))
+        await asyncio.sleep(0.01)
+    for _ in range(200):                          # the thread works beside the loop
+        if database.stat().st_size > before + 1_000_000:
+            break
+        await asyncio.sleep(0.05)
+    assert database.stat().st_size > before + 1_000_000, "nothing was checkpointed"
+    assert len(await storage.list_runs(limit=20_000)) == 12_000
