@@ -27,12 +27,16 @@ _BLOCK_STATUS = {"block_started": "running", "block_succeeded": "succeeded",
                  "block_cancelled": "cancelled", "block_waiting": "waiting"}
 
 
+def _same(data: Any) -> Any:
+    return data
+
+
 def redactor(secrets: Iterable[str]) -> Callable[[Any], Any]:
     """A function replacing every secret value inside nested data by `***`."""
     values = sorted({s for s in secrets if isinstance(s, str) and len(s) >= 4},
                     key=len, reverse=True)
     if not values:
-        return lambda data: data
+        return _same
 
     def clean(data: Any) -> Any:
         if isinstance(data, str):
@@ -53,14 +57,14 @@ class Recorder:
     """Writes one run's events and block checkpoints to storage."""
 
     def __init__(self, storage: Storage, run_id: str,
-                 redact: Callable[[Any], Any] = lambda data: data) -> None:
+                 redact: Callable[[Any], Any] | None = None) -> None:
         self.storage = storage
         self.run_id = run_id
-        self.redact = redact
+        self.redact = redact or _same
         self.pending: list[dict] = []
         self.error: BaseException | None = None
         self._loop = asyncio.get_running_loop()
-        self._last: asyncio.Future | None = None      # the newest write handed over
+        self._writes: list[asyncio.Future] = []     # handed to storage, in order
 
     def __call__(self, event: dict) -> None:
         """The bus subscriber: O(1), never blocks; the events of one loop turn
@@ -73,26 +77,41 @@ class Recorder:
         batch, self.pending = self.pending, []
         if not batch:
             return
+        redact = self.redact
+        events = batch if redact is _same else [redact(event) for event in batch]
+        writes = self._writes
         try:
-            events = [self.redact(event) for event in batch]
             write = self.storage.record_later(self.run_id, events, checkpoints(events),
-                                              after=self._last)
+                                              after=writes[-1] if writes else None)
         except Exception as exc:  # noqa: BLE001 - kept, reported by close()
             self.error = self.error or exc
             return
-        write.add_done_callback(self._stored)
-        self._last = write
+        writes.append(write)
+        if len(writes) > 64:        # a long run: keep only what is not stored yet
+            self._collect()
 
-    def _stored(self, write: asyncio.Future) -> None:
-        if not write.cancelled() and write.exception() is not None and self.error is None:
-            self.error = write.exception()
+    def _collect(self) -> None:
+        """Note the first error of the writes that are done, and forget them
+        (no callback per write: that cost a loop step each)."""
+        waiting = []
+        for write in self._writes:
+            if not write.done():
+                waiting.append(write)
+            elif not write.cancelled() and write.exception() is not None \
+                    and self.error is None:
+                self.error = write.exception()
+        self._writes = waiting
 
     async def close(self) -> None:
-        """Store everything still pending; raises the first storage error seen.
-        Writes are stored in order, so the last one done means all are."""
+        """Store everything still pending; raises the first storage error seen."""
         self._submit()
-        if self._last is not None:
-            await asyncio.wait([self._last])
+        for write in self._writes:
+            if not write.done():
+                try:
+                    await write
+                except Exception:  # noqa: BLE001 - noted by _collect
+                    pass
+        self._collect()
         if self.error is not None:
             raise self.error
 

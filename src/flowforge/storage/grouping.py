@@ -103,9 +103,12 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
             flush_data()                 # a run's later data after its update
         if write.run_row is not None:
             runs.append(write.run_row)
-        events.extend((write.run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"),
-                       dumps(e)) for e in write.events)
-        blocks.extend(block_row(write.run_id, b) for b in write.blocks)
+        run_id = write.run_id
+        if write.events:
+            events += [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"), dumps(e))
+                       for e in write.events]
+        if write.blocks:
+            blocks += [block_row(run_id, b) for b in write.blocks]
     flush_data()
     return steps
 
