@@ -5,6 +5,8 @@ measured in the same process run on the same machine.
     .venv/bin/python bench/engine.py --s4-anatomy 6    # where S4's time goes, per round
     .venv/bin/python bench/engine.py --tracing         # S1 and S4 with tracing off and on
 
+S4 with every run recorded (SQLite, PostgreSQL) against S4 in memory: bench/durability.py.
+
 Scenarios (from the engine issue):
   S1  a chain of 500 no-op blocks: overhead per block, µs
   S2  100 parallel no-op async blocks joined by one: overhead per block, µs
@@ -27,7 +29,6 @@ import platform
 import random
 import statistics
 import sys
-import tempfile
 import time
 from typing import Any, Callable
 
@@ -274,18 +275,6 @@ async def measure(engine: Any, repeat: int) -> dict[str, Any]:
     out["s4_wall_over_ideal"] = round(statistics.median(
         [await timed(engine.s4) for _ in range(max(9, repeat))]) * 1000
         / (RUN_CHAIN * SLEEP_MS), 3)
-    if isinstance(engine, Flowforge):
-        # The same S4 with every run recorded in SQLite (durable runs, the CLI default).
-        from flowforge.storage.sqlite import SQLiteStorage
-
-        with tempfile.TemporaryDirectory() as folder:
-            storage = SQLiteStorage(os.path.join(folder, "bench.db"))
-            await storage.open()
-            await engine.s4(storage)
-            out["s4_wall_over_ideal_sqlite"] = round(statistics.median(
-                [await timed(lambda: engine.s4(storage)) for _ in range(max(1, repeat // 2))])
-                * 1000 / (RUN_CHAIN * SLEEP_MS), 3)
-            await storage.close()
     return out
 
 
