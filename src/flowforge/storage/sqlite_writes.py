@@ -42,8 +42,11 @@ class GroupWriter:
         batch, self._batch = self._batch, []
         if not batch:
             return
-        errors = commit_group(self._connection(), batch)
-        self._committed()
+        try:
+            errors = commit_group(self._connection(), batch)
+            self._committed()
+        except Exception as exc:  # noqa: BLE001 - closed meanwhile: every writer hears it
+            errors = [exc] * len(batch)
         settle(batch, errors, self._notify)
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ every `PERIOD` seconds whatever else was written.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 
@@ -35,6 +36,10 @@ class Checkpointer:
         self._due = threading.Event()
         self._stop = False
         self._counted = 0
+        self._start()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
         self._thread = threading.Thread(target=self._run, name="flowforge-wal-checkpoint",
                                         daemon=True)
         self._thread.start()
@@ -43,6 +48,8 @@ class Checkpointer:
         """Called after a commit on the writing connection (cheap: a counter)."""
         if db.total_changes - self._counted >= EVERY_ROWS:
             self._counted = db.total_changes
+            if self._pid != os.getpid():        # forked: the thread stayed behind
+                self._start()
             self._due.set()
 
     def _run(self) -> None:
