@@ -90,10 +90,12 @@ class PostgresGroupWriter:
         return errors
 
     async def _commit(self, steps: list[Step], batch: list[Write]) -> None:
+        """One transaction, its statements sent together (a pipeline): a round
+        trip per statement cost a turn of a busy event loop each."""
         notified = sorted({write.notify for write in batch if write.notify})
         async with self._pool().connection() as conn:
-            async with conn.transaction():
-                cursor = conn.cursor()
+            async with conn.pipeline() as pipeline, conn.transaction():
+                checks = []
                 for step in steps:
                     if callable(step):
                         await step(conn)
@@ -101,12 +103,17 @@ class PostgresGroupWriter:
                     sql, rows, check = step
                     if sql is _SQL.upsert_blocks:
                         rows = _merged(rows)
+                    cursor = conn.cursor()
                     await cursor.execute(sql, _columns(rows))
-                    if check and cursor.rowcount != len(rows):
-                        await _check_replays(cursor, rows)
+                    if check:
+                        checks.append((cursor, rows))
                 if notified:          # delivered at commit, to every process LISTENing
-                    await cursor.execute("SELECT pg_notify(%s, run_id) FROM unnest(%s::text[]) "
-                                         "AS run_id", (CHANNEL, notified))
+                    await conn.execute("SELECT pg_notify(%s, run_id) FROM unnest(%s::text[]) "
+                                       "AS run_id", (CHANNEL, notified))
+                await pipeline.sync()
+                for cursor, rows in checks:
+                    if cursor.rowcount != len(rows):
+                        await _check_replays(conn.cursor(), rows)
 
 
 async def _check_replays(cursor: Any, events: list[tuple]) -> None:
