@@ -43,3 +43,28 @@ async def test_several_processes_each_run_several_runs_at_once(pool, tmp_path):
     lines = await _run_all(pool, tmp_path, 4)
     assert [line[0] for line in lines] == ["start"] * 4 + ["end"] * 4, lines
     assert len({line[3] for line in lines}) == 2              # two processes, two each
+
+
+async def test_a_copy_of_a_message_for_a_run_this_process_runs_does_not_run_it_twice(
+        pool, tmp_path):
+    """Every run of a process holds the process's lease, so a second message for a
+    run the process is running (the reaper's, one back from a lost worker) must
+    be dropped by the process itself, not run beside the first."""
+    from flowforge.service.queue import TASK_NAME, celery_app
+
+    worker = pool.start(concurrency=4)
+    pool.wait_ready(worker)
+    log = tmp_path / "steps.log"
+    storage = storage_from_url(pool.database)
+    await storage.open()
+    try:
+        run_id = await enqueue(chain(3, 0.5, log), storage=storage, queue=pool.queue)
+        await wait_for(storage, run_id, lambda row: row["status"] == "running")
+        for _ in range(2):
+            celery_app().send_task(TASK_NAME, args=[run_id, pool.database], queue=pool.queue)
+        row = await wait_for(storage, run_id, ended, timeout=60)
+    finally:
+        await storage.close()
+    assert row["status"] == "succeeded"
+    ends = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("end")]
+    assert sorted(ends) == ["0", "1", "2"], ends

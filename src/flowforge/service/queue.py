@@ -174,6 +174,22 @@ async def work(run_id: str, database: str | Any = None) -> str:
     """Run (or resume) a stored run here (`database`: a URL or an open storage);
     what happened: `done`, `busy` (a live process holds its lease), `ended`
     (nothing to do) or `cancelled`."""
+    if run_id in _WORKING:
+        # A copy of its message (the reaper's, or one back from a lost worker) while
+        # this process runs it: the lease cannot tell, it is this process's own.
+        return "busy"
+    _WORKING.add(run_id)
+    try:
+        return await _work(run_id, database)
+    finally:
+        _WORKING.discard(run_id)
+
+
+#: The runs `work` is running in this process (many at once on its loop).
+_WORKING: set[str] = set()
+
+
+async def _work(run_id: str, database: str | Any) -> str:
     async with open_storage(database) as storage:
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("queued", "running"):
