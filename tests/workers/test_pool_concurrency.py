@@ -68,3 +68,22 @@ async def test_a_copy_of_a_message_for_a_run_this_process_runs_does_not_run_it_t
     assert row["status"] == "succeeded"
     ends = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("end")]
     assert sorted(ends) == ["0", "1", "2"], ends
+
+
+async def test_a_worker_process_that_dies_is_started_again(pool, tmp_path):
+    """`--processes 2`: a process killed (OOM, kill -9) is replaced by the
+    `flowforge worker` that started it, and runs go on."""
+    import os
+    import signal
+    from pathlib import Path
+
+    worker = pool.start(concurrency=2, processes=2)
+    pool.wait_ready(worker, processes=2)
+    children = Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()
+    assert len(children) == 2
+    os.kill(int(children[0]), signal.SIGKILL)
+    pool.wait_ready(worker, processes=3)              # a third process said it is ready
+    now = Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()
+    assert len(now) == 2 and children[0] not in now
+    lines = await _run_all(pool, tmp_path, 2)
+    assert {line[3] for line in lines} <= set(now)

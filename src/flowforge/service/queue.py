@@ -3,24 +3,29 @@ queue and the run storage (PostgreSQL across machines, SQLite on one) as the
 state.  No second engine: a worker runs a queued run with `resume`, the same
 code that finishes a run cut off by a crash.
 
-    FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 4
+    FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 16
     flowforge run flow.yaml --queue            # or `flowforge serve --workers celery`
 
 How a run travels:
 - `enqueue` checks the document and the user's grants, stores the run as
   `queued` with a `run_queued` event holding how it must run (model, whether
   it is trusted, files root: never a secret), and sends its id to the broker.
-- A worker takes the id, takes the run's lease (the compare-and-set on the
-  row that stops two processes from running one run), and runs it with
+- A worker takes the id (a thread of Celery's threads pool, which hands the
+  run to the process's one event loop, `process_loop`, and waits: many runs
+  at once per process), takes the run's lease (the compare-and-set on the
+  row that stops two processes from running one run; within a process,
+  `work` drops a second message for a run it is running), and runs it with
   `resume`: checkpointed blocks are not run again.  Its events are stored as
   they happen, so SSE and WebSocket clients of any server see them.
+- A run that waits (an approval, a long wait) frees the worker; when it is
+  decided or due it goes back to the queue (`requeue_waiting`).
 - Cancel is the row's cancel mark, seen by the worker within `poll_interval`.
-- A worker killed at any point: Celery redelivers the message (`acks_late`,
-  `reject_on_worker_lost`; a whole worker lost with the messages it had taken:
-  after the broker's visibility timeout, `visibility_timeout()`), and every
-  worker's reaper enqueues runs whose lease has expired; the next worker
-  resumes from the checkpoints, so what succeeded never runs again.  Takeover
-  of a started run takes at most the lease (15 s) plus the reaper's period.
+- A worker killed at any point: its messages were not acknowledged
+  (`acks_late`), so the broker gives them back after its visibility timeout
+  (`visibility_timeout()`), and every worker's reaper enqueues runs whose
+  lease has expired; the next worker resumes from the checkpoints, so what
+  succeeded never runs again.  Takeover of a started run takes at most the
+  lease (15 s) plus the reaper's period.
 """
 
 from __future__ import annotations
