@@ -143,3 +143,29 @@ async def test_a_worker_finishes_a_wait_without_a_server(pool, tmp_path):
     assert row["status"] == "succeeded"
     ran = pids(log)
     assert ran[1] == ran[0] == str(pool.workers[0].pid)
+
+
+async def test_a_decision_the_broker_cannot_take_leaves_the_run_waiting(tmp_path):
+    """The broker is down: the decision is refused with a message, the run still
+    waits, undecided, for a decision that can reach a worker."""
+    import flowforge
+    import pytest
+
+    from flowforge.service.queue import QueueError
+
+    database = f"sqlite:///{tmp_path / 'runs.db'}"
+    doc = {"id": "ask", "blocks": [{"id": "ok", "type": "approval",
+                                    "with": {"message": "Go?"}}]}
+    result = await flowforge.run(doc, storage=database)
+    assert result.status == "waiting"
+    storage = storage_from_url(database)
+    await storage.open()
+    try:
+        with pytest.raises(QueueError, match="broker could not be reached.*still waiting"):
+            await decide_on_pool(result.run_id, "ok", "approve", by="carol", storage=storage,
+                                 broker="redis://127.0.0.1:1/0")
+        assert (await storage.get_run(result.run_id))["status"] == "waiting"
+        block = [b for b in await storage.get_blocks(result.run_id) if b["block_id"] == "ok"]
+        assert "decision" not in (block[0]["output"] or {})
+    finally:
+        await storage.close()

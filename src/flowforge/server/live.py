@@ -121,10 +121,13 @@ class LiveRuns:
             raise ApiError(409, f"run '{run_id}' belongs to no known user: it cannot be "
                                 f"resumed on this server")
         if await self._on_pool(run_id):
-            from flowforge.service.queue import QueuedHandle, decide_on_pool
+            from flowforge.service.queue import QueuedHandle, QueueError, decide_on_pool
             events = await self.storage.get_events(run_id)
-            await decide_on_pool(run_id, block_id, decision, by=by["name"], comment=comment,
-                                 storage=self.storage)
+            try:
+                await decide_on_pool(run_id, block_id, decision, by=by["name"],
+                                     comment=comment, storage=self.storage)
+            except QueueError as exc:                   # the broker is down: still waiting
+                raise ApiError(503, str(exc)) from None
             queued = QueuedHandle(self.storage, run_id, events[-1]["seq"] if events else 0)
             self._track(queued, row.get("webhook"),  # type: ignore[arg-type]
                         owner["webhook_secret"])

@@ -284,8 +284,10 @@ async def requeue_waiting(storage: Any, run_id: str, *, broker: str | None = Non
     the decision is stored with the block's state, where the resumed block finds
     it, then its id goes to the queue it first ran on."""
     app = celery_app(broker)
-    if not await storage.queue_waiting(run_id):
+    before = await storage.get_run(run_id)
+    if before is None or not await storage.queue_waiting(run_id):
         return False
+    state = None
     if decision is not None:
         block_id, made = decision
         state = next((dict(b["output"] or {}) for b in await storage.get_blocks(run_id)
@@ -293,8 +295,16 @@ async def requeue_waiting(storage: Any, run_id: str, *, broker: str | None = Non
         await storage.record(run_id, [], [{"scope": "", "block_id": block_id,
                                            "output": {**state, "decision": made}}])
     how = await _how(storage, run_id)
-    app.send_task(TASK_NAME, args=[run_id, storage.url], queue=how.get("queue")
-                  or default_queue())
+    try:
+        app.send_task(TASK_NAME, args=[run_id, storage.url], queue=how.get("queue")
+                      or default_queue())
+    except Exception as exc:  # noqa: BLE001 - the broker is down: the run waits on
+        if decision is not None:
+            await storage.record(run_id, [], [{"scope": "", "block_id": decision[0],
+                                               "output": state}])
+        await storage.update_run(run_id, status="waiting", resume_at=before.get("resume_at"))
+        raise QueueError(f"run {run_id}: the broker could not be reached ({exc}); the run "
+                         f"is still waiting, try again") from None
     return True
 
 
