@@ -59,14 +59,19 @@ class Workers:
                     "FLOWFORGE_QUEUE_VISIBILITY": "10",
                     "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{folder / 'kb.db'}"}
         self.processes: list[subprocess.Popen] = []
+        self.expected = 0                   # Celery worker processes started
 
-    def start(self, concurrency: int = 1) -> subprocess.Popen:
+    def start(self, concurrency: int = 1, processes: int = 1) -> subprocess.Popen:
+        """`flowforge worker`: `processes` processes, `concurrency` runs at once each."""
+        log = open(self.folder / f"worker-{len(self.processes)}.log", "w")
         process = subprocess.Popen(
             [sys.executable, "-m", "flowforge.cli.main", "worker", "--concurrency",
-             str(concurrency), "--import", str(self.plugin)],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+             str(concurrency), "--processes", str(processes), "--import", str(self.plugin),
+             "--loglevel", "info"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         self.processes.append(process)
+        self.expected += processes
         return process
 
     def kill(self, process: subprocess.Popen) -> None:
@@ -85,8 +90,15 @@ class Workers:
                 except (ProcessLookupError, subprocess.TimeoutExpired):
                     self.kill(process)
 
-    def wait_ready(self, seconds: float = 3.0) -> None:
-        time.sleep(seconds)            # Celery connects, forks its pool
+    def wait_ready(self, seconds: float = 60.0) -> None:
+        """Until every Celery worker process started says it is ready."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            said = sum((self.folder / f"worker-{n}.log").read_text().count(" ready.")
+                       for n in range(len(self.processes)))
+            if said >= self.expected:
+                return
+            time.sleep(0.1)
 
 
 def pct(values: list[float], q: float) -> float:

@@ -122,7 +122,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--kills", type=int, default=100)
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--concurrency", type=int, default=2, help="Processes per worker.")
+    parser.add_argument("--concurrency", type=int, default=2, help="Runs at once per worker "
+                        "(one process each).")
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--every", type=float, default=2.0, help="Mean seconds between kills.")
     parser.add_argument("--lease", type=float, default=3.0)

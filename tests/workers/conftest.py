@@ -44,16 +44,31 @@ class Pool:
                     "FLOWFORGE_QUEUE": self.queue,
                     "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{folder / 'kb.db'}"}
 
-    def start(self, concurrency: int = 1) -> subprocess.Popen:
+    def start(self, concurrency: int = 1, processes: int = 1,
+              options: tuple[str, ...] = ()) -> subprocess.Popen:
+        """One more `flowforge worker`: `processes` processes running up to
+        `concurrency` runs at once each."""
         log = open(self.folder / f"worker-{len(self.workers)}.log", "w")
         worker = subprocess.Popen(
             [sys.executable, "-m", "flowforge.cli.main", "worker", "--concurrency",
-             str(concurrency), "--queues", self.queue, "--import", PLUGIN,
-             "--loglevel", "info"],
+             str(concurrency), "--processes", str(processes), "--queues", self.queue,
+             "--import", PLUGIN, "--loglevel", "info", *options],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         self.workers.append(worker)
         return worker
+
+    def wait_ready(self, worker: subprocess.Popen, processes: int = 1,
+                   timeout: float = 60.0) -> None:
+        """Until `processes` Celery workers of `worker` say they are ready (log line)."""
+        import time
+
+        log = self.folder / f"worker-{self.workers.index(worker)}.log"
+        deadline = time.monotonic() + timeout
+        while log.read_text().count(" ready.") < processes:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            assert worker.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.1)
 
     def kill(self, worker: subprocess.Popen) -> None:
         """kill -9 the worker and its pool processes at once (a lost machine)."""

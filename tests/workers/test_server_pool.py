@@ -4,7 +4,7 @@ its cancel work as for a run of its own."""
 
 from __future__ import annotations
 
-from tests.server.conftest import read_sse, start_server
+from tests.server.conftest import read_sse, start_server, wait_for_status
 from tests.workers.test_pool import chain
 
 
@@ -50,3 +50,60 @@ async def test_cancel_through_the_server_reaches_the_worker(pool, tmp_path, monk
             assert cancelled.json()["status"] == "cancelled"
     finally:
         await stop()
+
+
+async def test_a_decision_through_the_server_continues_the_run_on_a_worker(pool, tmp_path,
+                                                                          monkeypatch):
+    """`--workers celery`: the approved run goes back to the pool (the step after the
+    approval runs in the worker process, not the server's), and `?wait=true` answers
+    once it ended."""
+    from tests.workers.test_pool_approvals import approval_doc, pids
+
+    monkeypatch.setenv("FLOWFORGE_QUEUE", pool.queue)
+    worker = pool.start()
+    log = tmp_path / "steps.log"
+    live, stop = await start_server(pool.database, workers="celery", resume_interval=0)
+    try:
+        async with live.client("alice") as alice:
+            assert (await alice.post("/api/workflows", json=approval_doc(log))).status_code \
+                == 201
+            run_id = (await alice.post("/api/workflows/refund/runs?wait=true",
+                                       json={})).json()["run_id"]
+            assert (await alice.get(f"/api/runs/{run_id}")).json()["status"] == "waiting"
+            done = await alice.post(f"/api/runs/{run_id}/approvals/ok?wait=true",
+                                    json={"decision": "approve", "comment": "go"})
+            assert done.status_code == 200, done.text
+            assert done.json()["status"] == "succeeded"
+            shown = (await alice.get(f"/api/runs/{run_id}")).json()
+            assert shown["blocks"]["ok"]["output"]["by"] == "alice"
+            assert shown["blocks"]["pay"]["status"] == "succeeded"
+    finally:
+        await stop()
+    assert pids(log)[1] == str(worker.pid)
+
+
+async def test_the_server_sends_a_due_wait_to_the_pool(pool, tmp_path, monkeypatch):
+    """A worker that does not reap: only the server's resumer finds the due run, and
+    it sends it to the pool instead of running it itself."""
+    from tests.workers.test_pool_approvals import _step, pids
+
+    monkeypatch.setenv("FLOWFORGE_QUEUE", pool.queue)
+    worker = pool.start(options=("--no-reap",))
+    log = tmp_path / "steps.log"
+    doc = {"id": "later", "blocks": [
+        _step("before", 0, log),
+        {"id": "pause", "type": "wait", "after": ["before"],
+         "with": {"seconds": 1, "sleep_limit": 0}},
+        _step("after", 1, log, after="pause")]}
+    live, stop = await start_server(pool.database, workers="celery", resume_interval=0.2)
+    try:
+        async with live.client("alice") as alice:
+            assert (await alice.post("/api/workflows", json=doc)).status_code == 201
+            waited = await alice.post("/api/workflows/later/runs?wait=true", json={})
+            assert waited.json()["status"] == "waiting", waited.text
+            run_id = waited.json()["run_id"]
+            row = await wait_for_status(live, run_id, "succeeded", "failed", timeout=60)
+    finally:
+        await stop()
+    assert row["status"] == "succeeded"
+    assert pids(log)[1] == str(worker.pid)

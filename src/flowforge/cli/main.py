@@ -330,6 +330,14 @@ def _show_result(result: Any, as_json: bool, stored: bool = True) -> None:
     raise typer.Exit(run_exit_code(result.status))
 
 
+async def _on_pool(storage: Any, run_id: str) -> bool:
+    """A queued run, with a broker configured: its decision sends it back to the pool."""
+    import os
+
+    from flowforge.service.queue import BROKER_ENV, born_on_pool
+    return bool(os.environ.get(BROKER_ENV)) and await born_on_pool(storage, run_id)
+
+
 def _decide(decision: str, run_id: str, block: str, comment: str | None, by: str | None,
             db: str | None, as_json: bool, imports: list[str]) -> None:
     import getpass
@@ -348,6 +356,14 @@ def _decide(decision: str, run_id: str, block: str, comment: str | None, by: str
                                     f"'{row['user_id']}': decide through the server (POST "
                                     f"/api/runs/{row['run_id']}/approvals/{block}), which "
                                     f"resumes it with its owner's rights")
+            if await _on_pool(storage, row["run_id"]):      # it goes on on a worker
+                from flowforge.service.queue import QueuedHandle, decide_on_pool
+                events = await storage.get_events(row["run_id"])
+                await decide_on_pool(row["run_id"], block, decision,
+                                     by=by or getpass.getuser(), comment=comment,
+                                     storage=storage)
+                return await QueuedHandle(storage, row["run_id"],
+                                          events[-1]["seq"] if events else 0).wait()
             return await decide(row["run_id"], block, decision, by=by or getpass.getuser(),
                                 comment=comment, storage=storage)
 
@@ -371,7 +387,8 @@ def runs_approve(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
                  db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
                  as_json: bool = typer.Option(False, "--json", help="Print the RunResult."),
                  imports: List[str] = _IMPORTS) -> None:
-    """Approve a waiting run's approval block; the run continues here."""
+    """Approve a waiting run's approval block; the run continues here (a queued
+    run, with FLOWFORGE_BROKER_URL set: on a worker)."""
     _decide("approve", run_id, block, comment, by, db, as_json, imports)
 
 

@@ -73,6 +73,12 @@ def serve(
         None, "--resume-interval", min=0, help="Seconds between looks for waiting runs that "
         "are due (a wait's end, an approval's timeout), resumed here; 0: never (default 5, "
         "also FLOWFORGE_RESUME_INTERVAL)."),
+    resume_runs: bool = typer.Option(
+        True, "--resume/--no-resume", help="Runs cut off by a process that died (a crash, "
+        "a restart): resumed here from their checkpoints, or (--no-resume) marked failed, "
+        "naming the process and how to resume them (`flowforge runs resume RUN_ID`); also "
+        "FLOWFORGE_RESUME_CUT_OFF=0. With --workers celery, the workers' own --no-resume "
+        "decides."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:
@@ -105,6 +111,8 @@ def serve(
                         ("resume_interval", resume_interval)):
         if value is not None:
             setattr(settings, name, value)
+    if not resume_runs:
+        settings.resume_cut_off = False
     if allow_private_webhooks:
         settings.allow_private_webhooks = True
     if share_provider_keys:

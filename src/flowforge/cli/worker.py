@@ -3,7 +3,7 @@ of `flowforge run FILE --queue` (enqueue, then follow the run's stored events).
 
     export FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0
     export FLOWFORGE_DATABASE_URL=postgresql://.../flowforge   # shared by every machine
-    flowforge worker --concurrency 4
+    flowforge worker --processes 2 --concurrency 16     # 32 runs at once
     flowforge run examples/support.yaml --queue --input query="..."
 
 Exit codes as everywhere: 0 fine, 1 the run failed or was cancelled, 2 bad usage
@@ -32,8 +32,13 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def worker_command(
-    concurrency: int = typer.Option(2, "--concurrency", "-c", min=1,
-                                    help="Runs at once (worker processes)."),
+    concurrency: int = typer.Option(8, "--concurrency", "-c", min=1,
+                                    help="Runs at once in each worker process (they share "
+                                         "one event loop: runs wait on models and HTTP, "
+                                         "not on the CPU)."),
+    processes: int = typer.Option(1, "--processes", "-P", min=1,
+                                  help="Worker processes (use the cores: CPU-heavy blocks, "
+                                       "parsing); runs at once = processes x concurrency."),
     queues: Optional[str] = typer.Option(None, "--queues", "-Q",
                                          help="Comma-separated queues to take runs from "
                                               "(default: FLOWFORGE_QUEUE, else flowforge)."),
@@ -42,16 +47,27 @@ def worker_command(
     db: Optional[str] = typer.Option(None, "--db", help="Database the reaper watches "
                                      "(default: FLOWFORGE_DATABASE_URL or the user data "
                                      "directory); each run names its own."),
-    reap: bool = typer.Option(True, "--reap/--no-reap", help="Resume runs whose process "
-                              "died (their lease expired)."),
+    reap: bool = typer.Option(True, "--reap/--no-reap", help="Look for runs whose process "
+                              "died (their lease expired) and waiting runs that are due, "
+                              "and fire schedules."),
+    resume_runs: bool = typer.Option(True, "--resume/--no-resume", help="Runs cut off by a "
+                                     "process that died: resumed from their checkpoints, or "
+                                     "(--no-resume) marked failed, naming the process and "
+                                     "how to resume them (`flowforge runs resume RUN_ID`); "
+                                     "also FLOWFORGE_RESUME_CUT_OFF=0."),
     loglevel: str = typer.Option("warning", "--loglevel", help="Celery's log level."),
     imports: List[str] = typer.Option([], "--import", "-I",
                                       help="Python file or module to import first, e.g. one "
                                            "registering @flowforge.function callables."),
 ) -> None:
-    """Run queued runs (Celery worker); runs whose worker died are resumed here."""
+    """Run queued runs (Celery worker); runs whose worker died are resumed here.
+
+    Each process runs up to --concurrency runs at once on one event loop (Celery's
+    threads pool feeding it); a message is acknowledged when its run ends or
+    waits, so a killed process's runs go back to the queue and are resumed."""
     from flowforge.cli.main import import_plugins
     from flowforge.service.queue import QueueError, celery_app, default_queue, start_reaper
+    from flowforge.service.resuming import RESUME_CUT_OFF_ENV
 
     import_plugins(imports)
     queues = queues or default_queue()
@@ -61,14 +77,60 @@ def worker_command(
         _fail(str(exc))
     if db:
         os.environ["FLOWFORGE_DATABASE_URL"] = db
+    if not resume_runs:
+        os.environ[RESUME_CUT_OFF_ENV] = "0"      # this process, its reaper, its children
     stop = start_reaper(db, broker=broker, queue=queues.split(",")[0]) if reap else None
     try:
-        app.worker_main(["worker", f"--concurrency={concurrency}", "-Q", queues,
-                         "--pool=prefork", f"--loglevel={loglevel}", "--without-gossip",
-                         "--without-mingle", "-n", f"flowforge-{os.getpid()}@%h"])
+        if processes > 1:
+            _supervise(processes, concurrency, queues, broker, loglevel, imports)
+        else:
+            app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}",
+                             "-Q", queues, f"--loglevel={loglevel}", "--without-gossip",
+                             "--without-mingle", "-n", f"flowforge-{os.getpid()}@%h"])
     finally:
         if stop is not None:
             stop.set()
+
+
+def _supervise(processes: int, concurrency: int, queues: str, broker: str | None,
+               loglevel: str, imports: list[str]) -> None:
+    """Start `processes` single-process workers (this process reaps for them) and
+    keep them running: one that dies is started again; SIGTERM or Ctrl-C stops
+    them all (each finishes or hands back its runs as a worker does)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-m", "flowforge.cli.main", "worker", "--processes", "1",
+               "--concurrency", str(concurrency), "--queues", queues, "--no-reap",
+               "--loglevel", loglevel, *(["--broker", broker] if broker else []),
+               *[arg for name in imports for arg in ("--import", name)]]
+    children = [subprocess.Popen(command) for _ in range(processes)]
+    stopping = False
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while not stopping:
+        for index, child in enumerate(children):
+            if child.poll() is not None and not stopping:
+                err.print(f"worker process {child.pid} ended ({child.returncode}); "
+                          f"starting another", highlight=False)
+                time.sleep(1)
+                children[index] = subprocess.Popen(command)
+        time.sleep(0.5)
+    for child in children:
+        try:
+            child.wait()
+        except KeyboardInterrupt:
+            child.kill()
 
 
 def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str | None,

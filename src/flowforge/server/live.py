@@ -120,11 +120,31 @@ class LiveRuns:
         if owner is None:
             raise ApiError(409, f"run '{run_id}' belongs to no known user: it cannot be "
                                 f"resumed on this server")
+        if await self._on_pool(run_id):
+            from flowforge.service.queue import QueuedHandle, QueueError, decide_on_pool
+            events = await self.storage.get_events(run_id)
+            try:
+                await decide_on_pool(run_id, block_id, decision, by=by["name"],
+                                     comment=comment, storage=self.storage)
+            except QueueError as exc:                   # the broker is down: still waiting
+                raise ApiError(503, str(exc)) from None
+            queued = QueuedHandle(self.storage, run_id, events[-1]["seq"] if events else 0)
+            self._track(queued, row.get("webhook"),  # type: ignore[arg-type]
+                        owner["webhook_secret"])
+            return queued                            # type: ignore[return-value]
         handle = await start_decision(run_id, block_id, decision,
                                       by=by["name"], comment=comment,
                                       **await self.run_options(owner))
         self._track(handle, row.get("webhook"), owner["webhook_secret"])
         return handle
+
+    async def _on_pool(self, run_id: str) -> bool:
+        """Whether a waiting run continues on the worker pool: with `--workers
+        celery`, a run that was queued (one this process started runs here)."""
+        if self.settings.workers != "celery":
+            return False
+        from flowforge.service.queue import born_on_pool
+        return await born_on_pool(self.storage, run_id)
 
     def _track(self, handle: RunHandle, webhook: str | None, secret: str) -> None:
         self.handles[handle.run_id] = handle
@@ -145,15 +165,30 @@ class LiveRuns:
             await asyncio.sleep(interval)
 
     async def resume_due(self) -> list[str]:
-        """Start every due `waiting` run of a known user here, as its owner, and
-        every run a dead process left `running`; the ids started (a run another
-        process took first is left to it)."""
+        """Start every due `waiting` run of a known user here, as its owner (a
+        pool run: send it to the pool), and every run a dead process left
+        `running` (with resuming off: mark it failed, saying how to resume it);
+        the ids started (a run another process took first is left to it)."""
+        from flowforge.service.resuming import fail_cut_off
+
         started = []
         due = list(await self.storage.due_runs(time.time()))
         if self.settings.workers != "celery":      # (the pool's workers reap their own)
-            due += await self.cut_off_runs()
+            cut = await self.cut_off_runs()
+            if self.settings.resume_cut_off:
+                due += cut
+            else:
+                for run_id in cut:
+                    if await fail_cut_off(self.storage, run_id):
+                        log.warning("run %s was cut off by a process that died; marked "
+                                    "failed (resuming is off)", run_id)
         for run_id in due:
             if run_id in self.handles:
+                continue
+            if await self._on_pool(run_id):
+                from flowforge.service.queue import requeue_waiting
+                if await requeue_waiting(self.storage, run_id):
+                    started.append(run_id)
                 continue
             row = await self.storage.get_run(run_id)
             owner = await self.storage.get_user(row["user_id"]) \

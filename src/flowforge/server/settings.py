@@ -27,6 +27,11 @@ def _env_number(name: str) -> float | None:
         raise ValueError(f"{name}={value!r} is not a number (write e.g. {name}=0.5)") from None
 
 
+def _resume_cut_off() -> bool:
+    from flowforge.service.resuming import resume_cut_off
+    return resume_cut_off()
+
+
 @dataclass
 class ServerSettings:
     database_url: str | None = None
@@ -90,6 +95,11 @@ class ServerSettings:
         default_factory=lambda: _env_number("FLOWFORGE_RESUME_INTERVAL") or 5.0)
     """Seconds between looks for `waiting` runs that are due (a `wait` block's
     end, an approval's timeout), which this server then resumes; 0: never."""
+
+    resume_cut_off: bool = field(default_factory=lambda: _resume_cut_off())
+    """Runs a dead process left `running` are resumed here (default), or marked
+    failed with the reason and how to resume them (FLOWFORGE_RESUME_CUT_OFF=0,
+    `flowforge serve --no-resume`)."""
 
     def shared_provider_keys(self) -> dict[str, str]:
         """The provider key variables of this process, when the administrator shares them."""

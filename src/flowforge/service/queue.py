@@ -3,24 +3,29 @@ queue and the run storage (PostgreSQL across machines, SQLite on one) as the
 state.  No second engine: a worker runs a queued run with `resume`, the same
 code that finishes a run cut off by a crash.
 
-    FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 4
+    FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 16
     flowforge run flow.yaml --queue            # or `flowforge serve --workers celery`
 
 How a run travels:
 - `enqueue` checks the document and the user's grants, stores the run as
   `queued` with a `run_queued` event holding how it must run (model, whether
   it is trusted, files root: never a secret), and sends its id to the broker.
-- A worker takes the id, takes the run's lease (the compare-and-set on the
-  row that stops two processes from running one run), and runs it with
+- A worker takes the id (a thread of Celery's threads pool, which hands the
+  run to the process's one event loop, `process_loop`, and waits: many runs
+  at once per process), takes the run's lease (the compare-and-set on the
+  row that stops two processes from running one run; within a process,
+  `work` drops a second message for a run it is running), and runs it with
   `resume`: checkpointed blocks are not run again.  Its events are stored as
   they happen, so SSE and WebSocket clients of any server see them.
+- A run that waits (an approval, a long wait) frees the worker; when it is
+  decided or due it goes back to the queue (`requeue_waiting`).
 - Cancel is the row's cancel mark, seen by the worker within `poll_interval`.
-- A worker killed at any point: Celery redelivers the message (`acks_late`,
-  `reject_on_worker_lost`; a whole worker lost with the messages it had taken:
-  after the broker's visibility timeout, `visibility_timeout()`), and every
-  worker's reaper enqueues runs whose lease has expired; the next worker
-  resumes from the checkpoints, so what succeeded never runs again.  Takeover
-  of a started run takes at most the lease (15 s) plus the reaper's period.
+- A worker killed at any point: its messages were not acknowledged
+  (`acks_late`), so the broker gives them back after its visibility timeout
+  (`visibility_timeout()`), and every worker's reaper enqueues runs whose
+  lease has expired; the next worker resumes from the checkpoints, so what
+  succeeded never runs again.  Takeover of a started run takes at most the
+  lease (15 s) plus the reaper's period.
 """
 
 from __future__ import annotations
@@ -37,14 +42,15 @@ from flowforge.engine.ids import new_run_id
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 from flowforge.service.cancel import lease_lapsed, process_id
 from flowforge.service.loading import load
-from flowforge.service.resuming import resume
+from flowforge.service.resuming import fail_cut_off, resume, resume_cut_off
 from flowforge.service.runs import RunStateError, open_storage
 from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
 __all__ = ["QueuedHandle", "start_queued", "stored_result",
            "BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
-           "reap", "start_reaper", "QueueError", "TASK_NAME"]
+           "reap", "start_reaper", "QueueError", "TASK_NAME", "born_on_pool",
+           "requeue_waiting", "decide_on_pool"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
 DEFAULT_QUEUE = "flowforge"
@@ -114,8 +120,12 @@ def celery_app(url: str | None = None) -> Any:
 
 
 def _run_task(task: Any, run_id: str, database: str | None = None) -> str:
-    """The Celery task: run (or finish) one stored run in this worker process."""
-    return asyncio.run(work(run_id, database))
+    """The Celery task: run (or finish) one stored run on this worker process's
+    shared loop (`process_loop`), returning when the run ends or waits: the
+    message is acknowledged then.  Many tasks (threads) share the loop, so one
+    process runs many runs at once."""
+    from flowforge.service.process_loop import process_loop
+    return process_loop().call(lambda storage: work(run_id, storage), database)
 
 
 async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
@@ -164,13 +174,34 @@ async def _how(storage: Any, run_id: str) -> dict[str, Any]:
     return {"trusted": True}          # a run started in a process, cut off, then queued
 
 
-async def work(run_id: str, database: str | None = None) -> str:
-    """Run (or resume) a stored run here; what happened: `done`, `busy` (a live
-    process holds its lease), `ended` (nothing to do) or `cancelled`."""
+async def work(run_id: str, database: str | Any = None) -> str:
+    """Run (or resume) a stored run here (`database`: a URL or an open storage);
+    what happened: `done`, `busy` (a live process holds its lease), `ended`
+    (nothing to do) or `cancelled`."""
+    if run_id in _WORKING:
+        # A copy of its message (the reaper's, or one back from a lost worker) while
+        # this process runs it: the lease cannot tell, it is this process's own.
+        return "busy"
+    _WORKING.add(run_id)
+    try:
+        return await _work(run_id, database)
+    finally:
+        _WORKING.discard(run_id)
+
+
+#: The runs `work` is running in this process (many at once on its loop).
+_WORKING: set[str] = set()
+
+
+async def _work(run_id: str, database: str | Any) -> str:
     async with open_storage(database) as storage:
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("queued", "running"):
-            return "ended"      # a `waiting` run continues on its own terms (due, decided)
+            return "ended"      # a `waiting` run is sent again when it is due or decided
+        if row["status"] == "running" and not resume_cut_off() and lease_lapsed(row):
+            # a message back from a lost worker: with resuming off, the run fails, saying so
+            await fail_cut_off(storage, run_id)
+            return "ended"
         if row["status"] == "queued" and row.get("cancel_requested_at"):
             await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
                                      error="cancelled before a worker started it")
@@ -206,23 +237,89 @@ async def work(run_id: str, database: str | None = None) -> str:
 async def reap(database: str | None = None, *, broker: str | None = None,
                queue: str | None = None, limit: int = 200) -> list[str]:
     """Enqueue the runs no process runs any more (running, or queued and taken,
-    with the lease expired or its process gone): the ids sent.  Duplicates are
-    harmless: the lease decides."""
+    with the lease expired or its process gone), and the pool's `waiting` runs
+    that are due (a `wait` ended, an approval timed out): the ids sent.
+    Duplicates are harmless: the lease decides.  With resuming off
+    (`resume_cut_off`), a cut-off running run is marked failed instead."""
     app = celery_app(broker)
     queue = queue or default_queue()
     sent = []
     async with open_storage(database) as storage:
         # a queued run whose lease is set was taken by a worker that died before it
         # started it (its message waits out the broker's visibility timeout)
-        rows = await storage.list_runs(status="running", limit=limit) + [
-            row for row in await storage.list_runs(status="queued", limit=limit)
-            if row.get("lease_owner")]
+        running = await storage.list_runs(status="running", limit=limit)
+        taken = [row for row in await storage.list_runs(status="queued", limit=limit)
+                 if row.get("lease_owner")]
         now = time.time()
-        for row in rows:
-            if lease_lapsed(row, now):
-                app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue)
-                sent.append(row["run_id"])
+        resuming = resume_cut_off()
+        for row in running + taken:
+            if not lease_lapsed(row, now):
+                continue
+            if row["status"] == "running" and not resuming:
+                if await fail_cut_off(storage, row["run_id"]):
+                    log.warning("run %s was cut off; marked failed (resuming is off)",
+                                row["run_id"])
+                continue
+            app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue)
+            sent.append(row["run_id"])
+        for run_id in await storage.due_runs(now, limit):
+            if await born_on_pool(storage, run_id) and \
+                    await requeue_waiting(storage, run_id, broker=broker):
+                sent.append(run_id)
     return sent
+
+
+async def born_on_pool(storage: Any, run_id: str) -> bool:
+    """Whether the run was queued (its `run_queued` event says how it runs): such
+    a run continues on the pool; one started in a process continues there."""
+    return any(e["type"] == "run_queued" for e in await storage.get_events(run_id))
+
+
+async def requeue_waiting(storage: Any, run_id: str, *, broker: str | None = None,
+                          decision: tuple[str, dict[str, Any]] | None = None) -> bool:
+    """Send a `waiting` run (due, or with `decision` = (approval block, `{decision,
+    by, at, comment}`)) back to the pool: its status goes `queued` (a
+    compare-and-set: of two deciders or reapers, one wins; False for the other),
+    the decision is stored with the block's state, where the resumed block finds
+    it, then its id goes to the queue it first ran on."""
+    app = celery_app(broker)
+    before = await storage.get_run(run_id)
+    if before is None or not await storage.queue_waiting(run_id):
+        return False
+    state = None
+    if decision is not None:
+        block_id, made = decision
+        state = next((dict(b["output"] or {}) for b in await storage.get_blocks(run_id)
+                      if b["scope"] == "" and b["block_id"] == block_id), {})
+        await storage.record(run_id, [], [{"scope": "", "block_id": block_id,
+                                           "output": {**state, "decision": made}}])
+    how = await _how(storage, run_id)
+    try:
+        app.send_task(TASK_NAME, args=[run_id, storage.url], queue=how.get("queue")
+                      or default_queue())
+    except Exception as exc:  # noqa: BLE001 - the broker is down: the run waits on
+        if decision is not None:
+            await storage.record(run_id, [], [{"scope": "", "block_id": decision[0],
+                                               "output": state}])
+        await storage.update_run(run_id, status="waiting", resume_at=before.get("resume_at"))
+        raise QueueError(f"run {run_id}: the broker could not be reached ({exc}); the run "
+                         f"is still waiting, try again") from None
+    return True
+
+
+async def decide_on_pool(run_id: str, block_id: str, decision: str, *, by: str | None,
+                         storage: Any, comment: str | None = None,
+                         broker: str | None = None) -> None:
+    """Approve or reject a waiting pool run's approval block: checked as
+    `approvals.check_decision`, then the run goes back to the pool with the
+    decision (RunStateError when another decision or resumer came first)."""
+    from flowforge.service.approvals import check_decision
+
+    await check_decision(storage, run_id, block_id, decision)
+    made = {"decision": decision, "by": by, "at": time.time(), "comment": comment}
+    if not await requeue_waiting(storage, run_id, broker=broker, decision=(block_id, made)):
+        raise RunStateError(f"run {run_id} is no longer waiting: another decision or "
+                            f"resumer came first")
 
 
 async def _fire(database: str | None) -> list[str]:
@@ -289,15 +386,17 @@ class QueuedHandle:
     run = _NoRun()
     recorder = None
 
-    def __init__(self, storage: Any, run_id: str) -> None:
+    def __init__(self, storage: Any, run_id: str, after_seq: int = 0) -> None:
         self.storage, self.run_id = storage, run_id
-        self.task = asyncio.get_running_loop().create_task(self._follow())
+        self.task = asyncio.get_running_loop().create_task(self._follow(after_seq))
 
-    async def _follow(self) -> Any:
-        async for _event in self.storage.follow_events(self.run_id, 0):
+    async def _follow(self, after_seq: int) -> Any:
+        """Until the run stops: it ends, or waits (again: the handle is made while
+        the run is `queued`), as a run's own handle does."""
+        async for _event in self.storage.follow_events(self.run_id, after_seq):
             pass
         while (await self.storage.get_run(self.run_id) or {}).get("status") not in \
-                TERMINAL_STATUSES:
+                (*TERMINAL_STATUSES, "waiting"):
             await asyncio.sleep(self.storage.poll_interval)
         return await stored_result(self.storage, self.run_id)
 

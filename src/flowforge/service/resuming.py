@@ -11,18 +11,71 @@ status) makes sure one process resumes it.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable
 
 from flowforge.engine.result import RunResult
-from flowforge.service.cancel import LEASE_SECONDS, lease_holder_alive, process_id
+from flowforge.service.cancel import (LEASE_SECONDS, lease_holder_alive, lease_lapsed,
+                                      process_id)
 from flowforge.service.loading import load
 from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, _stored_run,
                                     open_storage, start_run)
 from flowforge.storage import Storage
 from flowforge.workflow.graph import CompiledWorkflow
 
-__all__ = ["resume", "start_resume", "resume_due"]
+__all__ = ["resume", "start_resume", "resume_due", "resume_cut_off", "fail_cut_off",
+           "RESUME_CUT_OFF_ENV"]
+
+#: `0` (or false/no/off): runs cut off by a process that died are marked failed,
+#: saying how to resume them, instead of being resumed (`--no-resume`).
+RESUME_CUT_OFF_ENV = "FLOWFORGE_RESUME_CUT_OFF"
+
+
+def resume_cut_off() -> bool:
+    """Whether runs a dead process left `running` are resumed here (the default)
+    or failed with the reason (FLOWFORGE_RESUME_CUT_OFF=0, `--no-resume`)."""
+    return os.environ.get(RESUME_CUT_OFF_ENV, "1").strip().lower() not in \
+        ("0", "false", "no", "off")
+
+
+async def fail_cut_off(storage: Storage, run_id: str) -> bool:
+    """Mark a run cut off by a dead process `failed`, naming the process and how
+    to resume it; False when it is not cut off (a live process runs it, it
+    ended, another process took it first).  Its lease is taken first (the same
+    compare-and-set as a resume), so a run is never both failed and resumed."""
+    row = await storage.get_run(run_id)
+    if row is None or row["status"] != "running" or not lease_lapsed(row):
+        return False
+    holder = row.get("lease_owner")
+    if not await storage.claim_run(run_id, process_id(), LEASE_SECONDS,
+                                   expected_owner=holder if lease_holder_alive(holder)
+                                   is False else None):
+        return False
+    row = await storage.get_run(run_id)
+    if row is None or row["status"] != "running":
+        await storage.update_run(run_id, lease_owner=None, lease_expires_at=None)
+        return False
+    now = time.time()
+    error = (f"cut off: the process that ran it ({holder or 'unknown'}) is gone, and "
+             f"resuming cut-off runs is off here ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
+             f"its succeeded blocks are kept: resume it with `flowforge runs resume "
+             f"{run_id}`")
+    events = await storage.get_events(run_id)
+    seq = events[-1]["seq"] if events else 0
+    running = [b for b in await storage.get_blocks(run_id) if b["status"] == "running"]
+    closing = [{"seq": seq + 1 + i, "type": "block_cancelled", "run_id": run_id, "time": now,
+                "block_id": b["block_id"], "scope": b["scope"] or None,
+                "block_type": b.get("type"), "reason": "the process running the run ended "
+                "before the block finished"} for i, b in enumerate(running)]
+    closing.append({"seq": seq + 1 + len(running), "type": "run_finished", "run_id": run_id,
+                    "time": now, "status": "failed", "error": error})
+    await storage.record(run_id, closing, [
+        {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
+         "finished_at": now, "reason": "cut off; not resumed"} for b in running])
+    await storage.update_run(run_id, status="failed", finished_at=now, error=error,
+                             lease_owner=None, lease_expires_at=None)
+    return True
 
 
 async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,

@@ -174,6 +174,14 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
             "WHERE run_id = ? AND status = 'waiting'", (run_id,))
         return changed == 1
 
+    async def queue_waiting(self, run_id: str) -> bool:
+        """Move a `waiting` run to `queued` (it goes to the worker pool): True for
+        the one caller that did, as `take_waiting`."""
+        changed = await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET status = 'queued', resume_at = NULL "
+            "WHERE run_id = ? AND status = 'waiting'", (run_id,))
+        return changed == 1
+
     async def cancel_waiting(self, run_id: str, now: float) -> bool:
         """Cancel a `waiting` run (no process holds it): True when it was
         waiting; False when it was not (a resumer may just have taken it)."""
