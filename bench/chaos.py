@@ -2,8 +2,9 @@
 machine) at random moments while runs go on, then every run is checked.
 
     .venv/bin/python bench/chaos.py [--runs 200] [--kills 100] [--workers 3] [--blocks 10]
+                                    [--sleep 0.1] [--server-restarts 20 --clients 20]
 
-Each run is a chain of `--blocks` blocks that sleep 0.1 s and append to the
+Each run is a chain of `--blocks` blocks that sleep `--sleep` s and append to the
 run's own side-effect log (`start`/`end`, with the idempotency key they were
 given).  While the runs go on, a random worker is killed (its whole process
 group: parent and pool) every `--every` seconds and started again at once.
@@ -16,6 +17,20 @@ and, for every run a kill caught running, the takeover time: from the kill to
 the run's next stored event (another worker resumed it).  The lease is
 FLOWFORGE_LEASE_SECONDS (3 s here): the takeover is bounded by it plus the
 reaper's period (2 s).
+
+With `--server-restarts K`, a `flowforge serve --workers celery` process serves
+the runs' events while the workers run them, and `--clients` SSE clients follow
+every run (client i follows runs i, i + N, ... one after another, from the
+first event); the server is killed with SIGKILL K times at random moments
+(every `--server-every` s on average) and started again on the same port, and
+each client reconnects with the `Last-Event-ID` of the last event it got.  For
+every run, what its client saw is compared with the stored events:
+  twice        events received more than once
+  missing      stored events never received
+  out of order events received after one with a higher seq
+  no terminal  the last event received is not the run's stored `run_finished`
+and the reconnect gap (the connection breaking -> the next one answering) is
+reported; it includes starting the new server process.
 """
 
 from __future__ import annotations
@@ -29,9 +44,12 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 from _pool import Workers, chain, pct, redis_server
+from _sse import Followed, ServerProcess, check_events, follow_run
 
 from flowforge.service.queue import celery_app, enqueue  # noqa: E402
+from flowforge.service.users import create_user  # noqa: E402
 from flowforge.storage import storage_from_url  # noqa: E402
 
 
@@ -46,40 +64,117 @@ async def chaos(folder: Path, broker: str, args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
     runs: dict[str, Path] = {}
     kills: list[tuple[float, int]] = []
+    server = ServerProcess(folder, workers.env, database) if args.server_restarts else None
+    sse: dict = {}
     try:
+        user, key = await create_user(storage, "chaos", "user")
+        if server is not None:
+            await server.start()
         for index in range(args.runs):
             log = folder / f"run{index}.log"
-            run_id = await enqueue(chain(args.blocks, 0.1, str(log), workflow_id="chaos"),
-                                   storage=storage, queue=queue, broker=broker)
+            run_id = await enqueue(chain(args.blocks, args.sleep, str(log), workflow_id="chaos"),
+                                   user=user["user_id"], storage=storage, queue=queue,
+                                   broker=broker)
             runs[run_id] = log
+        ids = list(runs)
+
+        async def all_ended() -> bool:
+            rows = [await storage.get_run(r) for r in ids]
+            return all(row and row["status"] in ("succeeded", "failed", "cancelled")
+                       for row in rows)
+
+        async def kill_workers() -> None:
+            for _ in range(args.kills):
+                await asyncio.sleep(rng.uniform(0.5, 2 * args.every - 0.5))
+                if await all_ended():
+                    return
+                victim = rng.randrange(len(pool))
+                kills.append((time.time(), pool[victim].pid))
+                workers.kill(pool[victim])
+                pool[victim] = workers.start(concurrency=args.concurrency)
+
+        tasks = [asyncio.create_task(kill_workers())]
+        if server is not None:
+            tasks.append(asyncio.create_task(_restart_server(server, rng, args, all_ended,
+                                                             sse)))
+            tasks.append(asyncio.create_task(_follow_all(server, key, ids, args, sse)))
         deadline = time.monotonic() + args.timeout
-        for _ in range(args.kills):
-            await asyncio.sleep(rng.uniform(0.5, 2 * args.every - 0.5))
-            rows = [await storage.get_run(r) for r in runs]
-            if all(row and row["status"] in ("succeeded", "failed", "cancelled")
-                   for row in rows):
-                break
-            victim = rng.randrange(len(pool))
-            kills.append((time.time(), pool[victim].pid))
-            workers.kill(pool[victim])
-            pool[victim] = workers.start(concurrency=args.concurrency)
-        while time.monotonic() < deadline:
-            rows = [await storage.get_run(r) for r in runs]
-            if all(row and row["status"] in ("succeeded", "failed", "cancelled")
-                   for row in rows):
-                break
+        _done, late = await asyncio.wait(tasks, timeout=args.timeout)
+        for task in late:                  # a client still waiting: its run did not end
+            task.cancel()
+        for task in _done:
+            task.result()                  # a bench that broke says so
+        while time.monotonic() < deadline and not await all_ended():
             await asyncio.sleep(0.5)
-        report = await _check(storage, runs, kills, args.blocks)
+        report = await _check(storage, runs, kills, args.blocks, args.sleep)
+        if server is not None:
+            report.update(await _check_sse(storage, sse))
     finally:
         await storage.close()
+        if server is not None:
+            server.stop()
         workers.stop()
-    report.update({"runs": args.runs, "blocks": args.blocks, "workers": args.workers,
+    report.update({"runs": args.runs, "blocks": args.blocks, "block_sleep_s": args.sleep,
+                   "workers": args.workers, "concurrency": args.concurrency,
                    "kills": len(kills), "lease_s": args.lease})
     return report
 
 
+async def _restart_server(server: ServerProcess, rng: random.Random,
+                          args: argparse.Namespace, all_ended, sse: dict) -> None:
+    """kill -9 the server at random moments and start it again at once."""
+    sse["restarts"], sse["boot_s"] = 0, []
+    for _ in range(args.server_restarts):
+        await asyncio.sleep(rng.uniform(0.5, 2 * args.server_every - 0.5))
+        if await all_ended():
+            return
+        server.kill()
+        sse["restarts"] += 1
+        sse["boot_s"].append(await server.start())
+
+
+async def _follow_all(server: ServerProcess, key: str, ids: list[str],
+                      args: argparse.Namespace, sse: dict) -> None:
+    """N clients, each following its share of the runs one after another."""
+    followed = sse.setdefault("followed", {})
+
+    async def client(index: int) -> None:
+        timeout = httpx.Timeout(10.0, read=60.0)        # the server pings every 15 s
+        async with httpx.AsyncClient(base_url=server.url, timeout=timeout,
+                                     headers={"Authorization": f"Bearer {key}"}) as http:
+            for run_id in ids[index::args.clients]:
+                followed[run_id] = Followed()     # kept if the bench gives up on it
+                await follow_run(http, run_id, followed=followed[run_id])
+
+    await asyncio.gather(*(client(i) for i in range(min(args.clients, len(ids)))))
+
+
+async def _check_sse(storage, sse: dict) -> dict:
+    totals = {"twice": 0, "missing": 0, "out_of_order": 0, "unknown": 0, "no_terminal": 0}
+    bad: dict[str, dict] = {}
+    gaps: list[float] = []
+    reconnected = 0
+    for run_id, followed in sse["followed"].items():
+        found = check_events(followed.events, await storage.get_events(run_id))
+        for name, count in found.items():
+            totals[name] += count
+        if any(found.values()) or followed.error:
+            bad[run_id] = {**found, "error": followed.error}
+        gaps += followed.gaps
+        reconnected += bool(followed.gaps)
+    boots = sse.get("boot_s") or []
+    return {"server_restarts": sse.get("restarts", 0),
+            "sse_runs_followed": len(sse["followed"]),
+            "sse_runs_reconnected": reconnected, "sse_reconnects": len(gaps),
+            **{f"sse_{name}": count for name, count in totals.items()},
+            "sse_bad_runs": bad,
+            "sse_reconnect_gap_p50_s": round(pct(gaps, 0.5), 2) if gaps else None,
+            "sse_reconnect_gap_p99_s": round(pct(gaps, 0.99), 2) if gaps else None,
+            "server_boot_p50_s": round(pct(boots, 0.5), 2) if boots else None}
+
+
 async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
-                 blocks: int) -> dict:
+                 blocks: int, sleep: float) -> dict:
     lost = stuck = rerun = bad_keys = reruns_in_flight = 0
     takeovers: list[float] = []
     for run_id, log in runs.items():
@@ -103,7 +198,7 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
         started = False
         for previous, current in zip(events, events[1:]):
             started = started or previous["type"] == "run_started"
-            if not started or current["time"] - previous["time"] <= 1.0:
+            if not started or current["time"] - previous["time"] <= sleep + 1.0:
                 continue
             # a running run stood still: its worker was killed in the gap; the event
             # that ends the gap is another worker resuming it
@@ -125,6 +220,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="Processes per worker.")
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--every", type=float, default=2.0, help="Mean seconds between kills.")
+    parser.add_argument("--sleep", type=float, default=0.1, help="Seconds each block sleeps.")
+    parser.add_argument("--server-restarts", type=int, default=0,
+                        help="kill -9 and restart the server this many times (0: no server).")
+    parser.add_argument("--server-every", type=float, default=8.0,
+                        help="Mean seconds between server kills.")
+    parser.add_argument("--clients", type=int, default=20, help="SSE clients following runs.")
     parser.add_argument("--lease", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--seed", type=int, default=7)
