@@ -56,6 +56,10 @@ def default_queue() -> str:
 TASK_NAME = "flowforge.run"
 #: Seconds between two looks of a worker's reaper for runs whose lease expired.
 REAP_EVERY = 2.0
+#: A new run's message priority.  Redis hands out a queue's lower numbers first, so
+#: a cut-off run the reaper sends again (priority 0) goes ahead of the queued runs:
+#: its takeover is the lease plus REAP_EVERY, not the wait for the whole backlog.
+QUEUED_PRIORITY = 3
 
 log = logging.getLogger("flowforge.queue")
 
@@ -153,7 +157,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "files_root": files_root, "share_provider_keys": share_provider_keys,
             "by": process_id()}], [])
         database = opened.url
-    app.send_task(TASK_NAME, args=[run_id, database], queue=queue)
+    app.send_task(TASK_NAME, args=[run_id, database], queue=queue, priority=QUEUED_PRIORITY)
     return run_id
 
 
@@ -220,7 +224,8 @@ async def reap(database: str | None = None, *, broker: str | None = None,
         now = time.time()
         for row in rows:
             if lease_lapsed(row, now):
-                app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue)
+                app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue,
+                              priority=0)            # ahead of the queued runs
                 sent.append(row["run_id"])
     return sent
 
