@@ -11,7 +11,10 @@ group: parent and pool) every `--every` seconds and started again at once.
 At the end, for every run:
   lost      the run does not exist or did not end
   stuck     the run is not `succeeded` (every block of it can succeed)
-  re-run    a block logged `end` twice (a block that had succeeded ran again)
+  re-run    a block started after its success was stored (a block that had
+            succeeded ran again); told apart from a block that returned but
+            whose worker was killed before its success was stored, which is
+            in flight and runs again, with its key (`returned but unstored`)
   key       a block that started twice did not get the same key both times
 and, for every run a kill caught running, the takeover time: from the kill to
 the run's next stored event (another worker resumed it).  The lease is
@@ -175,7 +178,8 @@ async def _check_sse(storage, sse: dict) -> dict:
 
 async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
                  blocks: int, sleep: float) -> dict:
-    lost = stuck = rerun = bad_keys = reruns_in_flight = 0
+    lost = stuck = rerun = bad_keys = reruns_in_flight = unstored = 0
+    details: list[dict] = []
     takeovers: list[float] = []
     for run_id, log in runs.items():
         row = await storage.get_run(run_id)
@@ -185,16 +189,29 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
         if row["status"] != "succeeded":
             stuck += 1
         lines = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        events = await storage.get_events(run_id)
         for n in range(blocks):
             ends = [line for line in lines if line[0] == "end" and line[1] == str(n)]
             starts = [line for line in lines if line[0] == "start" and line[1] == str(n)]
-            if len(ends) > 1:
+            stored = [e for e in events if e.get("block_id") == f"s{n}"]
+            checkpointed = min((e["time"] for e in stored if e["type"] == "block_succeeded"),
+                               default=None)
+            again = [line for line in starts
+                     if checkpointed is not None and float(line[2]) > checkpointed]
+            if again:           # started after its success was stored: ran again
                 rerun += 1
+            elif len(ends) > 1:  # returned, but killed before its success was stored
+                unstored += 1
             if len(starts) > 1:
                 reruns_in_flight += 1
-                if len({line[2] for line in starts}) != 1:
+                if len({line[4] if len(line) > 4 else "" for line in starts}) != 1:
                     bad_keys += 1
-        events = await storage.get_events(run_id)
+            if (again or len(ends) > 1) and len(details) < 10:
+                details.append({"run_id": run_id, "block": n, "log": [
+                    " ".join(line) for line in lines if line[1] == str(n)], "events": [
+                    (e["type"], e["time"]) for e in stored], "kills": [
+                    at for at, _pid in kills if stored and stored[0]["time"] - 1 <= at
+                    <= stored[-1]["time"] + 1]})
         started = False
         for previous, current in zip(events, events[1:]):
             started = started or previous["type"] == "run_started"
@@ -207,6 +224,7 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
                 takeovers.append(current["time"] - inside[0])
     return {"lost": lost, "stuck": stuck, "succeeded_blocks_run_again": rerun,
             "in_flight_blocks_run_again": reruns_in_flight, "keys_changed": bad_keys,
+            "returned_but_unstored_blocks_run_again": unstored, "details": details,
             "takeovers": len(takeovers),
             "takeover_p50_s": round(pct(takeovers, 0.5), 2) if takeovers else None,
             "takeover_p99_s": round(pct(takeovers, 0.99), 2) if takeovers else None}

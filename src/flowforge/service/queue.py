@@ -227,7 +227,36 @@ async def reap(database: str | None = None, *, broker: str | None = None,
                 app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue,
                               priority=0)            # ahead of the queued runs
                 sent.append(row["run_id"])
+        for run_id in await _lost(app, storage, queue, now, limit):
+            app.send_task(TASK_NAME, args=[run_id, storage.url], queue=queue, priority=0)
+            sent.append(run_id)
     return sent
+
+
+async def _lost(app: Any, storage: Any, queue: str, now: float, limit: int) -> list[str]:
+    """Queued runs of `queue` whose message is nowhere: no worker took them for a
+    lease while the queue holds no message.  (A process killed between storing a
+    run and sending its id; a worker killed between taking a message from Redis
+    and recording it as unacknowledged.)  A message only in flight is sent twice
+    at worst: harmless, the lease decides."""
+    from kombu.exceptions import ChannelError
+
+    from flowforge.service.cancel import LEASE_SECONDS
+
+    old = [row for row in await storage.list_runs(status="queued", limit=limit)
+           if not row.get("lease_owner") and row["created_at"] < now - LEASE_SECONDS]
+    if not old:
+        return []
+    try:
+        with app.connection_for_read() as connection:
+            waiting = connection.default_channel.queue_declare(
+                queue, passive=True).message_count
+    except ChannelError:
+        waiting = 0                       # Redis: an empty queue does not exist
+    if waiting:
+        return []                         # their messages may be among these
+    return [row["run_id"] for row in old
+            if (await _how(storage, row["run_id"])).get("queue", queue) == queue]
 
 
 async def _fire(database: str | None) -> list[str]:
