@@ -61,11 +61,13 @@ class Workers:
         self.processes: list[subprocess.Popen] = []
 
     def start(self, concurrency: int = 1) -> subprocess.Popen:
+        log = open(self.folder / f"worker-{len(self.processes)}.log", "w")
         process = subprocess.Popen(
             [sys.executable, "-m", "flowforge.cli.main", "worker", "--concurrency",
-             str(concurrency), "--import", str(self.plugin)],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+             str(concurrency), "--import", str(self.plugin), "--loglevel", "warning"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
+        log.close()
         self.processes.append(process)
         return process
 

@@ -40,8 +40,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
+import sys
 import tempfile
 import time
 import uuid
@@ -247,8 +249,13 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", action="store_true",
+                        help="Keep the folder (database, logs) and say where.")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as name, redis_server() as redis:
+    with (contextlib.nullcontext(tempfile.mkdtemp(prefix="chaos-")) if args.keep
+          else tempfile.TemporaryDirectory()) as name, redis_server() as redis:
+        if args.keep:
+            print(f"keeping {name}", file=sys.stderr)
         celery_app.cache_clear()
         print(json.dumps(asyncio.run(chaos(Path(name), redis.url, args))))
 

@@ -126,15 +126,23 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
             (owner, now + ttl, run_id, owner, now, expected_owner or owner))
         return changed == 1
 
-    async def renew_leases(self, run_ids: list[str], owner: str, ttl: float) -> None:
-        """Extend `owner`'s leases on these runs (the heartbeat)."""
+    async def renew_leases(self, run_ids: list[str], owner: str, ttl: float) -> list[str]:
+        """Extend `owner`'s leases on these runs (the heartbeat); the ids whose
+        lease another process holds now (it expired and was taken over: the
+        caller must stop running them)."""
         if not run_ids:
-            return
+            return []
         import time as _time
         marks = ", ".join("?" * len(run_ids))
-        await self._sql_change(  # type: ignore[attr-defined]
+        changed = await self._sql_change(  # type: ignore[attr-defined]
             f"UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ? AND run_id IN ({marks})",
             (_time.time() + ttl, owner, *run_ids))
+        if changed == len(run_ids):
+            return []
+        rows = await self._sql_rows(  # type: ignore[attr-defined]
+            f"SELECT run_id FROM runs WHERE lease_owner IS NOT NULL AND lease_owner <> ? "
+            f"AND run_id IN ({marks})", (owner, *run_ids))
+        return [row["run_id"] for row in rows]
 
     async def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
         """Ids of runs that start with `prefix` (letters, digits, '-' and '_'
