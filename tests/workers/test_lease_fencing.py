@@ -54,3 +54,38 @@ async def test_a_run_whose_lease_was_taken_stops_and_writes_nothing_more(tmp_pat
         assert row["status"] == "running" and row["lease_owner"] == "elsewhere:1:other"
     finally:
         await storage.close()
+
+
+async def test_a_run_that_ends_while_a_resumer_looks_is_not_run_again(tmp_path, monkeypatch):
+    """A second message for a run (a reaper's, the broker's redelivery) can be taken
+    just as the run ends: the resumer read it `running`, then its holder stored
+    `run_finished` and freed the lease.  Found by bench/chaos.py: such a run got a
+    second run_started ... run_finished after its end (SSE clients stop at the first)."""
+    from flowforge.service import resuming
+    from flowforge.service.runs import run
+
+    SIDE_EFFECTS.clear()
+    storage = storage_from_url(f"sqlite:///{tmp_path / 'runs.db'}")
+    await storage.open()
+    doc = {"id": "ends", "blocks": [{"id": "only", "type": "function",
+                                     "with": {"function": "fence_step", "args": {"n": 0}}}]}
+    try:
+        result = await run(doc, storage=storage)
+        assert result.status == "succeeded"
+        ended = await storage.get_run(result.run_id)
+        assert ended["lease_owner"] is None
+        stale = {**ended, "status": "running", "lease_owner": "vm:1:gone",
+                 "lease_expires_at": 0}            # as read just before the end
+
+        async def read_before_the_end(storage, run_id, doing):
+            return stale
+
+        monkeypatch.setattr(resuming, "_stored_run", read_before_the_end)
+        events = await storage.get_events(result.run_id)
+        with pytest.raises(RunStateError, match="became succeeded"):
+            await resuming.start_resume(result.run_id, storage=storage)
+        assert await storage.get_events(result.run_id) == events
+        assert SIDE_EFFECTS == ["start 0", "end 0"]
+        assert (await storage.get_run(result.run_id))["status"] == "succeeded"
+    finally:
+        await storage.close()
