@@ -2,7 +2,7 @@
 machine) at random moments while runs go on, then every run is checked.
 
     .venv/bin/python bench/chaos.py [--runs 200] [--kills 100] [--workers 3] [--blocks 10]
-                                    [--sleep 0.1] [--server-restarts 20 --clients 20]
+                                    [--sleep 0.5] [--server-restarts 30 --clients 20]
 
 Each run is a chain of `--blocks` blocks that sleep `--sleep` s and append to the
 run's own side-effect log (`start`/`end`, with the idempotency key they were
@@ -240,7 +240,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="Processes per worker.")
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--every", type=float, default=2.0, help="Mean seconds between kills.")
-    parser.add_argument("--sleep", type=float, default=0.1, help="Seconds each block sleeps.")
+    parser.add_argument("--sleep", type=float, default=0.5, help="Seconds each block sleeps.")
     parser.add_argument("--server-restarts", type=int, default=0,
                         help="kill -9 and restart the server this many times (0: no server).")
     parser.add_argument("--server-every", type=float, default=8.0,
