@@ -1,6 +1,6 @@
 """What bench/workers.py and bench/chaos.py share: a throwaway Redis, worker
 processes started and killed like machines, and the step function their
-workflows call (sleeps, then appends to a side-effect log with its key)."""
+workflows call (sleeps, then appends to a side-effect log: `start|end N TIME PID KEY`)."""
 
 from __future__ import annotations
 
@@ -16,18 +16,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 STEP_PLUGIN = '''
-import asyncio, os
+import asyncio, os, time
 import flowforge
 
 @flowforge.function("bench_step")
 async def bench_step(n: int, seconds: float = 0.02, log: str = "", idempotency_key: str = ""):
     if log:
         with open(log, "a") as out:
-            out.write(f"start {n} {idempotency_key} {os.getpid()}\\n")
+            out.write(f"start {n} {time.time():.6f} {os.getpid()} {idempotency_key}\\n")
     await asyncio.sleep(seconds)
     if log:
         with open(log, "a") as out:
-            out.write(f"end {n} {idempotency_key} {os.getpid()}\\n")
+            out.write(f"end {n} {time.time():.6f} {os.getpid()} {idempotency_key}\\n")
     return {"n": n}
 '''
 
@@ -70,6 +70,7 @@ class Workers:
              "--loglevel", "info"],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
+        log.close()
         self.processes.append(process)
         self.expected += processes
         return process

@@ -2,36 +2,59 @@
 machine) at random moments while runs go on, then every run is checked.
 
     .venv/bin/python bench/chaos.py [--runs 200] [--kills 100] [--workers 3] [--blocks 10]
+                                    [--sleep 0.5] [--server-restarts 30 --clients 20]
 
-Each run is a chain of `--blocks` blocks that sleep 0.1 s and append to the
+Each run is a chain of `--blocks` blocks that sleep `--sleep` s and append to the
 run's own side-effect log (`start`/`end`, with the idempotency key they were
 given).  While the runs go on, a random worker is killed (its whole process
 group: parent and pool) every `--every` seconds and started again at once.
 At the end, for every run:
   lost      the run does not exist or did not end
   stuck     the run is not `succeeded` (every block of it can succeed)
-  re-run    a block logged `end` twice (a block that had succeeded ran again)
+  re-run    a block started after its success was stored (a block that had
+            succeeded ran again); told apart from a block that returned but
+            whose worker was killed before its success was stored, which is
+            in flight and runs again, with its key (`returned but unstored`)
   key       a block that started twice did not get the same key both times
 and, for every run a kill caught running, the takeover time: from the kill to
 the run's next stored event (another worker resumed it).  The lease is
 FLOWFORGE_LEASE_SECONDS (3 s here): the takeover is bounded by it plus the
 reaper's period (2 s).
+
+With `--server-restarts K`, a `flowforge serve --workers celery` process serves
+the runs' events while the workers run them, and `--clients` SSE clients follow
+every run (client i follows runs i, i + N, ... one after another, from the
+first event); the server is killed with SIGKILL K times at random moments
+(every `--server-every` s on average) and started again on the same port, and
+each client reconnects with the `Last-Event-ID` of the last event it got.  For
+every run, what its client saw is compared with the stored events:
+  twice        events received more than once
+  missing      stored events never received
+  out of order events received after one with a higher seq
+  no terminal  the last event received is not the run's stored `run_finished`
+and the reconnect gap (the connection breaking -> the next one answering) is
+reported; it includes starting the new server process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+import httpx
 from _pool import Workers, chain, pct, redis_server
+from _sse import Followed, ServerProcess, check_events, follow_run
 
 from flowforge.service.queue import celery_app, enqueue  # noqa: E402
+from flowforge.service.users import create_user  # noqa: E402
 from flowforge.storage import storage_from_url  # noqa: E402
 
 
@@ -46,41 +69,119 @@ async def chaos(folder: Path, broker: str, args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
     runs: dict[str, Path] = {}
     kills: list[tuple[float, int]] = []
+    server = ServerProcess(folder, workers.env, database) if args.server_restarts else None
+    sse: dict = {}
     try:
+        user, key = await create_user(storage, "chaos", "user")
+        if server is not None:
+            await server.start()
         for index in range(args.runs):
             log = folder / f"run{index}.log"
-            run_id = await enqueue(chain(args.blocks, 0.1, str(log), workflow_id="chaos"),
-                                   storage=storage, queue=queue, broker=broker)
+            run_id = await enqueue(chain(args.blocks, args.sleep, str(log), workflow_id="chaos"),
+                                   user=user["user_id"], storage=storage, queue=queue,
+                                   broker=broker)
             runs[run_id] = log
+        ids = list(runs)
+
+        async def all_ended() -> bool:
+            rows = [await storage.get_run(r) for r in ids]
+            return all(row and row["status"] in ("succeeded", "failed", "cancelled")
+                       for row in rows)
+
+        async def kill_workers() -> None:
+            for _ in range(args.kills):
+                await asyncio.sleep(rng.uniform(0.5, 2 * args.every - 0.5))
+                if await all_ended():
+                    return
+                victim = rng.randrange(len(pool))
+                kills.append((time.time(), pool[victim].pid))
+                workers.kill(pool[victim])
+                pool[victim] = workers.start(concurrency=args.concurrency)
+
+        tasks = [asyncio.create_task(kill_workers())]
+        if server is not None:
+            tasks.append(asyncio.create_task(_restart_server(server, rng, args, all_ended,
+                                                             sse)))
+            tasks.append(asyncio.create_task(_follow_all(server, key, ids, args, sse)))
         deadline = time.monotonic() + args.timeout
-        for _ in range(args.kills):
-            await asyncio.sleep(rng.uniform(0.5, 2 * args.every - 0.5))
-            rows = [await storage.get_run(r) for r in runs]
-            if all(row and row["status"] in ("succeeded", "failed", "cancelled")
-                   for row in rows):
-                break
-            victim = rng.randrange(len(pool))
-            kills.append((time.time(), pool[victim].pid))
-            workers.kill(pool[victim])
-            pool[victim] = workers.start(concurrency=args.concurrency)
-        while time.monotonic() < deadline:
-            rows = [await storage.get_run(r) for r in runs]
-            if all(row and row["status"] in ("succeeded", "failed", "cancelled")
-                   for row in rows):
-                break
+        _done, late = await asyncio.wait(tasks, timeout=args.timeout)
+        for task in late:                  # a client still waiting: its run did not end
+            task.cancel()
+        for task in _done:
+            task.result()                  # a bench that broke says so
+        while time.monotonic() < deadline and not await all_ended():
             await asyncio.sleep(0.5)
-        report = await _check(storage, runs, kills, args.blocks)
+        report = await _check(storage, runs, kills, args.blocks, args.sleep)
+        if server is not None:
+            report.update(await _check_sse(storage, sse))
     finally:
         await storage.close()
+        if server is not None:
+            server.stop()
         workers.stop()
-    report.update({"runs": args.runs, "blocks": args.blocks, "workers": args.workers,
+    report.update({"runs": args.runs, "blocks": args.blocks, "block_sleep_s": args.sleep,
+                   "workers": args.workers, "concurrency": args.concurrency,
                    "kills": len(kills), "lease_s": args.lease})
     return report
 
 
+async def _restart_server(server: ServerProcess, rng: random.Random,
+                          args: argparse.Namespace, all_ended, sse: dict) -> None:
+    """kill -9 the server at random moments and start it again at once."""
+    sse["restarts"], sse["boot_s"] = 0, []
+    for _ in range(args.server_restarts):
+        await asyncio.sleep(rng.uniform(0.5, 2 * args.server_every - 0.5))
+        if await all_ended():
+            return
+        server.kill()
+        sse["restarts"] += 1
+        sse["boot_s"].append(await server.start())
+
+
+async def _follow_all(server: ServerProcess, key: str, ids: list[str],
+                      args: argparse.Namespace, sse: dict) -> None:
+    """N clients, each following its share of the runs one after another."""
+    followed = sse.setdefault("followed", {})
+
+    async def client(index: int) -> None:
+        timeout = httpx.Timeout(10.0, read=60.0)        # the server pings every 15 s
+        async with httpx.AsyncClient(base_url=server.url, timeout=timeout,
+                                     headers={"Authorization": f"Bearer {key}"}) as http:
+            for run_id in ids[index::args.clients]:
+                followed[run_id] = Followed()     # kept if the bench gives up on it
+                await follow_run(http, run_id, followed=followed[run_id])
+
+    await asyncio.gather(*(client(i) for i in range(min(args.clients, len(ids)))))
+
+
+async def _check_sse(storage, sse: dict) -> dict:
+    totals = {"twice": 0, "missing": 0, "out_of_order": 0, "unknown": 0, "no_terminal": 0}
+    bad: dict[str, dict] = {}
+    gaps: list[float] = []
+    reconnected = 0
+    for run_id, followed in sse["followed"].items():
+        found = check_events(followed.events, await storage.get_events(run_id))
+        for name, count in found.items():
+            totals[name] += count
+        if any(found.values()) or followed.error:
+            bad[run_id] = {**found, "error": followed.error}
+        gaps += followed.gaps
+        reconnected += bool(followed.gaps)
+    boots = sse.get("boot_s") or []
+    return {"server_restarts": sse.get("restarts", 0),
+            "sse_runs_followed": len(sse["followed"]),
+            "sse_runs_reconnected": reconnected, "sse_reconnects": len(gaps),
+            **{f"sse_{name}": count for name, count in totals.items()},
+            "sse_bad_runs": bad,
+            "sse_reconnect_gap_p50_s": round(pct(gaps, 0.5), 2) if gaps else None,
+            "sse_reconnect_gap_p99_s": round(pct(gaps, 0.99), 2) if gaps else None,
+            "server_boot_p50_s": round(pct(boots, 0.5), 2) if boots else None}
+
+
 async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
-                 blocks: int) -> dict:
-    lost = stuck = rerun = bad_keys = reruns_in_flight = 0
+                 blocks: int, sleep: float) -> dict:
+    lost = stuck = rerun = bad_keys = reruns_in_flight = unstored = 0
+    details: list[dict] = []
     takeovers: list[float] = []
     for run_id, log in runs.items():
         row = await storage.get_run(run_id)
@@ -90,20 +191,33 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
         if row["status"] != "succeeded":
             stuck += 1
         lines = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        events = await storage.get_events(run_id)
         for n in range(blocks):
             ends = [line for line in lines if line[0] == "end" and line[1] == str(n)]
             starts = [line for line in lines if line[0] == "start" and line[1] == str(n)]
-            if len(ends) > 1:
+            stored = [e for e in events if e.get("block_id") == f"s{n}"]
+            checkpointed = min((e["time"] for e in stored if e["type"] == "block_succeeded"),
+                               default=None)
+            again = [line for line in starts
+                     if checkpointed is not None and float(line[2]) > checkpointed]
+            if again:           # started after its success was stored: ran again
                 rerun += 1
+            elif len(ends) > 1:  # returned, but killed before its success was stored
+                unstored += 1
             if len(starts) > 1:
                 reruns_in_flight += 1
-                if len({line[2] for line in starts}) != 1:
+                if len({line[4] if len(line) > 4 else "" for line in starts}) != 1:
                     bad_keys += 1
-        events = await storage.get_events(run_id)
+            if (again or len(ends) > 1) and len(details) < 10:
+                details.append({"run_id": run_id, "block": n, "log": [
+                    " ".join(line) for line in lines if line[1] == str(n)], "events": [
+                    (e["type"], e["time"]) for e in stored], "kills": [
+                    at for at, _pid in kills if stored and stored[0]["time"] - 1 <= at
+                    <= stored[-1]["time"] + 1]})
         started = False
         for previous, current in zip(events, events[1:]):
             started = started or previous["type"] == "run_started"
-            if not started or current["time"] - previous["time"] <= 1.0:
+            if not started or current["time"] - previous["time"] <= sleep + 1.0:
                 continue
             # a running run stood still: its worker was killed in the gap; the event
             # that ends the gap is another worker resuming it
@@ -112,6 +226,7 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
                 takeovers.append(current["time"] - inside[0])
     return {"lost": lost, "stuck": stuck, "succeeded_blocks_run_again": rerun,
             "in_flight_blocks_run_again": reruns_in_flight, "keys_changed": bad_keys,
+            "returned_but_unstored_blocks_run_again": unstored, "details": details,
             "takeovers": len(takeovers),
             "takeover_p50_s": round(pct(takeovers, 0.5), 2) if takeovers else None,
             "takeover_p99_s": round(pct(takeovers, 0.99), 2) if takeovers else None}
@@ -126,11 +241,22 @@ def main() -> None:
                         "(one process each).")
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--every", type=float, default=2.0, help="Mean seconds between kills.")
+    parser.add_argument("--sleep", type=float, default=0.5, help="Seconds each block sleeps.")
+    parser.add_argument("--server-restarts", type=int, default=0,
+                        help="kill -9 and restart the server this many times (0: no server).")
+    parser.add_argument("--server-every", type=float, default=8.0,
+                        help="Mean seconds between server kills.")
+    parser.add_argument("--clients", type=int, default=20, help="SSE clients following runs.")
     parser.add_argument("--lease", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", action="store_true",
+                        help="Keep the folder (database, logs) and say where.")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as name, redis_server() as redis:
+    with (contextlib.nullcontext(tempfile.mkdtemp(prefix="chaos-")) if args.keep
+          else tempfile.TemporaryDirectory()) as name, redis_server() as redis:
+        if args.keep:
+            print(f"keeping {name}", file=sys.stderr)
         celery_app.cache_clear()
         print(json.dumps(asyncio.run(chaos(Path(name), redis.url, args))))
 

@@ -436,6 +436,13 @@ async def test_leases_let_one_process_run_a_run(storage):
     assert await storage.claim_run("r1", "host:3:c", ttl=60)           # expired: taken
     row = await storage.get_run("r1")
     assert row["lease_owner"] == "host:3:c" and row["lease_expires_at"] > 0
+    # a run that ended while a resumer looked (its lease freed as it ended) is not taken
+    await storage.update_run("r1", status="succeeded", lease_owner=None, lease_expires_at=None)
+    assert not await storage.claim_run("r1", "host:4:d", ttl=60, expected_status="running")
+    assert await storage.claim_run("r1", "host:3:c", ttl=60, expected_status="succeeded")
+    # the heartbeat tells a holder that lost its lease: it must stop the run
+    assert await storage.renew_leases(["r1"], "host:2:b", ttl=60) == ["r1"]
+    assert await storage.renew_leases(["r1"], "host:3:c", ttl=60) == []
 
 
 async def test_pipelines_belong_to_their_owner_and_keep_their_json(storage):

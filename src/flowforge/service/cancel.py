@@ -23,7 +23,7 @@ import socket
 import time
 import uuid
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from flowforge.errors import StorageError
 from flowforge.storage import Storage
@@ -47,6 +47,7 @@ def _after_fork() -> None:
     PROCESS = _this_process()
     for storage_watcher in list(_WATCHERS):
         storage_watcher.runs.clear()
+        storage_watcher.on_lost.clear()
         storage_watcher.task = None
 
 
@@ -134,10 +135,13 @@ class _Watcher:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.runs: dict[str, Any] = {}             # run id -> Run
+        self.on_lost: dict[str, Callable[[], None]] = {}
         self.task: asyncio.Task | None = None
 
-    def watch(self, run: Any) -> None:
+    def watch(self, run: Any, on_lost: Callable[[], None] | None = None) -> None:
         self.runs[run.run_id] = run
+        if on_lost is not None:
+            self.on_lost[run.run_id] = on_lost
         loop = asyncio.get_running_loop()
         if self.task is None or self.task.done() or self.task.get_loop() is not loop:
             self.task = loop.create_task(self._poll(), name="flowforge-cancel-watcher")
@@ -151,8 +155,13 @@ class _Watcher:
                 break
             try:
                 if time.monotonic() - renewed >= LEASE_SECONDS / 3:
-                    await self.storage.renew_leases(ids, process_id(), LEASE_SECONDS)
+                    lost = await self.storage.renew_leases(ids, process_id(), LEASE_SECONDS)
                     renewed = time.monotonic()
+                    for run_id in lost:      # taken over: another process runs it now
+                        self.runs.pop(run_id, None)
+                        on_lost = self.on_lost.pop(run_id, None)
+                        if on_lost is not None:
+                            on_lost()
                 marked = await self.storage.cancel_requests(ids)
             except StorageError as exc:           # a busy or restarting database: next time
                 log.warning("could not check runs for cancel requests: %s", exc)
@@ -179,10 +188,15 @@ def process_id() -> str:
     return PROCESS
 
 
-def watch_for_cancel(storage: Storage, run: Any) -> None:
-    """Cancel `run` (a `Run`) when its row gets a cancel request."""
-    _watcher(storage).watch(run)
+def watch_for_cancel(storage: Storage, run: Any,
+                     on_lost: Callable[[], None] | None = None) -> None:
+    """Cancel `run` (a `Run`) when its row gets a cancel request; call `on_lost()`
+    (and stop watching) if another process took its lease: this process was
+    stalled past the lease and must stop, writing nothing more (fencing)."""
+    _watcher(storage).watch(run, on_lost)
 
 
 def forget_run(storage: Storage, run_id: str) -> None:
-    _watcher(storage).runs.pop(run_id, None)
+    watcher = _watcher(storage)
+    watcher.runs.pop(run_id, None)
+    watcher.on_lost.pop(run_id, None)

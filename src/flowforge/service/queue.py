@@ -62,6 +62,10 @@ def default_queue() -> str:
 TASK_NAME = "flowforge.run"
 #: Seconds between two looks of a worker's reaper for runs whose lease expired.
 REAP_EVERY = 2.0
+#: A new run's message priority.  Redis hands out a queue's lower numbers first, so
+#: a cut-off run the reaper sends again (priority 0) goes ahead of the queued runs:
+#: its takeover is the lease plus REAP_EVERY, not the wait for the whole backlog.
+QUEUED_PRIORITY = 3
 
 log = logging.getLogger("flowforge.queue")
 
@@ -163,7 +167,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "files_root": files_root, "share_provider_keys": share_provider_keys,
             "by": process_id()}], [])
         database = opened.url
-    app.send_task(TASK_NAME, args=[run_id, database], queue=queue)
+    app.send_task(TASK_NAME, args=[run_id, database], queue=queue, priority=QUEUED_PRIORITY)
     return run_id
 
 
@@ -260,8 +264,12 @@ async def reap(database: str | None = None, *, broker: str | None = None,
                     log.warning("run %s was cut off; marked failed (resuming is off)",
                                 row["run_id"])
                 continue
-            app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue)
+            app.send_task(TASK_NAME, args=[row["run_id"], storage.url], queue=queue,
+                          priority=0)            # ahead of the queued runs
             sent.append(row["run_id"])
+        for run_id in await _lost(app, storage, queue, now, limit):
+            app.send_task(TASK_NAME, args=[run_id, storage.url], queue=queue, priority=0)
+            sent.append(run_id)
         for run_id in await storage.due_runs(now, limit):
             if await born_on_pool(storage, run_id) and \
                     await requeue_waiting(storage, run_id, broker=broker):
@@ -296,7 +304,7 @@ async def requeue_waiting(storage: Any, run_id: str, *, broker: str | None = Non
     how = await _how(storage, run_id)
     try:
         app.send_task(TASK_NAME, args=[run_id, storage.url], queue=how.get("queue")
-                      or default_queue())
+                      or default_queue(), priority=0)     # a run under way goes first
     except Exception as exc:  # noqa: BLE001 - the broker is down: the run waits on
         if decision is not None:
             await storage.record(run_id, [], [{"scope": "", "block_id": decision[0],
@@ -320,6 +328,32 @@ async def decide_on_pool(run_id: str, block_id: str, decision: str, *, by: str |
     if not await requeue_waiting(storage, run_id, broker=broker, decision=(block_id, made)):
         raise RunStateError(f"run {run_id} is no longer waiting: another decision or "
                             f"resumer came first")
+
+
+async def _lost(app: Any, storage: Any, queue: str, now: float, limit: int) -> list[str]:
+    """Queued runs of `queue` whose message is nowhere: no worker took them for a
+    lease while the queue holds no message.  (A process killed between storing a
+    run and sending its id; a worker killed between taking a message from Redis
+    and recording it as unacknowledged.)  A message only in flight is sent twice
+    at worst: harmless, the lease decides."""
+    from kombu.exceptions import ChannelError
+
+    from flowforge.service.cancel import LEASE_SECONDS
+
+    old = [row for row in await storage.list_runs(status="queued", limit=limit)
+           if not row.get("lease_owner") and row["created_at"] < now - LEASE_SECONDS]
+    if not old:
+        return []
+    try:
+        with app.connection_for_read() as connection:
+            waiting = connection.default_channel.queue_declare(
+                queue, passive=True).message_count
+    except ChannelError:
+        waiting = 0                       # Redis: an empty queue does not exist
+    if waiting:
+        return []                         # their messages may be among these
+    return [row["run_id"] for row in old
+            if (await _how(storage, row["run_id"])).get("queue", queue) == queue]
 
 
 async def _fire(database: str | None) -> list[str]:

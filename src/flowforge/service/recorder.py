@@ -65,10 +65,19 @@ class Recorder:
         self.error: BaseException | None = None
         self._loop = asyncio.get_running_loop()
         self._writes: list[asyncio.Future] = []     # handed to storage, in order
+        self.dropped = False
+
+    def drop(self) -> None:
+        """Store nothing more (what is not handed to storage yet is forgotten):
+        the run's lease went to another process, whose record it is now."""
+        self.dropped = True
+        self.pending = []
 
     def __call__(self, event: dict) -> None:
         """The bus subscriber: O(1), never blocks; the events of one loop turn
         are handed to storage together, after the turn."""
+        if self.dropped:
+            return
         if not self.pending:
             self._loop.call_soon(self._submit)
         self.pending.append(event)

@@ -107,7 +107,12 @@ async def start_resume(run_id: str, *, storage: Storage | None,
     holder = row.get("lease_owner")
     alive = lease_holder_alive(holder)
     if not await opened.claim_run(run_id, process_id(), LEASE_SECONDS,
-                                  expected_owner=holder if alive is False else None):
+                                  expected_owner=holder if alive is False else None,
+                                  expected_status=row["status"]):
+        now_row = await opened.get_run(run_id) or row
+        if now_row["status"] != row["status"]:
+            raise RunStateError(f"run {run_id} became {now_row['status']} (another process "
+                                f"ran it) just as this one was to resume it: left alone")
         left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
         raise RunStateError(
             f"run {run_id} is being run by another live process ({holder}; its lease "

@@ -304,7 +304,18 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     """Execute a prepared run; with storage, write its outcome and memory."""
     if storage is None:
         return _hide_secrets(run_obj, await run_obj.execute())
-    watch_for_cancel(storage, run_obj)       # a cancel request from any process reaches it
+    lost: list[bool] = []
+
+    def lose() -> None:
+        # another process took the lease (this one was stalled past it) and runs
+        # the run now: stop, and store nothing more - the record is the other's
+        lost.append(True)
+        if recorder is not None:
+            recorder.drop()
+        run_obj.cancel()
+
+    # a cancel request from any process reaches it
+    watch_for_cancel(storage, run_obj, on_lost=lose)
     try:
         result = await run_obj.execute()
     except Exception as exc:  # noqa: BLE001 - a bug, not a block's failure: recorded, not lost
@@ -313,6 +324,9 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         forget_run(storage, run_obj.run_id)
         if recorder is not None:
             await recorder.close()
+    if lost:
+        raise RunStateError(f"run {run_obj.run_id}: another process took its lease (this "
+                            f"one was stalled past it) and runs it now; stopped here")
     result = _hide_secrets(run_obj, result)
     redact = recorder.redact if recorder is not None else (lambda data: data)
     traced = {"trace_id": run_obj.tracer.trace_id} if run_obj.tracer is not None else {}

@@ -114,27 +114,42 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
 
     # -- leases: one process runs a run ---------------------------------------------
     async def claim_run(self, run_id: str, owner: str, ttl: float,
-                        expected_owner: str | None = None) -> bool:
+                        expected_owner: str | None = None,
+                        expected_status: str | None = None) -> bool:
         """Take the run's lease for `owner` for `ttl` seconds: True when it was
         free, expired, already `owner`'s, or still held by `expected_owner` (a
-        holder known to be dead); a compare-and-set, safe between processes."""
+        holder known to be dead); a compare-and-set, safe between processes.
+        `expected_status`: and the run's status is still the one the caller
+        read (a run that ended meanwhile frees its lease as it ends: without
+        this, a resumer that read it running would run it again)."""
         import time as _time
         now = _time.time()
+        status = " AND status = ?" if expected_status is not None else ""
         changed = await self._sql_change(  # type: ignore[attr-defined]
             "UPDATE runs SET lease_owner = ?, lease_expires_at = ? WHERE run_id = ? AND "
-            "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ? OR lease_owner = ?)",
-            (owner, now + ttl, run_id, owner, now, expected_owner or owner))
+            "(lease_owner IS NULL OR lease_owner = ? OR lease_expires_at < ? OR lease_owner = ?)"
+            + status,
+            (owner, now + ttl, run_id, owner, now, expected_owner or owner,
+             *([expected_status] if expected_status is not None else [])))
         return changed == 1
 
-    async def renew_leases(self, run_ids: list[str], owner: str, ttl: float) -> None:
-        """Extend `owner`'s leases on these runs (the heartbeat)."""
+    async def renew_leases(self, run_ids: list[str], owner: str, ttl: float) -> list[str]:
+        """Extend `owner`'s leases on these runs (the heartbeat); the ids whose
+        lease another process holds now (it expired and was taken over: the
+        caller must stop running them)."""
         if not run_ids:
-            return
+            return []
         import time as _time
         marks = ", ".join("?" * len(run_ids))
-        await self._sql_change(  # type: ignore[attr-defined]
+        changed = await self._sql_change(  # type: ignore[attr-defined]
             f"UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ? AND run_id IN ({marks})",
             (_time.time() + ttl, owner, *run_ids))
+        if changed == len(run_ids):
+            return []
+        rows = await self._sql_rows(  # type: ignore[attr-defined]
+            f"SELECT run_id FROM runs WHERE lease_owner IS NOT NULL AND lease_owner <> ? "
+            f"AND run_id IN ({marks})", (owner, *run_ids))
+        return [row["run_id"] for row in rows]
 
     async def run_ids_starting(self, prefix: str, limit: int = 10) -> list[str]:
         """Ids of runs that start with `prefix` (letters, digits, '-' and '_'
