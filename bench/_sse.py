@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource
 
 from _pool import ROOT
 
@@ -145,19 +146,11 @@ async def follow_run(client: httpx.AsyncClient, run_id: str, *, retry: float = 0
 
 
 async def _events(response: httpx.Response) -> Any:
-    fields: dict[str, str] = {}
-    async for line in response.aiter_lines():
-        if line.startswith(":"):
-            continue                              # a ping
-        if line:
-            name, _, value = line.partition(":")
-            fields[name] = value[1:] if value.startswith(" ") else value
-            continue
-        if "data" in fields:
-            event = json.loads(fields["data"])
-            if fields.get("id") != str(event["seq"]):
-                raise AssertionError(f"SSE id {fields.get('id')!r} is not seq {event['seq']}")
-            yield event
+    async for sse in EventSource(response).aiter_sse():
+        event = json.loads(sse.data)
+        if sse.id != str(event["seq"]):
+            raise AssertionError(f"SSE id {sse.id!r} is not seq {event['seq']}")
+        yield event
         fields = {}
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from httpx_sse import EventSource
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
@@ -67,11 +68,10 @@ async def one_client(client: httpx.AsyncClient, index: int) -> Outcome:
             if stream.status_code != 200:
                 outcome.error = f"events: HTTP {stream.status_code}"
                 return outcome
-            async for line in stream.aiter_lines():
-                if line.startswith("data:"):
-                    event = json.loads(line[5:])
-                    outcome.seqs.append(event["seq"])
-                    outcome.last_type = event["type"]
+            async for sse in EventSource(stream).aiter_sse():
+                event = json.loads(sse.data)
+                outcome.seqs.append(event["seq"])
+                outcome.last_type = event["type"]
         outcome.seconds = time.perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - counted as a failed request
         phase = "start" if outcome.run_id is None else f"events after {len(outcome.seqs)}"
@@ -111,6 +111,9 @@ async def bench_backend(name: str, url: str, clients: int, blocks: int, rules: P
     created = subprocess.run([FLOWFORGE, "users", "create", "bench", "--db", url],
                              capture_output=True, text=True, check=True)
     key = created.stdout.splitlines()[-1]
+    # the scripted model reads its rules file on the server: a capability to grant
+    subprocess.run([FLOWFORGE, "users", "grant", "bench", "server_files", "--db", url],
+                   capture_output=True, text=True, check=True)
     port = free_port()
     server = subprocess.Popen([FLOWFORGE, "serve", "--port", str(port), "--db", url,
                                "--log-level", "warning"])
@@ -127,7 +130,8 @@ async def bench_backend(name: str, url: str, clients: int, blocks: int, rules: P
                     await asyncio.sleep(0.1)
             response = await client.post("/api/workflows",
                                          json=workflow(f"scripted/{rules}", blocks))
-            response.raise_for_status()
+            if response.status_code != 201 and response.status_code != 200:
+                raise SystemExit(f"saving the workflow: {response.status_code} {response.text}")
             await one_client(client, -1)                    # warm-up: imports, compile
             started = time.perf_counter()
             outcomes = await asyncio.gather(*(one_client(client, i) for i in range(clients)))

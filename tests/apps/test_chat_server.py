@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from httpx_sse import EventSource
 
 from tests.apps.helpers import call
 from tests.server.conftest import start_server
@@ -95,16 +96,8 @@ async def test_streaming_sends_tool_calls_then_the_answer(chat_server):
         async with alice.stream("POST", "/api/chat/query/stream",
                                 json={"query": "Warranty?", "kb_id": "policies"}) as response:
             assert response.status_code == 200
-            fields: dict[str, str] = {}
-            async for line in response.aiter_lines():
-                if line.startswith(":"):
-                    continue
-                if line:
-                    name, _, value = line.partition(":")
-                    fields[name] = value.strip()
-                    continue
-                events.append((fields["event"], json.loads(fields["data"])))
-                fields = {}
+            async for sse in EventSource(response).aiter_sse():
+                events.append((sse.event, json.loads(sse.data)))
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "run_started" and kinds[-1] == "answer"
     tools = [data["name"] for kind, data in events if kind == "tool_called"]

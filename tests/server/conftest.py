@@ -131,27 +131,21 @@ async def read_sse(client: httpx.AsyncClient, path: str, *, headers: dict | None
     """The events of an SSE response, parsed; stops (disconnecting) after
     `stop_after` events, else at the end of the stream."""
     import json
+
+    from httpx_sse import EventSource
+
     events: list[dict] = []
     async with client.stream("GET", path, headers=headers or {}) as response:
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")
-        fields: dict[str, str] = {}
-        async for line in response.aiter_lines():
-            if line.startswith(":"):
-                continue                      # a ping
-            if line:
-                name, _, value = line.partition(":")
-                fields[name] = value[1:] if value.startswith(" ") else value
-                continue
-            if "data" in fields:
-                event = json.loads(fields["data"])
-                assert fields["id"] == str(event["seq"]) and fields["event"] == event["type"]
-                events.append(event)
-                if on_event is not None:
-                    await on_event(event)
-                if stop_after is not None and len(events) >= stop_after:
-                    break
-            fields = {}
+        async for sse in EventSource(response).aiter_sse():
+            event = json.loads(sse.data)
+            assert sse.id == str(event["seq"]) and sse.event == event["type"]
+            events.append(event)
+            if on_event is not None:
+                await on_event(event)
+            if stop_after is not None and len(events) >= stop_after:
+                break
     return events
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from httpx_sse import EventSource
 
 from tests.server.conftest import start_server
 from tests.thinker.conftest import rules
@@ -80,11 +81,9 @@ async def test_create_agent_blocking_and_streaming(server, registry):
         events, names = [], []
         async with client.stream("POST", "/api/create-agent/stream", json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    events.append(json.loads(line[5:]))
-                elif line.startswith("event:"):
-                    names.append(line[6:].strip())
+            async for sse in EventSource(response).aiter_sse():
+                events.append(json.loads(sse.data))
+                names.append(sse.event)
         kinds = [e["type"] for e in events]
         assert names == kinds                      # the SSE event name is the type
         assert kinds[:2] == ["start", "stage"] and kinds[-1] == "complete"

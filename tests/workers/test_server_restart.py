@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import httpx
+from httpx_sse import EventSource
 import pytest
 
 from flowforge.service.users import create_user
@@ -83,21 +84,12 @@ async def follow(client: httpx.AsyncClient, path: str, seen: list[dict],
     headers = {"Last-Event-ID": str(last_event_id)} if last_event_id is not None else {}
     async with client.stream("GET", path, headers=headers) as response:
         assert response.status_code == 200, await response.aread()
-        fields: dict[str, str] = {}
-        async for line in response.aiter_lines():
-            if line.startswith(":"):
-                continue
-            if line:
-                name, _, value = line.partition(":")
-                fields[name] = value[1:] if value.startswith(" ") else value
-                continue
-            if "data" in fields:
-                event = json.loads(fields["data"])
-                assert fields["id"] == str(event["seq"])
-                seen.append(event)
-                if on_event is not None:
-                    on_event(event)
-            fields = {}
+        async for sse in EventSource(response).aiter_sse():
+            event = json.loads(sse.data)
+            assert sse.id == str(event["seq"])
+            seen.append(event)
+            if on_event is not None:
+                on_event(event)
 
 
 async def test_a_server_killed_mid_stream_loses_no_event_and_no_run(pool, tmp_path):
