@@ -355,6 +355,21 @@ async def test_runs_recording_at_once_are_each_stored_and_one_failure_fails_only
     assert await storage.get_events("no-such-run") == []
 
 
+async def test_a_record_with_the_runs_outcome_stores_both_or_neither(storage):
+    # A run's last events and its final status go in one write (Recorder.close).
+    await storage.create_run(_run("r1"))
+    await storage.record_later("r1", [_event(1, "run_finished")], [],
+                               update={"status": "succeeded", "outputs": {"a": 1}})
+    row = await storage.get_run("r1")
+    assert (row["status"], row["outputs"]) == ("succeeded", {"a": 1})
+    assert [e["type"] for e in await storage.get_events("r1")] == ["run_finished"]
+    with pytest.raises(StorageError, match="r1"):           # seq 1 holds another event
+        await storage.record_later("r1", [_event(1, "other")], [],
+                                   update={"status": "failed", "error": "late"})
+    row = await storage.get_run("r1")
+    assert (row["status"], row["error"]) == ("succeeded", None)
+
+
 async def test_an_event_stored_by_an_older_encoder_replays_without_a_conflict(storage):
     # Resuming replays stored events; text written with other spacing is the same event.
     import json

@@ -82,16 +82,17 @@ class Recorder:
             self._loop.call_soon(self._submit)
         self.pending.append(event)
 
-    def _submit(self) -> None:
+    def _submit(self, outcome: dict[str, Any] | None = None) -> None:
         batch, self.pending = self.pending, []
-        if not batch:
+        if not batch and outcome is None:
             return
         redact = self.redact
         events = batch if redact is _same else [redact(event) for event in batch]
         writes = self._writes
         try:
             write = self.storage.record_later(self.run_id, events, checkpoints(events),
-                                              after=writes[-1] if writes else None)
+                                              after=writes[-1] if writes else None,
+                                              update=outcome)
         except Exception as exc:  # noqa: BLE001 - kept, reported by close()
             self.error = self.error or exc
             return
@@ -111,9 +112,12 @@ class Recorder:
                 self.error = write.exception()
         self._writes = waiting
 
-    async def close(self) -> None:
-        """Store everything still pending; raises the first storage error seen."""
-        self._submit()
+    async def close(self, outcome: dict[str, Any] | None = None) -> None:
+        """Store everything still pending, and `outcome` (the run row's final
+        columns) in the same write: a run's last events and its status are
+        stored together or not at all.  Raises the first storage error seen."""
+        self._collect()
+        self._submit(None if self.dropped or self.error else outcome)
         for write in self._writes:
             if not write.done():
                 try:

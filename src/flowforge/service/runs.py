@@ -320,21 +320,29 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         result = await run_obj.execute()
     except Exception as exc:  # noqa: BLE001 - a bug, not a block's failure: recorded, not lost
         result = await _record_unexpected(run_obj, storage, exc)
-    finally:
+    except BaseException:
         forget_run(storage, run_obj.run_id)
         if recorder is not None:
             await recorder.close()
+        raise
+    forget_run(storage, run_obj.run_id)
     if lost:
+        if recorder is not None:
+            await recorder.close()
         raise RunStateError(f"run {run_obj.run_id}: another process took its lease (this "
                             f"one was stalled past it) and runs it now; stopped here")
     result = _hide_secrets(run_obj, result)
     redact = recorder.redact if recorder is not None else (lambda data: data)
     traced = {"trace_id": run_obj.tracer.trace_id} if run_obj.tracer is not None else {}
-    await storage.update_run(
-        run_obj.run_id, status=result.status, outputs=redact(result.outputs),
+    outcome = dict(
+        status=result.status, outputs=redact(result.outputs),
         usage=result.usage, memory=redact(result.memory), error=redact(result.error),
         finished_at=time.time(), lease_owner=None, lease_expires_at=None,
         resume_at=run_obj.resume_at if result.status == "waiting" else None, **traced)
+    if recorder is not None:
+        await recorder.close(outcome)     # the last events and the run's row, stored together
+    else:
+        await storage.update_run(run_obj.run_id, **outcome)
     memory_keys = run_obj.doc.memory
     if result.status == "succeeded" and memory_keys:
         await storage.save_memory(run_obj.user.get("id"), {

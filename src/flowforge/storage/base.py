@@ -232,15 +232,20 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
         checkpoint and the event announcing it are stored together or not at all."""
 
     def record_later(self, run_id: str, events: list[dict[str, Any]],
-                     blocks: list[dict[str, Any]], *, after: Any = None) -> asyncio.Future:
+                     blocks: list[dict[str, Any]], *, after: Any = None,
+                     update: dict[str, Any] | None = None) -> asyncio.Future:
         """`record` without waiting: the future is done once stored (or failed).
         Stored after `after`, an earlier `record_later` future of the same run, so
-        a block's later checkpoint never lands before its earlier one.  Back ends
-        that commit in call order override this without a task per write."""
+        a block's later checkpoint never lands before its earlier one; `update`
+        (run columns, as `update_run` takes them) is stored with it.  Back ends
+        that commit in call order override this without a task per write, and
+        store the update in the same transaction."""
         async def write() -> None:
             if after is not None:
                 await asyncio.wait([after])       # its failure is its own
             await self.record(run_id, events, blocks)
+            if update:
+                await self.update_run(run_id, **update)
 
         return asyncio.ensure_future(write())
 

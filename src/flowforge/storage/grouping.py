@@ -16,10 +16,23 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from flowforge.errors import StorageError
-from flowforge.storage.base import BLOCK_FIELDS
+from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS
 from flowforge.storage.encoding import dumps
 
-__all__ = ["Statements", "Step", "Write", "block_row", "plan", "settle"]
+__all__ = ["JSON_RUN_FIELDS", "Statements", "Step", "Write", "block_row", "plan", "run_update",
+           "settle"]
+
+#: Run columns stored as JSON text.
+JSON_RUN_FIELDS = frozenset({"inputs", "outputs", "usage", "memory", "document", "budget"})
+
+
+def run_update(fields: dict[str, Any]) -> tuple[tuple[str, ...], list[Any]]:
+    """`update_run`'s fields as a `Write.update`: the column names and values."""
+    unknown = set(fields) - set(RUN_FIELDS)
+    if unknown:
+        raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
+    names = tuple(fields)
+    return names, [dumps(fields[n]) if n in JSON_RUN_FIELDS else fields[n] for n in names]
 
 
 class Write:

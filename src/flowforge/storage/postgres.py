@@ -28,13 +28,13 @@ from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
-from flowforge.storage.grouping import Write
+from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, run_update
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 from flowforge.storage.postgres_writes import CHANNEL, PostgresGroupWriter
 
 __all__ = ["PostgresStorage"]
 
-_JSON_RUN = {"inputs", "outputs", "usage", "memory", "document", "budget"}
+_JSON_RUN = JSON_RUN_FIELDS
 _JSON_BLOCK = {"inputs", "output"}
 _MIGRATION_LOCK = 0x666C6F77   # "flow": one advisory lock id for schema changes
 
@@ -177,15 +177,10 @@ class PostgresStorage(Storage):
                                       run_id=row[0], run_row=row))
 
     async def update_run(self, run_id: str, **fields: Any) -> None:
-        unknown = set(fields) - set(RUN_FIELDS)
-        if unknown:
-            raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
-        if not fields:
-            return
-        names = tuple(fields)
-        values = [(_dumps(fields[n]) if n in _JSON_RUN else fields[n]) for n in names]
-        await self._writer.join(Write(None, f"update run {run_id}", run_id=run_id,
-                                      update=(names, values)))
+        update = run_update(fields)
+        if fields:
+            await self._writer.join(Write(None, f"update run {run_id}", run_id=run_id,
+                                          update=update))
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = await self._fetchone(f"SELECT {', '.join(RUN_FIELDS)} FROM runs "
@@ -221,11 +216,12 @@ class PostgresStorage(Storage):
         await self.record_later(run_id, events, blocks)
 
     def record_later(self, run_id: str, events: list[dict[str, Any]],
-                     blocks: list[dict[str, Any]], *, after: Any = None) -> asyncio.Future:
+                     blocks: list[dict[str, Any]], *, after: Any = None,
+                     update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins the next group; groups commit one after the other, in order, so
         `after` is stored first by construction."""
-        return self._writer.join(Write(None, f"record run {run_id}", run_id, run_id,
-                                       events, blocks))
+        return self._writer.join(Write(None, f"record run {run_id}", run_id, run_id, events,
+                                       blocks, update=run_update(update) if update else None))
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND seq > %s "

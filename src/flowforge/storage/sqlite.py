@@ -21,13 +21,13 @@ from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, R
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
-from flowforge.storage.grouping import Write
+from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, run_update
 from flowforge.storage.sqlite_writes import GroupWriter
 from flowforge.storage.wal import Checkpointer
 
 __all__ = ["SQLiteStorage"]
 
-_JSON_RUN = {"inputs", "outputs", "usage", "memory", "document", "budget"}
+_JSON_RUN = JSON_RUN_FIELDS
 _JSON_BLOCK = {"inputs", "output"}
 
 
@@ -116,15 +116,9 @@ class SQLiteStorage(Storage):
                                run_row=row))
 
     async def update_run(self, run_id: str, **fields: Any) -> None:
-        unknown = set(fields) - set(RUN_FIELDS)
-        if unknown:
-            raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
-        if not fields:
-            return
-        names = tuple(fields)
-        values = [(_dumps(fields[n]) if n in _JSON_RUN else fields[n]) for n in names]
-        await self._join(Write(None, f"update run {run_id}", run_id=run_id,
-                               update=(names, values)))
+        update = run_update(fields)
+        if fields:
+            await self._join(Write(None, f"update run {run_id}", run_id=run_id, update=update))
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -163,10 +157,12 @@ class SQLiteStorage(Storage):
         await self.record_later(run_id, events, blocks)
 
     def record_later(self, run_id: str, events: list[dict[str, Any]],
-                     blocks: list[dict[str, Any]], *, after: Any = None) -> asyncio.Future:
+                     blocks: list[dict[str, Any]], *, after: Any = None,
+                     update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins this loop turn's transaction; writes commit in call order, so
         `after` is stored first by construction."""
-        return self._join(Write(None, f"record run {run_id}", run_id, run_id, events, blocks))
+        return self._join(Write(None, f"record run {run_id}", run_id, run_id, events, blocks,
+                                update=run_update(update) if update else None))
 
     # -- group commit (sqlite_writes.py) ----------------------------------------------
     def _join(self, write: Write) -> asyncio.Future:
