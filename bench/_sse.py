@@ -147,6 +147,8 @@ async def follow_run(client: httpx.AsyncClient, run_id: str, *, retry: float = 0
 
 async def _events(response: httpx.Response) -> Any:
     async for sse in EventSource(response).aiter_sse():
+        if not sse.data:
+            continue                  # a ping (httpx-sse passes them on, empty)
         event = json.loads(sse.data)
         if sse.id != str(event["seq"]):
             raise AssertionError(f"SSE id {sse.id!r} is not seq {event['seq']}")

@@ -69,6 +69,8 @@ async def one_client(client: httpx.AsyncClient, index: int) -> Outcome:
                 outcome.error = f"events: HTTP {stream.status_code}"
                 return outcome
             async for sse in EventSource(stream).aiter_sse():
+                if not sse.data:
+                    continue                  # a ping (httpx-sse passes them on, empty)
                 event = json.loads(sse.data)
                 outcome.seqs.append(event["seq"])
                 outcome.last_type = event["type"]

@@ -97,6 +97,8 @@ async def test_streaming_sends_tool_calls_then_the_answer(chat_server):
                                 json={"query": "Warranty?", "kb_id": "policies"}) as response:
             assert response.status_code == 200
             async for sse in EventSource(response).aiter_sse():
+                if not sse.data:
+                    continue                  # a ping (httpx-sse passes them on, empty)
                 events.append((sse.event, json.loads(sse.data)))
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "run_started" and kinds[-1] == "answer"

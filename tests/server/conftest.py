@@ -139,6 +139,8 @@ async def read_sse(client: httpx.AsyncClient, path: str, *, headers: dict | None
         assert response.status_code == 200, await response.aread()
         assert response.headers["content-type"].startswith("text/event-stream")
         async for sse in EventSource(response).aiter_sse():
+            if not sse.data:
+                continue                  # a ping (httpx-sse passes them on, empty)
             event = json.loads(sse.data)
             assert sse.id == str(event["seq"]) and sse.event == event["type"]
             events.append(event)

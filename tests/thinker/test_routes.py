@@ -82,6 +82,8 @@ async def test_create_agent_blocking_and_streaming(server, registry):
         async with client.stream("POST", "/api/create-agent/stream", json=body) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             async for sse in EventSource(response).aiter_sse():
+                if not sse.data:
+                    continue                  # a ping (httpx-sse passes them on, empty)
                 events.append(json.loads(sse.data))
                 names.append(sse.event)
         kinds = [e["type"] for e in events]

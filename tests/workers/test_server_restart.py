@@ -85,6 +85,8 @@ async def follow(client: httpx.AsyncClient, path: str, seen: list[dict],
     async with client.stream("GET", path, headers=headers) as response:
         assert response.status_code == 200, await response.aread()
         async for sse in EventSource(response).aiter_sse():
+            if not sse.data:
+                continue                  # a ping (httpx-sse passes them on, empty)
             event = json.loads(sse.data)
             assert sse.id == str(event["seq"])
             seen.append(event)
