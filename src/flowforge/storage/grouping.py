@@ -19,40 +19,56 @@ from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS
 from flowforge.storage.encoding import dumps
 
-__all__ = ["JSON_RUN_FIELDS", "Statements", "Step", "Write", "block_row", "plan", "run_update",
-           "settle"]
+__all__ = ["JSON_RUN_FIELDS", "Statements", "Step", "Write", "block_row", "created", "plan",
+           "recorded", "settle", "updated"]
 
 #: Run columns stored as JSON text.
 JSON_RUN_FIELDS = frozenset({"inputs", "outputs", "usage", "memory", "document", "budget"})
 
 
-def run_update(fields: dict[str, Any]) -> tuple[tuple[str, ...], list[Any]]:
-    """`update_run`'s fields as a `Write.update`: the column names and values."""
+class Write:
+    """One write waiting for its group, stored with the other runs' of the group
+    in one statement per table: a new run (`run_row`), a run's `events` and
+    block checkpoints (`blocks`), new values for its columns (`update`: names,
+    values).  Made by `created`, `updated` and `recorded`."""
+
+    __slots__ = ("what", "notify", "run_id", "events", "blocks", "run_row", "update",
+                 "future")
+
+    def __init__(self, what: str, run_id: str, *, notify: str | None = None,
+                 events: Sequence[dict[str, Any]] = (),
+                 blocks: Sequence[dict[str, Any]] = (), run_row: list[Any] | None = None,
+                 update: tuple[tuple[str, ...], list[Any]] | None = None) -> None:
+        self.what, self.notify, self.run_id = what, notify, run_id
+        self.events, self.blocks = events, blocks
+        self.run_row, self.update = run_row, update
+        self.future: asyncio.Future | None = None
+
+
+def created(run: dict[str, Any]) -> Write:
+    """`create_run`: the run's row."""
+    row = [dumps(run.get(f)) if f in JSON_RUN_FIELDS else run.get(f) for f in RUN_FIELDS]
+    return Write(f"create run {run.get('run_id')}", row[0], run_row=row)
+
+
+def updated(run_id: str, fields: dict[str, Any]) -> Write:
+    """`update_run`: the columns' new values (StorageError for an unknown one)."""
     unknown = set(fields) - set(RUN_FIELDS)
     if unknown:
         raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
     names = tuple(fields)
-    return names, [dumps(fields[n]) if n in JSON_RUN_FIELDS else fields[n] for n in names]
+    values = [dumps(fields[n]) if n in JSON_RUN_FIELDS else fields[n] for n in names]
+    return Write(f"update run {run_id}", run_id, update=(names, values))
 
 
-class Write:
-    """One write waiting for its group: a statement to `apply`, or data that is
-    stored with the other runs' of the group in one statement per table: a
-    run's `events` and block checkpoints (`blocks`), a new run (`run_row`), or
-    new values for a run's columns (`update`: names, values)."""
-
-    __slots__ = ("apply", "what", "notify", "run_id", "events", "blocks", "run_row",
-                 "update", "future")
-
-    def __init__(self, apply: Callable[[Any], Any] | None, what: str,
-                 notify: str | None = None, run_id: str = "",
-                 events: Sequence[dict[str, Any]] = (),
-                 blocks: Sequence[dict[str, Any]] = (), run_row: list[Any] | None = None,
-                 update: tuple[tuple[str, ...], list[Any]] | None = None) -> None:
-        self.apply, self.what, self.notify = apply, what, notify
-        self.run_id, self.events, self.blocks = run_id, events, blocks
-        self.run_row, self.update = run_row, update
-        self.future: asyncio.Future | None = None
+def recorded(run_id: str, events: Sequence[dict[str, Any]], blocks: Sequence[dict[str, Any]],
+             update: dict[str, Any] | None = None) -> Write:
+    """`record_later`: events and checkpoints, and with `update` the run's
+    columns in the same write; followers of the run are woken once stored."""
+    write = updated(run_id, update) if update else Write("", run_id)
+    write.what, write.notify = f"record run {run_id}", run_id
+    write.events, write.blocks = events, blocks
+    return write
 
 
 @dataclass(frozen=True)
@@ -65,8 +81,8 @@ class Statements:
     update_runs: Callable[[tuple[str, ...]], str]    # (*values, run_id) for these columns
 
 
-#: A statement with its rows (and whether to check for replayed events), or a write to apply.
-Step = tuple[str, list, bool] | Callable[[Any], Any]
+#: A statement, its rows, and whether to check them for replayed events.
+Step = tuple[str, list, bool]
 
 
 def plan(writes: list[Write], sql: Statements) -> list[Step]:
@@ -109,9 +125,6 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
                 names = columns
             updates.append([*values, write.run_id])
             updated.add(write.run_id)
-        elif write.apply is not None:
-            flush_data()
-            steps.append(write.apply)
         elif updates:
             flush_data()                 # a run's later data after its update
         if write.run_row is not None:

@@ -28,7 +28,7 @@ from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
-from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, run_update
+from flowforge.storage.grouping import JSON_RUN_FIELDS, created, recorded, updated
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 from flowforge.storage.postgres_writes import CHANNEL, PostgresGroupWriter
 
@@ -172,15 +172,12 @@ class PostgresStorage(Storage):
 
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
-        row = [(_dumps(run.get(f)) if f in _JSON_RUN else run.get(f)) for f in RUN_FIELDS]
-        await self._writer.join(Write(None, f"create run {run.get('run_id')}",
-                                      run_id=row[0], run_row=row))
+        await self._writer.join(created(run))
 
     async def update_run(self, run_id: str, **fields: Any) -> None:
-        update = run_update(fields)
+        write = updated(run_id, fields)
         if fields:
-            await self._writer.join(Write(None, f"update run {run_id}", run_id=run_id,
-                                          update=update))
+            await self._writer.join(write)
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = await self._fetchone(f"SELECT {', '.join(RUN_FIELDS)} FROM runs "
@@ -220,8 +217,7 @@ class PostgresStorage(Storage):
                      update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins the next group; groups commit one after the other, in order, so
         `after` is stored first by construction."""
-        return self._writer.join(Write(None, f"record run {run_id}", run_id, run_id, events,
-                                       blocks, update=run_update(update) if update else None))
+        return self._writer.join(recorded(run_id, events, blocks, update))
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND seq > %s "

@@ -96,11 +96,7 @@ class PostgresGroupWriter:
         async with self._pool().connection() as conn:
             async with conn.pipeline() as pipeline, conn.transaction():
                 checks = []
-                for step in steps:
-                    if callable(step):
-                        await step(conn)
-                        continue
-                    sql, rows, check = step
+                for sql, rows, check in steps:
                     if sql is _SQL.upsert_blocks:
                         rows = _merged(rows)
                     cursor = conn.cursor()

@@ -14,14 +14,14 @@ import asyncio
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
-from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, run_update
+from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, created, recorded, updated
 from flowforge.storage.sqlite_writes import GroupWriter
 from flowforge.storage.wal import Checkpointer
 
@@ -111,14 +111,12 @@ class SQLiteStorage(Storage):
 
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
-        row = [(_dumps(run.get(f)) if f in _JSON_RUN else run.get(f)) for f in RUN_FIELDS]
-        await self._join(Write(None, f"create run {run.get('run_id')}", run_id=row[0],
-                               run_row=row))
+        await self._join(created(run))
 
     async def update_run(self, run_id: str, **fields: Any) -> None:
-        update = run_update(fields)
+        write = updated(run_id, fields)
         if fields:
-            await self._join(Write(None, f"update run {run_id}", run_id=run_id, update=update))
+            await self._join(write)
 
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = self._conn().execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -161,8 +159,7 @@ class SQLiteStorage(Storage):
                      update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins this loop turn's transaction; writes commit in call order, so
         `after` is stored first by construction."""
-        return self._join(Write(None, f"record run {run_id}", run_id, run_id, events, blocks,
-                                update=run_update(update) if update else None))
+        return self._join(recorded(run_id, events, blocks, update))
 
     # -- group commit (sqlite_writes.py) ----------------------------------------------
     def _join(self, write: Write) -> asyncio.Future:

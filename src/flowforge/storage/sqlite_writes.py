@@ -76,11 +76,7 @@ def commit_group(db: sqlite3.Connection, batch: list[Write]) -> list[Exception |
 def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
-        for step in steps:
-            if callable(step):
-                step(db)
-                continue
-            sql, rows, check = step
+        for sql, rows, check in steps:
             inserted = db.executemany(sql, rows).rowcount
             if check and inserted != len(rows):
                 _check_replays(db, rows)
