@@ -97,20 +97,23 @@ log = logging.getLogger("flowforge.cancel")
 
 async def request_cancel(storage: Storage, run_id: str) -> None:
     """Mark the run: whichever process runs it cancels it within `poll_interval`.
-    A `waiting` run, which no process runs, is cancelled here and then (its
-    stream ends with a `run_finished` event)."""
+    A `waiting` run, which no process runs, is cancelled here and then: its
+    waiting blocks get `block_cancelled` events and its stream ends with
+    `run_finished`."""
     now = time.time()
     if await storage.cancel_waiting(run_id, now):
         events = await storage.get_events(run_id)
         seq = events[-1]["seq"] + 1 if events else 1
         waiting = [b for b in await storage.get_blocks(run_id) if b["status"] == "waiting"]
-        await storage.record(run_id, [{"seq": seq, "type": "run_finished", "run_id": run_id,
-                                       "time": now, "status": "cancelled",
-                                       "error": "the run was cancelled while waiting"}],
-                             [{"scope": b["scope"], "block_id": b["block_id"],
-                               "status": "cancelled", "finished_at": now,
-                               "reason": "the run was cancelled while it waited"}
-                              for b in waiting])
+        reason = "the run was cancelled while it waited"
+        closing = [{"seq": seq + i, "type": "block_cancelled", "run_id": run_id, "time": now,
+                    "block_id": b["block_id"], "scope": b["scope"] or None,
+                    "block_type": b.get("type"), "reason": reason}
+                   for i, b in enumerate(waiting)]
+        closing.append({"seq": seq + len(waiting), "type": "run_finished", "run_id": run_id,
+                        "time": now, "status": "cancelled",
+                        "error": "the run was cancelled while waiting"})
+        await storage.record(run_id, closing, [])
         return
     await storage.update_run(run_id, cancel_requested_at=now)
 

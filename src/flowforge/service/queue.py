@@ -300,6 +300,7 @@ async def requeue_waiting(storage: Any, run_id: str, *, broker: str | None = Non
         state = next((dict(b["output"] or {}) for b in await storage.get_blocks(run_id)
                       if b["scope"] == "" and b["block_id"] == block_id), {})
         await storage.record(run_id, [], [{"scope": "", "block_id": block_id,
+                                           "status": "waiting",      # about the wait only
                                            "output": {**state, "decision": made}}])
     how = await _how(storage, run_id)
     try:
@@ -308,7 +309,7 @@ async def requeue_waiting(storage: Any, run_id: str, *, broker: str | None = Non
     except Exception as exc:  # noqa: BLE001 - the broker is down: the run waits on
         if decision is not None:
             await storage.record(run_id, [], [{"scope": "", "block_id": decision[0],
-                                               "output": state}])
+                                               "status": "waiting", "output": state}])
         await storage.update_run(run_id, status="waiting", resume_at=before.get("resume_at"))
         raise QueueError(f"run {run_id}: the broker could not be reached ({exc}); the run "
                          f"is still waiting, try again") from None

@@ -1,8 +1,9 @@
 """Persisting a run as it happens: a subscriber of the event bus.
 
-Every event goes to the event log, and every block event also updates that
-block's row (its checkpoint: status, inputs, output, error, timing), stored
-together.  The events of one loop turn are handed to storage as one write,
+Every event goes to the event log.  A block's checkpoint (status, inputs,
+output, error, timing) is read back as the fold of its events
+(`storage/checkpoints.py`): writing it again as a row cost more than the
+events.  The events of one loop turn are handed to storage as one write,
 after the turn, so the scheduler never waits on the disk and no task is kept
 per run (SQLite then commits every run's writes of that turn at once);
 `close()` waits for the last write, so a run's record is complete when the
@@ -20,12 +21,7 @@ from typing import Any, Callable, Iterable
 
 from flowforge.storage.base import Storage
 
-__all__ = ["Recorder", "checkpoints", "redactor"]
-
-_BLOCK_STATUS = {"block_started": "running", "block_succeeded": "succeeded",
-                 "block_failed": "failed", "block_skipped": "skipped",
-                 "block_cancelled": "cancelled", "block_waiting": "waiting"}
-
+__all__ = ["Recorder", "redactor"]
 
 def _same(data: Any) -> Any:
     return data
@@ -54,7 +50,7 @@ def redactor(secrets: Iterable[str]) -> Callable[[Any], Any]:
 
 
 class Recorder:
-    """Writes one run's events and block checkpoints to storage."""
+    """Writes one run's events to storage."""
 
     def __init__(self, storage: Storage, run_id: str,
                  redact: Callable[[Any], Any] | None = None) -> None:
@@ -90,7 +86,7 @@ class Recorder:
         events = batch if redact is _same else [redact(event) for event in batch]
         writes = self._writes
         try:
-            write = self.storage.record_later(self.run_id, events, checkpoints(events),
+            write = self.storage.record_later(self.run_id, events, (),
                                               after=writes[-1] if writes else None,
                                               update=outcome)
         except Exception as exc:  # noqa: BLE001 - kept, reported by close()
@@ -127,33 +123,3 @@ class Recorder:
         self._collect()
         if self.error is not None:
             raise self.error
-
-
-def checkpoints(events: list[dict]) -> list[dict]:
-    """The block rows these events change: each block's status, inputs, output,
-    error and times (its checkpoint), merged per block."""
-    blocks: dict[tuple[str, str], dict] = {}
-    for event in events:
-        status = _BLOCK_STATUS.get(event["type"])
-        if status is None or event.get("resumed"):
-            continue            # a checkpoint restored on resume keeps its row (and times)
-        key = (event.get("scope") or "", event["block_id"])
-        row = blocks.setdefault(key, {"scope": key[0], "block_id": key[1]})
-        row["status"] = status
-        if event.get("block_type"):
-            row["type"] = event["block_type"]
-        if status == "running":
-            row["inputs"] = event.get("inputs")
-            row["started_at"] = event["time"]
-        else:
-            row["finished_at"] = event["time"]
-            if status == "succeeded":
-                row["output"] = event.get("output")
-                row["duration_ms"] = event.get("duration_ms")
-            elif status == "failed":
-                row["error"] = event.get("error")
-            else:
-                row["reason"] = event.get("reason")
-                if status == "waiting":         # the state to resume from
-                    row["output"] = event.get("output")
-    return list(blocks.values())

@@ -27,6 +27,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
+from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.grouping import JSON_RUN_FIELDS, created, recorded, updated
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
@@ -225,12 +226,15 @@ class PostgresStorage(Storage):
         return [_loads(row["data"]) for row in rows]
 
     async def get_blocks(self, run_id: str) -> list[dict[str, Any]]:
+        events = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND "
+                                   "type = ANY(%s) ORDER BY seq",
+                                   (run_id, list(BLOCK_EVENT_TYPES)))
         rows = await self._fetch(f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks "
                                  f"WHERE run_id = %s ORDER BY position", (run_id,))
         for item in rows:
             for key in _JSON_BLOCK:
                 item[key] = _loads(item[key])
-        return rows
+        return merged(fold(run_id, (_loads(row["data"]) for row in events)), rows)
 
     # -- memory ------------------------------------------------------------------
     async def get_memory(self, user_id: str, keys: list[str] | None = None) -> dict[str, Any]:

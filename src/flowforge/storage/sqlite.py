@@ -19,6 +19,7 @@ from typing import Any
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, RUN_FIELDS,
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
+from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
 from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, created, recorded, updated
@@ -173,16 +174,21 @@ class SQLiteStorage(Storage):
         return [_loads(row[0]) for row in rows]
 
     async def get_blocks(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self._conn().execute(
+        db = self._conn()
+        events = db.execute(
+            f"SELECT data FROM run_events WHERE run_id = ? AND type IN "
+            f"({', '.join('?' * len(BLOCK_EVENT_TYPES))}) ORDER BY seq",
+            (run_id, *BLOCK_EVENT_TYPES)).fetchall()
+        rows = db.execute(
             f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks WHERE run_id = ? ORDER BY rowid",
             (run_id,)).fetchall()
-        out = []
+        stored = []
         for row in rows:
             item = dict(row)
             for key in _JSON_BLOCK:
                 item[key] = _loads(item[key])
-            out.append(item)
-        return out
+            stored.append(item)
+        return merged(fold(run_id, (_loads(row[0]) for row in events)), stored)
 
     # -- memory ------------------------------------------------------------------
     async def get_memory(self, user_id: str, keys: list[str] | None = None) -> dict[str, Any]:
