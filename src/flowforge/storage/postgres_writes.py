@@ -17,8 +17,11 @@ exact float Python wrote), so a column holding ints and floats is one array.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Callable
+
+from psycopg.pq import TransactionStatus
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
@@ -75,11 +78,10 @@ class PostgresGroupWriter:
 
     async def _commit_group(self, batch: list[Write]) -> list[Exception | None]:
         try:
-            await self._commit(plan(batch, _SQL), batch)
+            await self._commit_at_once(plan(batch, _FIRST_TRY), batch)
             return [None] * len(batch)
-        except Exception as exc:  # noqa: BLE001 - isolate the failing write
-            if len(batch) == 1:
-                return [exc]
+        except Exception:  # noqa: BLE001 - a replayed event or one write's bad data
+            pass
         errors: list[Exception | None] = []
         for write in batch:
             try:
@@ -88,6 +90,31 @@ class PostgresGroupWriter:
             except Exception as exc:  # noqa: BLE001 - handed to that write's caller
                 errors.append(exc)
         return errors
+
+    async def _commit_at_once(self, steps: list[Step], batch: list[Write]) -> None:
+        """The group in one round trip: BEGIN, its statements and COMMIT in one
+        pipeline (each wait costs a turn of a busy event loop).  Events go in
+        with a plain INSERT: a replay (a resumed run storing again what was
+        stored) is rare, and a plain INSERT costs the server less than ON
+        CONFLICT; any error rolls back and the writes go one by one (`_commit`)."""
+        notified = sorted({write.notify for write in batch if write.notify})
+        async with self._pool().connection() as conn:
+            try:
+                async with conn.pipeline() as pipeline:
+                    await conn.execute("BEGIN")
+                    for sql, rows, _ in steps:
+                        if sql is _FIRST_TRY.upsert_blocks:
+                            rows = _merged(rows)
+                        await conn.execute(sql, _columns(rows))
+                    if notified:      # delivered at commit, to every process LISTENing
+                        await conn.execute("SELECT pg_notify(%s, run_id) FROM "
+                                           "unnest(%s::text[]) AS run_id", (CHANNEL, notified))
+                    await conn.execute("COMMIT")
+                    await pipeline.sync()
+            except BaseException:
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    await conn.execute("ROLLBACK")
+                raise
 
     async def _commit(self, steps: list[Step], batch: list[Write]) -> None:
         """One transaction, its statements sent together (a pipeline): a round
@@ -183,3 +210,5 @@ _SQL = Statements(
         + ", ".join(f"{f} = COALESCE(EXCLUDED.{f}, run_blocks.{f})"
                     for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id"))),
     update_runs=_update_runs)
+#: The statements of a group's first try, which a replayed event fails (`_commit_at_once`).
+_FIRST_TRY = replace(_SQL, insert_events=_SQL.insert_events.replace(" ON CONFLICT DO NOTHING", ""))
