@@ -92,7 +92,8 @@ class LiveRuns:
                                         files_root=self.settings.files_root,
                                         run_id=run_id, workflow_version=version,
                                         share_provider_keys=self.settings.share_provider_keys,
-                                        budget=budget)
+                                        budget=budget,
+                                        resume_cut_off=self.settings.resume_cut_off)
             if webhook:
                 await self.storage.update_run(run_id, webhook=webhook)
             self.handles[run_id] = queued              # type: ignore[assignment]

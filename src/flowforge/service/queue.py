@@ -138,8 +138,15 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   files_root: str | None = None, queue: str | None = None,
                   broker: str | None = None, run_id: str | None = None,
                   workflow_version: int | None = None,
-                  share_provider_keys: bool = False, budget: Any = None) -> str:
-    """Store the run as `queued` and hand it to the pool; its id."""
+                  share_provider_keys: bool = False, budget: Any = None,
+                  resume_cut_off: bool | None = None) -> str:
+    """Store the run as `queued` and hand it to the pool; its id.
+
+    `resume_cut_off` (default: this process's `FLOWFORGE_RESUME_CUT_OFF`) is the
+    submitter's choice for the run if a process running it dies: stored with
+    the run, so every worker and reaper that finds it cut off honours it (a
+    worker's own `--no-resume` still applies to every run it finds)."""
+    from flowforge.service.resuming import resume_cut_off as resuming_here
     from flowforge.engine.inputs import validate_inputs
 
     app = celery_app(broker)
@@ -165,6 +172,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
             "queue": queue, "model": model, "trusted": policy is TRUSTED,
             "files_root": files_root, "share_provider_keys": share_provider_keys,
+            "resume_cut_off": resuming_here() if resume_cut_off is None else resume_cut_off,
             "by": process_id()}], [])
         database = opened.url
     app.send_task(TASK_NAME, args=[run_id, database], queue=queue, priority=QUEUED_PRIORITY)
@@ -176,6 +184,19 @@ async def _how(storage: Any, run_id: str) -> dict[str, Any]:
         if event["type"] == "run_queued":
             return event
     return {"trusted": True}          # a run started in a process, cut off, then queued
+
+
+def _resumes(how: dict[str, Any]) -> bool:
+    """Whether a cut-off run is resumed: only if both this process (its
+    `--no-resume`, FLOWFORGE_RESUME_CUT_OFF) and whoever queued the run (the
+    choice stored in its `run_queued` event) resume cut-off runs."""
+    return resume_cut_off() and how.get("resume_cut_off", True) is not False
+
+
+async def _fail_cut_off(storage: Any, run_id: str) -> bool:
+    """`fail_cut_off`, its reason naming where resuming was turned off."""
+    return await fail_cut_off(storage, run_id, where="here" if not resume_cut_off()
+                              else "where the run was queued")
 
 
 async def work(run_id: str, database: str | Any = None) -> str:
@@ -202,15 +223,15 @@ async def _work(run_id: str, database: str | Any) -> str:
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("queued", "running"):
             return "ended"      # a `waiting` run is sent again when it is due or decided
-        if row["status"] == "running" and not resume_cut_off() and lease_lapsed(row):
+        how = await _how(storage, run_id)
+        if row["status"] == "running" and not _resumes(how) and lease_lapsed(row):
             # a message back from a lost worker: with resuming off, the run fails, saying so
-            await fail_cut_off(storage, run_id)
+            await _fail_cut_off(storage, run_id)
             return "ended"
         if row["status"] == "queued" and row.get("cancel_requested_at"):
             await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
                                      error="cancelled before a worker started it")
             return "cancelled"
-        how = await _how(storage, run_id)
         policy = TRUSTED
         if not how.get("trusted"):
             from flowforge.service.grants import policy_for
@@ -244,7 +265,8 @@ async def reap(database: str | None = None, *, broker: str | None = None,
     with the lease expired or its process gone), and the pool's `waiting` runs
     that are due (a `wait` ended, an approval timed out): the ids sent.
     Duplicates are harmless: the lease decides.  With resuming off
-    (`resume_cut_off`), a cut-off running run is marked failed instead."""
+    (here, or by whoever queued the run: `_resumes`), a cut-off running run is
+    marked failed instead."""
     app = celery_app(broker)
     queue = queue or default_queue()
     sent = []
@@ -255,12 +277,12 @@ async def reap(database: str | None = None, *, broker: str | None = None,
         taken = [row for row in await storage.list_runs(status="queued", limit=limit)
                  if row.get("lease_owner")]
         now = time.time()
-        resuming = resume_cut_off()
         for row in running + taken:
             if not lease_lapsed(row, now):
                 continue
-            if row["status"] == "running" and not resuming:
-                if await fail_cut_off(storage, row["run_id"]):
+            how = await _how(storage, row["run_id"]) if row["status"] == "running" else {}
+            if row["status"] == "running" and not _resumes(how):
+                if await _fail_cut_off(storage, row["run_id"]):
                     log.warning("run %s was cut off; marked failed (resuming is off)",
                                 row["run_id"])
                 continue

@@ -39,11 +39,13 @@ def resume_cut_off() -> bool:
         ("0", "false", "no", "off")
 
 
-async def fail_cut_off(storage: Storage, run_id: str) -> bool:
+async def fail_cut_off(storage: Storage, run_id: str, *, where: str = "here") -> bool:
     """Mark a run cut off by a dead process `failed`, naming the process and how
     to resume it; False when it is not cut off (a live process runs it, it
     ended, another process took it first).  Its lease is taken first (the same
-    compare-and-set as a resume), so a run is never both failed and resumed."""
+    compare-and-set as a resume), so a run is never both failed and resumed.
+    `where` resuming was turned off: "here", or "where the run was queued" (a
+    server's or CLI's choice stored with a pool run)."""
     row = await storage.get_run(run_id)
     if row is None or row["status"] != "running" or not lease_lapsed(row):
         return False
@@ -58,7 +60,7 @@ async def fail_cut_off(storage: Storage, run_id: str) -> bool:
         return False
     now = time.time()
     error = (f"cut off: the process that ran it ({holder or 'unknown'}) is gone, and "
-             f"resuming cut-off runs is off here ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
+             f"resuming cut-off runs is off {where} ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
              f"its succeeded blocks are kept: resume it with `flowforge runs resume "
              f"{run_id}`")
     events = await storage.get_events(run_id)
