@@ -50,7 +50,7 @@ from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 __all__ = ["QueuedHandle", "start_queued", "stored_result",
            "BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
            "reap", "start_reaper", "QueueError", "TASK_NAME", "born_on_pool",
-           "requeue_waiting", "decide_on_pool"]
+           "requeue_waiting", "requeue_due", "decide_on_pool"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
 DEFAULT_QUEUE = "flowforge"
@@ -292,11 +292,32 @@ async def reap(database: str | None = None, *, broker: str | None = None,
         for run_id in await _lost(app, storage, queue, now, limit):
             app.send_task(TASK_NAME, args=[run_id, storage.url], queue=queue, priority=0)
             sent.append(run_id)
-        for run_id in await storage.due_runs(now, limit):
-            if await born_on_pool(storage, run_id) and \
-                    await requeue_waiting(storage, run_id, broker=broker):
-                sent.append(run_id)
+        sent += [run_id for run_id, outcome in
+                 await requeue_due(storage, broker=broker, now=now, limit=limit)
+                 if outcome.startswith("sent")]
     return sent
+
+
+async def requeue_due(storage: Any, *, broker: str | None = None, now: float | None = None,
+                      limit: int = 100) -> list[tuple[str, str]]:
+    """Send the due `waiting` runs that were born on the pool back to it (the
+    compare-and-set of `requeue_waiting`: a run another resumer took first is
+    left to it); `(run id, what happened)` for each such run, in words.  A
+    broker that cannot be reached leaves the run waiting, saying so; the
+    others are still tried."""
+    done = []
+    for run_id in await storage.due_runs(time.time() if now is None else now, limit):
+        if not await born_on_pool(storage, run_id):
+            continue
+        try:
+            if await requeue_waiting(storage, run_id, broker=broker):
+                queue = (await _how(storage, run_id)).get("queue") or default_queue()
+                done.append((run_id, f"sent to the pool (queue {queue})"))
+            else:
+                done.append((run_id, "left alone: another resumer took it first"))
+        except QueueError as exc:
+            done.append((run_id, f"still waiting: {exc}"))
+    return done
 
 
 async def born_on_pool(storage: Any, run_id: str) -> bool:

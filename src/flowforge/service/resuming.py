@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from flowforge.engine.result import RunResult
 from flowforge.service.cancel import (LEASE_SECONDS, lease_holder_alive, lease_lapsed,
@@ -167,19 +167,24 @@ async def start_resume(run_id: str, *, storage: Storage | None,
 
 
 async def resume_due(*, storage: StorageArg = None, now: float | None = None,
-                     options_for: Callable[[dict[str, Any]], Any] | None = None
+                     options_for: Callable[[dict[str, Any]], Any] | None = None,
+                     leave: Callable[[Storage, str], Awaitable[bool]] | None = None
                      ) -> list[RunResult]:
     """Resume every `waiting` run whose time has come (a `wait` block's end,
     an approval's timeout), one after the other; a run another process took
     first is left to it.  `options_for(row)` (awaitable) gives a server's
     options for the run's owner; without it (the CLI, trusted) the runs of a
     server's users are left to the server, which resumes them with their
-    owner's rights, not the machine's."""
+    owner's rights, not the machine's.  `leave(storage, run_id)` (awaitable)
+    True: the run is someone else's (the CLI, with a broker, leaves the pool's
+    runs to the pool)."""
     results = []
     async with open_storage(storage) as opened:
         for run_id in await opened.due_runs(time.time() if now is None else now):
             row = await opened.get_run(run_id)
             if row is None or row["status"] != "waiting":
+                continue
+            if leave is not None and await leave(opened, run_id):
                 continue
             if options_for is None and row.get("user_id") and \
                     await opened.get_user(row["user_id"]) is not None:
