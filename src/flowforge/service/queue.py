@@ -50,7 +50,7 @@ from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 __all__ = ["QueuedHandle", "start_queued", "stored_result",
            "BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
            "reap", "start_reaper", "QueueError", "TASK_NAME", "born_on_pool",
-           "requeue_waiting", "requeue_due", "decide_on_pool"]
+           "requeue_waiting", "requeue_due", "decide_on_pool", "deliver_owed_webhooks"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
 DEFAULT_QUEUE = "flowforge"
@@ -139,13 +139,18 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   broker: str | None = None, run_id: str | None = None,
                   workflow_version: int | None = None,
                   share_provider_keys: bool = False, budget: Any = None,
-                  resume_cut_off: bool | None = None) -> str:
+                  resume_cut_off: bool | None = None, webhook: str | None = None,
+                  webhook_delivery: dict[str, Any] | None = None) -> str:
     """Store the run as `queued` and hand it to the pool; its id.
 
     `resume_cut_off` (default: this process's `FLOWFORGE_RESUME_CUT_OFF`) is the
     submitter's choice for the run if a process running it dies: stored with
     the run, so every worker and reaper that finds it cut off honours it (a
-    worker's own `--no-resume` still applies to every run it finds)."""
+    worker's own `--no-resume` still applies to every run it finds).
+
+    `webhook`: POSTed when the run ends by whichever process sees it ended
+    first (`webhooks.deliver_owed`), as `webhook_delivery`
+    (`webhooks.delivery_options`) says; the caller checked the URL."""
     from flowforge.service.resuming import resume_cut_off as resuming_here
     from flowforge.engine.inputs import validate_inputs
 
@@ -167,12 +172,14 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "created_at": now, "document": compiled.document,
             # a request's budget travels with the run, as for a run in a process
             "budget": budget if budget is None or isinstance(budget, dict)
-            else budget.model_dump()})
+            else budget.model_dump(),
+            **({"webhook": webhook, "webhook_state": "pending"} if webhook else {})})
         await opened.record(run_id, [{
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
             "queue": queue, "model": model, "trusted": policy is TRUSTED,
             "files_root": files_root, "share_provider_keys": share_provider_keys,
             "resume_cut_off": resuming_here() if resume_cut_off is None else resume_cut_off,
+            **({"webhook_delivery": webhook_delivery or {}} if webhook else {}),
             "by": process_id()}], [])
         database = opened.url
     app.send_task(TASK_NAME, args=[run_id, database], queue=queue, priority=QUEUED_PRIORITY)
@@ -223,40 +230,74 @@ async def _work(run_id: str, database: str | Any) -> str:
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("queued", "running"):
             return "ended"      # a `waiting` run is sent again when it is due or decided
-        how = await _how(storage, run_id)
-        if row["status"] == "running" and not _resumes(how) and lease_lapsed(row):
-            # a message back from a lost worker: with resuming off, the run fails, saying so
-            await _fail_cut_off(storage, run_id)
-            return "ended"
-        if row["status"] == "queued" and row.get("cancel_requested_at"):
-            await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
-                                     error="cancelled before a worker started it")
-            return "cancelled"
-        policy = TRUSTED
-        if not how.get("trusted"):
-            from flowforge.service.grants import policy_for
-            user = await storage.get_user(row["user_id"])
-            if user is None:
-                await storage.update_run(run_id, status="failed", finished_at=time.time(),
-                                         error=f"the user {row['user_id']} no longer exists")
-                return "ended"
-            policy = await policy_for(storage, user)
-        services = {"files_root": how.get("files_root")} if how.get("files_root") else None
-        keys = None
-        if how.get("share_provider_keys"):       # the keys of this worker's environment
-            from flowforge.providers.registry import provider_keys_in
-            keys = provider_keys_in(os.environ)
         try:
-            await resume(run_id, storage=storage, model=how.get("model"), services=services,
-                         policy=policy, **({"provider_keys": keys} if keys else {}))
-        except RunStateError as exc:
-            log.info("run %s: %s", run_id, exc)
-            return "busy"
-        except WorkflowError as exc:     # the stored document no longer loads: say so
+            return await _work_on(storage, run_id, row)
+        finally:
+            if row.get("webhook_state") == "pending":
+                await _deliver_webhook(storage, run_id, later=storage is database)
+
+
+#: Webhook deliveries under way in this process (a reference keeps each task alive).
+_DELIVERING: set[asyncio.Task] = set()
+
+
+async def _deliver_webhook(storage: Any, run_id: str, *, later: bool) -> None:
+    """Deliver the run's owed webhook if it ended (`webhooks.deliver_owed`):
+    `later`, in the background on this loop (the storage stays open: the
+    process's), so the run's message is acknowledged without waiting on the
+    receiver; a process that dies meanwhile leaves it to a reaper."""
+    from flowforge.service.webhooks import deliver_owed
+
+    async def deliver() -> None:
+        try:
+            await deliver_owed(storage, run_id)
+        except Exception:  # noqa: BLE001 - a reaper tries again once the claim lapses
+            log.exception("run %s: delivering its webhook failed", run_id)
+
+    if not later:
+        await deliver()
+        return
+    task = asyncio.get_running_loop().create_task(deliver())
+    _DELIVERING.add(task)
+    task.add_done_callback(_DELIVERING.discard)
+
+
+async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
+    """`_work` on the run's row, read once it was found queued or running."""
+    how = await _how(storage, run_id)
+    if row["status"] == "running" and not _resumes(how) and lease_lapsed(row):
+        # a message back from a lost worker: with resuming off, the run fails, saying so
+        await _fail_cut_off(storage, run_id)
+        return "ended"
+    if row["status"] == "queued" and row.get("cancel_requested_at"):
+        await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
+                                 error="cancelled before a worker started it")
+        return "cancelled"
+    policy = TRUSTED
+    if not how.get("trusted"):
+        from flowforge.service.grants import policy_for
+        user = await storage.get_user(row["user_id"])
+        if user is None:
             await storage.update_run(run_id, status="failed", finished_at=time.time(),
-                                     error=str(exc))
+                                     error=f"the user {row['user_id']} no longer exists")
             return "ended"
-        return "done"
+        policy = await policy_for(storage, user)
+    services = {"files_root": how.get("files_root")} if how.get("files_root") else None
+    keys = None
+    if how.get("share_provider_keys"):       # the keys of this worker's environment
+        from flowforge.providers.registry import provider_keys_in
+        keys = provider_keys_in(os.environ)
+    try:
+        await resume(run_id, storage=storage, model=how.get("model"), services=services,
+                     policy=policy, **({"provider_keys": keys} if keys else {}))
+    except RunStateError as exc:
+        log.info("run %s: %s", run_id, exc)
+        return "busy"
+    except WorkflowError as exc:     # the stored document no longer loads: say so
+        await storage.update_run(run_id, status="failed", finished_at=time.time(),
+                                 error=str(exc))
+        return "ended"
+    return "done"
 
 
 async def reap(database: str | None = None, *, broker: str | None = None,
@@ -405,10 +446,23 @@ async def _fire(database: str | None) -> list[str]:
     return await fire_due(database)
 
 
+async def deliver_owed_webhooks(storage: Any, limit: int = 100) -> list[str]:
+    """Start delivering, in the background on this loop, the webhooks owed by
+    ended runs that no process is delivering (the one that finished the run
+    died, or the server that queued it); the ids.  Each is claimed first
+    (`webhooks.deliver_owed`), so however many reapers look, one posts."""
+    found = await storage.owed_webhooks(time.time(), limit)
+    for run_id in found:
+        await _deliver_webhook(storage, run_id, later=True)
+    return found
+
+
 def start_reaper(database: str | None, *, broker: str | None = None,
                  queue: str | None = None, every: float = REAP_EVERY) -> threading.Event:
     """A thread that reaps every `every` seconds (and starts the schedules' due
-    firings, exactly once across workers) until the returned event is set."""
+    firings, exactly once across workers, and the deliveries of owed webhooks,
+    on the process's loop) until the returned event is set."""
+    from flowforge.service.process_loop import process_loop
     stop = threading.Event()
 
     def loop() -> None:
@@ -418,6 +472,7 @@ def start_reaper(database: str | None, *, broker: str | None = None,
                 fired = asyncio.run(_fire(database))
                 if fired:
                     log.info("scheduler: started %d scheduled run(s)", len(fired))
+                process_loop().spawn(deliver_owed_webhooks, database).result()
             except (StorageError, QueueError, OSError) as exc:
                 log.warning("reaper: %s", exc)
                 continue
@@ -463,6 +518,9 @@ class QueuedHandle:
 
     run = _NoRun()
     recorder = None
+    #: Its webhook (if any) is owed on the run row: whoever sees the run ended
+    #: first delivers it (`webhooks.deliver_owed`), not the follower itself.
+    webhook_owed_on_row = True
 
     def __init__(self, storage: Any, run_id: str, after_seq: int = 0) -> None:
         self.storage, self.run_id = storage, run_id
