@@ -281,11 +281,20 @@ class LiveRuns:
             return
         if webhook and task.result().status != "waiting":   # a waiting run has not ended
             if getattr(handle, "webhook_owed_on_row", False):
-                # a pool run: its webhook is owed on its row; the worker that finished
-                # it is likely delivering it already (one of us claims it)
-                self._spawn(deliver_owed(self.storage, handle.run_id, client=self.http))
+                self._spawn(self._deliver_pool_run(handle, task.result(), webhook, secret))
             else:
                 self._spawn(self._deliver(handle, task.result(), webhook, secret, payload))
+
+    async def _deliver_pool_run(self, handle: RunHandle, result: RunResult, url: str,
+                                secret: str) -> None:
+        """A pool run's webhook is owed on its row: the worker that finished it is
+        likely delivering it already (one of us claims it).  A run queued before
+        webhooks were owed on rows (no `webhook_state`) is delivered from here."""
+        row = await self.storage.get_run(handle.run_id) or {}
+        if row.get("webhook_state") is None:
+            await self._deliver(handle, result, url, secret)
+        else:
+            await deliver_owed(self.storage, handle.run_id, client=self.http)
 
     async def _deliver(self, handle: RunHandle, result: RunResult, url: str,
                        secret: str, build: PayloadBuilder | None = None) -> None:

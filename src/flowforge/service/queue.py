@@ -20,6 +20,11 @@ How a run travels:
 - A run that waits (an approval, a long wait) frees the worker; when it is
   decided or due it goes back to the queue (`requeue_waiting`).
 - Cancel is the row's cancel mark, seen by the worker within `poll_interval`.
+- A run's webhook is owed on its row (`webhook_state`): the worker that ends
+  the run, the server, or any reaper delivers it, after a claim on the row
+  (`webhooks.deliver_owed`), so a server that died after queueing loses none.
+- Resuming off (`--no-resume`, FLOWFORGE_RESUME_CUT_OFF=0) where the run was
+  queued travels with it (`run_queued`): whoever finds it cut off fails it.
 - A worker killed at any point: its messages were not acknowledged
   (`acks_late`), so the broker gives them back after its visibility timeout
   (`visibility_timeout()`), and every worker's reaper enqueues runs whose
@@ -42,15 +47,16 @@ from flowforge.engine.ids import new_run_id
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 from flowforge.service.cancel import lease_lapsed, process_id
 from flowforge.service.loading import load
+from flowforge.service.queue_follow import QueuedHandle, start_queued, stored_result
 from flowforge.service.resuming import fail_cut_off, resume, resume_cut_off
 from flowforge.service.runs import RunStateError, open_storage
-from flowforge.storage.base import TERMINAL_STATUSES
+from flowforge.service.webhooks import deliver_when_ended
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
 __all__ = ["QueuedHandle", "start_queued", "stored_result",
            "BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
            "reap", "start_reaper", "QueueError", "TASK_NAME", "born_on_pool",
-           "requeue_waiting", "requeue_due", "decide_on_pool", "deliver_owed_webhooks"]
+           "requeue_waiting", "requeue_due", "decide_on_pool"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
 DEFAULT_QUEUE = "flowforge"
@@ -129,6 +135,7 @@ def _run_task(task: Any, run_id: str, database: str | None = None) -> str:
     message is acknowledged then.  Many tasks (threads) share the loop, so one
     process runs many runs at once."""
     from flowforge.service.process_loop import process_loop
+    from flowforge.service.webhooks import deliver_owed_webhooks
     return process_loop().call(lambda storage: work(run_id, storage), database)
 
 
@@ -234,32 +241,7 @@ async def _work(run_id: str, database: str | Any) -> str:
             return await _work_on(storage, run_id, row)
         finally:
             if row.get("webhook_state") == "pending":
-                await _deliver_webhook(storage, run_id, later=storage is database)
-
-
-#: Webhook deliveries under way in this process (a reference keeps each task alive).
-_DELIVERING: set[asyncio.Task] = set()
-
-
-async def _deliver_webhook(storage: Any, run_id: str, *, later: bool) -> None:
-    """Deliver the run's owed webhook if it ended (`webhooks.deliver_owed`):
-    `later`, in the background on this loop (the storage stays open: the
-    process's), so the run's message is acknowledged without waiting on the
-    receiver; a process that dies meanwhile leaves it to a reaper."""
-    from flowforge.service.webhooks import deliver_owed
-
-    async def deliver() -> None:
-        try:
-            await deliver_owed(storage, run_id)
-        except Exception:  # noqa: BLE001 - a reaper tries again once the claim lapses
-            log.exception("run %s: delivering its webhook failed", run_id)
-
-    if not later:
-        await deliver()
-        return
-    task = asyncio.get_running_loop().create_task(deliver())
-    _DELIVERING.add(task)
-    task.add_done_callback(_DELIVERING.discard)
+                await deliver_when_ended(storage, run_id, later=storage is database)
 
 
 async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
@@ -446,23 +428,13 @@ async def _fire(database: str | None) -> list[str]:
     return await fire_due(database)
 
 
-async def deliver_owed_webhooks(storage: Any, limit: int = 100) -> list[str]:
-    """Start delivering, in the background on this loop, the webhooks owed by
-    ended runs that no process is delivering (the one that finished the run
-    died, or the server that queued it); the ids.  Each is claimed first
-    (`webhooks.deliver_owed`), so however many reapers look, one posts."""
-    found = await storage.owed_webhooks(time.time(), limit)
-    for run_id in found:
-        await _deliver_webhook(storage, run_id, later=True)
-    return found
-
-
 def start_reaper(database: str | None, *, broker: str | None = None,
                  queue: str | None = None, every: float = REAP_EVERY) -> threading.Event:
     """A thread that reaps every `every` seconds (and starts the schedules' due
     firings, exactly once across workers, and the deliveries of owed webhooks,
     on the process's loop) until the returned event is set."""
     from flowforge.service.process_loop import process_loop
+    from flowforge.service.webhooks import deliver_owed_webhooks
     stop = threading.Event()
 
     def loop() -> None:
@@ -485,67 +457,3 @@ def start_reaper(database: str | None, *, broker: str | None = None,
     threading.Thread(target=loop, name="flowforge-reaper", daemon=True).start()
     return stop
 
-
-
-async def stored_result(storage: Any, run_id: str) -> Any:
-    """The `RunResult` of a run as its storage has it (a run another process ran)."""
-    from flowforge.engine.result import BlockRecord, RunResult
-
-    row = await storage.get_run(run_id)
-    if row is None:
-        raise StorageError(f"run {run_id} is not in {storage.url}")
-    blocks = [b for b in await storage.get_blocks(run_id) if not b["scope"]]
-    return RunResult(
-        run_id=run_id, workflow_id=row["workflow_id"], status=row["status"],
-        outputs=row.get("outputs") or {},
-        results={b["block_id"]: b["output"] for b in blocks if b["status"] == "succeeded"},
-        blocks={b["block_id"]: BlockRecord(status=b["status"], started_at=b.get("started_at"),
-                                           finished_at=b.get("finished_at"),
-                                           error=b.get("error"), type=b.get("type") or "",
-                                           reason=b.get("reason")) for b in blocks},
-        usage=row.get("usage") or {}, memory=row.get("memory") or {},
-        events=await storage.get_events(run_id), error=row.get("error"))
-
-
-class _NoRun:
-    """What a server's code reads of `handle.run` for a run another process runs."""
-    tracer = None
-
-
-class QueuedHandle:
-    """A run on the pool, as a server holds a run of its own: `task` ends when the
-    run ends (followed through its stored events), `cancel()` marks its row."""
-
-    run = _NoRun()
-    recorder = None
-    #: Its webhook (if any) is owed on the run row: whoever sees the run ended
-    #: first delivers it (`webhooks.deliver_owed`), not the follower itself.
-    webhook_owed_on_row = True
-
-    def __init__(self, storage: Any, run_id: str, after_seq: int = 0) -> None:
-        self.storage, self.run_id = storage, run_id
-        self.task = asyncio.get_running_loop().create_task(self._follow(after_seq))
-
-    async def _follow(self, after_seq: int) -> Any:
-        """Until the run stops: it ends, or waits (again: the handle is made while
-        the run is `queued`), as a run's own handle does."""
-        async for _event in self.storage.follow_events(self.run_id, after_seq):
-            pass
-        while (await self.storage.get_run(self.run_id) or {}).get("status") not in \
-                (*TERMINAL_STATUSES, "waiting"):
-            await asyncio.sleep(self.storage.poll_interval)
-        return await stored_result(self.storage, self.run_id)
-
-    def cancel(self) -> None:
-        from flowforge.service.cancel import request_cancel
-        asyncio.get_running_loop().create_task(request_cancel(self.storage, self.run_id))
-
-    async def wait(self) -> Any:
-        return await asyncio.shield(self.task)
-
-
-async def start_queued(workflow: Any, inputs: dict[str, Any], *, storage: Any,
-                       **options: Any) -> QueuedHandle:
-    """`enqueue` for a server: the run goes to the pool; the handle follows it."""
-    run_id = await enqueue(workflow, inputs, storage=storage, **options)
-    return QueuedHandle(storage, run_id)

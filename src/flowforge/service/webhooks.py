@@ -33,6 +33,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import time
 from typing import Any
 
@@ -44,7 +45,10 @@ from flowforge.storage.base import Storage
 from flowforge.tools.network import check_url
 
 __all__ = ["sign", "verify", "webhook_payload", "deliver_webhook", "webhook_refusal",
-           "deliver_owed", "delivery_options", "SIGNATURE_HEADER", "TIMESTAMP_HEADER"]
+           "deliver_owed", "deliver_when_ended", "deliver_owed_webhooks", "delivery_options",
+           "SIGNATURE_HEADER", "TIMESTAMP_HEADER"]
+
+log = logging.getLogger("flowforge.webhooks")
 
 SIGNATURE_HEADER = "X-Flowforge-Signature"
 TIMESTAMP_HEADER = "X-Flowforge-Timestamp"
@@ -166,7 +170,7 @@ async def deliver_owed(storage: Storage, run_id: str, *,
                 "succeeded": False, "created_at": time.time(), "duration_ms": 0.0})
             settled = "failed"
             return False
-        from flowforge.service.queue import stored_result
+        from flowforge.service.queue_follow import stored_result
         payload = webhook_payload(await stored_result(storage, run_id), row)
         http = client or httpx.AsyncClient(timeout=timeout)
         try:
@@ -191,3 +195,37 @@ def _stored_options(events: list[dict[str, Any]]) -> dict[str, Any]:
         if event["type"] == "run_queued":
             return dict(event.get("webhook_delivery") or {})
     return {}
+
+
+#: Deliveries under way in this process (a reference keeps each task alive).
+_DELIVERING: set[asyncio.Task] = set()
+
+
+async def deliver_when_ended(storage: Storage, run_id: str, *, later: bool) -> None:
+    """`deliver_owed`, errors logged: `later`, in the background on this loop
+    (the storage must stay open: a worker process's), so a run's queue message
+    is acknowledged without waiting on the receiver; a process that dies
+    meanwhile leaves the delivery to a reaper once its claim lapses."""
+    async def deliver() -> None:
+        try:
+            await deliver_owed(storage, run_id)
+        except Exception:  # noqa: BLE001 - a reaper tries again once the claim lapses
+            log.exception("run %s: delivering its webhook failed", run_id)
+
+    if not later:
+        await deliver()
+        return
+    task = asyncio.get_running_loop().create_task(deliver())
+    _DELIVERING.add(task)
+    task.add_done_callback(_DELIVERING.discard)
+
+
+async def deliver_owed_webhooks(storage: Storage, limit: int = 100) -> list[str]:
+    """Start delivering, in the background on this loop, the webhooks owed by
+    ended runs that no process is delivering (the one that finished the run
+    died, or the server that queued it); the ids.  Each is claimed first, so
+    however many reapers look, one posts it."""
+    found = await storage.owed_webhooks(time.time(), limit)
+    for run_id in found:
+        await deliver_when_ended(storage, run_id, later=True)
+    return found
