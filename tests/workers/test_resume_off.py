@@ -129,3 +129,22 @@ async def test_a_server_with_resuming_off_has_its_pool_runs_failed_by_any_worker
     _says_how(row, run_id, ran)
     assert "off where the run was queued" in row["error"]
     assert sorted(pids(log)) == [0]                       # the other worker ran nothing
+
+
+async def test_a_run_queued_with_resuming_off_carries_the_choice(pool, tmp_path, monkeypatch):
+    """`flowforge run --queue` (any `enqueue`) with FLOWFORGE_RESUME_CUT_OFF=0: the
+    run's stored request says so, which is what every worker reads."""
+    from flowforge.service.queue import enqueue
+
+    storage = storage_from_url(pool.database)
+    await storage.open()
+    try:
+        monkeypatch.setenv("FLOWFORGE_RESUME_CUT_OFF", "0")
+        off = await enqueue(chain(1, 0.01, tmp_path / "log"), storage=storage)
+        monkeypatch.delenv("FLOWFORGE_RESUME_CUT_OFF")
+        on = await enqueue(chain(1, 0.01, tmp_path / "log"), storage=storage)
+        queued = {run_id: (await storage.get_events(run_id))[0] for run_id in (off, on)}
+    finally:
+        await storage.close()
+    assert queued[off]["type"] == "run_queued" and queued[off]["resume_cut_off"] is False
+    assert queued[on]["resume_cut_off"] is True

@@ -421,14 +421,18 @@ def runs_resume_due(db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP
     import_plugins(imports)
     pool = bool(os.environ.get(BROKER_ENV))
     while True:
+        stuck = 0
         if pool:
             for run_id, outcome in _storage_call(_requeue_due(db)):
+                stuck += outcome.startswith("still")
                 (err if outcome.startswith("still") else out).print(
                     f"{run_id} {outcome}", highlight=False, markup=False)
         leave = _born_on_pool if pool else None
         for result in _storage_call(resume_due(storage=db, leave=leave)):
             out.print(f"{result.run_id} {result.status}", highlight=False)
         if not every:
+            if stuck:            # the broker could not be reached: say so to a cron job
+                raise typer.Exit(1)
             return
         time.sleep(every)
 
