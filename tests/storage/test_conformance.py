@@ -441,6 +441,25 @@ async def test_an_event_under_a_stored_seq_with_other_content_is_refused(storage
                                                                   _event(2)["type"]]
 
 
+async def test_an_owed_webhook_is_claimed_by_one_process_once_the_run_ended(storage):
+    await storage.create_run(_run("r1", status="running", webhook="https://x.test/h",
+                                  webhook_state="pending"))
+    await storage.create_run(_run("r2", status="succeeded", webhook="https://x.test/h"))
+    assert await storage.owed_webhooks(time.time()) == []            # r1 has not ended
+    assert not await storage.claim_webhook("r1", ttl=60)
+    await storage.update_run("r1", status="succeeded")
+    assert await storage.owed_webhooks(time.time()) == ["r1"]        # r2 owes none
+    assert await storage.claim_webhook("r1", ttl=60)
+    assert not await storage.claim_webhook("r1", ttl=60)             # a second process
+    assert await storage.owed_webhooks(time.time()) == []            # being delivered
+    assert await storage.owed_webhooks(time.time() + 120) == ["r1"]  # its claim lapsed
+    await storage.settle_webhook("r1", "delivered")
+    row = await storage.get_run("r1")
+    assert row["webhook_state"] == "delivered" and row["webhook_lease_until"] is None
+    assert not await storage.claim_webhook("r1", ttl=60)             # delivered: never again
+    assert await storage.owed_webhooks(time.time() + 120) == []
+
+
 async def test_leases_let_one_process_run_a_run(storage):
     await storage.create_run(_run("r1"))
     assert await storage.claim_run("r1", "host:1:a", ttl=60)

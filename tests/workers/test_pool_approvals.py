@@ -169,3 +169,37 @@ async def test_a_decision_the_broker_cannot_take_leaves_the_run_waiting(tmp_path
         assert "decision" not in (block[0]["output"] or {})
     finally:
         await storage.close()
+
+
+async def test_resume_due_from_the_cli_sends_a_pool_run_back_to_the_pool(pool, tmp_path):
+    """`flowforge runs resume-due` with a broker configured: a due run that was
+    queued goes to the pool (the step after the wait runs on the worker, not in
+    the CLI's process), and the CLI says so, one line per run."""
+    import asyncio
+    import time
+
+    from tests.workers.conftest import PLUGIN
+
+    worker = pool.start(options=("--no-reap",))          # only the CLI finds the due run
+    log = tmp_path / "steps.log"
+    doc = {"id": "later", "blocks": [
+        _step("before", 0, log),
+        {"id": "pause", "type": "wait", "after": ["before"],
+         "with": {"seconds": 1, "sleep_limit": 0}},
+        _step("after", 1, log, after="pause")]}
+    storage = storage_from_url(pool.database)
+    await storage.open()
+    try:
+        run_id = await enqueue(doc, storage=storage, queue=pool.queue)
+        row = await wait_for(storage, run_id, lambda row: row["status"] == "waiting")
+        await asyncio.sleep(max(0.0, row["resume_at"] - time.time()) + 0.05)
+        done = subprocess.run([sys.executable, "-m", "flowforge.cli.main", "runs",
+                               "resume-due", "--import", PLUGIN], cwd=ROOT, env=pool.env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [f"{run_id} sent to the pool (queue {pool.queue})"]
+        row = await wait_for(storage, run_id, ended, timeout=30)
+        assert row["status"] == "succeeded", row
+    finally:
+        await storage.close()
+    assert pids(log)[1] == str(worker.pid)

@@ -95,3 +95,56 @@ def test_the_cli_options_say_what_resuming_off_does():
                                 "--help"], cwd=ROOT, capture_output=True, text=True,
                                env={**__import__("os").environ, "COLUMNS": "200"})
         assert "--no-resume" in shown.stdout and "FLOWFORGE_RESUME_CUT_OFF" in shown.stdout
+
+
+async def test_a_server_with_resuming_off_has_its_pool_runs_failed_by_any_worker(
+        pool, tmp_path, monkeypatch):
+    """`serve --workers celery --no-resume`: the choice travels with the run, so a
+    worker that resumes by default still fails the run it finds cut off."""
+    import asyncio
+
+    from tests.workers.test_pool_approvals import pids
+
+    monkeypatch.setenv("FLOWFORGE_QUEUE", pool.queue)
+    workers = [pool.start(), pool.start()]                  # both resume by default
+    for worker in workers:
+        pool.wait_ready(worker)
+    log = tmp_path / "steps.log"
+    live, stop = await start_server(pool.database, workers="celery", resume_cut_off=False,
+                                    resume_interval=0)
+    try:
+        async with live.client("alice") as alice:
+            assert (await alice.post("/api/workflows", json=chain(3, 0.5, log))).status_code \
+                == 201
+            run_id = (await alice.post("/api/workflows/chain/runs", json={})).json()["run_id"]
+        for _ in range(600):
+            if log.exists() and 0 in pids(log):
+                break
+            await asyncio.sleep(0.02)
+        ran = pids(log)[0]
+        pool.kill(next(w for w in workers if str(w.pid) == ran))
+        row = await wait_for_status(live, run_id, "failed", "succeeded", timeout=30)
+    finally:
+        await stop()
+    _says_how(row, run_id, ran)
+    assert "off where the run was queued" in row["error"]
+    assert sorted(pids(log)) == [0]                       # the other worker ran nothing
+
+
+async def test_a_run_queued_with_resuming_off_carries_the_choice(pool, tmp_path, monkeypatch):
+    """`flowforge run --queue` (any `enqueue`) with FLOWFORGE_RESUME_CUT_OFF=0: the
+    run's stored request says so, which is what every worker reads."""
+    from flowforge.service.queue import enqueue
+
+    storage = storage_from_url(pool.database)
+    await storage.open()
+    try:
+        monkeypatch.setenv("FLOWFORGE_RESUME_CUT_OFF", "0")
+        off = await enqueue(chain(1, 0.01, tmp_path / "log"), storage=storage)
+        monkeypatch.delenv("FLOWFORGE_RESUME_CUT_OFF")
+        on = await enqueue(chain(1, 0.01, tmp_path / "log"), storage=storage)
+        queued = {run_id: (await storage.get_events(run_id))[0] for run_id in (off, on)}
+    finally:
+        await storage.close()
+    assert queued[off]["type"] == "run_queued" and queued[off]["resume_cut_off"] is False
+    assert queued[on]["resume_cut_off"] is True

@@ -41,6 +41,7 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
         self.starts = 0
+        self.options: tuple[str, ...] = ()          # more `flowforge serve` options
 
     async def start(self) -> None:
         log_path = self.folder / f"server-{self.starts}.log"
@@ -48,7 +49,8 @@ class ServerProcess:
         self.starts += 1
         self.process = subprocess.Popen(
             [sys.executable, "-m", "flowforge.cli.main", "serve", "--workers", "celery",
-             "--port", str(self.port), "--db", self.pool.database, "--log-level", "warning"],
+             "--port", str(self.port), "--db", self.pool.database, "--log-level", "warning",
+             *self.options],
             cwd=ROOT, env=self.pool.env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + 60

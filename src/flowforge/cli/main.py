@@ -409,18 +409,46 @@ def runs_resume_due(db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP
                                                 "every this many seconds (0: look once)."),
                     imports: List[str] = _IMPORTS) -> None:
     """Resume the waiting runs whose time has come (a `wait` block's end, an
-    approval's timeout); with --every, keep doing it (a resumer process)."""
+    approval's timeout); with --every, keep doing it (a resumer process).  With
+    FLOWFORGE_BROKER_URL set, a run that was queued goes back to the worker
+    pool instead of running here."""
+    import os
     import time
 
+    from flowforge.service.queue import BROKER_ENV
     from flowforge.service.resuming import resume_due
 
     import_plugins(imports)
+    pool = bool(os.environ.get(BROKER_ENV))
     while True:
-        for result in _storage_call(resume_due(storage=db)):
+        stuck = 0
+        if pool:
+            for run_id, outcome in _storage_call(_requeue_due(db)):
+                stuck += outcome.startswith("still")
+                (err if outcome.startswith("still") else out).print(
+                    f"{run_id} {outcome}", highlight=False, markup=False)
+        leave = _born_on_pool if pool else None
+        for result in _storage_call(resume_due(storage=db, leave=leave)):
             out.print(f"{result.run_id} {result.status}", highlight=False)
         if not every:
+            if stuck:            # the broker could not be reached: say so to a cron job
+                raise typer.Exit(1)
             return
         time.sleep(every)
+
+
+async def _requeue_due(db: str | None) -> list[tuple[str, str]]:
+    from flowforge.service.queue import requeue_due
+    from flowforge.service.runs import open_storage
+
+    async with open_storage(db) as storage:
+        return await requeue_due(storage)
+
+
+async def _born_on_pool(storage: Any, run_id: str) -> bool:
+    """A queued run that came due after the pool's pass: the next pass sends it."""
+    from flowforge.service.queue import born_on_pool
+    return await born_on_pool(storage, run_id)
 
 
 def _storage_call(coro: Any) -> Any:

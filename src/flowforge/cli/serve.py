@@ -77,8 +77,8 @@ def serve(
         True, "--resume/--no-resume", help="Runs cut off by a process that died (a crash, "
         "a restart): resumed here from their checkpoints, or (--no-resume) marked failed, "
         "naming the process and how to resume them (`flowforge runs resume RUN_ID`); also "
-        "FLOWFORGE_RESUME_CUT_OFF=0. With --workers celery, the workers' own --no-resume "
-        "decides."),
+        "FLOWFORGE_RESUME_CUT_OFF=0. With --workers celery, the choice travels with each run "
+        "this server queues: any worker that finds it cut off marks it failed."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:

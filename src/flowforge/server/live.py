@@ -22,6 +22,7 @@ from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
 from flowforge.server.errors import ApiError
 from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
+from flowforge.service.webhooks import deliver_owed, delivery_options
 from flowforge.service.approvals import check_decision, start_decision
 from flowforge.service.grants import policy_for
 from flowforge.service.resuming import start_resume
@@ -92,9 +93,10 @@ class LiveRuns:
                                         files_root=self.settings.files_root,
                                         run_id=run_id, workflow_version=version,
                                         share_provider_keys=self.settings.share_provider_keys,
-                                        budget=budget)
-            if webhook:
-                await self.storage.update_run(run_id, webhook=webhook)
+                                        budget=budget,
+                                        resume_cut_off=self.settings.resume_cut_off,
+                                        webhook=webhook,
+                                        webhook_delivery=self.delivery_options())
             self.handles[run_id] = queued              # type: ignore[assignment]
             queued.task.add_done_callback(
                 lambda task: self._finished(queued, task, webhook,  # type: ignore[arg-type]
@@ -146,6 +148,13 @@ class LiveRuns:
         from flowforge.service.queue import born_on_pool
         return await born_on_pool(self.storage, run_id)
 
+    def delivery_options(self) -> dict[str, Any]:
+        """How this server delivers webhooks, stored with each run it queues (a
+        worker may be the one that delivers)."""
+        return delivery_options(self.settings.webhook_attempts, self.settings.webhook_backoff,
+                                self.settings.webhook_timeout,
+                                self.settings.allow_private_webhooks)
+
     def _track(self, handle: RunHandle, webhook: str | None, secret: str) -> None:
         self.handles[handle.run_id] = handle
         handle.task.add_done_callback(
@@ -173,7 +182,12 @@ class LiveRuns:
 
         started = []
         due = list(await self.storage.due_runs(time.time()))
-        if self.settings.workers != "celery":      # (the pool's workers reap their own)
+        if self.settings.workers == "celery":
+            # pool runs' webhooks no process delivered (the server that queued the run
+            # died before it ended, and so did the worker that finished it)
+            for run_id in await self.storage.owed_webhooks(time.time()):
+                self._spawn(deliver_owed(self.storage, run_id, client=self.http))
+        else:                                      # (the pool's workers reap their own)
             cut = await self.cut_off_runs()
             if self.settings.resume_cut_off:
                 due += cut
@@ -266,7 +280,21 @@ class LiveRuns:
             log.error("run %s could not be completed: %r", handle.run_id, task.exception())
             return
         if webhook and task.result().status != "waiting":   # a waiting run has not ended
-            self._spawn(self._deliver(handle, task.result(), webhook, secret, payload))
+            if getattr(handle, "webhook_owed_on_row", False):
+                self._spawn(self._deliver_pool_run(handle, task.result(), webhook, secret))
+            else:
+                self._spawn(self._deliver(handle, task.result(), webhook, secret, payload))
+
+    async def _deliver_pool_run(self, handle: RunHandle, result: RunResult, url: str,
+                                secret: str) -> None:
+        """A pool run's webhook is owed on its row: the worker that finished it is
+        likely delivering it already (one of us claims it).  A run queued before
+        webhooks were owed on rows (no `webhook_state`) is delivered from here."""
+        row = await self.storage.get_run(handle.run_id) or {}
+        if row.get("webhook_state") is None:
+            await self._deliver(handle, result, url, secret)
+        else:
+            await deliver_owed(self.storage, handle.run_id, client=self.http)
 
     async def _deliver(self, handle: RunHandle, result: RunResult, url: str,
                        secret: str, build: PayloadBuilder | None = None) -> None:

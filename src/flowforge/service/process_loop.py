@@ -68,6 +68,13 @@ class ProcessLoop:
 
         return asyncio.run_coroutine_threadsafe(go(), self.loop).result()
 
+    def spawn(self, make: Callable[[Storage], Awaitable[Any]], database: str | None) -> Any:
+        """`call` without waiting: the concurrent future of `make(storage)`."""
+        async def go() -> Any:
+            return await make(await self.storage(database))
+
+        return asyncio.run_coroutine_threadsafe(go(), self.loop)
+
     def close(self, timeout: float = 5.0) -> None:
         """Close the storages (pending writes committed) and stop the loop."""
         if not self.loop.is_running():

@@ -20,6 +20,11 @@ How a run travels:
 - A run that waits (an approval, a long wait) frees the worker; when it is
   decided or due it goes back to the queue (`requeue_waiting`).
 - Cancel is the row's cancel mark, seen by the worker within `poll_interval`.
+- A run's webhook is owed on its row (`webhook_state`): the worker that ends
+  the run, the server, or any reaper delivers it, after a claim on the row
+  (`webhooks.deliver_owed`), so a server that died after queueing loses none.
+- Resuming off (`--no-resume`, FLOWFORGE_RESUME_CUT_OFF=0) where the run was
+  queued travels with it (`run_queued`): whoever finds it cut off fails it.
 - A worker killed at any point: its messages were not acknowledged
   (`acks_late`), so the broker gives them back after its visibility timeout
   (`visibility_timeout()`), and every worker's reaper enqueues runs whose
@@ -42,15 +47,16 @@ from flowforge.engine.ids import new_run_id
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 from flowforge.service.cancel import lease_lapsed, process_id
 from flowforge.service.loading import load
+from flowforge.service.queue_follow import QueuedHandle, start_queued, stored_result
 from flowforge.service.resuming import fail_cut_off, resume, resume_cut_off
 from flowforge.service.runs import RunStateError, open_storage
-from flowforge.storage.base import TERMINAL_STATUSES
+from flowforge.service.webhooks import deliver_when_ended
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
 __all__ = ["QueuedHandle", "start_queued", "stored_result",
            "BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "default_queue", "broker_url", "celery_app", "enqueue", "work",
            "reap", "start_reaper", "QueueError", "TASK_NAME", "born_on_pool",
-           "requeue_waiting", "decide_on_pool"]
+           "requeue_waiting", "requeue_due", "decide_on_pool"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
 DEFAULT_QUEUE = "flowforge"
@@ -129,6 +135,7 @@ def _run_task(task: Any, run_id: str, database: str | None = None) -> str:
     message is acknowledged then.  Many tasks (threads) share the loop, so one
     process runs many runs at once."""
     from flowforge.service.process_loop import process_loop
+    from flowforge.service.webhooks import deliver_owed_webhooks
     return process_loop().call(lambda storage: work(run_id, storage), database)
 
 
@@ -138,8 +145,20 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   files_root: str | None = None, queue: str | None = None,
                   broker: str | None = None, run_id: str | None = None,
                   workflow_version: int | None = None,
-                  share_provider_keys: bool = False, budget: Any = None) -> str:
-    """Store the run as `queued` and hand it to the pool; its id."""
+                  share_provider_keys: bool = False, budget: Any = None,
+                  resume_cut_off: bool | None = None, webhook: str | None = None,
+                  webhook_delivery: dict[str, Any] | None = None) -> str:
+    """Store the run as `queued` and hand it to the pool; its id.
+
+    `resume_cut_off` (default: this process's `FLOWFORGE_RESUME_CUT_OFF`) is the
+    submitter's choice for the run if a process running it dies: stored with
+    the run, so every worker and reaper that finds it cut off honours it (a
+    worker's own `--no-resume` still applies to every run it finds).
+
+    `webhook`: POSTed when the run ends by whichever process sees it ended
+    first (`webhooks.deliver_owed`), as `webhook_delivery`
+    (`webhooks.delivery_options`) says; the caller checked the URL."""
+    from flowforge.service.resuming import resume_cut_off as resuming_here
     from flowforge.engine.inputs import validate_inputs
 
     app = celery_app(broker)
@@ -160,11 +179,14 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "created_at": now, "document": compiled.document,
             # a request's budget travels with the run, as for a run in a process
             "budget": budget if budget is None or isinstance(budget, dict)
-            else budget.model_dump()})
+            else budget.model_dump(),
+            **({"webhook": webhook, "webhook_state": "pending"} if webhook else {})})
         await opened.record(run_id, [{
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
             "queue": queue, "model": model, "trusted": policy is TRUSTED,
             "files_root": files_root, "share_provider_keys": share_provider_keys,
+            "resume_cut_off": resuming_here() if resume_cut_off is None else resume_cut_off,
+            **({"webhook_delivery": webhook_delivery or {}} if webhook else {}),
             "by": process_id()}], [])
         database = opened.url
     app.send_task(TASK_NAME, args=[run_id, database], queue=queue, priority=QUEUED_PRIORITY)
@@ -176,6 +198,19 @@ async def _how(storage: Any, run_id: str) -> dict[str, Any]:
         if event["type"] == "run_queued":
             return event
     return {"trusted": True}          # a run started in a process, cut off, then queued
+
+
+def _resumes(how: dict[str, Any]) -> bool:
+    """Whether a cut-off run is resumed: only if both this process (its
+    `--no-resume`, FLOWFORGE_RESUME_CUT_OFF) and whoever queued the run (the
+    choice stored in its `run_queued` event) resume cut-off runs."""
+    return resume_cut_off() and how.get("resume_cut_off", True) is not False
+
+
+async def _fail_cut_off(storage: Any, run_id: str) -> bool:
+    """`fail_cut_off`, its reason naming where resuming was turned off."""
+    return await fail_cut_off(storage, run_id, where="here" if not resume_cut_off()
+                              else "where the run was queued")
 
 
 async def work(run_id: str, database: str | Any = None) -> str:
@@ -202,40 +237,49 @@ async def _work(run_id: str, database: str | Any) -> str:
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("queued", "running"):
             return "ended"      # a `waiting` run is sent again when it is due or decided
-        if row["status"] == "running" and not resume_cut_off() and lease_lapsed(row):
-            # a message back from a lost worker: with resuming off, the run fails, saying so
-            await fail_cut_off(storage, run_id)
-            return "ended"
-        if row["status"] == "queued" and row.get("cancel_requested_at"):
-            await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
-                                     error="cancelled before a worker started it")
-            return "cancelled"
-        how = await _how(storage, run_id)
-        policy = TRUSTED
-        if not how.get("trusted"):
-            from flowforge.service.grants import policy_for
-            user = await storage.get_user(row["user_id"])
-            if user is None:
-                await storage.update_run(run_id, status="failed", finished_at=time.time(),
-                                         error=f"the user {row['user_id']} no longer exists")
-                return "ended"
-            policy = await policy_for(storage, user)
-        services = {"files_root": how.get("files_root")} if how.get("files_root") else None
-        keys = None
-        if how.get("share_provider_keys"):       # the keys of this worker's environment
-            from flowforge.providers.registry import provider_keys_in
-            keys = provider_keys_in(os.environ)
         try:
-            await resume(run_id, storage=storage, model=how.get("model"), services=services,
-                         policy=policy, **({"provider_keys": keys} if keys else {}))
-        except RunStateError as exc:
-            log.info("run %s: %s", run_id, exc)
-            return "busy"
-        except WorkflowError as exc:     # the stored document no longer loads: say so
+            return await _work_on(storage, run_id, row)
+        finally:
+            if row.get("webhook_state") == "pending":
+                await deliver_when_ended(storage, run_id, later=storage is database)
+
+
+async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
+    """`_work` on the run's row, read once it was found queued or running."""
+    how = await _how(storage, run_id)
+    if row["status"] == "running" and not _resumes(how) and lease_lapsed(row):
+        # a message back from a lost worker: with resuming off, the run fails, saying so
+        await _fail_cut_off(storage, run_id)
+        return "ended"
+    if row["status"] == "queued" and row.get("cancel_requested_at"):
+        await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
+                                 error="cancelled before a worker started it")
+        return "cancelled"
+    policy = TRUSTED
+    if not how.get("trusted"):
+        from flowforge.service.grants import policy_for
+        user = await storage.get_user(row["user_id"])
+        if user is None:
             await storage.update_run(run_id, status="failed", finished_at=time.time(),
-                                     error=str(exc))
+                                     error=f"the user {row['user_id']} no longer exists")
             return "ended"
-        return "done"
+        policy = await policy_for(storage, user)
+    services = {"files_root": how.get("files_root")} if how.get("files_root") else None
+    keys = None
+    if how.get("share_provider_keys"):       # the keys of this worker's environment
+        from flowforge.providers.registry import provider_keys_in
+        keys = provider_keys_in(os.environ)
+    try:
+        await resume(run_id, storage=storage, model=how.get("model"), services=services,
+                     policy=policy, **({"provider_keys": keys} if keys else {}))
+    except RunStateError as exc:
+        log.info("run %s: %s", run_id, exc)
+        return "busy"
+    except WorkflowError as exc:     # the stored document no longer loads: say so
+        await storage.update_run(run_id, status="failed", finished_at=time.time(),
+                                 error=str(exc))
+        return "ended"
+    return "done"
 
 
 async def reap(database: str | None = None, *, broker: str | None = None,
@@ -244,7 +288,8 @@ async def reap(database: str | None = None, *, broker: str | None = None,
     with the lease expired or its process gone), and the pool's `waiting` runs
     that are due (a `wait` ended, an approval timed out): the ids sent.
     Duplicates are harmless: the lease decides.  With resuming off
-    (`resume_cut_off`), a cut-off running run is marked failed instead."""
+    (here, or by whoever queued the run: `_resumes`), a cut-off running run is
+    marked failed instead."""
     app = celery_app(broker)
     queue = queue or default_queue()
     sent = []
@@ -255,12 +300,12 @@ async def reap(database: str | None = None, *, broker: str | None = None,
         taken = [row for row in await storage.list_runs(status="queued", limit=limit)
                  if row.get("lease_owner")]
         now = time.time()
-        resuming = resume_cut_off()
         for row in running + taken:
             if not lease_lapsed(row, now):
                 continue
-            if row["status"] == "running" and not resuming:
-                if await fail_cut_off(storage, row["run_id"]):
+            how = await _how(storage, row["run_id"]) if row["status"] == "running" else {}
+            if row["status"] == "running" and not _resumes(how):
+                if await _fail_cut_off(storage, row["run_id"]):
                     log.warning("run %s was cut off; marked failed (resuming is off)",
                                 row["run_id"])
                 continue
@@ -270,11 +315,32 @@ async def reap(database: str | None = None, *, broker: str | None = None,
         for run_id in await _lost(app, storage, queue, now, limit):
             app.send_task(TASK_NAME, args=[run_id, storage.url], queue=queue, priority=0)
             sent.append(run_id)
-        for run_id in await storage.due_runs(now, limit):
-            if await born_on_pool(storage, run_id) and \
-                    await requeue_waiting(storage, run_id, broker=broker):
-                sent.append(run_id)
+        sent += [run_id for run_id, outcome in
+                 await requeue_due(storage, broker=broker, now=now, limit=limit)
+                 if outcome.startswith("sent")]
     return sent
+
+
+async def requeue_due(storage: Any, *, broker: str | None = None, now: float | None = None,
+                      limit: int = 100) -> list[tuple[str, str]]:
+    """Send the due `waiting` runs that were born on the pool back to it (the
+    compare-and-set of `requeue_waiting`: a run another resumer took first is
+    left to it); `(run id, what happened)` for each such run, in words.  A
+    broker that cannot be reached leaves the run waiting, saying so; the
+    others are still tried."""
+    done = []
+    for run_id in await storage.due_runs(time.time() if now is None else now, limit):
+        if not await born_on_pool(storage, run_id):
+            continue
+        try:
+            if await requeue_waiting(storage, run_id, broker=broker):
+                queue = (await _how(storage, run_id)).get("queue") or default_queue()
+                done.append((run_id, f"sent to the pool (queue {queue})"))
+            else:
+                done.append((run_id, "left alone: another resumer took it first"))
+        except QueueError as exc:
+            done.append((run_id, f"still waiting: {exc}"))
+    return done
 
 
 async def born_on_pool(storage: Any, run_id: str) -> bool:
@@ -365,7 +431,10 @@ async def _fire(database: str | None) -> list[str]:
 def start_reaper(database: str | None, *, broker: str | None = None,
                  queue: str | None = None, every: float = REAP_EVERY) -> threading.Event:
     """A thread that reaps every `every` seconds (and starts the schedules' due
-    firings, exactly once across workers) until the returned event is set."""
+    firings, exactly once across workers, and the deliveries of owed webhooks,
+    on the process's loop) until the returned event is set."""
+    from flowforge.service.process_loop import process_loop
+    from flowforge.service.webhooks import deliver_owed_webhooks
     stop = threading.Event()
 
     def loop() -> None:
@@ -375,6 +444,7 @@ def start_reaper(database: str | None, *, broker: str | None = None,
                 fired = asyncio.run(_fire(database))
                 if fired:
                     log.info("scheduler: started %d scheduled run(s)", len(fired))
+                process_loop().spawn(deliver_owed_webhooks, database).result()
             except (StorageError, QueueError, OSError) as exc:
                 log.warning("reaper: %s", exc)
                 continue
@@ -387,64 +457,3 @@ def start_reaper(database: str | None, *, broker: str | None = None,
     threading.Thread(target=loop, name="flowforge-reaper", daemon=True).start()
     return stop
 
-
-
-async def stored_result(storage: Any, run_id: str) -> Any:
-    """The `RunResult` of a run as its storage has it (a run another process ran)."""
-    from flowforge.engine.result import BlockRecord, RunResult
-
-    row = await storage.get_run(run_id)
-    if row is None:
-        raise StorageError(f"run {run_id} is not in {storage.url}")
-    blocks = [b for b in await storage.get_blocks(run_id) if not b["scope"]]
-    return RunResult(
-        run_id=run_id, workflow_id=row["workflow_id"], status=row["status"],
-        outputs=row.get("outputs") or {},
-        results={b["block_id"]: b["output"] for b in blocks if b["status"] == "succeeded"},
-        blocks={b["block_id"]: BlockRecord(status=b["status"], started_at=b.get("started_at"),
-                                           finished_at=b.get("finished_at"),
-                                           error=b.get("error"), type=b.get("type") or "",
-                                           reason=b.get("reason")) for b in blocks},
-        usage=row.get("usage") or {}, memory=row.get("memory") or {},
-        events=await storage.get_events(run_id), error=row.get("error"))
-
-
-class _NoRun:
-    """What a server's code reads of `handle.run` for a run another process runs."""
-    tracer = None
-
-
-class QueuedHandle:
-    """A run on the pool, as a server holds a run of its own: `task` ends when the
-    run ends (followed through its stored events), `cancel()` marks its row."""
-
-    run = _NoRun()
-    recorder = None
-
-    def __init__(self, storage: Any, run_id: str, after_seq: int = 0) -> None:
-        self.storage, self.run_id = storage, run_id
-        self.task = asyncio.get_running_loop().create_task(self._follow(after_seq))
-
-    async def _follow(self, after_seq: int) -> Any:
-        """Until the run stops: it ends, or waits (again: the handle is made while
-        the run is `queued`), as a run's own handle does."""
-        async for _event in self.storage.follow_events(self.run_id, after_seq):
-            pass
-        while (await self.storage.get_run(self.run_id) or {}).get("status") not in \
-                (*TERMINAL_STATUSES, "waiting"):
-            await asyncio.sleep(self.storage.poll_interval)
-        return await stored_result(self.storage, self.run_id)
-
-    def cancel(self) -> None:
-        from flowforge.service.cancel import request_cancel
-        asyncio.get_running_loop().create_task(request_cancel(self.storage, self.run_id))
-
-    async def wait(self) -> Any:
-        return await asyncio.shield(self.task)
-
-
-async def start_queued(workflow: Any, inputs: dict[str, Any], *, storage: Any,
-                       **options: Any) -> QueuedHandle:
-    """`enqueue` for a server: the run goes to the pool; the handle follows it."""
-    run_id = await enqueue(workflow, inputs, storage=storage, **options)
-    return QueuedHandle(storage, run_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from flowforge.engine.result import RunResult
 from flowforge.service.cancel import (LEASE_SECONDS, lease_holder_alive, lease_lapsed,
@@ -39,11 +39,13 @@ def resume_cut_off() -> bool:
         ("0", "false", "no", "off")
 
 
-async def fail_cut_off(storage: Storage, run_id: str) -> bool:
+async def fail_cut_off(storage: Storage, run_id: str, *, where: str = "here") -> bool:
     """Mark a run cut off by a dead process `failed`, naming the process and how
     to resume it; False when it is not cut off (a live process runs it, it
     ended, another process took it first).  Its lease is taken first (the same
-    compare-and-set as a resume), so a run is never both failed and resumed."""
+    compare-and-set as a resume), so a run is never both failed and resumed.
+    `where` resuming was turned off: "here", or "where the run was queued" (a
+    server's or CLI's choice stored with a pool run)."""
     row = await storage.get_run(run_id)
     if row is None or row["status"] != "running" or not lease_lapsed(row):
         return False
@@ -58,7 +60,7 @@ async def fail_cut_off(storage: Storage, run_id: str) -> bool:
         return False
     now = time.time()
     error = (f"cut off: the process that ran it ({holder or 'unknown'}) is gone, and "
-             f"resuming cut-off runs is off here ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
+             f"resuming cut-off runs is off {where} ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
              f"its succeeded blocks are kept: resume it with `flowforge runs resume "
              f"{run_id}`")
     events = await storage.get_events(run_id)
@@ -165,19 +167,24 @@ async def start_resume(run_id: str, *, storage: Storage | None,
 
 
 async def resume_due(*, storage: StorageArg = None, now: float | None = None,
-                     options_for: Callable[[dict[str, Any]], Any] | None = None
+                     options_for: Callable[[dict[str, Any]], Any] | None = None,
+                     leave: Callable[[Storage, str], Awaitable[bool]] | None = None
                      ) -> list[RunResult]:
     """Resume every `waiting` run whose time has come (a `wait` block's end,
     an approval's timeout), one after the other; a run another process took
     first is left to it.  `options_for(row)` (awaitable) gives a server's
     options for the run's owner; without it (the CLI, trusted) the runs of a
     server's users are left to the server, which resumes them with their
-    owner's rights, not the machine's."""
+    owner's rights, not the machine's.  `leave(storage, run_id)` (awaitable)
+    True: the run is someone else's (the CLI, with a broker, leaves the pool's
+    runs to the pool)."""
     results = []
     async with open_storage(storage) as opened:
         for run_id in await opened.due_runs(time.time() if now is None else now):
             row = await opened.get_run(run_id)
             if row is None or row["status"] != "waiting":
+                continue
+            if leave is not None and await leave(opened, run_id):
                 continue
             if options_for is None and row.get("user_id") and \
                     await opened.get_user(row["user_id"]) is not None:

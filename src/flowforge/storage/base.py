@@ -30,13 +30,14 @@ from flowforge.storage.pipelines import PipelineStore
 from flowforge.storage.schedules import ScheduleStore
 
 __all__ = ["Storage", "Migration", "AlreadyExists", "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
-           "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES"]
+           "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES", "WEBHOOK_STATES"]
 
 #: Columns of a run row, in order.
 RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", "inputs",
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
               "finished_at", "webhook", "cancel_requested_at", "trace_id", "lease_owner",
-              "lease_expires_at", "resume_at", "budget")
+              "lease_expires_at", "resume_at", "budget", "webhook_state",
+              "webhook_lease_until")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")
@@ -48,6 +49,11 @@ KEY_FIELDS = ("key_id", "user_id", "key_hash", "prefix", "created_at", "revoked_
 #: Columns of one webhook delivery attempt.
 DELIVERY_FIELDS = ("run_id", "attempt", "url", "status_code", "error", "succeeded",
                    "duration_ms", "created_at")
+#: `webhook_state` of a run whose webhook any process may deliver once it ends (a
+#: pool run): `pending`, `delivering` (claimed until `webhook_lease_until`),
+#: `delivered` or `failed` (every attempt failed).  NULL: the starting process
+#: delivers it itself, or there is none.
+WEBHOOK_STATES = ("pending", "delivering", "delivered", "failed")
 #: A `waiting` run has stopped with a `wait` or `approval` block pending: no
 #: process holds it; `resume_at` says when it is due (an approval may have none).
 #: A run in one of these states will get no more events.
@@ -330,6 +336,38 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
     @abc.abstractmethod
     async def list_deliveries(self, run_id: str) -> list[dict[str, Any]]:
         """Attempts in order."""
+
+    async def claim_webhook(self, run_id: str, ttl: float) -> bool:
+        """Take the delivery of an ended run's owed webhook for `ttl` seconds:
+        True for the one caller that did (a compare-and-set, safe between
+        processes: of a worker and two reapers, one posts).  A claim whose
+        holder died lapses after `ttl` and may be taken again."""
+        import time as _time
+        now = _time.time()
+        changed = await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET webhook_state = 'delivering', webhook_lease_until = ? "
+            "WHERE run_id = ? AND status IN ('succeeded', 'failed', 'cancelled') AND "
+            "(webhook_state = 'pending' OR (webhook_state = 'delivering' AND "
+            "webhook_lease_until < ?))", (now + ttl, run_id, now))
+        return changed == 1
+
+    async def settle_webhook(self, run_id: str, state: str) -> None:
+        """End a claimed delivery: `delivered`, `failed`, or `pending` again (the
+        claimer stopped before it could try: another process delivers it)."""
+        if state not in ("pending", "delivered", "failed"):
+            raise StorageError(f"webhook state {state!r}: use pending, delivered or failed")
+        await self._sql_change(  # type: ignore[attr-defined]
+            "UPDATE runs SET webhook_state = ?, webhook_lease_until = NULL "
+            "WHERE run_id = ? AND webhook_state = 'delivering'", (state, run_id))
+
+    async def owed_webhooks(self, now: float, limit: int = 100) -> list[str]:
+        """Ids of ended runs whose webhook is owed and not being delivered (never
+        claimed, or its claim lapsed), oldest first."""
+        rows = await self._sql_rows(  # type: ignore[attr-defined]
+            "SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'cancelled') "
+            "AND (webhook_state = 'pending' OR (webhook_state = 'delivering' AND "
+            "webhook_lease_until < ?)) ORDER BY created_at LIMIT ?", (now, limit))
+        return [row["run_id"] for row in rows]
 
     # -- following a run live ------------------------------------------------------------
     def _notify(self, run_id: str) -> None:

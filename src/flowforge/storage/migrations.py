@@ -103,6 +103,10 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                             "CREATE INDEX runs_by_resume_at ON runs "
                                             "(status, resume_at)")),
     Migration("0012_schedule_firings", SCHEDULE_TABLES),
+    Migration("0013_run_webhook_state", ("ALTER TABLE runs ADD COLUMN webhook_state TEXT",
+                                         "ALTER TABLE runs ADD COLUMN webhook_lease_until REAL",
+                                         "CREATE INDEX runs_by_webhook_state ON runs "
+                                         "(webhook_state)")),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -205,4 +209,9 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                             "CREATE INDEX runs_by_resume_at ON runs "
                                             "(status, resume_at)")),
     Migration("0012_schedule_firings", SCHEDULE_TABLES),
+    Migration("0013_run_webhook_state", ("ALTER TABLE runs ADD COLUMN webhook_state TEXT",
+                                         "ALTER TABLE runs ADD COLUMN webhook_lease_until "
+                                         "DOUBLE PRECISION",
+                                         "CREATE INDEX runs_by_webhook_state ON runs "
+                                         "(webhook_state)")),
 ]
