@@ -220,7 +220,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
         recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)))
         bus.subscribe(recorder)
     if on_event is not None:
-        bus.subscribe(on_event)
+        bus.observe(on_event)
     return run_obj, recorder
 
 
@@ -259,7 +259,7 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
         run_obj.tracer = tracer
         run_obj.bus.subscribe(tracer)
     if on_event is not None:
-        run_obj.bus.subscribe(on_event)
+        run_obj.bus.observe(on_event)
     return run_obj
 
 
@@ -380,7 +380,10 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     own machine); `secrets` default to the user's stored secrets, and
     `run_secrets` (a prompt-chain's API key arriving with the run) are added
     over them for this run only: hidden like them, never stored; `budget`
-    (`{tokens, cost, on_exceed}`) replaces the document's `budget:`."""
+    (`{tokens, cost, on_exceed}`) replaces the document's `budget:`.
+    `on_event(event)` observes every event as it happens; an exception it
+    raises is logged once and never changes how the run ends
+    (`engine.events.Observer`)."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
         check_policy(compiled, policy, model_override=model)
