@@ -12,6 +12,16 @@ from flowforge.storage.schedules import SCHEDULE_TABLES
 
 __all__ = ["SQLITE_MIGRATIONS", "POSTGRES_MIGRATIONS"]
 
+#: A submitted run's `Idempotency-Key`, unique per user (partial: most runs
+#: have none), and the fingerprint of the request that carried it.  The same
+#: statements on both back ends.
+_IDEMPOTENCY = (
+    "ALTER TABLE runs ADD COLUMN idempotency_key TEXT",
+    "ALTER TABLE runs ADD COLUMN request_fingerprint TEXT",
+    "CREATE UNIQUE INDEX runs_by_idempotency_key ON runs (user_id, idempotency_key) "
+    "WHERE idempotency_key IS NOT NULL",
+)
+
 SQLITE_MIGRATIONS: list[Migration] = [
     Migration("0001_runs_events_blocks_memory", (
         """CREATE TABLE runs (
@@ -103,6 +113,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                             "CREATE INDEX runs_by_resume_at ON runs "
                                             "(status, resume_at)")),
     Migration("0012_schedule_firings", SCHEDULE_TABLES),
+    Migration("0013_run_idempotency_key", _IDEMPOTENCY),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -205,4 +216,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                             "CREATE INDEX runs_by_resume_at ON runs "
                                             "(status, resume_at)")),
     Migration("0012_schedule_firings", SCHEDULE_TABLES),
+    Migration("0013_run_idempotency_key", _IDEMPOTENCY),
 ]
