@@ -43,7 +43,7 @@ from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 from flowforge.service.cancel import lease_lapsed, process_id
 from flowforge.service.loading import load
 from flowforge.service.resuming import fail_cut_off, resume, resume_cut_off
-from flowforge.service.runs import RunStateError, open_storage
+from flowforge.service.runs import RunStateError, idempotency_columns, open_storage
 from flowforge.storage.base import TERMINAL_STATUSES
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
@@ -138,8 +138,11 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   files_root: str | None = None, queue: str | None = None,
                   broker: str | None = None, run_id: str | None = None,
                   workflow_version: int | None = None,
-                  share_provider_keys: bool = False, budget: Any = None) -> str:
-    """Store the run as `queued` and hand it to the pool; its id."""
+                  share_provider_keys: bool = False, budget: Any = None,
+                  idempotency: tuple[str, str] | None = None) -> str:
+    """Store the run as `queued` and hand it to the pool; its id.  With
+    `idempotency` (key, request fingerprint) stored in the row: when the user
+    already has a run with that key, IdempotencyKeyTaken and nothing is queued."""
     from flowforge.engine.inputs import validate_inputs
 
     app = celery_app(broker)
@@ -160,7 +163,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "created_at": now, "document": compiled.document,
             # a request's budget travels with the run, as for a run in a process
             "budget": budget if budget is None or isinstance(budget, dict)
-            else budget.model_dump()})
+            else budget.model_dump(), **idempotency_columns(idempotency)})
         await opened.record(run_id, [{
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
             "queue": queue, "model": model, "trusted": policy is TRUSTED,
