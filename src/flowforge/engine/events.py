@@ -46,7 +46,9 @@ class EventBus:
         self._seq = start_seq          # a resumed run continues its stored sequence
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call `callback(event)` for every later event; returns an unsubscribe."""
+        """Call `callback(event)` for every later event; returns an unsubscribe.
+        What it raises reaches the publisher (the run): for the engine's own
+        consumers.  A user's callback belongs in `observe`."""
         self._subscribers = (*self._subscribers, callback)
 
         def unsubscribe() -> None:
