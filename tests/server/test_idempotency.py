@@ -146,6 +146,7 @@ async def test_the_openapi_document_declares_the_header(server):
     assert [p["name"] for p in header] == ["Idempotency-Key"]
     assert "same key" in header[0]["description"]
     assert "Idempotency-Key" in operation["responses"]["200"]["description"]
+    assert "Idempotency-Key" in document["info"]["description"]
 
 
 async def test_a_key_stored_between_the_check_and_the_insert_answers_the_stored_run(
