@@ -44,6 +44,13 @@ async def test_statuses_of_real_requests_are_declared(server):
             await call(alice, "POST", "/api/workflows/{workflow_id}/runs",
                        params={"workflow_id": "chain"},
                        json={"webhook": "http://[x"})                                    # 422
+            for body in ({}, {}, {"inputs": {"word": "other"}}):          # 202, 200, 422
+                await call(alice, "POST", "/api/workflows/{workflow_id}/runs",
+                           params={"workflow_id": "chain"}, json=body,
+                           headers={"Idempotency-Key": "declared"})
+            await call(alice, "POST", "/api/workflows/{workflow_id}/runs",
+                       params={"workflow_id": "chain"}, json={},
+                       headers={"Idempotency-Key": ""})                                  # 400
             await call(alice, "GET", "/api/runs/{run_id}", params={"run_id": run_id})
             await call(alice, "GET", "/api/runs?offset=9223372036854775808")            # 422
             finished = await call(alice, "GET", "/api/runs/{run_id}/events",

@@ -107,3 +107,41 @@ async def test_the_server_sends_a_due_wait_to_the_pool(pool, tmp_path, monkeypat
         await stop()
     assert row["status"] == "succeeded"
     assert pids(log)[1] == str(worker.pid)
+
+
+async def test_an_idempotency_key_makes_one_queued_run_on_the_pool(pool, tmp_path, monkeypatch):
+    """`--workers celery`: requests racing with one key queue one run (one
+    `run_queued`, each block run once on the worker); the key again answers it."""
+    import asyncio
+
+    monkeypatch.setenv("FLOWFORGE_QUEUE", pool.queue)
+    pool.start()
+    live, stop = await start_server(pool.database, workers="celery")
+    log = tmp_path / "log"
+    try:
+        async with live.client("alice") as alice:
+            saved = await alice.post("/api/workflows", json=chain(3, 0.05, log))
+            assert saved.status_code == 201, saved.text
+            answers = await asyncio.gather(*(
+                alice.post("/api/workflows/chain/runs", json={},
+                           headers={"Idempotency-Key": "pool-1"}) for _ in range(4)))
+            assert sorted(a.status_code for a in answers) == [200, 200, 200, 202], \
+                [a.text for a in answers]
+            run_ids = {a.json()["run_id"] for a in answers}
+            assert len(run_ids) == 1
+            run_id = run_ids.pop()
+            waited = await alice.post("/api/workflows/chain/runs?wait=true", json={},
+                                      headers={"Idempotency-Key": "pool-1"})
+            assert waited.status_code == 200 and waited.json()["run_id"] == run_id
+            assert waited.json()["status"] == "succeeded"
+            refused = await alice.post("/api/workflows/chain/runs", json={"inputs": {"x": 1}},
+                                       headers={"Idempotency-Key": "pool-1"})
+            assert refused.status_code == 422
+        events = await live.storage.get_events(run_id)
+        assert [e["type"] for e in events].count("run_queued") == 1
+        assert len(await live.storage.list_runs(user_id=live.users["alice"]["user_id"])) == 1
+        started = [line.split()[1] for line in log.read_text().splitlines()
+                   if line.startswith("start")]
+        assert started == ["0", "1", "2"]                        # each block ran once
+    finally:
+        await stop()

@@ -5,15 +5,23 @@ Producers (the scheduler, blocks, providers) publish plain dicts; consumers
 subscribe without the producers knowing them.  Publishing is synchronous and
 cheap: a callback consumer must not block; an async consumer takes a queue
 through `stream()`.
+
+A user's observer (`on_event`) joins through `observe()`: it watches the run
+and must never change how the run ends, so what it raises is logged, not
+propagated.  The engine's own consumers (the recorder, tracing) use
+`subscribe()`: their failures are the run's failures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any, AsyncIterator, Callable
 
-__all__ = ["EventBus", "EVENT_TYPES", "TERMINAL_EVENT"]
+__all__ = ["EventBus", "EVENT_TYPES", "TERMINAL_EVENT", "Observer"]
+
+log = logging.getLogger("flowforge.events")
 
 EVENT_TYPES = ("run_started", "block_started", "block_succeeded", "block_failed",
                "block_skipped", "block_cancelled", "block_waiting", "block_retrying",
@@ -38,7 +46,9 @@ class EventBus:
         self._seq = start_seq          # a resumed run continues its stored sequence
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call `callback(event)` for every later event; returns an unsubscribe."""
+        """Call `callback(event)` for every later event; returns an unsubscribe.
+        What it raises reaches the publisher (the run): for the engine's own
+        consumers.  A user's callback belongs in `observe`."""
         self._subscribers = (*self._subscribers, callback)
 
         def unsubscribe() -> None:
@@ -48,6 +58,11 @@ class EventBus:
                 self._subscribers = tuple(subscribers)
 
         return unsubscribe
+
+    def observe(self, callback: Subscriber) -> Callable[[], None]:
+        """`subscribe` for a user's observer (`on_event`): an exception it raises
+        is logged and the run goes on (see `Observer`); returns an unsubscribe."""
+        return self.subscribe(Observer(callback))
 
     def publish(self, event_type: str, block_id: str | None = None, **data: Any) -> dict:
         self._seq += 1
@@ -89,3 +104,43 @@ class EventBus:
                     return
         finally:
             unsubscribe()
+
+
+class Observer:
+    """A user's event callback, guarded: a buggy observer must not fail the run
+    it watches, nor keep other consumers (the stored record) from an event.
+
+    The first exception it raises is logged once, with its traceback, the
+    observer's name and the event's type; later ones only add to `failures`
+    (a callback that breaks on every `llm_delta` would otherwise flood the log).
+    It keeps being called, not detached: observers usually break on one kind of
+    event (a field only `tool_called` has) and detaching would also hide the
+    events they handle fine - the `run_finished` a progress view or a test
+    waits for above all."""
+
+    __slots__ = ("callback", "name", "failures")
+
+    def __init__(self, callback: Subscriber) -> None:
+        self.callback = callback
+        self.name = _name_of(callback)
+        self.failures = 0
+
+    def __call__(self, event: dict) -> None:
+        try:
+            self.callback(event)
+        except Exception:  # noqa: BLE001 - the observer's bug, not the run's
+            self.failures += 1
+            if self.failures == 1:
+                log.exception("the on_event observer %s raised on a %r event of run %s; the "
+                              "run goes on and the observer keeps receiving events (its "
+                              "later errors are not logged)", self.name, event.get("type"),
+                              event.get("run_id") or "?")
+
+
+def _name_of(callback: Any) -> str:
+    """`module.qualname` of a function or bound method, else the object's repr."""
+    name = getattr(callback, "__qualname__", None)
+    if name is None:
+        return repr(callback)
+    module = getattr(callback, "__module__", None)
+    return f"{module}.{name}" if module else name

@@ -53,15 +53,17 @@ class LiveRuns:
 
     async def launch(self, user: dict[str, Any], owner: str, workflow_id: str,
                      version: int | None, inputs: dict[str, Any], *,
-                     webhook: str | None = None, budget: Any = None
+                     webhook: str | None = None, budget: Any = None,
+                     idempotency: tuple[str, str] | None = None
                      ) -> tuple[RunHandle, int]:
         """Start a stored workflow (latest or pinned version) for `user`: inputs
         are checked first, so a bad request is refused (InputError) instead of
-        becoming a failed run.  Returns the handle and the version that runs."""
+        becoming a failed run.  Returns the handle and the version that runs.
+        `idempotency`: see `start`."""
         row, compiled = await self.workflows.compiled(owner, workflow_id, version)
         validate_inputs(compiled.doc.inputs, inputs)
         handle = await self.start(compiled, inputs, user=user, version=row["version"],
-                                  webhook=webhook, budget=budget)
+                                  webhook=webhook, budget=budget, idempotency=idempotency)
         return handle, row["version"]
 
     async def start(self, compiled: CompiledWorkflow, inputs: dict[str, Any], *,
@@ -69,12 +71,16 @@ class LiveRuns:
                     webhook: str | None = None,
                     services: dict[str, Any] | None = None,
                     run_secrets: dict[str, str] | None = None, run_id: str | None = None,
-                    payload: PayloadBuilder | None = None, budget: Any = None) -> RunHandle:
+                    payload: PayloadBuilder | None = None, budget: Any = None,
+                    idempotency: tuple[str, str] | None = None) -> RunHandle:
         """Start a compiled workflow as `user` (a user row) in the background.
         A webhook the server will not call is refused here (422), before the run.
         `run_secrets` (a prompt chain's API key) are hidden like the user's
         secrets and never stored; `payload(result, row)` builds the webhook's
-        body instead of the run result (a prompt-chain task's shape)."""
+        body instead of the run result (a prompt-chain task's shape).
+        `idempotency` (an `Idempotency-Key`, the request's fingerprint) goes
+        into the run's row, in process or on the pool: IdempotencyKeyTaken
+        when the user already has a run with that key (nothing started)."""
         webhook = webhook or compiled.doc.webhook
         if webhook:
             await self.check_webhook(webhook)
@@ -96,7 +102,8 @@ class LiveRuns:
                                         budget=budget,
                                         resume_cut_off=self.settings.resume_cut_off,
                                         webhook=webhook,
-                                        webhook_delivery=self.delivery_options())
+                                        webhook_delivery=self.delivery_options(),
+                                        idempotency=idempotency)
             self.handles[run_id] = queued              # type: ignore[assignment]
             queued.task.add_done_callback(
                 lambda task: self._finished(queued, task, webhook,  # type: ignore[arg-type]
@@ -104,6 +111,7 @@ class LiveRuns:
             return queued                              # type: ignore[return-value]
         handle = await start_run(compiled, inputs, run_id=run_id, workflow_version=version,
                                  budget=budget, run_secrets=run_secrets,
+                                 idempotency=idempotency,
                                  **await self.run_options(user, services))
         if webhook:
             await self.storage.update_run(run_id, webhook=webhook)

@@ -43,7 +43,8 @@ def run_detail(row: dict[str, Any], blocks: list[dict[str, Any]]) -> dict[str, A
             scoped.append({"scope": block["scope"], "block_id": block["block_id"], **view})
         else:
             top[block["block_id"]] = view
-    shown = {k: v for k, v in row.items() if k not in ("document",)}
+    # the fingerprint only tells a repeated submission from another (idempotency.py)
+    shown = {k: v for k, v in row.items() if k not in ("document", "request_fingerprint")}
     return {**_times(shown), "blocks": top, "scoped_blocks": scoped,
             **run_links(row["run_id"])}
 

@@ -23,7 +23,7 @@ async def build_pipeline(intent: str, *, model: str | None = None,
                          events: BuildEvents | None = None) -> BuildResult:
     events = events or BuildEvents()
     if on_event is not None:
-        events.bus.subscribe(on_event)
+        events.bus.observe(on_event)
     return await build(intent, model=model, registry=registry or get_registry(), events=events)
 
 

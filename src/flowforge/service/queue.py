@@ -49,7 +49,7 @@ from flowforge.service.cancel import lease_lapsed, process_id
 from flowforge.service.loading import load
 from flowforge.service.queue_follow import QueuedHandle, start_queued, stored_result
 from flowforge.service.resuming import fail_cut_off, resume, resume_cut_off
-from flowforge.service.runs import RunStateError, open_storage
+from flowforge.service.runs import RunStateError, idempotency_columns, open_storage
 from flowforge.service.webhooks import deliver_when_ended
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
@@ -147,7 +147,8 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   workflow_version: int | None = None,
                   share_provider_keys: bool = False, budget: Any = None,
                   resume_cut_off: bool | None = None, webhook: str | None = None,
-                  webhook_delivery: dict[str, Any] | None = None) -> str:
+                  webhook_delivery: dict[str, Any] | None = None,
+                  idempotency: tuple[str, str] | None = None) -> str:
     """Store the run as `queued` and hand it to the pool; its id.
 
     `resume_cut_off` (default: this process's `FLOWFORGE_RESUME_CUT_OFF`) is the
@@ -157,7 +158,11 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
 
     `webhook`: POSTed when the run ends by whichever process sees it ended
     first (`webhooks.deliver_owed`), as `webhook_delivery`
-    (`webhooks.delivery_options`) says; the caller checked the URL."""
+    (`webhooks.delivery_options`) says; the caller checked the URL.
+
+    `idempotency` (key, request fingerprint) is stored in the row: when the
+    user already has a run with that key, IdempotencyKeyTaken and nothing is
+    queued."""
     from flowforge.service.resuming import resume_cut_off as resuming_here
     from flowforge.engine.inputs import validate_inputs
 
@@ -179,7 +184,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "created_at": now, "document": compiled.document,
             # a request's budget travels with the run, as for a run in a process
             "budget": budget if budget is None or isinstance(budget, dict)
-            else budget.model_dump(),
+            else budget.model_dump(), **idempotency_columns(idempotency),
             **({"webhook": webhook, "webhook_state": "pending"} if webhook else {})})
         await opened.record(run_id, [{
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,

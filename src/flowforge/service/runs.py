@@ -33,7 +33,7 @@ from flowforge.workflow.graph import CompiledWorkflow, Graph
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
 
 __all__ = ["run", "run_sync", "start_run", "cancel_run", "RunHandle", "open_storage",
-           "guarded_resolver", "RunStateError", "StorageArg"]
+           "guarded_resolver", "RunStateError", "StorageArg", "idempotency_columns"]
 
 
 class RunStateError(FlowforgeError):
@@ -129,8 +129,10 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
     URL that database, a Storage that one (opened if needed, left open),
     False no record.  Other options are those of `run()` (user, model,
     concurrency, services, on_event, policy, secrets, run_secrets, budget) plus
-    provider_keys, stored_workflows, run_id, workflow_version, checkpoint, start_seq and
-    budget_limits (a server's per-user limits, `BudgetLimit`s)."""
+    provider_keys, stored_workflows, run_id, workflow_version, checkpoint, start_seq,
+    budget_limits (a server's per-user limits, `BudgetLimit`s) and idempotency (a
+    submission's key and request fingerprint: `IdempotencyKeyTaken` when the
+    user already has a run with that key)."""
     storage = options.pop("storage", None)
     owned: Storage | None = None
     if storage is False:
@@ -174,12 +176,16 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     provider_keys: dict[str, str] | None = None,
                     stored_workflows: Callable[[str], Any] | None = None,
                     traceparent: str | None = None, budget: Any = None,
-                    budget_limits: list[BudgetLimit] | None = None
+                    budget_limits: list[BudgetLimit] | None = None,
+                    idempotency: tuple[str, str] | None = None
                     ) -> tuple[Run, Recorder | None]:
     """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome.
 
     `policy` is checked against the document before anything is stored
-    (CapabilityDenied); `secrets` default to the user's stored ones."""
+    (CapabilityDenied); `secrets` default to the user's stored ones.
+    `idempotency` (key, request fingerprint) is stored in the run's row: when
+    the user already has a run with that key, IdempotencyKeyTaken is raised
+    and nothing is stored or started."""
     compiled = load(workflow)
     check_policy(compiled, policy, model_override=model)
     if storage is not None:
@@ -212,7 +218,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "lease_expires_at": time.time() + LEASE_SECONDS,
                 # A request's budget outlives the process: resuming applies it again.
                 "budget": budget if budget is None or isinstance(budget, dict)
-                else budget.model_dump()})
+                else budget.model_dump(), **idempotency_columns(idempotency)})
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
@@ -220,8 +226,16 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
         recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)))
         bus.subscribe(recorder)
     if on_event is not None:
-        bus.subscribe(on_event)
+        bus.observe(on_event)
     return run_obj, recorder
+
+
+def idempotency_columns(idempotency: tuple[str, str] | None) -> dict[str, str]:
+    """The run row's columns for a submission's (idempotency key, fingerprint)."""
+    if idempotency is None:
+        return {}
+    key, fingerprint = idempotency
+    return {"idempotency_key": key, "request_fingerprint": fingerprint}
 
 
 def _hidden(run_obj: Run) -> list[str]:
@@ -259,7 +273,7 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
         run_obj.tracer = tracer
         run_obj.bus.subscribe(tracer)
     if on_event is not None:
-        run_obj.bus.subscribe(on_event)
+        run_obj.bus.observe(on_event)
     return run_obj
 
 
@@ -380,7 +394,10 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     own machine); `secrets` default to the user's stored secrets, and
     `run_secrets` (a prompt-chain's API key arriving with the run) are added
     over them for this run only: hidden like them, never stored; `budget`
-    (`{tokens, cost, on_exceed}`) replaces the document's `budget:`."""
+    (`{tokens, cost, on_exceed}`) replaces the document's `budget:`.
+    `on_event(event)` observes every event as it happens; an exception it
+    raises is logged once and never changes how the run ends
+    (`engine.events.Observer`)."""
     compiled = load(workflow)
     if storage is False:       # the in-memory fast path: no database to open or close
         check_policy(compiled, policy, model_override=model)

@@ -29,7 +29,8 @@ from flowforge.storage.chat_sessions import ChatSessionStore
 from flowforge.storage.pipelines import PipelineStore
 from flowforge.storage.schedules import ScheduleStore
 
-__all__ = ["Storage", "Migration", "AlreadyExists", "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
+__all__ = ["Storage", "Migration", "AlreadyExists", "IdempotencyKeyTaken",
+           "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
            "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES", "WEBHOOK_STATES"]
 
 #: Columns of a run row, in order.
@@ -37,7 +38,7 @@ RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", 
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
               "finished_at", "webhook", "cancel_requested_at", "trace_id", "lease_owner",
               "lease_expires_at", "resume_at", "budget", "webhook_state",
-              "webhook_lease_until")
+              "webhook_lease_until", "idempotency_key", "request_fingerprint")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")
@@ -68,6 +69,16 @@ def conflicting_events(run_id: str, seqs: list[int]) -> str:
 
 class AlreadyExists(StorageError):
     """A row with the same unique name or id is already stored."""
+
+
+class IdempotencyKeyTaken(AlreadyExists):
+    """`create_run` of a run whose `(user_id, idempotency_key)` an earlier run
+    holds: nothing was stored; `run_for_idempotency_key` finds the earlier run."""
+
+    def __init__(self, user_id: str, key: str) -> None:
+        super().__init__(f"user '{user_id}' already started a run with the idempotency key "
+                         f"{key!r}")
+        self.user_id, self.key = user_id, key
 
 
 @dataclass(frozen=True)
@@ -109,7 +120,12 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
     # -- runs -------------------------------------------------------------------
     @abc.abstractmethod
     async def create_run(self, run: dict[str, Any]) -> None:
-        """Insert a run row (keys from RUN_FIELDS; missing ones are NULL)."""
+        """Insert a run row (keys from RUN_FIELDS; missing ones are NULL).
+
+        A run with an `idempotency_key` (and its `request_fingerprint`) is
+        unique per `user_id` and key: the key is stored in the run's own row,
+        so of two submissions with one key exactly one inserts, however they
+        interleave; the other raises `IdempotencyKeyTaken`."""
 
     @abc.abstractmethod
     async def update_run(self, run_id: str, **fields: Any) -> None:
@@ -117,6 +133,13 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
 
     @abc.abstractmethod
     async def get_run(self, run_id: str) -> dict[str, Any] | None: ...
+
+    async def run_for_idempotency_key(self, user_id: str, key: str
+                                      ) -> dict[str, Any] | None:
+        """The run `user_id` created with this idempotency key, or None."""
+        rows = await self._sql_rows(  # type: ignore[attr-defined]
+            "SELECT run_id FROM runs WHERE user_id = ? AND idempotency_key = ?", (user_id, key))
+        return await self.get_run(rows[0]["run_id"]) if rows else None
 
     # -- leases: one process runs a run ---------------------------------------------
     async def claim_run(self, run_id: str, owner: str, ttl: float,

@@ -16,11 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from flowforge.errors import StorageError
-from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS
+from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
+                                    IdempotencyKeyTaken)
 from flowforge.storage.encoding import dumps
 
 __all__ = ["JSON_RUN_FIELDS", "Statements", "Step", "Write", "block_row", "created", "plan",
-           "recorded", "settle", "updated"]
+           "recorded", "settle", "updated", "key_taken", "IDEMPOTENCY_INDEX"]
+
+#: The unique index on (user_id, idempotency_key) (migration 0014).
+IDEMPOTENCY_INDEX = "runs_by_idempotency_key"
 
 #: Run columns stored as JSON text.
 JSON_RUN_FIELDS = frozenset({"inputs", "outputs", "usage", "memory", "document", "budget"})
@@ -46,7 +50,11 @@ class Write:
 
 
 def created(run: dict[str, Any]) -> Write:
-    """`create_run`: the run's row."""
+    """`create_run`: the run's row (StorageError for an idempotency key without
+    a user: the key is unique per user, and NULL users never collide)."""
+    if run.get("idempotency_key") is not None and run.get("user_id") is None:
+        raise StorageError(f"run {run.get('run_id')}: an idempotency key needs the run's "
+                           f"user_id (keys are unique per user)")
     row = [dumps(run.get(f)) if f in JSON_RUN_FIELDS else run.get(f) for f in RUN_FIELDS]
     return Write(f"create run {run.get('run_id')}", row[0], run_row=row)
 
@@ -139,6 +147,17 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
     return steps
 
 
+def key_taken(write: Write) -> IdempotencyKeyTaken | None:
+    """The error for `write` when the idempotency index refused it: a back end
+    calls this once it knows that index, not another constraint, failed."""
+    if write.run_row is None:
+        return None
+    row = dict(zip(RUN_FIELDS, write.run_row))
+    if row.get("idempotency_key") is None:
+        return None
+    return IdempotencyKeyTaken(row["user_id"], row["idempotency_key"])
+
+
 def settle(batch: list[Write], errors: list[Exception | None],
            notify: Callable[[str], None]) -> None:
     """Hand each write its outcome; wake the followers of runs with new events."""
@@ -149,6 +168,8 @@ def settle(batch: list[Write], errors: list[Exception | None],
             continue
         if error is None:
             write.future.set_result(None)
+        elif isinstance(error, AlreadyExists):      # the caller acts on it: kept as is
+            write.future.set_exception(error)
         else:
             write.future.set_exception(StorageError(f"could not {write.what}: {error}"))
 

@@ -12,6 +12,16 @@ from flowforge.storage.schedules import SCHEDULE_TABLES
 
 __all__ = ["SQLITE_MIGRATIONS", "POSTGRES_MIGRATIONS"]
 
+#: A submitted run's `Idempotency-Key`, unique per user (partial: most runs
+#: have none), and the fingerprint of the request that carried it.  The same
+#: statements on both back ends.
+_IDEMPOTENCY = (
+    "ALTER TABLE runs ADD COLUMN idempotency_key TEXT",
+    "ALTER TABLE runs ADD COLUMN request_fingerprint TEXT",
+    "CREATE UNIQUE INDEX runs_by_idempotency_key ON runs (user_id, idempotency_key) "
+    "WHERE idempotency_key IS NOT NULL",
+)
+
 SQLITE_MIGRATIONS: list[Migration] = [
     Migration("0001_runs_events_blocks_memory", (
         """CREATE TABLE runs (
@@ -107,6 +117,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                          "ALTER TABLE runs ADD COLUMN webhook_lease_until REAL",
                                          "CREATE INDEX runs_by_webhook_state ON runs "
                                          "(webhook_state)")),
+    Migration("0014_run_idempotency_key", _IDEMPOTENCY),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -214,4 +225,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                          "DOUBLE PRECISION",
                                          "CREATE INDEX runs_by_webhook_state ON runs "
                                          "(webhook_state)")),
+    Migration("0014_run_idempotency_key", _IDEMPOTENCY),
 ]

@@ -26,7 +26,8 @@ from psycopg.pq import TransactionStatus
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
 from flowforge.storage.encoding import same_json
-from flowforge.storage.grouping import Statements, Step, Write, plan, settle
+from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, key_taken,
+                                       plan, settle)
 
 __all__ = ["PostgresGroupWriter", "CHANNEL"]
 
@@ -88,7 +89,7 @@ class PostgresGroupWriter:
                 await self._commit(plan([write], _SQL), [write])
                 errors.append(None)
             except Exception as exc:  # noqa: BLE001 - handed to that write's caller
-                errors.append(exc)
+                errors.append(_named(exc, write))
         return errors
 
     async def _commit_at_once(self, steps: list[Step], batch: list[Write]) -> None:
@@ -137,6 +138,16 @@ class PostgresGroupWriter:
                 for cursor, rows in checks:
                     if cursor.rowcount != len(rows):
                         await _check_replays(conn.cursor(), rows)
+
+
+def _named(exc: Exception, write: Write) -> Exception:
+    """A new run refused by the idempotency index becomes IdempotencyKeyTaken
+    (another transaction may have inserted the key while this one waited)."""
+    diag = getattr(exc, "diag", None)
+    if getattr(exc, "sqlstate", None) == "23505" and diag is not None and \
+            diag.constraint_name == IDEMPOTENCY_INDEX:
+        return key_taken(write) or exc
+    return exc
 
 
 async def _check_replays(cursor: Any, events: list[tuple]) -> None:

@@ -17,7 +17,8 @@ from typing import Callable
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
 from flowforge.storage.encoding import same_json
-from flowforge.storage.grouping import Statements, Step, Write, plan, settle
+from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, key_taken,
+                                       plan, settle)
 
 __all__ = ["GroupWriter"]
 
@@ -62,15 +63,27 @@ def commit_group(db: sqlite3.Connection, batch: list[Write]) -> list[Exception |
         return [None] * len(batch)
     except Exception as exc:  # noqa: BLE001 - isolate the failing write
         if len(batch) == 1:
-            return [exc]
+            return [_named(exc, batch[0])]
     errors: list[Exception | None] = []
     for write in batch:
         try:
             _commit(db, plan([write], _SQL))
             errors.append(None)
         except Exception as exc:  # noqa: BLE001 - handed to that write's caller
-            errors.append(exc)
+            errors.append(_named(exc, write))
     return errors
+
+
+#: SQLite names the index's columns, not the index, when it refuses a row.
+_KEY_CLASH = "UNIQUE constraint failed: runs.user_id, runs.idempotency_key"
+assert IDEMPOTENCY_INDEX == "runs_by_idempotency_key", "update _KEY_CLASH with the index"
+
+
+def _named(exc: Exception, write: Write) -> Exception:
+    """A new run refused by the idempotency index becomes IdempotencyKeyTaken."""
+    if isinstance(exc, sqlite3.IntegrityError) and _KEY_CLASH in str(exc):
+        return key_taken(write) or exc
+    return exc
 
 
 def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:

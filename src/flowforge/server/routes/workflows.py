@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.errors import WorkflowError
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
+from flowforge.server.idempotency import (HEADER_DESCRIPTION, fingerprint, replay,
+                                          submission_key)
 from flowforge.server.views import run_links, workflow_view
 from flowforge.workflow.loader import parse_text
+from flowforge.storage.base import IdempotencyKeyTaken
 from flowforge.workflow.model import Budget
 
 __all__ = ["router", "RunRequest", "owner_of"]
@@ -194,13 +197,42 @@ async def list_versions(request: Request, workflow_id: str, user: CurrentUser,
 
 @router.post("/{workflow_id}/runs", status_code=202,
              summary="Start a run (202 with its URLs, or ?wait=true for the RunResult)",
-             responses={200: {"description": "With ?wait=true: the finished run's RunResult"}})
+             responses={200: {"description": "With ?wait=true: the finished run's RunResult. "
+                                             "With an Idempotency-Key already used for this "
+                                             "request: the run it started (header "
+                                             "Idempotent-Replayed: true)"}})
 async def start_run(request: Request, workflow_id: str, body: RunRequest, user: CurrentUser,
-                    wait: bool = False, owner: str | None = None) -> JSONResponse:
+                    wait: bool = False, owner: str | None = None,
+                    idempotency_key: str | None = Header(
+                        None, alias="Idempotency-Key", description=HEADER_DESCRIPTION)
+                    ) -> JSONResponse:
+    """Start a run of the latest (or `version`) of a stored workflow.  Retry
+    safely with an `Idempotency-Key` header: the same key and request answer
+    200 with the run first created; the same key with another request, 422;
+    an empty or over-long key, 400."""
     live = request.app.state.live
-    handle, version = await live.launch(user, owner_of(user, owner), workflow_id,
-                                        body.version, body.inputs, webhook=body.webhook,
-                                        budget=body.budget)
+    owner_id = owner_of(user, owner)
+    key = submission_key(idempotency_key)
+    idempotency = None
+    if key is not None:
+        request_print = fingerprint(route="start_run", owner=owner_id, workflow_id=workflow_id,
+                                    body=body.model_dump(mode="json"))
+        answer = await replay(request, user, key, request_print, workflow_id=workflow_id,
+                              wait=wait)
+        if answer is not None:
+            return answer
+        idempotency = (key, request_print)
+    try:
+        handle, version = await live.launch(user, owner_id, workflow_id,
+                                            body.version, body.inputs, webhook=body.webhook,
+                                            budget=body.budget, idempotency=idempotency)
+    except IdempotencyKeyTaken:
+        # a request with the same key created its run meanwhile: answer with it
+        answer = await replay(request, user, key, request_print,  # type: ignore[arg-type]
+                              workflow_id=workflow_id, wait=wait)
+        if answer is None:      # the run was there an instant ago: it cannot vanish
+            raise
+        return answer
     if wait:
         result = await handle.wait()
         shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
