@@ -17,6 +17,7 @@ workflow's templates read are replaced by `***` before anything is stored.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any, Callable, Iterable
 
 from flowforge.storage.base import Storage
@@ -49,6 +50,38 @@ def redactor(secrets: Iterable[str]) -> Callable[[Any], Any]:
     return clean
 
 
+class _Turn:
+    """The recorders that got events in this loop turn, handed to storage after
+    it with one callback for all of them (one per run cost a loop step each)."""
+
+    __slots__ = ("loop", "recorders")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.ref(loop)           # kept by _TURNS: must not keep it alive
+        self.recorders: list[Recorder] = []
+
+    def add(self, recorder: "Recorder") -> None:
+        if not self.recorders:
+            self.loop().call_soon(self.flush)   # type: ignore[union-attr]
+        self.recorders.append(recorder)
+
+    def flush(self) -> None:
+        recorders, self.recorders = self.recorders, []
+        for recorder in recorders:
+            recorder._submit()
+
+
+_TURNS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Turn]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _turn(loop: asyncio.AbstractEventLoop) -> _Turn:
+    turn = _TURNS.get(loop)
+    if turn is None:
+        turn = _TURNS[loop] = _Turn(loop)
+    return turn
+
+
 class Recorder:
     """Writes one run's events to storage."""
 
@@ -59,7 +92,7 @@ class Recorder:
         self.redact = redact or _same
         self.pending: list[dict] = []
         self.error: BaseException | None = None
-        self._loop = asyncio.get_running_loop()
+        self._turn = _turn(asyncio.get_running_loop())
         self._writes: list[asyncio.Future] = []     # handed to storage, in order
         self.dropped = False
 
@@ -75,7 +108,7 @@ class Recorder:
         if self.dropped:
             return
         if not self.pending:
-            self._loop.call_soon(self._submit)
+            self._turn.add(self)
         self.pending.append(event)
 
     def _submit(self, outcome: dict[str, Any] | None = None) -> None:
