@@ -24,6 +24,15 @@ def _step(block_id: str, n: int, log: Path, after: str | None = None) -> dict:
             **({"after": [after]} if after else {})}
 
 
+def wait_doc(log: Path) -> dict:
+    """before -> a 1 s wait that frees the worker -> after."""
+    return {"id": "later", "blocks": [
+        _step("before", 0, log),
+        {"id": "pause", "type": "wait", "after": ["before"],
+         "with": {"seconds": 1, "sleep_limit": 0}},
+        _step("after", 1, log, after="pause")]}
+
+
 def approval_doc(log: Path, **approval) -> dict:
     return {"id": "refund", "blocks": [
         _step("prepare", 0, log),
@@ -182,11 +191,7 @@ async def test_resume_due_from_the_cli_sends_a_pool_run_back_to_the_pool(pool, t
 
     worker = pool.start(options=("--no-reap",))          # only the CLI finds the due run
     log = tmp_path / "steps.log"
-    doc = {"id": "later", "blocks": [
-        _step("before", 0, log),
-        {"id": "pause", "type": "wait", "after": ["before"],
-         "with": {"seconds": 1, "sleep_limit": 0}},
-        _step("after", 1, log, after="pause")]}
+    doc = wait_doc(log)
     storage = storage_from_url(pool.database)
     await storage.open()
     try:

@@ -85,16 +85,12 @@ async def test_a_decision_through_the_server_continues_the_run_on_a_worker(pool,
 async def test_the_server_sends_a_due_wait_to_the_pool(pool, tmp_path, monkeypatch):
     """A worker that does not reap: only the server's resumer finds the due run, and
     it sends it to the pool instead of running it itself."""
-    from tests.workers.test_pool_approvals import _step, pids
+    from tests.workers.test_pool_approvals import pids, wait_doc
 
     monkeypatch.setenv("FLOWFORGE_QUEUE", pool.queue)
     worker = pool.start(options=("--no-reap",))
     log = tmp_path / "steps.log"
-    doc = {"id": "later", "blocks": [
-        _step("before", 0, log),
-        {"id": "pause", "type": "wait", "after": ["before"],
-         "with": {"seconds": 1, "sleep_limit": 0}},
-        _step("after", 1, log, after="pause")]}
+    doc = wait_doc(log)
     live, stop = await start_server(pool.database, workers="celery", resume_interval=0.2)
     try:
         async with live.client("alice") as alice:
