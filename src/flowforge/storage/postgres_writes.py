@@ -19,11 +19,14 @@ loop ~10 us a row in Python: recorded S4 on PostgreSQL ran ~10% slower.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Callable
 
+from psycopg import OperationalError
 from psycopg.pq import TransactionStatus
+from psycopg_pool import PoolTimeout
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
@@ -83,6 +86,8 @@ class PostgresGroupWriter:
         try:
             await self._commit_at_once(plan(batch, _FIRST_TRY), batch)
             return [None] * len(batch)
+        except (OperationalError, PoolTimeout) as exc:
+            return [exc] * len(batch)   # the server, not a write: one by one would wait N times
         except Exception:  # noqa: BLE001 - a replayed event or one write's bad data
             pass
         errors: list[Exception | None] = []
@@ -115,8 +120,10 @@ class PostgresGroupWriter:
                     await conn.execute("COMMIT")
                     await pipeline.sync()
             except BaseException:
-                if conn.info.transaction_status != TransactionStatus.IDLE:
-                    await conn.execute("ROLLBACK")
+                if conn.info.transaction_status in (TransactionStatus.INTRANS,
+                                                    TransactionStatus.INERROR):
+                    with contextlib.suppress(Exception):      # the first error is the one
+                        await conn.execute("ROLLBACK")
                 raise
 
     async def _commit(self, steps: list[Step], batch: list[Write]) -> None:
