@@ -157,3 +157,22 @@ async def test_a_webhook_host_that_turns_internal_is_refused_at_delivery(tmp_pat
     assert delivered is False and calls == []
     assert [(a["attempt"], a["succeeded"]) for a in attempts] == [(1, False)]
     assert "10.1.2.3" in attempts[0]["error"] and "--allow-private-webhooks" in attempts[0]["error"]
+
+
+async def test_a_runs_webhook_is_stored_with_its_row_not_after_it(server, monkeypatch):
+    # A submission retried with its Idempotency-Key after the server died finds
+    # the run's row: the webhook must already be in it, not in a later update.
+    created: list[dict] = []
+    create_run = server.storage.create_run
+
+    async def spy(run: dict) -> None:
+        created.append(dict(run))
+        await create_run(run)
+
+    monkeypatch.setattr(server.storage, "create_run", spy)
+    async with server.client() as client:
+        await client.post("/api/workflows", json=chain(count=1, seconds=0,
+                                                       webhook="https://example.com/hook"))
+        run = (await client.post("/api/workflows/chain/runs", json={})).json()
+    assert [(row["run_id"], row.get("webhook")) for row in created] == [
+        (run["run_id"], "https://example.com/hook")]

@@ -111,10 +111,8 @@ class LiveRuns:
             return queued                              # type: ignore[return-value]
         handle = await start_run(compiled, inputs, run_id=run_id, workflow_version=version,
                                  budget=budget, run_secrets=run_secrets,
-                                 idempotency=idempotency,
+                                 idempotency=idempotency, webhook=webhook,
                                  **await self.run_options(user, services))
-        if webhook:
-            await self.storage.update_run(run_id, webhook=webhook)
         self.handles[run_id] = handle
         handle.task.add_done_callback(
             lambda task: self._finished(handle, task, webhook, user["webhook_secret"], payload))

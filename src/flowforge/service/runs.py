@@ -130,9 +130,10 @@ async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
     False no record.  Other options are those of `run()` (user, model,
     concurrency, services, on_event, policy, secrets, run_secrets, budget) plus
     provider_keys, stored_workflows, run_id, workflow_version, checkpoint, start_seq,
-    budget_limits (a server's per-user limits, `BudgetLimit`s) and idempotency (a
+    budget_limits (a server's per-user limits, `BudgetLimit`s), idempotency (a
     submission's key and request fingerprint: `IdempotencyKeyTaken` when the
-    user already has a run with that key)."""
+    user already has a run with that key) and webhook (stored in the run's row,
+    for the server that delivers it)."""
     storage = options.pop("storage", None)
     owned: Storage | None = None
     if storage is False:
@@ -177,7 +178,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     stored_workflows: Callable[[str], Any] | None = None,
                     traceparent: str | None = None, budget: Any = None,
                     budget_limits: list[BudgetLimit] | None = None,
-                    idempotency: tuple[str, str] | None = None
+                    idempotency: tuple[str, str] | None = None,
+                    webhook: str | None = None
                     ) -> tuple[Run, Recorder | None]:
     """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome.
 
@@ -185,7 +187,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
     (CapabilityDenied); `secrets` default to the user's stored ones.
     `idempotency` (key, request fingerprint) is stored in the run's row: when
     the user already has a run with that key, IdempotencyKeyTaken is raised
-    and nothing is stored or started."""
+    and nothing is stored or started.  `webhook` (a server's) goes in the same
+    row: a retried submission finds the run with it, whenever the first died."""
     compiled = load(workflow)
     check_policy(compiled, policy, model_override=model)
     if storage is not None:
@@ -218,7 +221,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                 "lease_expires_at": time.time() + LEASE_SECONDS,
                 # A request's budget outlives the process: resuming applies it again.
                 "budget": budget if budget is None or isinstance(budget, dict)
-                else budget.model_dump(), **idempotency_columns(idempotency)})
+                else budget.model_dump(), **idempotency_columns(idempotency),
+                **({"webhook": webhook} if webhook else {})})
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
