@@ -153,18 +153,18 @@ async def test_a_key_stored_between_the_check_and_the_insert_answers_the_stored_
         server, monkeypatch):
     """The window the unique index closes, made to happen every time: the second
     request's look-up runs before the first request's run is stored."""
-    from flowforge.server.routes import workflows
+    from flowforge.server import idempotency
 
     looked_up: list[str] = []
-    real_replay = workflows.replay
+    real_look_up = idempotency.earlier_run
 
-    async def late_replay(request, user, key, fingerprint, **options):
+    async def late_look_up(request, user, key, fingerprint):
         looked_up.append(key)
         if len(looked_up) <= 2:                  # both requests' first look: nothing yet
             return None
-        return await real_replay(request, user, key, fingerprint, **options)
+        return await real_look_up(request, user, key, fingerprint)
 
-    monkeypatch.setattr(workflows, "replay", late_replay)
+    monkeypatch.setattr(idempotency, "earlier_run", late_look_up)
     async with server.client("alice") as alice:
         await _save(alice)
         first = await alice.post(RUNS, json={}, headers={"Idempotency-Key": "window"})
