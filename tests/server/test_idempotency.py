@@ -141,11 +141,13 @@ async def test_racing_requests_with_one_key_and_different_bodies_start_one_and_r
 async def test_the_openapi_document_declares_the_header(server):
     async with server.client(None) as anonymous:
         document = (await anonymous.get("/openapi.json")).json()
-    operation = document["paths"]["/api/workflows/{workflow_id}/runs"]["post"]
-    header = [p for p in operation["parameters"] if p["in"] == "header"]
-    assert [p["name"] for p in header] == ["Idempotency-Key"]
-    assert "same key" in header[0]["description"]
-    assert "Idempotency-Key" in operation["responses"]["200"]["description"]
+    for path in ("/api/workflows/{workflow_id}/runs", "/api/agent", "/agent-workflow",
+                 "/api/pipeline/run", "/api/pipelines/{pipeline_id}/run"):
+        operation = document["paths"][path]["post"]
+        header = [p for p in operation["parameters"] if p["in"] == "header"]
+        assert [p["name"] for p in header] == ["Idempotency-Key"], path
+        assert "same key" in header[0]["description"]
+        assert "Idempotency-Key" in operation["responses"]["200"]["description"], path
     assert "Idempotency-Key" in document["info"]["description"]
 
 
@@ -153,18 +155,18 @@ async def test_a_key_stored_between_the_check_and_the_insert_answers_the_stored_
         server, monkeypatch):
     """The window the unique index closes, made to happen every time: the second
     request's look-up runs before the first request's run is stored."""
-    from flowforge.server.routes import workflows
+    from flowforge.server import idempotency
 
     looked_up: list[str] = []
-    real_replay = workflows.replay
+    real_look_up = idempotency.earlier_run
 
-    async def late_replay(request, user, key, fingerprint, **options):
+    async def late_look_up(request, user, key, fingerprint):
         looked_up.append(key)
         if len(looked_up) <= 2:                  # both requests' first look: nothing yet
             return None
-        return await real_replay(request, user, key, fingerprint, **options)
+        return await real_look_up(request, user, key, fingerprint)
 
-    monkeypatch.setattr(workflows, "replay", late_replay)
+    monkeypatch.setattr(idempotency, "earlier_run", late_look_up)
     async with server.client("alice") as alice:
         await _save(alice)
         first = await alice.post(RUNS, json={}, headers={"Idempotency-Key": "window"})
@@ -188,3 +190,54 @@ async def test_a_repeat_with_wait_while_the_run_runs_waits_for_that_run(server):
         assert waited.json()["run_id"] == first.json()["run_id"]
         assert waited.json()["status"] == "succeeded"
         assert waited.json()["outputs"] == {"b2": {"value": "hi"}}
+
+
+PIPELINE = {"id": "clean", "nodes": [{"id": "n1", "block_id": "text_clean",
+                                      "inputs": {"text": "{{input.text}}"}}],
+            "edges": [], "memory_keys": []}
+
+# every other route that starts one run: (path, body, another body, the run id's field,
+# the first answer's status)
+ROUTES = {
+    "agent task": ("/api/agent", {"workflow_id": "chain", "variables": {"word": "x"}},
+                   {"workflow_id": "chain", "variables": {"word": "y"}}, "id", 202),
+    "agent-workflow session": ("/agent-workflow", {"workflow_id": "chain", "inputs": {"word": "x"}},
+                               {"workflow_id": "chain", "inputs": {"word": "y"}},
+                               "session_id", 202),
+    "pipeline run": ("/api/pipeline/run", {**PIPELINE, "input": {"text": " a  b "}},
+                     {**PIPELINE, "input": {"text": "c"}}, "execution_id", 200),
+    "saved pipeline run": ("/api/pipelines/clean/run", {"input": {"text": " a  b "}},
+                           {"input": {"text": "c"}}, "execution_id", 200),
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_every_route_that_starts_a_run_takes_a_key(server, monkeypatch, route):
+    monkeypatch.setenv("FLOWFORGE_REGISTRY_SEARCH", "text")   # no embedding model needed
+    path, body, other, field, status = ROUTES[route]
+    async with server.client("alice") as alice:
+        await _save(alice)
+        saved = await alice.post("/api/pipelines", json=PIPELINE)
+        assert saved.status_code == 201, saved.text
+        first = await alice.post(path, json=body, headers={"Idempotency-Key": "route-1"})
+        assert first.status_code == status, first.text
+        assert "idempotent-replayed" not in first.headers
+        run_id = first.json()[field]
+        await wait_for_status(server, run_id, "succeeded")
+        again = await alice.post(path, json=body, headers={"Idempotency-Key": "route-1"})
+        assert again.status_code == 200, again.text
+        assert again.headers["idempotent-replayed"] == "true"
+        assert again.json()[field] == run_id
+        if status == 200:                        # a route answering the result: the same
+            assert again.json()["results"] == first.json()["results"]
+        refused = await alice.post(path, json=other, headers={"Idempotency-Key": "route-1"})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["code"] == "idempotency_key_reused"
+        assert run_id in refused.json()["error"]["message"]
+        # a key is the user's across routes: another route's request is another request
+        elsewhere = await alice.post(RUNS, json={"inputs": {"word": "x"}},
+                                     headers={"Idempotency-Key": "route-1"})
+        assert elsewhere.status_code == 422, elsewhere.text
+        malformed = await alice.post(path, json=body, headers={"Idempotency-Key": "k" * 256})
+        assert malformed.status_code == 400, malformed.text
+        assert [r["run_id"] for r in await _runs_of(server, "alice")] == [run_id]

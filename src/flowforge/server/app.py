@@ -35,10 +35,11 @@ Every route but `/health` and this document needs `Authorization: Bearer <key>`
 (create a key with `flowforge users create NAME`).  Errors are JSON:
 `{"error": {"code", "message", "details"}}`.
 
-Starting a run (`POST /api/workflows/{workflow_id}/runs`) is safe to retry with
-an `Idempotency-Key` header: the same user, key and request answer 200 with
-the run the first request created (`Idempotent-Replayed: true`), never a
-second run; the same key with another request answers 422."""
+Starting a run (`POST /api/workflows/{workflow_id}/runs`, `/api/agent`,
+`/agent-workflow`, `/api/pipeline/run`, `/api/pipelines/{pipeline_id}/run`) is
+safe to retry with an `Idempotency-Key` header: the same user, key and request
+answer 200 with the run the first request created (`Idempotent-Replayed:
+true`), never a second run; the same key with another request answers 422."""
 
 
 def create_app(settings: ServerSettings | None = None, *, storage: Storage | None = None,

@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from flowforge.server.errors import ApiError
 from flowforge.server.views import run_links
+from flowforge.storage.base import IdempotencyKeyTaken
 
-__all__ = ["HEADER", "MAX_KEY_LENGTH", "HEADER_DESCRIPTION", "submission_key", "fingerprint",
-           "replay"]
+__all__ = ["HEADER", "MAX_KEY_LENGTH", "HEADER_DESCRIPTION", "REPLAYED", "submission_key",
+           "fingerprint", "earlier_run", "once", "replay", "run_result"]
+
+T = TypeVar("T")
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
@@ -35,6 +38,7 @@ HEADER_DESCRIPTION = (
     "answers 200 with the run the first request created (header `Idempotent-Replayed: "
     "true`) instead of starting another; with a different request it is refused (422). "
     "Keys are per user and kept with the run.")
+REPLAYED = {"Idempotent-Replayed": "true"}
 
 
 def submission_key(value: str | None) -> str | None:
@@ -63,35 +67,61 @@ def fingerprint(**request: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-async def replay(request: Request, user: dict[str, Any], key: str, fingerprint: str, *,
-                 workflow_id: str, wait: bool) -> JSONResponse | None:
-    """The answer for a key the user has used before, or None when unused:
-    the run it created (its result with `wait`), or 422 when that run was
-    started by a different request."""
-    storage = request.app.state.storage
-    row = await storage.run_for_idempotency_key(user["user_id"], key)
+async def earlier_run(request: Request, user: dict[str, Any], key: str,
+                      fingerprint: str) -> dict[str, Any] | None:
+    """The row of the run `key` started for `user`, or None when the key is
+    unused; 422 when that run was started by a different request."""
+    row = await request.app.state.storage.run_for_idempotency_key(user["user_id"], key)
     if row is None:
         return None
-    run_id = row["run_id"]
     if row.get("request_fingerprint") != fingerprint:
         raise ApiError(422, f"the {HEADER} {key!r} was already used for another request "
-                            f"(it started run {run_id} with different inputs, version, "
-                            f"webhook, budget or owner): repeat that request exactly to get "
-                            f"its run, or send a new key to start a new run",
+                            f"(it started run {row['run_id']} from another route or with "
+                            f"different inputs, version, webhook, budget or owner): repeat "
+                            f"that request exactly to get its run, or send a new key to "
+                            f"start a new run",
                        code="idempotency_key_reused")
-    headers = {"Idempotent-Replayed": "true"}
+    return row
+
+
+async def once(request: Request, user: dict[str, Any], key: str | None, fingerprint: str,
+               start: Callable[[tuple[str, str] | None], Awaitable[T]],
+               replayed: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+    """Start a run at most once per key: `start(idempotency)` (None without a
+    key) creates it; a key used before answers `replayed(row)` with the run
+    it created, also when a request racing with the same key won."""
+    if key is None:
+        return await start(None)
+    row = await earlier_run(request, user, key, fingerprint)
+    if row is not None:
+        return await replayed(row)
+    try:
+        return await start((key, fingerprint))
+    except IdempotencyKeyTaken:
+        # a request with the same key created its run meanwhile: answer with it
+        row = await earlier_run(request, user, key, fingerprint)
+        if row is None:      # the run was there an instant ago: it cannot vanish
+            raise
+        return await replayed(row)
+
+
+async def replay(request: Request, row: dict[str, Any], *, workflow_id: str,
+                 wait: bool) -> JSONResponse:
+    """A stored workflow's run answered again: its result with `wait`, else
+    its URLs (200, `Idempotent-Replayed: true`)."""
+    run_id = row["run_id"]
     if wait:
-        result, redact = await _result(request, run_id)
+        result, redact = await run_result(request, run_id)
         return JSONResponse({**redact(result.to_dict()),
                              "workflow_version": row.get("workflow_version")},
-                            status_code=200, headers=headers)
+                            status_code=200, headers=REPLAYED)
     return JSONResponse({"run_id": run_id, "workflow_id": workflow_id,
                          "workflow_version": row.get("workflow_version"),
                          "status": row["status"], **run_links(run_id)},
-                        status_code=200, headers=headers)
+                        status_code=200, headers=REPLAYED)
 
 
-async def _result(request: Request, run_id: str) -> tuple[Any, Any]:
+async def run_result(request: Request, run_id: str) -> tuple[Any, Any]:
     """The run's result once it stops: from this process's handle when it runs
     here, else followed through the store (another process, the pool, or
     already over).  The store's copy is redacted already."""

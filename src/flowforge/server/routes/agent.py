@@ -22,13 +22,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Header, Request
+from fastapi.responses import JSONResponse
 
 from flowforge.apps.chains import agent_to_workflow, is_agent, key_values, split_variables
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.auth import CurrentUser, owned_run
 from flowforge.server.errors import ApiError
+from flowforge.server.idempotency import (HEADER_DESCRIPTION, REPLAYED, fingerprint, once,
+                                          submission_key)
 from flowforge.service.loading import compile_document
 from flowforge.storage.base import Storage
 from flowforge.workflow.loader import check_data, document_from_data
@@ -48,12 +51,35 @@ _LOG = {"block_started": "running", "block_succeeded": "succeeded", "block_faile
         "block_skipped": "skipped", "block_cancelled": "cancelled"}
 
 
-@router.post("", status_code=202, summary="Start a prompt-chain Agent task (a run)")
+@router.post("", status_code=202, summary="Start a prompt-chain Agent task (a run)",
+             responses={200: {"description": "With an Idempotency-Key already used for this "
+                                             "request: the task it started (header "
+                                             "Idempotent-Replayed: true)"}})
 async def start_task(request: Request, user: CurrentUser,
-                     body: dict[str, Any] = Body(..., examples=[_EXAMPLE])) -> dict[str, Any]:
+                     body: dict[str, Any] = Body(..., examples=[_EXAMPLE]),
+                     idempotency_key: str | None = Header(
+                         None, alias="Idempotency-Key", description=HEADER_DESCRIPTION)
+                     ) -> Any:
+    """Start a task.  Retry safely with an `Idempotency-Key` header: the same
+    key and body answer 200 with the task first started; another body, 422."""
+    key = submission_key(idempotency_key)
+    check_data(body, "request body")
+    storage: Storage = request.app.state.storage
+
+    async def replayed(row: dict[str, Any]) -> Any:
+        return JSONResponse({**await task_view(storage, row), **_links(row["run_id"])},
+                            status_code=200, headers=REPLAYED)
+
+    # the whole body is the request (an Agent, or a workflow id, and its variables);
+    # a key used before answers its task before the body is looked at again
+    return await once(request, user, key, fingerprint(route="agent_task", body=body),
+                      lambda idempotency: _start(request, user, body, idempotency), replayed)
+
+
+async def _start(request: Request, user: dict[str, Any], body: dict[str, Any],
+                 idempotency: tuple[str, str] | None) -> dict[str, Any]:
     live = request.app.state.live
     settings = request.app.state.settings
-    check_data(body, "request body")
     variables = body.get("variables")
     if variables is None:
         variables = {}
@@ -90,9 +116,13 @@ async def start_task(request: Request, user: CurrentUser,
         return {"event": "task_finished", **await task_view(storage, row or {"run_id": task_id})}
 
     await live.start(compiled, inputs, user=user, version=version, webhook=webhook,
-                     run_secrets=secrets or None, run_id=task_id, payload=payload)
-    return {"id": task_id, "status": "running", "logs": [], "output": None,
-            "status_url": f"/api/agent/tasks/{task_id}",
+                     run_secrets=secrets or None, run_id=task_id, payload=payload,
+                     idempotency=idempotency)
+    return {"id": task_id, "status": "running", "logs": [], "output": None, **_links(task_id)}
+
+
+def _links(task_id: str) -> dict[str, str]:
+    return {"status_url": f"/api/agent/tasks/{task_id}",
             "events_url": f"/api/runs/{task_id}/events"}
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,6 +25,8 @@ from flowforge.engine.inputs import validate_inputs
 from flowforge.errors import NotFound
 from flowforge.server.auth import CurrentUser, is_admin, owned_run
 from flowforge.server.errors import ApiError
+from flowforge.server.idempotency import (HEADER_DESCRIPTION, REPLAYED, fingerprint, once,
+                                          submission_key)
 from flowforge.server.routes.runs import cancel_run, history
 from flowforge.server.views import run_detail, run_summary
 from flowforge.service.loading import compile_document
@@ -139,23 +141,44 @@ def _session(run_id: str) -> dict[str, str]:
 
 
 @router.post("/agent-workflow", status_code=202,
-             summary="Start a research session (`question`) or a workflow session")
-async def start_session(request: Request, body: AgentWorkflowRequest, user: CurrentUser
+             summary="Start a research session (`question`) or a workflow session",
+             responses={200: {"description": "With an Idempotency-Key already used for this "
+                                             "request: the session it started (header "
+                                             "Idempotent-Replayed: true)"}})
+async def start_session(request: Request, body: AgentWorkflowRequest, user: CurrentUser,
+                        idempotency_key: str | None = Header(
+                            None, alias="Idempotency-Key", description=HEADER_DESCRIPTION)
                         ) -> JSONResponse:
+    """Start a session.  Retry safely with an `Idempotency-Key` header: the
+    same key and body answer 200 with the session first started; another
+    body, 422."""
     live = request.app.state.live
-    if body.question is not None:
-        inputs = research_inputs(body.question, threshold=body.threshold,
-                                 max_iterations=body.max_iterations, kb=body.kb,
-                                 web_backend=body.web_backend, web_source=body.web_source)
-        handle = await live.start(orchestrator(), inputs, user=user, webhook=body.webhook)
-    elif body.workflow_id is not None:
-        handle, _ = await live.launch(user, user["user_id"], body.workflow_id, body.version,
-                                      body.inputs, webhook=body.webhook)
-    else:
-        compiled = compile_document(document_from_data(body.workflow, "workflow"))
-        validate_inputs(compiled.doc.inputs, body.inputs)
-        handle = await live.start(compiled, body.inputs, user=user, webhook=body.webhook)
-    return JSONResponse({**_session(handle.run_id), "status": "running"}, status_code=202)
+
+    async def start(idempotency: tuple[str, str] | None) -> JSONResponse:
+        if body.question is not None:
+            inputs = research_inputs(body.question, threshold=body.threshold,
+                                     max_iterations=body.max_iterations, kb=body.kb,
+                                     web_backend=body.web_backend, web_source=body.web_source)
+            handle = await live.start(orchestrator(), inputs, user=user, webhook=body.webhook,
+                                      idempotency=idempotency)
+        elif body.workflow_id is not None:
+            handle, _ = await live.launch(user, user["user_id"], body.workflow_id,
+                                          body.version, body.inputs, webhook=body.webhook,
+                                          idempotency=idempotency)
+        else:
+            compiled = compile_document(document_from_data(body.workflow, "workflow"))
+            validate_inputs(compiled.doc.inputs, body.inputs)
+            handle = await live.start(compiled, body.inputs, user=user, webhook=body.webhook,
+                                      idempotency=idempotency)
+        return JSONResponse({**_session(handle.run_id), "status": "running"}, status_code=202)
+
+    async def replayed(row: dict[str, Any]) -> JSONResponse:
+        return JSONResponse({**_session(row["run_id"]), "status": row["status"]},
+                            status_code=200, headers=REPLAYED)
+
+    return await once(request, user, submission_key(idempotency_key),
+                      fingerprint(route="agent_workflow", body=body.model_dump(mode="json")),
+                      start, replayed)
 
 
 @router.get("/agent-workflow/{session_id}", summary="A session's status and results")

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Header, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from flowforge.engine.inputs import validate_inputs
@@ -26,11 +28,13 @@ from flowforge.errors import NotFound
 from flowforge.registry import get_registry, use_registry
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
+from flowforge.server.idempotency import (HEADER_DESCRIPTION, REPLAYED, fingerprint, once,
+                                          run_result, submission_key)
 from flowforge.service.pipeline import (PipelineState, compile_pipeline, pipeline_state,
                                         validate_pipeline)
 from flowforge.service.users import find_user
 
-__all__ = ["router", "PipelineRunAnswer", "run_for"]
+__all__ = ["router", "PipelineRunAnswer", "run_for", "REPLAY_ANSWER"]
 
 router = APIRouter(tags=["seed routes"])
 
@@ -63,41 +67,70 @@ class PipelineRunAnswer(PipelineState):
     events: list[dict[str, Any]] = Field(description="Every event of the run, in order.")
 
 
+REPLAY_ANSWER = {200: {"description": "The run's PipelineState; with an Idempotency-Key "
+                                     "already used for this request, that of the run it "
+                                     "started (header Idempotent-Replayed: true)"}}
+
+
 def invalid_pipeline(problems: list[Any]) -> ApiError:
     return ApiError(422, f"{len(problems)} problem(s) in the pipeline", code="invalid_pipeline",
                     details=[{"where": p.where, "message": p.message} for p in problems])
 
 
 async def run_for(request: Request, owner: dict[str, Any], data: dict[str, Any],
-                  inputs: Any) -> PipelineRunAnswer:
-    """Check and run `data` for `owner` (a user row); the answer when it ended."""
+                  inputs: Any, key: str | None = None, request_print: str = "") -> Any:
+    """Check and run `data` for `owner` (a user row); the answer when it ended.
+    With an Idempotency-Key (`key`, the request's fingerprint) a request seen
+    before gets the answer of the run it started (200, Idempotent-Replayed)."""
     if not isinstance(inputs, dict):
         raise ApiError(422, "`input` must be an object: the run's values for {{input.x}}")
     registry = get_registry()
-    problems = validate_pipeline(data, registry)
-    if problems:
-        raise invalid_pipeline(problems)
-    live = request.app.state.live
-    compiled = compile_pipeline(data, registry)
-    with use_registry(registry):
-        validate_inputs(compiled.doc.inputs, inputs)
-        handle = await live.start(compiled, inputs, user=owner, services={"registry": registry})
-    result = await handle.wait()
-    redact = handle.recorder.redact if handle.recorder else (lambda value: value)
+
+    async def start(idempotency: tuple[str, str] | None) -> tuple[str, Any, Any, bool]:
+        problems = validate_pipeline(data, registry)
+        if problems:
+            raise invalid_pipeline(problems)
+        live = request.app.state.live
+        compiled = compile_pipeline(data, registry)
+        with use_registry(registry):
+            validate_inputs(compiled.doc.inputs, inputs)
+            handle = await live.start(compiled, inputs, user=owner,
+                                      services={"registry": registry}, idempotency=idempotency)
+        result = await handle.wait()
+        redact = handle.recorder.redact if handle.recorder else (lambda value: value)
+        return handle.run_id, result, redact, False
+
+    async def replayed(row: dict[str, Any]) -> tuple[str, Any, Any, bool]:
+        result, redact = await run_result(request, row["run_id"])
+        return row["run_id"], result, redact, True
+
+    # keys are the run's user's: an admin running as alice uses alice's keys
+    run_id, result, redact, again = await once(request, owner, key, request_print, start,
+                                               replayed)
     state = pipeline_state(data, result, {"id": owner["user_id"], "name": owner["name"]})
     shown = redact({**state.model_dump(), "outputs": result.outputs, "error": result.error,
                     "events": result.events})
-    return PipelineRunAnswer(**shown, execution_id=handle.run_id, user_id=owner["user_id"],
-                             status=result.status)
+    answer = PipelineRunAnswer(**shown, execution_id=run_id, user_id=owner["user_id"],
+                               status=result.status)
+    if again:
+        return JSONResponse(jsonable_encoder(answer), headers=REPLAYED)
+    return answer
 
 
 @router.post("/api/pipeline/run", summary="Run a Pipeline JSON and answer with its results",
-             response_model=PipelineRunAnswer)
+             response_model=PipelineRunAnswer, responses=REPLAY_ANSWER)
 async def run_pipeline(request: Request, user: CurrentUser,
-                       body: dict[str, Any] = Body(..., examples=[_EXAMPLE])) -> Any:
+                       body: dict[str, Any] = Body(..., examples=[_EXAMPLE]),
+                       idempotency_key: str | None = Header(
+                           None, alias="Idempotency-Key", description=HEADER_DESCRIPTION)
+                       ) -> Any:
+    """Run a pipeline.  Retry safely with an `Idempotency-Key` header: the
+    same key and body answer with the run first started; another body, 422."""
+    key = submission_key(idempotency_key)
+    request_print = fingerprint(route="pipeline_run", caller=user["user_id"], body=body)
     data = dict(body)
     owner = await _run_as(request, user, data.pop("user_id", None))
     inputs = data.pop("input", None) or {}
     if "id" not in data and "pipeline_id" in data:
         data["id"] = data.pop("pipeline_id")
-    return await run_for(request, owner, data, inputs)
+    return await run_for(request, owner, data, inputs, key, request_print)

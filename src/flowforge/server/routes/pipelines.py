@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import APIRouter, Body, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.engine.result import iso_time
 from flowforge.registry import get_registry
 from flowforge.server.auth import CurrentUser
 from flowforge.server.errors import ApiError
-from flowforge.server.routes.pipeline import PipelineRunAnswer, invalid_pipeline, run_for
+from flowforge.server.idempotency import HEADER_DESCRIPTION, fingerprint, submission_key
+from flowforge.server.routes.pipeline import (REPLAY_ANSWER, PipelineRunAnswer, invalid_pipeline,
+                                              run_for)
 from flowforge.service.pipeline import compile_pipeline, validate_pipeline
 
 __all__ = ["router", "SavedPipeline", "PipelineList", "PipelineRunRequest"]
@@ -137,9 +139,20 @@ async def delete_pipeline(request: Request, pipeline_id: str, user: CurrentUser)
     return Response(status_code=204)
 
 
-@router.post("/{pipeline_id}/run", response_model=PipelineRunAnswer,
+@router.post("/{pipeline_id}/run", response_model=PipelineRunAnswer, responses=REPLAY_ANSWER,
              summary="Run a saved pipeline; its PipelineState when it has ended")
 async def run_saved_pipeline(request: Request, pipeline_id: str, user: CurrentUser,
-                             body: PipelineRunRequest | None = None) -> Any:
+                             body: PipelineRunRequest | None = None,
+                             idempotency_key: str | None = Header(
+                                 None, alias="Idempotency-Key", description=HEADER_DESCRIPTION)
+                             ) -> Any:
+    """Run a saved pipeline.  Retry safely with an `Idempotency-Key` header:
+    the same key and input answer with the run first started; another input,
+    or the pipeline changed since (PUT), 422."""
+    key = submission_key(idempotency_key)
     row = await _row(request, user, pipeline_id)
-    return await run_for(request, user, row["pipeline"], (body or PipelineRunRequest()).input)
+    inputs = (body or PipelineRunRequest()).input
+    # the saved pipeline is part of what the request means: its answer is built from it
+    request_print = fingerprint(route="saved_pipeline_run", pipeline_id=pipeline_id,
+                                pipeline=row["pipeline"], input=inputs)
+    return await run_for(request, user, row["pipeline"], inputs, key, request_print)

@@ -13,11 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from flowforge.errors import WorkflowError
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
-from flowforge.server.idempotency import (HEADER_DESCRIPTION, fingerprint, replay,
+from flowforge.server.idempotency import (HEADER_DESCRIPTION, fingerprint, once, replay,
                                           submission_key)
 from flowforge.server.views import run_links, workflow_view
 from flowforge.workflow.loader import parse_text
-from flowforge.storage.base import IdempotencyKeyTaken
 from flowforge.workflow.model import Budget
 
 __all__ = ["router", "RunRequest", "owner_of"]
@@ -213,26 +212,21 @@ async def start_run(request: Request, workflow_id: str, body: RunRequest, user: 
     live = request.app.state.live
     owner_id = owner_of(user, owner)
     key = submission_key(idempotency_key)
-    idempotency = None
-    if key is not None:
-        request_print = fingerprint(route="start_run", owner=owner_id, workflow_id=workflow_id,
-                                    body=body.model_dump(mode="json"))
-        answer = await replay(request, user, key, request_print, workflow_id=workflow_id,
-                              wait=wait)
-        if answer is not None:
-            return answer
-        idempotency = (key, request_print)
-    try:
-        handle, version = await live.launch(user, owner_id, workflow_id,
-                                            body.version, body.inputs, webhook=body.webhook,
-                                            budget=body.budget, idempotency=idempotency)
-    except IdempotencyKeyTaken:
-        # a request with the same key created its run meanwhile: answer with it
-        answer = await replay(request, user, key, request_print,  # type: ignore[arg-type]
-                              workflow_id=workflow_id, wait=wait)
-        if answer is None:      # the run was there an instant ago: it cannot vanish
-            raise
-        return answer
+    request_print = fingerprint(route="start_run", owner=owner_id, workflow_id=workflow_id,
+                                body=body.model_dump(mode="json"))
+
+    async def start(idempotency: tuple[str, str] | None) -> Any:
+        return await live.launch(user, owner_id, workflow_id, body.version, body.inputs,
+                                 webhook=body.webhook, budget=body.budget,
+                                 idempotency=idempotency)
+
+    async def replayed(row: dict[str, Any]) -> Any:
+        return await replay(request, row, workflow_id=workflow_id, wait=wait)
+
+    started = await once(request, user, key, request_print, start, replayed)
+    if isinstance(started, JSONResponse):
+        return started
+    handle, version = started
     if wait:
         result = await handle.wait()
         shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
