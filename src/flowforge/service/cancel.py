@@ -95,6 +95,16 @@ def lease_lapsed(row: dict[str, Any], now: float | None = None) -> bool:
 log = logging.getLogger("flowforge.cancel")
 
 
+def cancelled_events(run_id: str, blocks: list[dict[str, Any]], first_seq: int, now: float,
+                     reason: str) -> list[dict[str, Any]]:
+    """`block_cancelled` events, numbered from `first_seq`, for blocks (checkpoint
+    rows) a run left open - running when its process died, waiting when it was
+    cancelled: every block gets a terminal event, and its checkpoint follows."""
+    return [{"seq": first_seq + i, "type": "block_cancelled", "run_id": run_id, "time": now,
+             "block_id": b["block_id"], "scope": b["scope"] or None,
+             "block_type": b.get("type"), "reason": reason} for i, b in enumerate(blocks)]
+
+
 async def request_cancel(storage: Storage, run_id: str) -> None:
     """Mark the run: whichever process runs it cancels it within `poll_interval`.
     A `waiting` run, which no process runs, is cancelled here and then: its
@@ -105,11 +115,8 @@ async def request_cancel(storage: Storage, run_id: str) -> None:
         events = await storage.get_events(run_id)
         seq = events[-1]["seq"] + 1 if events else 1
         waiting = [b for b in await storage.get_blocks(run_id) if b["status"] == "waiting"]
-        reason = "the run was cancelled while it waited"
-        closing = [{"seq": seq + i, "type": "block_cancelled", "run_id": run_id, "time": now,
-                    "block_id": b["block_id"], "scope": b["scope"] or None,
-                    "block_type": b.get("type"), "reason": reason}
-                   for i, b in enumerate(waiting)]
+        closing = cancelled_events(run_id, waiting, seq, now,
+                                   "the run was cancelled while it waited")
         closing.append({"seq": seq + len(waiting), "type": "run_finished", "run_id": run_id,
                         "time": now, "status": "cancelled",
                         "error": "the run was cancelled while waiting"})

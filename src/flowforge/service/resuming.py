@@ -16,8 +16,8 @@ import time
 from typing import Any, Awaitable, Callable
 
 from flowforge.engine.result import RunResult
-from flowforge.service.cancel import (LEASE_SECONDS, lease_holder_alive, lease_lapsed,
-                                      process_id)
+from flowforge.service.cancel import (LEASE_SECONDS, cancelled_events, lease_holder_alive,
+                                      lease_lapsed, process_id)
 from flowforge.service.loading import load
 from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, _stored_run,
                                     open_storage, start_run)
@@ -66,10 +66,8 @@ async def fail_cut_off(storage: Storage, run_id: str, *, where: str = "here") ->
     events = await storage.get_events(run_id)
     seq = events[-1]["seq"] if events else 0
     running = [b for b in await storage.get_blocks(run_id) if b["status"] == "running"]
-    closing = [{"seq": seq + 1 + i, "type": "block_cancelled", "run_id": run_id, "time": now,
-                "block_id": b["block_id"], "scope": b["scope"] or None,
-                "block_type": b.get("type"), "reason": "the process running the run ended "
-                "before the block finished"} for i, b in enumerate(running)]
+    closing = cancelled_events(run_id, running, seq + 1, now, "the process running the run "
+                               "ended before the block finished")
     closing.append({"seq": seq + 1 + len(running), "type": "run_finished", "run_id": run_id,
                     "time": now, "status": "failed", "error": error})
     await storage.record(run_id, closing, [
@@ -141,14 +139,10 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         seq = events[-1]["seq"] if events else 0
         # Blocks the cut caught running get a terminal event before anything runs again.
         cut = [b for b in blocks if b["status"] == "running"]
-        closing = []
-        for block in cut:
-            seq += 1
-            closing.append({"seq": seq, "type": "block_cancelled", "run_id": run_id,
-                            "time": time.time(), "block_id": block["block_id"],
-                            "scope": block["scope"] or None, "block_type": block.get("type"),
-                            "reason": "the process running the run ended before the block "
-                                      "finished; it runs again on resume"})
+        closing = cancelled_events(run_id, cut, seq + 1, time.time(), "the process running "
+                                   "the run ended before the block finished; it runs again "
+                                   "on resume")
+        seq += len(cut)
         if closing:
             await opened.record(run_id, closing, [
                 {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
