@@ -153,11 +153,11 @@ async def test_the_cli_queues_and_follows_a_run(pool):
                                           "status": 200}}
 
 
-async def test_a_run_whose_process_died_is_resumed_by_a_worker(pool, tmp_path):
-    """A run left `running` by a process that no longer exists (its lease lapses) is
-    found by a worker's reaper and finished from its checkpoints."""
-    log = tmp_path / "steps.log"
-    script = tmp_path / "die.py"
+def cut_off_run(database: str, log: Path, folder: Path, env: dict,
+                steps: int = 3) -> tuple[str, str]:
+    """A process starts a `steps`-step run and dies (os._exit) after step 0, leaving
+    it `running`: (run id, the dead pid)."""
+    script = folder / "die.py"
     script.write_text(f"""
 import asyncio, json, os, sys
 sys.path.insert(0, {str(ROOT / 'src')!r})
@@ -166,18 +166,27 @@ spec = importlib.util.spec_from_file_location("plugin", {PLUGIN!r})
 module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
 import flowforge
 async def main():
-    handle = await flowforge.start_run(json.loads({json.dumps(chain(4, 0.5, log))!r}),
-                                       storage={pool.database!r})
-    print(handle.run_id, flush=True)
+    handle = await flowforge.start_run(json.loads({json.dumps(chain(steps, 0.5, log))!r}),
+                                       storage={database!r})
+    print(handle.run_id, os.getpid(), flush=True)
     while "end 0" not in (open({str(log)!r}).read() if os.path.exists({str(log)!r}) else ""):
         await asyncio.sleep(0.05)
-    os._exit(9)                                # dies mid-run, leaving it running
+    os._exit(9)
 asyncio.run(main())
 """)
     died = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env=pool.env)
-    run_id = died.stdout.strip()
-    assert run_id, died.stderr[-2000:]
+                          text=True, timeout=60, env=env)
+    assert died.stdout.strip(), died.stderr[-2000:]
+    run_id, pid = died.stdout.split()
+    return run_id, pid
+
+
+
+async def test_a_run_whose_process_died_is_resumed_by_a_worker(pool, tmp_path):
+    """A run left `running` by a process that no longer exists (its lease lapses) is
+    found by a worker's reaper and finished from its checkpoints."""
+    log = tmp_path / "steps.log"
+    run_id, _ = cut_off_run(pool.database, log, tmp_path, pool.env, steps=4)
     storage = storage_from_url(pool.database)
     await storage.open()
     try:

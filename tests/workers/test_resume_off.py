@@ -8,37 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from flowforge.storage import storage_from_url
 from tests.server.conftest import start_server, wait_for_status
 from tests.workers.conftest import PLUGIN, ROOT
-from tests.workers.test_pool import chain, ended, wait_for
-
-
-def cut_off_run(database: str, log: Path, folder: Path, env: dict) -> tuple[str, str]:
-    """A process starts a 3-step run, dies (os._exit) after step 0: (run id, its pid)."""
-    script = folder / "die.py"
-    script.write_text(f"""
-import asyncio, json, os, sys
-sys.path.insert(0, {str(ROOT / 'src')!r})
-import importlib.util
-spec = importlib.util.spec_from_file_location("plugin", {PLUGIN!r})
-module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
-import flowforge
-async def main():
-    handle = await flowforge.start_run(json.loads({json.dumps(chain(3, 0.5, log))!r}),
-                                       storage={database!r})
-    print(handle.run_id, os.getpid(), flush=True)
-    while "end 0" not in (open({str(log)!r}).read() if os.path.exists({str(log)!r}) else ""):
-        await asyncio.sleep(0.05)
-    os._exit(9)
-asyncio.run(main())
-""")
-    died = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env=env)
-    run_id, pid = died.stdout.split()
-    return run_id, pid
+from tests.workers.test_pool import chain, cut_off_run, ended, wait_for
 
 
 def _says_how(row: dict, run_id: str, pid: str) -> None:
