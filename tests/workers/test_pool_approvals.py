@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from flowforge.service.queue import decide_on_pool, enqueue
 from flowforge.storage import storage_from_url
 from tests.workers.conftest import ROOT
@@ -24,12 +26,12 @@ def _step(block_id: str, n: int, log: Path, after: str | None = None) -> dict:
             **({"after": [after]} if after else {})}
 
 
-def wait_doc(log: Path) -> dict:
-    """before -> a 1 s wait that frees the worker -> after."""
+def wait_doc(log: Path, seconds: float = 1) -> dict:
+    """before -> a wait of `seconds` that frees the worker -> after."""
     return {"id": "later", "blocks": [
         _step("before", 0, log),
         {"id": "pause", "type": "wait", "after": ["before"],
-         "with": {"seconds": 1, "sleep_limit": 0}},
+         "with": {"seconds": seconds, "sleep_limit": 0}},
         _step("after", 1, log, after="pause")]}
 
 
@@ -58,6 +60,15 @@ async def _waiting_then_restart(pool, storage, doc: dict) -> str:
     return run_id
 
 
+@pytest.fixture
+async def storage(pool):
+    """The pool's database, open for the test."""
+    opened = storage_from_url(pool.database)
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
 async def _decided(storage, run_id: str) -> tuple[dict, dict, list[dict]]:
     row = await wait_for(storage, run_id, ended, timeout=60)
     blocks = {b["block_id"]: b for b in await storage.get_blocks(run_id) if not b["scope"]}
@@ -65,18 +76,13 @@ async def _decided(storage, run_id: str) -> tuple[dict, dict, list[dict]]:
     return row, blocks, events
 
 
-async def test_approved_after_a_worker_restart_the_run_finishes_on_the_new_worker(pool,
-                                                                                tmp_path):
+async def test_approved_after_a_worker_restart_the_run_finishes_on_the_new_worker(
+        pool, tmp_path, storage):
     log = tmp_path / "steps.log"
-    storage = storage_from_url(pool.database)
-    await storage.open()
-    try:
-        run_id = await _waiting_then_restart(pool, storage, approval_doc(log))
-        await decide_on_pool(run_id, "ok", "approve", by="carol", comment="fine",
-                             storage=storage)
-        row, blocks, decided = await _decided(storage, run_id)
-    finally:
-        await storage.close()
+    run_id = await _waiting_then_restart(pool, storage, approval_doc(log))
+    await decide_on_pool(run_id, "ok", "approve", by="carol", comment="fine",
+                         storage=storage)
+    row, blocks, decided = await _decided(storage, run_id)
     assert row["status"] == "succeeded", row
     assert blocks["pay"]["status"] == "succeeded" and blocks["refuse"]["status"] == "skipped"
     output = blocks["ok"]["output"]
@@ -86,23 +92,18 @@ async def test_approved_after_a_worker_restart_the_run_finishes_on_the_new_worke
     assert ran[1] != ran[0] and ran[1] != str(os.getpid())   # on the new worker
 
 
-async def test_rejected_with_the_cli_after_a_worker_restart_routes_to_on_reject(pool,
-                                                                              tmp_path):
+async def test_rejected_with_the_cli_after_a_worker_restart_routes_to_on_reject(
+        pool, tmp_path, storage):
     log = tmp_path / "steps.log"
-    storage = storage_from_url(pool.database)
-    await storage.open()
-    try:
-        run_id = await _waiting_then_restart(pool, storage, approval_doc(log))
-        done = subprocess.run([sys.executable, "-m", "flowforge.cli.main", "runs", "reject",
-                               run_id, "ok", "--comment", "too much", "--by", "dave",
-                               "--json"], cwd=ROOT, env=pool.env, capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        shown = json.loads(done.stdout)
-        assert shown["status"] == "succeeded" and shown["results"]["refuse"] == {"n": 2}
-        row, blocks, decided = await _decided(storage, run_id)
-    finally:
-        await storage.close()
+    run_id = await _waiting_then_restart(pool, storage, approval_doc(log))
+    done = subprocess.run([sys.executable, "-m", "flowforge.cli.main", "runs", "reject",
+                           run_id, "ok", "--comment", "too much", "--by", "dave",
+                           "--json"], cwd=ROOT, env=pool.env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["status"] == "succeeded" and shown["results"]["refuse"] == {"n": 2}
+    row, blocks, decided = await _decided(storage, run_id)
     assert row["status"] == "succeeded"
     assert blocks["refuse"]["status"] == "succeeded" and blocks["pay"]["status"] == "skipped"
     output = blocks["ok"]["output"]
@@ -114,17 +115,12 @@ async def test_rejected_with_the_cli_after_a_worker_restart_routes_to_on_reject(
     assert ran[2] in {str(w.pid) for w in pool.workers}
 
 
-async def test_timed_out_after_a_worker_restart_takes_the_default_on_the_new_worker(pool,
-                                                                                  tmp_path):
+async def test_timed_out_after_a_worker_restart_takes_the_default_on_the_new_worker(
+        pool, tmp_path, storage):
     log = tmp_path / "steps.log"
-    storage = storage_from_url(pool.database)
-    await storage.open()
-    try:
-        run_id = await _waiting_then_restart(
-            pool, storage, approval_doc(log, timeout=4, default="reject"))
-        row, blocks, decided = await _decided(storage, run_id)   # the reaper's doing
-    finally:
-        await storage.close()
+    run_id = await _waiting_then_restart(
+        pool, storage, approval_doc(log, timeout=4, default="reject"))
+    row, blocks, decided = await _decided(storage, run_id)   # the reaper's doing
     assert row["status"] == "succeeded", row
     assert blocks["refuse"]["status"] == "succeeded" and blocks["pay"]["status"] == "skipped"
     output = blocks["ok"]["output"]
@@ -134,21 +130,13 @@ async def test_timed_out_after_a_worker_restart_takes_the_default_on_the_new_wor
     assert ran[2] == str(pool.workers[-1].pid)
 
 
-async def test_a_worker_finishes_a_wait_without_a_server(pool, tmp_path):
+async def test_a_worker_finishes_a_wait_without_a_server(pool, tmp_path, storage):
     log = tmp_path / "steps.log"
-    doc = {"id": "later", "blocks": [
-        _step("before", 0, log),
-        {"id": "pause", "type": "wait", "after": ["before"], "with": {"seconds": 2, "sleep_limit": 0}},
-        _step("after", 1, log, after="pause")]}
+    doc = wait_doc(log, seconds=2)
     pool.start()
-    storage = storage_from_url(pool.database)
-    await storage.open()
-    try:
-        run_id = await enqueue(doc, storage=storage, queue=pool.queue)
-        await wait_for(storage, run_id, lambda row: row["status"] == "waiting")
-        row = await wait_for(storage, run_id, ended, timeout=60)
-    finally:
-        await storage.close()
+    run_id = await enqueue(doc, storage=storage, queue=pool.queue)
+    await wait_for(storage, run_id, lambda row: row["status"] == "waiting")
+    row = await wait_for(storage, run_id, ended, timeout=60)
     assert row["status"] == "succeeded"
     ran = pids(log)
     assert ran[1] == ran[0] == str(pool.workers[0].pid)
@@ -180,7 +168,8 @@ async def test_a_decision_the_broker_cannot_take_leaves_the_run_waiting(tmp_path
         await storage.close()
 
 
-async def test_resume_due_from_the_cli_sends_a_pool_run_back_to_the_pool(pool, tmp_path):
+async def test_resume_due_from_the_cli_sends_a_pool_run_back_to_the_pool(pool, tmp_path,
+                                                                         storage):
     """`flowforge runs resume-due` with a broker configured: a due run that was
     queued goes to the pool (the step after the wait runs on the worker, not in
     the CLI's process), and the CLI says so, one line per run."""
@@ -192,19 +181,14 @@ async def test_resume_due_from_the_cli_sends_a_pool_run_back_to_the_pool(pool, t
     worker = pool.start(options=("--no-reap",))          # only the CLI finds the due run
     log = tmp_path / "steps.log"
     doc = wait_doc(log)
-    storage = storage_from_url(pool.database)
-    await storage.open()
-    try:
-        run_id = await enqueue(doc, storage=storage, queue=pool.queue)
-        row = await wait_for(storage, run_id, lambda row: row["status"] == "waiting")
-        await asyncio.sleep(max(0.0, row["resume_at"] - time.time()) + 0.05)
-        done = subprocess.run([sys.executable, "-m", "flowforge.cli.main", "runs",
-                               "resume-due", "--import", PLUGIN], cwd=ROOT, env=pool.env,
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines() == [f"{run_id} sent to the pool (queue {pool.queue})"]
-        row = await wait_for(storage, run_id, ended, timeout=30)
-        assert row["status"] == "succeeded", row
-    finally:
-        await storage.close()
+    run_id = await enqueue(doc, storage=storage, queue=pool.queue)
+    row = await wait_for(storage, run_id, lambda row: row["status"] == "waiting")
+    await asyncio.sleep(max(0.0, row["resume_at"] - time.time()) + 0.05)
+    done = subprocess.run([sys.executable, "-m", "flowforge.cli.main", "runs",
+                           "resume-due", "--import", PLUGIN], cwd=ROOT, env=pool.env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{run_id} sent to the pool (queue {pool.queue})"]
+    row = await wait_for(storage, run_id, ended, timeout=30)
+    assert row["status"] == "succeeded", row
     assert pids(log)[1] == str(worker.pid)
