@@ -59,6 +59,12 @@ WEBHOOK_STATES = ("pending", "delivering", "delivered", "failed")
 #: process holds it; `resume_at` says when it is due (an approval may have none).
 #: A run in one of these states will get no more events.
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+#: TERMINAL_STATUSES as an SQL list, for `status IN ...`.
+_ENDED_SQL = "(" + ", ".join(f"'{status}'" for status in sorted(TERMINAL_STATUSES)) + ")"
+#: An ended run whose webhook is owed and not being delivered (never claimed, or
+#: its claim lapsed before the `?`, now).
+_OWED_SQL = (f"status IN {_ENDED_SQL} AND (webhook_state = 'pending' OR "
+             f"(webhook_state = 'delivering' AND webhook_lease_until < ?))")
 
 
 def conflicting_events(run_id: str, seqs: list[int]) -> str:
@@ -369,9 +375,7 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
         now = _time.time()
         changed = await self._sql_change(  # type: ignore[attr-defined]
             "UPDATE runs SET webhook_state = 'delivering', webhook_lease_until = ? "
-            "WHERE run_id = ? AND status IN ('succeeded', 'failed', 'cancelled') AND "
-            "(webhook_state = 'pending' OR (webhook_state = 'delivering' AND "
-            "webhook_lease_until < ?))", (now + ttl, run_id, now))
+            f"WHERE run_id = ? AND {_OWED_SQL}", (now + ttl, run_id, now))
         return changed == 1
 
     async def settle_webhook(self, run_id: str, state: str) -> None:
@@ -387,9 +391,8 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
         """Ids of ended runs whose webhook is owed and not being delivered (never
         claimed, or its claim lapsed), oldest first."""
         rows = await self._sql_rows(  # type: ignore[attr-defined]
-            "SELECT run_id FROM runs WHERE status IN ('succeeded', 'failed', 'cancelled') "
-            "AND (webhook_state = 'pending' OR (webhook_state = 'delivering' AND "
-            "webhook_lease_until < ?)) ORDER BY created_at LIMIT ?", (now, limit))
+            f"SELECT run_id FROM runs WHERE {_OWED_SQL} ORDER BY created_at LIMIT ?",
+            (now, limit))
         return [row["run_id"] for row in rows]
 
     # -- following a run live ------------------------------------------------------------
