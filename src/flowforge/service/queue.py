@@ -135,7 +135,6 @@ def _run_task(task: Any, run_id: str, database: str | None = None) -> str:
     message is acknowledged then.  Many tasks (threads) share the loop, so one
     process runs many runs at once."""
     from flowforge.service.process_loop import process_loop
-    from flowforge.service.webhooks import deliver_owed_webhooks
     return process_loop().call(lambda storage: work(run_id, storage), database)
 
 
