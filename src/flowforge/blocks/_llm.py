@@ -108,10 +108,11 @@ def name_mapping(context: Any) -> dict[str, str]:
 
 
 async def _complete(model: str, request: LLMRequest, *, options: ProviderOptions,
-                    fallback: tuple[str, ...], on_delta: Any, on_retry: Any) -> LLMResponse:
+                    fallback: tuple[str, ...], on_delta: Any, on_retry: Any,
+                    on_restart: Any = None) -> LLMResponse:
     """The single provider call site."""
     return await call_model(model, request, options=options, fallback=fallback,
-                            on_delta=on_delta, on_retry=on_retry)
+                            on_delta=on_delta, on_retry=on_retry, on_restart=on_restart)
 
 
 def sent_requests(events: list[dict[str, Any]], block_id: str) -> list[dict[str, Any]]:
@@ -171,14 +172,14 @@ class ModelCalls:
         if meter is None:
             return await self._call(messages, tools, response_format, temperature, max_tokens,
                                     tool_choice, purpose, extra)
-        chosen, held = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
-        if chosen != self.model:             # downgraded: the cheaper model, no fallbacks
-            self.model, self.fallback, self.used_model = chosen, (), chosen
+        allowed = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
+        if allowed.model != self.model:      # downgraded: the cheaper model, no fallbacks
+            self.model, self.fallback, self.used_model = allowed.model, (), allowed.model
         try:
-            return await self._call(messages, tools, response_format, temperature, max_tokens,
-                                    tool_choice, purpose, extra)
+            return await self._call(messages, tools, response_format, temperature,
+                                    allowed.max_tokens, tool_choice, purpose, extra)
         finally:
-            meter.release(held)
+            meter.release(allowed.held)
 
     async def _call(self, messages: list[Message], tools: list[ToolSpec] | None,
                     response_format: dict[str, Any] | None, temperature: float | None,
@@ -192,15 +193,21 @@ class ModelCalls:
         emit = self.context.emit
         emit("llm_request", model=self.model, call=self.count, purpose=purpose,
              request=self._record(request))
-        on_delta = None
+        on_delta = on_restart = None
         if self.stream:
             def on_delta(text: str, _call: int = self.count) -> None:
                 emit("llm_delta", text=text, call=_call)
+
+            def on_restart(model: str, attempt: int, error: Exception,
+                           _call: int = self.count) -> None:
+                # The text streamed so far is void: the answer starts again.
+                emit("llm_restart", call=_call, model=model, attempt=attempt,
+                     error=self._mask(str(error)))
         started = time.perf_counter()
         try:
             response = await _complete(self.model, request, options=self.options,
                                        fallback=self.fallback, on_delta=on_delta,
-                                       on_retry=self._on_retry)
+                                       on_retry=self._on_retry, on_restart=on_restart)
         except Exception as exc:
             self.model_time += time.perf_counter() - started
             if self.api_key and self.api_key in str(exc):

@@ -28,7 +28,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/api/chat", tags=["chat"])
 
 #: Event types a streaming client receives while the chat works (then `answer` or `error`).
-STREAMED = ("run_started", "block_started", "llm_delta", "tool_called", "block_failed",
+STREAMED = ("run_started", "block_started", "llm_delta", "llm_restart", "tool_called",
+            "block_failed",
             "run_finished")
 
 
