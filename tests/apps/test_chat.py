@@ -51,7 +51,7 @@ async def test_kb_enough_answers_without_the_web(plan, knowledge, storage_url):
 
 async def test_kb_not_enough_goes_to_the_web_then_keywords(plan, knowledge, storage_url):
     model, script = plan(
-        kb_search("EU withdrawal period"),
+        kb_search("EU withdrawal refund period"),
         call("web_search", query="EU right of withdrawal online purchase",
              context="The policies give 30 days for refunds"),
         call("index_keywords", keywords=["right of withdrawal", "Consumer Rights Directive",
