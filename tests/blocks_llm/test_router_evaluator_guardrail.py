@@ -140,7 +140,7 @@ SEND = {"id": "send", "type": "response", "with": {"message": "{{check.reasoning
 async def test_guardrail_pass_and_fail_route_through_on_error(score, expected):
     reply = f'{{"score": {score}, "reasoning": "compared with the policy"}}'
     with scripted(lambda m, t: reply) as model:
-        result = await run_blocks([_guardrail(model), SEND, FLAGGED])
+        result = await run_blocks([_guardrail(model, fail_on_reject=True), SEND, FLAGGED])
     assert statuses(result) == expected
     sent = requests(result, "check")[0]
     assert "Refunds are processed within 5 business days." in sent["messages"][0]["content"]
@@ -155,10 +155,12 @@ async def test_guardrail_pass_and_fail_route_through_on_error(score, expected):
             "compared with the policy")
 
 
-async def test_guardrail_without_failing_lets_a_condition_route():
+async def test_by_default_a_failed_check_is_passed_false_and_a_condition_routes():
+    """The seed's documents branch on `passed: false`: a low score is an
+    answer, not a failure, unless `fail_on_reject: true`."""
     with scripted(lambda m, t: '{"score": 2, "reasoning": "not in the context"}') as model:
         result = await run_blocks([
-            _guardrail(model, fail_on_reject=False, threshold=5),
+            _guardrail(model, threshold=5),
             {"id": "gate", "type": "condition",
              "with": {"cases": [{"when": "check.passed", "goto": "send"}], "default": "flagged"}},
             {**SEND, "after": ["gate"]}, {**FLAGGED, "after": ["gate"]}])
@@ -246,3 +248,15 @@ async def test_router_targets_carry_their_current_state():
     system = next(e for e in seen if e["type"] == "llm_request")["request"]["messages"][0]
     assert 'Current State: {"content": "Outage fixed at 10:02"}' in system["content"]
     assert system["content"].count("Current State") == 1
+
+
+@pytest.mark.parametrize("content", [{"order": 42, "items": ["tent"]},
+                                     '{"order": 42, "items": ["tent"]}'],
+                         ids=["object", "json-text"])
+async def test_the_evaluator_shows_json_text_pretty_printed_like_an_object(content):
+    with scripted(lambda m, t: '{"accuracy": 7}') as model:
+        result = await run_blocks([{"id": "grade", "type": "evaluator", "with": {
+            "content": content, "model": model, "metrics": [{"name": "accuracy"}]}}])
+    shown = '{\n  "order": 42,\n  "items": [\n    "tent"\n  ]\n}'
+    assert result.results["grade"]["content"] == shown
+    assert shown in requests(result, "grade")[0]["messages"][0]["content"]

@@ -430,6 +430,7 @@ class AgentBlock(BlockType):
     """A model with a system prompt, a user prompt, memories and tools."""
 
     type_name = "agent"
+    seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = AgentConfig
 
     @classmethod

@@ -53,6 +53,7 @@ class KnowledgeConfig(BlockConfig):
 @register_block
 class KnowledgeBlock(BlockType):
     type_name = "knowledge"
+    seed_fields = {"knowledgeBaseId": "knowledge_base", "tagFilters": "filters"}
     Config = KnowledgeConfig
 
     @classmethod

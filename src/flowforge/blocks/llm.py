@@ -88,6 +88,7 @@ class LLMBlock(BlockType):
     """A prompt template filled from inputs; structured output by JSON Schema."""
 
     type_name = "llm"
+    seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = LLMConfig
 
     @classmethod

@@ -168,6 +168,7 @@ class RouterBlock(BlockType):
     """A model chooses one outgoing branch; the others are skipped."""
 
     type_name = "router"
+    seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = RouterConfig
     routes = True
 

@@ -18,6 +18,7 @@ from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow import expressions, templates
 from flowforge.workflow.graph import DATA, ERROR, NAMESPACES, Graph, Node
 from flowforge.workflow.model import BlockSpec, Workflow
+from flowforge.workflow.seed_fields import canonical_fields
 
 __all__ = ["compile_workflow", "format_loc"]
 
@@ -104,6 +105,7 @@ class _Compiler:
             self.add(f"{where}.type", f"unknown block type '{type_name}'{hint}; known types: "
                      f"{', '.join(sorted(self.types))}")
             return None
+        self.canonical_names(spec, info, where)
         node = Node(id=spec.id, type=type_name, spec=spec, where=where, info=info,
                     retry=spec.retry_policy(), timeout=spec.timeout,
                     alias=templates.normalize_name(spec.name) if spec.name else None)
@@ -169,6 +171,19 @@ class _Compiler:
                 graph.outer_refs.add(target)
         node.inputs = {k: v for k, v in node.inputs.items() if k in local}
         return node
+
+    def canonical_names(self, spec: BlockSpec, info: Any, where: str) -> None:
+        """Seed systems' field names (`systemPrompt`, `maxTokens`, ...) become
+        the canonical ones in `spec.with_` before anything reads it."""
+        config_model = getattr(info, "Config", None)
+        fields = getattr(config_model, "model_fields", None)
+        if not fields or not spec.with_:
+            return
+        with_, problems = canonical_fields(spec.with_, fields,
+                                           getattr(info, "seed_fields", None))
+        for key, message in problems:
+            self.add(f"{where}.with.{key}", message)
+        spec.with_ = with_
 
     def hook(self, method: Any, *args: Any, default: Any) -> Any:
         """Call a block type's check hook; a hook that trips on a document is a
