@@ -298,3 +298,48 @@ def test_event_data_template_keeps_types_and_fills_strings():
     assert body == {"characters": "{{parse.data}}",
                     "label": 'About {{input.title}} ("{{count.content}}")',
                     "{{input.title}}": ["{{count.content}}", "x"]}
+
+
+async def test_the_chain_runs_in_order_unless_the_agent_asks_for_parallel():
+    """Three prompts that read nothing of each other: the seed calls the model
+    for node 1, then 2, then 3; `parallel: true` lets them run at once."""
+    import asyncio
+    import time
+
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    spans: list[tuple[str, float, float]] = []
+
+    async def slow(messages, tools):
+        started = time.monotonic()
+        await asyncio.sleep(0.05)
+        spans.append((messages[-1].content, started, time.monotonic()))
+        return "ok"
+
+    chain = [{"type": "prompt", "name": f"Node {n}", "user": f"node {n}", "output": f"o{n}"}
+             for n in (1, 2, 3)]
+    register_script("chain_order", slow)
+    try:
+        doc = agent_to_workflow({"variables": {}, "promptChain": chain})
+        result = await flowforge.run(doc, {}, model="scripted/chain_order", storage=False)
+        assert result.status == "succeeded"
+        assert [text for text, _, _ in spans] == ["node 1", "node 2", "node 3"]
+        assert all(spans[i][2] <= spans[i + 1][1] for i in range(2))    # one at a time
+        spans.clear()
+        doc = agent_to_workflow({"variables": {}, "parallel": True, "promptChain": chain})
+        result = await flowforge.run(doc, {}, model="scripted/chain_order", storage=False)
+        assert result.status == "succeeded"
+        assert max(start for _, start, _ in spans) < min(end for _, _, end in spans)  # overlap
+    finally:
+        unregister_script("chain_order")
+
+
+def test_the_seeds_system_prompt_and_user_prompt_names_load():
+    doc = agent_to_workflow({"variables": {"topic": "tides"}, "promptChain": [
+        {"type": "prompt", "name": "ask", "systemPrompt": "You write about {topic}.",
+         "userPrompt": "Tell me about ${topic}", "output": "answer"}]})
+    ask = doc["blocks"][0]["with"]
+    assert ask["system"] == "You write about {topic}." and ask["prompt"] == "Tell me about {topic}"
+    with pytest.raises(ValidationFailed, match="`userPrompt` and `user` are the same field"):
+        agent_to_workflow({"variables": {}, "promptChain": [
+            {"type": "prompt", "name": "ask", "user": "a", "userPrompt": "b"}]})

@@ -57,6 +57,7 @@ class _Exporter:
         self.nodes: list[dict[str, Any]] = []
         self.node_of: dict[str, dict[str, Any]] = {}  # block id -> its node
         self.refused: set[str] = set()    # blocks already reported: reading them is no news
+        self.earlier: set[str] = set()    # ids of the blocks before the one being exported
 
     def add(self, where: str, message: str) -> None:
         self.problems.append(Problem(where, message))
@@ -80,6 +81,7 @@ class _Exporter:
             self.variable_of[f"secrets.{name}"] = name
         for index, spec in enumerate(doc.blocks):
             self._block(f"blocks[{index}]", spec)
+            self.earlier.add(spec.id)
         if self.problems:
             raise ValidationFailed(self.problems, source=f"export of '{doc.id}'")
         agent: dict[str, Any] = {"id": doc.id, "name": doc.name or doc.id}
@@ -112,8 +114,10 @@ class _Exporter:
             self.refused.add(spec.id)
             return
         for field in ("blocks", "after", "on_error", "uses", "retry", "timeout"):
-            if field == "after" and kind in ("http", "response"):
-                continue        # an event or a return waits for every earlier node anyway
+            after = spec.after if isinstance(spec.after, list) else None
+            if field == "after" and (kind in ("http", "response") or
+                                     (after is not None and set(after) <= self.earlier)):
+                continue        # a chain runs each node after every earlier one anyway
             if getattr(spec, field):
                 self.add(where, f"block '{spec.id}': a chain node has no `{field}`")
         extra = sorted(set(spec.with_) - _KEYS[kind])

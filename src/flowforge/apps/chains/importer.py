@@ -58,13 +58,15 @@ LLM_PROVIDERS = {"claude": "anthropic", "replicate": "replicate"}
 
 _COMMON = {"type", "name", "output", "id", "description"}
 NODE_FIELDS: dict[str, set[str]] = {
-    "prompt": _COMMON | {"system", "user", "apiKey", "apikey", "llm", "model", "temperature",
-                         "maxTokens", "maxToken", "field"},
+    "prompt": _COMMON | {"system", "user", "systemPrompt", "userPrompt", "apiKey", "apikey",
+                         "llm", "model", "temperature", "maxTokens", "maxToken", "field"},
     "parser": _COMMON | {"rawData", "parser", "schema", "field"},
     "event": _COMMON | {"endPoint", "method", "data", "field", "param", "params"},
     "return": _COMMON,
 }
 _OUTPUT_OF = {"prompt": "content", "parser": "data", "event": "data"}
+#: canonical prompt field -> the name the seed's own example writes; both are read
+_SEED_NAMES = {"system": "systemPrompt", "user": "userPrompt"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
@@ -228,10 +230,14 @@ class _Importer:
         self._outputs(label, node.get("output"), local, result)
 
     def _order(self, block: dict[str, Any], side_effect: bool) -> None:
-        """Blocks run as soon as what they read is ready, so independent prompts
-        run at once; an event (a call with effects outside the run) and a return
-        wait for every earlier node, as in the chain: an event fires, and a
-        result is returned, only when every node before it succeeded."""
+        """Each node waits for every earlier node, as the seed runs the chain: in
+        order (its logs, and prompts whose cost or rate limits assume one call at
+        a time, rely on it).  With `parallel: true` on the Agent, prompts run as
+        soon as what they read is ready, so independent ones run at once; an
+        event (a call with effects outside the run) and a return still wait for
+        every earlier node: an event fires, and a result is returned, only when
+        every node before it succeeded."""
+        side_effect = side_effect or self.agent.get("parallel") is not True
         found = {m.group(1).split(".", 1)[0]
                  for m in chain_templates.NATIVE_REF_RE.finditer(json.dumps(block["with"]))}
         reached: set[str] = set()
@@ -331,6 +337,14 @@ class _Importer:
     def _text(self, label: str, node: dict[str, Any], key: str,
               required: bool = False) -> str | None:
         value = node.get(key)
+        seed = _SEED_NAMES.get(key)           # the seed example's `systemPrompt`/`userPrompt`
+        if seed is not None and seed in node:
+            if value is not None:
+                self.add(label, f"`{seed}` and `{key}` are the same field (`{key}` is the "
+                                f"canonical name): keep one")
+                return None
+            value = node[seed]
+            key = seed
         if value is None:
             if required:
                 self.add(label, f"`{key}` is required")
