@@ -161,3 +161,41 @@ async def test_every_returned_source_is_one_the_tools_returned(sources, internal
             assert source["url"] in WEB_PAGES
     assert result["used_internal_kb"] == any(s["kind"] == "kb" for s in cited)
     assert result["used_external_kb"] == any(s["kind"] == "web" for s in cited)
+
+
+# -- the seed's clients and prompts, unchanged ------------------------------------------
+async def test_the_seeds_tool_names_arguments_and_answers(plan, knowledge, storage_url,
+                                                          monkeypatch):
+    """`perplexity_search` (FLOWFORGE_CHAT_WEB_TOOL), `index_keywords` with the
+    seed's `{keywords, query, perplexity_result_id}` answering `{indexed: true,
+    keyword_count, merged}`, `merged: true` for a keyword an earlier question
+    indexed, and `confidence` for `confidence_score`."""
+    monkeypatch.setenv("FLOWFORGE_CHAT_WEB_TOOL", "perplexity_search")
+    keywords = ["seed withdrawal window", "seed cooling-off rule", "seed EU directive"]
+
+    def turn(question):
+        return plan(
+            kb_search("EU withdrawal refund period"),
+            call("perplexity_search", query="EU right of withdrawal online purchase"),
+            call("index_keywords", keywords=keywords, query=question,
+                 perplexity_result_id="pplx-1"),
+            call("generate_response", answer="EU law gives 14 days.",
+                 sources=[WEB_URL], confidence=0.7, used_internal_kb=False,
+                 used_external_kb=True))
+
+    model, script = turn("What does EU law say about withdrawal?")
+    answer = await chat("What does EU law say about withdrawal?", model, knowledge,
+                        storage_url, web_source="web")
+    assert "perplexity_search" in script.tools_seen[1]
+    assert "web_search" not in script.tools_seen[1]
+    assert answer.tool_calls == ["knowledge_base_search", "perplexity_search",
+                                 "index_keywords", "generate_response"]
+    first = json.loads(tool_results(script.seen[3])[-1].content)
+    assert (first["indexed"], first["keyword_count"], first["merged"]) == (True, 3, False)
+    assert answer.confidence_score == 0.7 and answer.used_external_kb
+
+    model, script = turn("And for a sale item?")
+    await chat("And for a sale item?", model, knowledge, storage_url, web_source="web")
+    again = json.loads(tool_results(script.seen[3])[-1].content)
+    assert again["merged"] is True and again["already_known"] == keywords
+

@@ -42,7 +42,8 @@ async def test_query_answers_and_keeps_the_session_per_user(chat_server):
         assert response.status_code == 200, response.text
         body = response.json()
         assert set(body) == {"answer", "sources", "confidence_score", "used_internal_kb",
-                             "used_external_kb", "session_id", "run_id"}
+                             "used_external_kb", "session_id", "run_id", "formatted_response"}
+        assert body["formatted_response"].endswith("Sources:\n[KB] Warranty")
         assert body["answer"] == ANSWER["answer"]
         assert body["sources"][0]["kind"] == "kb" and body["sources"][0]["title"] == "Warranty"
         session_id = body["session_id"]

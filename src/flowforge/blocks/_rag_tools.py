@@ -125,6 +125,8 @@ RESPONSE_PARAMETERS: dict[str, Any] = {
                             "kind": {"enum": ["kb", "web"]}}}]}},
         "confidence_score": {"type": "number", "minimum": 0.0, "maximum": 1.0,
                              "description": "How sure you are of the answer, 0.0 to 1.0."},
+        "confidence": {"type": "number", "minimum": 0.0, "maximum": 1.0,
+                       "description": "The seed's name of confidence_score (give one of them)."},
         "used_internal_kb": {"type": "boolean",
                              "description": "True when the answer uses knowledge-base results."},
         "used_external_kb": {"type": "boolean",
@@ -304,11 +306,20 @@ def _keyword_index(options: dict[str, Any], context: Any, state: dict[str, Any])
     namespace = str(options.get("namespace") or "chat")
     parameters = {
         "type": "object", "additionalProperties": False, "required": ["keywords"],
-        "properties": {"keywords": {
-            "type": "array", "minItems": low, "maxItems": high,
-            "items": {"type": "string", "minLength": 2, "maxLength": 50},
-            "description": f"{low} to {high} specific keywords (2-50 characters each) naming "
-                           f"what the web results were about."}}}
+        "properties": {
+            "keywords": {
+                "type": "array", "minItems": low, "maxItems": high,
+                "items": {"type": "string", "minLength": 2, "maxLength": 50},
+                "description": f"{low} to {high} specific keywords (2-50 characters each) "
+                               f"naming what the web results were about."},
+            # The seed's clients send these too; both are optional, since the tool
+            # already knows the question and the last web result.
+            "query": {"type": "string", "maxLength": 4000,
+                      "description": "The question the keywords belong to (default: this "
+                                     "conversation's question)."},
+            "perplexity_result_id": {"type": "string", "maxLength": 200,
+                                     "description": "Which web result they describe "
+                                                    "(default: the last one)."}}}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
         if not state.get("last_web"):
@@ -333,13 +344,18 @@ def _keyword_index(options: dict[str, Any], context: Any, state: dict[str, Any])
                                   "citations": [c.get("url") for c in web.get("citations") or []]},
                                  ensure_ascii=False) if web else ""
         knowledge = await _knowledge(tool_ctx.block_context or context)
-        outcome = await knowledge.index_keywords(list(valid.values()),
-                                                 str(options.get("query") or web.get("query")
-                                                     or ""),
-                                                 result_text, namespace=namespace)
+        question = clean_text(str(arguments.get("query") or options.get("query")
+                                  or web.get("query") or ""))
+        outcome = await knowledge.index_keywords(list(valid.values()), question, result_text,
+                                                 namespace=namespace)
         state["keywords"] = list(valid.values())
-        return {"indexed": list(valid.values()), "duplicates_merged": max(merged, 0),
-                "rejected": rejected,
+        known = outcome.get("already_known") or []
+        merged = max(merged, 0) + len(known)
+        # The seed's answer (`indexed: true`, `keyword_count`, `merged`) with the
+        # keywords themselves and what was refused.
+        return {"indexed": True, "keyword_count": len(valid), "merged": merged > 0,
+                "keywords": list(valid.values()), "duplicates_merged": merged,
+                "already_known": known, "rejected": rejected,
                 "feedback": ("all keywords indexed" if not rejected else
                              f"indexed {len(valid)}; refused {len(rejected)}: "
                              + "; ".join(f"{r['keyword']} ({r['reason']})" for r in rejected)),
@@ -393,7 +409,7 @@ def _final_response(options: dict[str, Any], context: Any, state: dict[str, Any]
         corrected = [name for name, said, real in (("used_internal_kb", claimed[0], used_kb),
                                                    ("used_external_kb", claimed[1], used_web))
                      if said != real]
-        confidence = arguments.get("confidence_score")
+        confidence = arguments.get("confidence_score", arguments.get("confidence"))
         lines = [answer]
         if sources:
             lines.append("")
@@ -401,6 +417,7 @@ def _final_response(options: dict[str, Any], context: Any, state: dict[str, Any]
             lines += [f"[{s['kind'].upper()}] {s['title']}"
                       + (f" <{s['url']}>" if s.get("url") else "") for s in sources]
         return {"formatted_response": "\n".join(lines), "answer": answer,
+                "confidence_score": confidence,
                 "used_internal_kb": used_kb, "used_external_kb": used_web,
                 "metadata": {"sources": sources, "confidence_score": confidence,
                              "used_internal_kb": used_kb, "used_external_kb": used_web,

@@ -61,6 +61,8 @@ class ChatReply(BaseModel):
     used_external_kb: bool
     session_id: str
     run_id: str
+    formatted_response: str = ""
+    """The answer followed by its sources, one per line, marked [KB] or [WEB]."""
 
 
 def _options(request: Request, user: dict[str, Any], body: ChatQuery) -> dict[str, Any]:
