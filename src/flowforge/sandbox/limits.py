@@ -1,5 +1,12 @@
 """What one sandboxed run may consume. Defaults suit a small data-shaping
-block; a block definition may lower them or raise them up to the caps."""
+block; a block definition may lower them or raise them up to the caps.
+
+`memory_mb` is everything the block may hold: in the bubblewrap confinement
+its scratch folder is a tmpfs (RAM), so the folder's size (`scratch_mb`) is
+taken out of the address space the block may map (`address_space_mb`); a
+block cannot park memory in files beyond its limit.  The plain-process
+confinement has no scratch folder (it may open no file), so the whole limit
+is address space there."""
 
 from __future__ import annotations
 
@@ -19,7 +26,8 @@ class Limits:
     output_bytes: int = 1_000_000
     """Size of the JSON result (and of captured prints)."""
     file_mb: int = 16
-    """Largest file the block may write in its scratch directory."""
+    """Largest file the block may write in its scratch folder, and the folder's
+    size (at most a quarter of memory_mb, which the folder counts against)."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -29,6 +37,15 @@ class Limits:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def scratch_mb(self) -> int:
+        """Size of the scratch tmpfs: file_mb, at most a quarter of memory_mb."""
+        return max(1, min(int(self.file_mb), int(self.memory_mb) // 4))
+
+    def address_space_mb(self, scratch: bool) -> int:
+        """RLIMIT_AS for the block: memory_mb less the scratch folder, if it has one."""
+        return int(self.memory_mb) - (self.scratch_mb if scratch else 0)
 
     def capped(self) -> Limits:
         """These limits, none above MAX_LIMITS."""

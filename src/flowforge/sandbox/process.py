@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import functools
 import json
 import os
 import shutil
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from flowforge.errors import RunError
+from flowforge.sandbox.bwrap import bwrap_works, start_bwrap
+from flowforge.sandbox.bwrap import interpreter as _interpreter
 from flowforge.sandbox.limits import Limits
 from flowforge.sandbox.runner import check_source
 
@@ -70,74 +71,46 @@ class SandboxResult:
     http_calls: list[str] = field(default_factory=list)
 
 
-def _interpreter() -> tuple[str, str]:
-    """The bare interpreter (not the venv's site-packages) and its prefix."""
-    prefix = sys.base_prefix
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (Path(prefix) / "bin" / version, Path(prefix) / "bin" / "python3"):
-        if candidate.exists():
-            return str(candidate), prefix
-    return sys.executable, prefix
-
-
-@functools.lru_cache(maxsize=1)
-def _bwrap_works() -> bool:
-    if shutil.which("bwrap") is None:
-        return False
-    try:
-        done = subprocess.run([*_bwrap_prefix(), "/bin/true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def sandbox_mode() -> str:
     """`bwrap` when bubblewrap runs here, else `process`."""
     forced = os.environ.get("FLOWFORGE_SANDBOX", "").strip().lower()
     if forced in ("bwrap", "process"):
         return forced
-    return "bwrap" if _bwrap_works() else "process"
+    return "bwrap" if bwrap_works() else "process"
 
 
-def _bwrap_prefix() -> list[str]:
-    python, prefix = _interpreter()
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
-            "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
-            "--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "HOME", "/tmp"]
-    if not prefix.startswith("/usr/"):
-        args += ["--ro-bind", prefix, prefix]
-    if not str(Path(python).resolve()).startswith(("/usr/", prefix)):
-        args += ["--ro-bind", python, python]
-    return args
-
-
-def _command(mode: str) -> list[str]:
-    python, _ = _interpreter()
-    if mode == "bwrap":
-        # Modules are imported when the block asks (importing all of them up
-        # front costs more CPU than most blocks; back to back, that is latency).
-        return [*_bwrap_prefix(), "--ro-bind", str(RUNNER), "/sandbox/runner.py",
-                python, "-I", "-S", "-B", "/sandbox/runner.py"]
-    # No file may be opened once confined: the runner imports what blocks may use first.
-    return [python, "-I", "-S", "-B", str(RUNNER), "--preload"]
+def _scratch_mb(mode: str, limits: Limits) -> int:
+    """The scratch tmpfs of a block's process (none where it may open no file)."""
+    return limits.scratch_mb if mode == "bwrap" else 0
 
 
 _CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 class _Child:
-    """One sandbox process (started, not yet given its job) and its scratch folder."""
+    """One sandbox process (started, not yet given its job) and its scratch
+    folder: a tmpfs of `scratch_mb` inside bubblewrap, an empty directory it
+    may not open in the plain-process confinement."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, scratch_mb: int | None = None) -> None:
+        self.scratch_mb = _scratch_mb(mode, Limits()) if scratch_mb is None else scratch_mb
         self.scratch = tempfile.mkdtemp(prefix="flowforge-sandbox-") if mode == "process" \
             else None
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+                 "start_new_session": True, "env": _CHILD_ENV}
+        python, _ = _interpreter()
         try:
-            self.proc = subprocess.Popen(
-                _command(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, cwd=self.scratch or "/",
-                env=_CHILD_ENV)
+            if mode == "bwrap":
+                # Modules are imported when the block asks (importing all of them up
+                # front costs more CPU than most blocks; back to back, that is latency).
+                self.proc = start_bwrap(["{python}", "-I", "-S", "-B", "/sandbox/runner.py"],
+                                        self.scratch_mb, {str(RUNNER): "/sandbox/runner.py"},
+                                        cwd="/", **pipes)
+            else:
+                # No file may be opened once confined: the runner imports what blocks
+                # may use first.
+                self.proc = subprocess.Popen([python, "-I", "-S", "-B", str(RUNNER), "--preload"],
+                                             cwd=self.scratch, **pipes)
         except OSError as exc:
             _cleanup(self.scratch)
             raise SandboxError("setup", f"cannot start the sandbox ({mode}): {exc}; install "
@@ -174,27 +147,33 @@ class _WarmPool:
         value = os.environ.get("FLOWFORGE_SANDBOX_WARM", "1").strip()
         return max(0, min(int(value), 8)) if value.isdigit() else 1
 
-    def take(self, mode: str) -> _Child:
-        """A waiting process for `mode` if one is alive, else a newly started one."""
+    def take(self, mode: str, scratch_mb: int | None = None) -> _Child:
+        """A waiting process for `mode` (with a scratch folder of `scratch_mb`,
+        fixed when it starts) if one is alive, else a newly started one."""
+        scratch_mb = _scratch_mb(mode, Limits()) if scratch_mb is None else scratch_mb
         if self.pid == os.getpid():
             idle = self.idle.get(mode, [])
-            while idle:
-                child = idle.pop()
+            for child in [c for c in idle if c.scratch_mb == scratch_mb]:
+                idle.remove(child)
                 if child.alive():
                     return child
                 child.discard()
-        return _Child(mode)
+        return _Child(mode, scratch_mb)
 
-    def refill(self, mode: str) -> None:
-        """Start processes until `mode` has its share waiting (after a take)."""
+    def refill(self, mode: str, scratch_mb: int | None = None) -> None:
+        """Start processes until `mode` has its share waiting (after a take),
+        sized like the last block's; the oldest of another size make room."""
         if self.pid != os.getpid():
             return
+        scratch_mb = _scratch_mb(mode, Limits()) if scratch_mb is None else scratch_mb
         idle = self.idle.setdefault(mode, [])
         try:
-            while len(idle) < self.size():
-                idle.append(_Child(mode))
+            while sum(c.scratch_mb == scratch_mb for c in idle) < self.size():
+                idle.append(_Child(mode, scratch_mb))
         except SandboxError:
             pass                      # the next run starts cold and reports the problem
+        while len(idle) > self.size():
+            idle.pop(next(i for i, c in enumerate(idle) if c.scratch_mb != scratch_mb)).discard()
 
     def close(self) -> None:
         if self.pid != os.getpid():
@@ -243,11 +222,13 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     if network and http is None:
         from flowforge.sandbox.http_bridge import guarded_request
         http = guarded_request
+    scratch_mb = _scratch_mb(mode, limits)
     job = {"source": source, "inputs": inputs, "context": context or {},
-           "limits": limits.to_dict(), "network": network,
+           "limits": {**limits.to_dict(), "address_space_mb": limits.memory_mb - scratch_mb},
+           "network": network,
            "deny_files": mode == "process", "drop_root": mode == "process", "check": check}
     started = time.monotonic()
-    child = _POOL.take(mode)
+    child = _POOL.take(mode, scratch_mb)
     calls: list[str] = []
     channel = _Channel()
     try:
@@ -255,7 +236,7 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
         channel.send(job)
         # The next block's process starts while this one runs (on the loop's
         # next turn: not between sending this job and reading its answer).
-        asyncio.get_running_loop().call_soon(_POOL.refill, mode)
+        asyncio.get_running_loop().call_soon(_POOL.refill, mode, scratch_mb)
         message = await asyncio.wait_for(
             _converse(child.proc, channel, http, calls, limits), timeout=limits.wall_seconds)
     except asyncio.TimeoutError:

@@ -6,8 +6,10 @@ flowforge and only the standard library.  The parent imports `check_source`
 and `ALLOWED_MODULES` from it too, so the rules are written once.
 
 Layers, outermost first (each one alone stops the escape tests):
-  1. the process boundary (bubblewrap namespaces: no network, no files but a
-     scratch tmpfs; or a subprocess run as `nobody`),
+  1. the process boundary (bubblewrap, see bwrap.py: uid 65534 in its own user
+     namespace, no capabilities, no network, read-only /proc and /dev, no files
+     but a scratch tmpfs counted in the memory limit; or a subprocess run as
+     `nobody` that may open no file at all),
   2. rlimits (CPU seconds, address space, file size, open files) and a
      seccomp filter (no sockets, no exec, no fork/clone, no rlimit changes;
      in the plain-subprocess mode also no opening files at all),
@@ -228,7 +230,8 @@ def _public_copy(module: types.ModuleType, allowed: frozenset) -> types.ModuleTy
 def _set_limits(limits: dict) -> None:
     import resource
     cpu = int(limits["cpu_seconds"])
-    memory = int(limits["memory_mb"]) * 1024 * 1024
+    # Less than memory_mb where a scratch tmpfs takes the rest (see limits.py).
+    memory = int(limits.get("address_space_mb") or limits["memory_mb"]) * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_mb"]) * 1024 * 1024,) * 2)
@@ -252,7 +255,7 @@ _ALLOWED_ALWAYS = (
     "getrlimit", "exit", "exit_group", "ioctl", "fcntl", "dup", "dup2", "dup3",
     "poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait",
     "epoll_pwait", "pipe", "pipe2", "eventfd2", "restart_syscall", "prctl", "arch_prctl",
-    "membarrier", "newfstatat", "statx", "fstatfs", "getcwd",
+    "membarrier", "newfstatat", "statx", "fstatfs", "getcwd", "capget",
 )
 #: With a filesystem of its own (bubblewrap: a scratch tmpfs and read-only /usr).
 _ALLOWED_FILES = (
