@@ -14,7 +14,7 @@ of it is only a lint; this is the boundary):
 - `/proc` of its own PID namespace, mounted read-only (so `/proc/sys`
   cannot be written), `/dev` read-only with only null/zero/random/urandom/tty
   (no `/dev/shm`), `/usr` and the interpreter read-only;
-- a scratch `/tmp` that is a tmpfs of `Limits.scratch_mb`, taken out of the
+- a read-only root; a scratch `/tmp` that is a tmpfs of `Limits.scratch_mb`, taken out of the
   block's address space (see limits.py): files cannot hold memory beyond
   the block's limit.
 
@@ -102,6 +102,7 @@ def start_bwrap(tail: list[str], scratch_mb: int, files: dict[str, str] | None =
             fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
             fds.append(fd)
             args += ["--ro-bind-data", str(fd), target]
+        args += ["--remount-ro", "/"]        # the root is a tmpfs too: no unsized files there
         command = [python if part == "{python}" else part for part in tail]
         return subprocess.Popen([*args, *command], pass_fds=fds, **_as_nobody(), **popen)
     finally:
