@@ -117,6 +117,20 @@ def check_source(source: str) -> list[str]:
                                                     ast.ClassDef)) else \
             [node.arg] if isinstance(node, ast.arg) else \
             [node.arg] if isinstance(node, ast.keyword) and node.arg else []
+        for name in _bound_names(node):
+            if name in _SELF_MATCHING:
+                problems.append(f"line {line}: '{name}' names a built-in type and cannot be "
+                                f"rebound in a sandboxed block (class patterns trust it); "
+                                f"choose another name")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "type" and (len(node.args) != 1 or node.keywords):
+            problems.append(f"line {line}: type() takes exactly one argument in a sandboxed "
+                            f"block (three-argument type() builds classes at run time); "
+                            f"use a class statement")
+        if isinstance(node, ast.ClassDef) and any(isinstance(base, ast.Name) and
+                                                  base.id == "type" for base in node.bases):
+            problems.append(f"line {line}: classes derived from type (metaclasses) are not "
+                            f"allowed in a sandboxed block")
         for name in defined:
             if name.startswith("__") and name not in _ORDINARY_DUNDERS:
                 problems.append(f"line {line}: '{name}' is not allowed in a sandboxed block "
@@ -152,6 +166,43 @@ def check_source(source: str) -> list[str]:
     if not found:
         problems.append("the block must define `async def execute(inputs, context) -> dict`")
     return problems
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+    """Names a node binds (assignment, def, argument, import alias, except, match)."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return [node.id]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.alias):
+        return [node.asname or node.name.partition(".")[0]]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    return []
+
+
+def _one_argument_type(real_type: type):
+    """The block's `type`: type(obj) only.  Three-argument type() builds a
+    class (or a metaclass, with `__instancecheck__` or `__match_args__`) from
+    a dict whose keys may be made at run time, around the source check; and
+    type(C) for a class would hand back the real type (or ABCMeta), so a
+    metaclass comes back as this same guard."""
+
+    def type(obj, *more, **keywords):                    # noqa: A001 - the block's `type`
+        if more or keywords:
+            raise TypeError("type() takes exactly one argument in a sandboxed block")
+        kind = real_type(obj)
+        return type if issubclass(kind, real_type) else kind
+
+    return type
 
 
 # -- the child process ---------------------------------------------------------------
@@ -410,7 +461,8 @@ def main() -> None:
         return modules[name]
 
     if preload:                  # all at once, before any confinement
-        for name in sorted(ALLOWED_MODULES):
+        for name in sorted(ALLOWED_MODULES, reverse=True):   # collections.abc before the
+            # copy of collections is made, so `import collections.abc` finds it there
             load(name)
         "x".encode("idna"), "x".encode("utf-16"), "x".encode("latin-1")
     try:
@@ -473,6 +525,7 @@ def main() -> None:
         if captured.tell() < log_budget:
             captured.write(sep.join(str(a) for a in args) + end)
 
+    safe.update(type=_one_argument_type(builtins.type))
     safe.update(__import__=importer, print=safe_print, __build_class__=builtins.__build_class__,
                 __name__="block")
     namespace = {"__builtins__": safe, "__name__": "block"}
