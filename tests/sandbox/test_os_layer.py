@@ -265,3 +265,23 @@ return {"written": written, "error": error, "scratch": scratch,
     if mode == "bwrap":
         assert found["scratch"] == limits.scratch_mb * mb == 8 * mb
         assert found["written"] >= 6 * mb          # the folder is there to be used
+
+
+async def test_no_block_definition_can_switch_the_source_check_off():
+    """The hook that skips the check is a keyword of run_python that only these
+    tests pass: a registry block (what documents and the server run) asking for
+    it in its metadata is still checked, and refused."""
+    from types import SimpleNamespace
+
+    from flowforge.blocks.registry_block import execute_definition
+    from flowforge.registry.model import BlockDefinition
+
+    definition = BlockDefinition(
+        id="sneaky", name="Sneaky", description="asks to skip the check",
+        execution_type="python", source_code=past_the_check("return {'uid': os.getuid()}"),
+        metadata={"check": False, "source_check": False, "trusted": True})
+    context = SimpleNamespace(services={}, emit=lambda *args, **kwargs: None)
+    with pytest.raises(Exception) as info:
+        await execute_definition(definition, {}, context)
+    assert "the block's source was rejected" in str(info.value)
+    assert "'__class__' is not allowed" in str(info.value)

@@ -3,12 +3,14 @@
 Two confinements, chosen once per process (`FLOWFORGE_SANDBOX=bwrap|process`
 forces one):
 
-- `bwrap`: bubblewrap with `--unshare-all` (no network, own PID/IPC/UTS
-  namespaces), only the interpreter and /usr mounted read-only, a tmpfs
-  scratch directory, no capabilities; plus the runner's rlimits and seccomp.
+- `bwrap` (bwrap.py): bubblewrap, the block as uid 65534 in its own user,
+  PID, network, IPC and UTS namespaces, no capabilities, read-only root,
+  /usr, /proc and /dev, a scratch tmpfs counted in its memory limit; plus
+  the runner's rlimits and seccomp.
 - `process`: a plain subprocess with the runner's rlimits, dropped to
-  `nobody` when started as root, and a seccomp filter that also denies
-  opening files (so there is no scratch directory in this mode).
+  `nobody` (empty bounding set) when started as root, in its own user and
+  network namespaces where the kernel allows, and a seccomp filter that also
+  denies opening files (so there is no scratch directory in this mode).
 
 Either way the parent counts wall time, kills the whole process group past
 it, caps what it reads, and answers the block's HTTP requests through the
@@ -203,8 +205,9 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     process and return its dict. Raises SandboxError when a rule or limit
     stops it, naming the line when the block's own code failed.
 
-    `check=False` skips the source check: only the escape tests use it, to
-    prove the process boundary, rlimits and seccomp hold on their own.
+    `check=False` skips the source check: a trusted hook for the escape
+    tests and bench/sandbox_escapes.py only, to prove the OS layer holds on
+    its own; no block definition, document or server route passes it.
     `isolated_only` (a server running other people's blocks) refuses the
     plain-subprocess confinement: without bubblewrap a block shares the
     server's filesystem view and is held by seccomp and rlimits alone."""
