@@ -13,8 +13,6 @@ import pytest
 from flowforge.sandbox import SandboxError, check_source, run_python
 from tests.sandbox.test_escapes import block, mode  # noqa: F401
 
-pytestmark = pytest.mark.asyncio
-
 D = "'_' * 2"        # dunder names built at run time, so no string constant names one
 ISSUE_23 = "import json\n" + block(f"""
 M = type('M', (type,), {{{D} + 'instancecheck' + {D}: lambda cls, obj: True}})

@@ -50,12 +50,12 @@ def interpreter() -> tuple[str, str]:
 
 
 def _reachable_by_nobody(path: str) -> bool:
-    """Every folder above `path` may be searched, and `path` read, by others."""
+    """Every folder above `path` may be searched, and `path` read and run, by others."""
     current = Path(path).resolve()
     for folder in current.parents:
         if not os.stat(folder).st_mode & 0o001:
             return False
-    return bool(os.stat(current).st_mode & 0o004)
+    return os.stat(current).st_mode & 0o005 == 0o005
 
 
 def _sandbox_interpreter() -> tuple[str, str]:

@@ -175,7 +175,8 @@ class _WarmPool:
         except SandboxError:
             pass                      # the next run starts cold and reports the problem
         while len(idle) > self.size():
-            idle.pop(next(i for i, c in enumerate(idle) if c.scratch_mb != scratch_mb)).discard()
+            others = [i for i, c in enumerate(idle) if c.scratch_mb != scratch_mb]
+            idle.pop(others[0] if others else 0).discard()
 
     def close(self) -> None:
         if self.pid != os.getpid():
