@@ -185,6 +185,9 @@ PAST_THE_CHECK = [
      "        fd = os.open(f'/tmp/fill{{i}}', os.O_WRONLY | os.O_CREAT, 0o600)\n"
      "        written += os.write(fd, chunk)\n        os.close(fd)\n    except OSError:\n"
      "        break\nreturn {{'escaped': written > 8 * (1 << 20)}}"),
+    ("memory", "grow pipe buffers past the limit (F_SETPIPE_SZ)",
+     "fds = (ctypes.c_int * 2)()\nlibc.pipe(fds)\n"
+     "return {{'escaped': ok(libc.fcntl(fds[1], 1031, 1 << 20))}}"),
     ("memory", "park files on the sandbox's root",
      "return {{'escaped': opened('/ff-planted', os.O_WRONLY | os.O_CREAT)}}"),
 ]

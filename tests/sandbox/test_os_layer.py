@@ -223,10 +223,14 @@ try:
     allocated = True
 except MemoryError:
     allocated = False
+pipe = (ctypes.c_int * 2)()
+libc.pipe(pipe)
 return {"mmap_failed": mapped in (None, 2 ** 64 - 1), "allocated": allocated,
-        "raise_limit": raise_limit}
+        "raise_limit": raise_limit, "pipe_buffer": attempt(libc.fcntl, pipe[1], 1031, 1 << 20)}
 """, Limits(memory_mb=128, wall_seconds=10))
-    assert found == {"mmap_failed": True, "allocated": False, "raise_limit": [-1, errno.EPERM]}
+    # F_SETPIPE_SZ: 1 MB of kernel memory per pipe, outside the address space
+    assert found == {"mmap_failed": True, "allocated": False, "raise_limit": [-1, errno.EPERM],
+                     "pipe_buffer": [-1, errno.EPERM]}
 
 
 async def test_scratch_files_cannot_hold_memory_beyond_the_limit(mode):

@@ -303,7 +303,7 @@ _ALLOWED_ALWAYS = (
     "getrandom", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid",
     "getgroups", "getresuid", "getresgid", "getpgrp", "getpgid", "getsid",
     "sched_yield", "sched_getaffinity", "getcpu", "uname", "sysinfo", "getrusage", "times",
-    "getrlimit", "exit", "exit_group", "ioctl", "fcntl", "dup", "dup2", "dup3",
+    "getrlimit", "exit", "exit_group", "ioctl", "dup", "dup2", "dup3",
     "poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait",
     "epoll_pwait", "pipe", "pipe2", "eventfd2", "restart_syscall", "prctl", "arch_prctl",
     "membarrier", "newfstatat", "statx", "fstatfs", "getcwd", "capget",
@@ -357,6 +357,13 @@ def _install_seccomp(loaded, deny_files: bool) -> None:
         number = lib.seccomp_syscall_resolve_name(name.encode())
         if number >= 0 and lib.seccomp_rule_add_exact(
                 ctx, allow, number, 1, ArgCmp(0, 4, own, 0)) != 0:   # SCMP_CMP_EQ = 4
+            raise OSError(f"seccomp_rule_add({name}) failed")
+    # fcntl, but not F_SETPIPE_SZ: 1 MB pipe buffers x the open-file limit would be
+    # kernel memory outside the block's address-space limit (64 KB each stays).
+    for name in ("fcntl", "fcntl64"):
+        number = lib.seccomp_syscall_resolve_name(name.encode())
+        if number >= 0 and lib.seccomp_rule_add_exact(
+                ctx, allow, number, 1, ArgCmp(1, 1, 1031, 0)) != 0:   # SCMP_CMP_NE = 1
             raise OSError(f"seccomp_rule_add({name}) failed")
     # prlimit64(0, resource, NULL, &old) is how libc reads its own limits; setting
     # any (a non-NULL new limit) or another process's stays refused.
