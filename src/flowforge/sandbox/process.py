@@ -51,6 +51,7 @@ from flowforge.sandbox.runner import check_source
 __all__ = ["SandboxError", "SandboxResult", "run_python", "sandbox_mode", "HttpHandler"]
 
 RUNNER = Path(__file__).with_name("runner.py")
+CONFINE = Path(__file__).with_name("confine.py")            # loaded by the runner
 HttpHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -106,7 +107,8 @@ class _Child:
                 # Modules are imported when the block asks (importing all of them up
                 # front costs more CPU than most blocks; back to back, that is latency).
                 self.proc = start_bwrap(["{python}", "-I", "-S", "-B", "/sandbox/runner.py"],
-                                        self.scratch_mb, {str(RUNNER): "/sandbox/runner.py"},
+                                        self.scratch_mb, {str(RUNNER): "/sandbox/runner.py",
+                                                         str(CONFINE): "/sandbox/confine.py"},
                                         cwd="/", **pipes)
             else:
                 # No file may be opened once confined: the runner imports what blocks
