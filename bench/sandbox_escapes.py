@@ -188,6 +188,11 @@ PAST_THE_CHECK = [
     ("memory", "grow pipe buffers past the limit (F_SETPIPE_SZ)",
      "fds = (ctypes.c_int * 2)()\nlibc.pipe(fds)\n"
      "return {{'escaped': ok(libc.fcntl(fds[1], 1031, 1 << 20))}}"),
+    ("memory", "hold kernel memory in many empty scratch files",
+     "made = 0\nfor i in range(20000):\n    try:\n"
+     "        os.close(os.open(f'/tmp/e{{i}}', os.O_WRONLY | os.O_CREAT, 0o600))\n"
+     "    except OSError:\n        break\n    made += 1\n"
+     "return {{'escaped': made > 8 * 64}}"),
     ("memory", "park files on the sandbox's root",
      "return {{'escaped': opened('/ff-planted', os.O_WRONLY | os.O_CREAT)}}"),
 ]

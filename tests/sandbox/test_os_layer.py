@@ -234,41 +234,50 @@ return {"mmap_failed": mapped in (None, 2 ** 64 - 1), "allocated": allocated,
 
 
 async def test_scratch_files_cannot_hold_memory_beyond_the_limit(mode):
-    """In bubblewrap /tmp is a tmpfs: its size plus the address space the block
-    may map stay within memory_mb, and writing past it fails (ENOSPC); the
+    """In bubblewrap /tmp is a tmpfs: its size, ~1 KB of kernel memory for each
+    file it may hold, and the address space the block may map stay within
+    memory_mb; writing past its size or its file count fails (ENOSPC).  The
     plain process has no scratch folder at all."""
     limits = Limits(memory_mb=128, file_mb=8, wall_seconds=10)
     found = await unchecked(mode, """
 resource = sys.modules["resource"]
-written, error, chunk = 0, 0, b"x" * (1024 * 1024)
-for index in range(64):
-    try:
-        fd = os.open(f"/tmp/fill-{index}", os.O_WRONLY | os.O_CREAT, 0o600)
-    except OSError as exc:
-        error = exc.errno
-        break
-    try:
-        written += os.write(fd, chunk)
-    except OSError as exc:
-        error = exc.errno
-        break
-    finally:
-        os.close(fd)
+def fill(count, chunk):
+    made, written = 0, 0
+    for index in range(count):
+        try:
+            fd = os.open(f"/tmp/{len(chunk)}-{index}", os.O_WRONLY | os.O_CREAT, 0o600)
+        except OSError as exc:
+            return made, written, exc.errno
+        made += 1
+        try:
+            written += os.write(fd, chunk)
+        except OSError as exc:
+            return made, written, exc.errno
+        finally:
+            os.close(fd)
+    return made, written, 0
+_, written, size_error = fill(64, b"x" * (1024 * 1024))
+made, _, count_error = fill(100_000, b"")
 try:
     disk = os.statvfs("/tmp")
-    scratch = disk.f_blocks * disk.f_frsize
+    scratch, files = disk.f_blocks * disk.f_frsize, disk.f_files
 except OSError:
-    scratch = 0
-return {"written": written, "error": error, "scratch": scratch,
+    scratch = files = 0
+return {"written": written, "size_error": size_error, "made": made,
+        "count_error": count_error, "scratch": scratch, "files": files,
         "address_space": resource.getrlimit(resource.RLIMIT_AS)[0]}
 """, limits)
     mb = 1024 * 1024
-    assert found["error"] == (errno.ENOSPC if mode == "bwrap" else errno.EPERM), found
-    assert found["written"] <= limits.scratch_mb * mb
-    assert found["scratch"] + found["address_space"] <= limits.memory_mb * mb
+    expected = errno.ENOSPC if mode == "bwrap" else errno.EPERM
+    assert found["size_error"] == found["count_error"] == expected, found
+    assert found["written"] <= limits.scratch_bytes and found["made"] <= limits.scratch_files
+    assert found["scratch"] + found["files"] * 1024 + found["address_space"] \
+        <= limits.memory_mb * mb
     if mode == "bwrap":
-        assert found["scratch"] == limits.scratch_mb * mb == 8 * mb
+        assert (found["scratch"], found["files"]) == (limits.scratch_bytes, limits.scratch_files)
+        assert limits.scratch_bytes + limits.scratch_files * 1024 == 8 * mb
         assert found["written"] >= 6 * mb          # the folder is there to be used
+        assert found["made"] >= limits.scratch_files - 16
 
 
 async def test_no_block_definition_can_switch_the_source_check_off():

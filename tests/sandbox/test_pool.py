@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from flowforge.sandbox import Limits, run_python
+from flowforge.sandbox import run_python
 from flowforge.sandbox.process import _POOL, _Child
 from tests.sandbox.test_escapes import _modes, block
 
@@ -68,21 +68,3 @@ def test_closing_the_pool_stops_every_waiting_process(pool_mode):
     assert children and all(c.proc.returncode is not None for c in children)
     assert _POOL.idle[pool_mode] == []
 
-
-async def test_a_waiting_process_serves_only_blocks_of_its_scratch_size(pool_mode):
-    """bubblewrap sizes the scratch tmpfs when the process starts, before its
-    job: a block with other limits starts its own, and the pool keeps one
-    waiting process per mode, sized like the last block's."""
-    await run_python(SOURCE, {"n": 1}, mode=pool_mode)
-    [default] = _POOL.idle[pool_mode]
-    small = Limits(file_mb=4)
-    assert (await run_python(SOURCE, {"n": 2}, mode=pool_mode, limits=small)).output == \
-        {"double": 4}
-    [waiting] = _POOL.idle[pool_mode]
-    if pool_mode == "bwrap":
-        assert default.scratch_mb == Limits().scratch_mb == 16
-        assert default.proc.returncode is not None         # made room, never used
-        assert waiting.scratch_mb == small.scratch_mb == 4 and waiting.alive()
-    else:
-        assert default.scratch_mb == waiting.scratch_mb == 0   # no scratch folder here
-        assert waiting is not default and default.proc.returncode is not None

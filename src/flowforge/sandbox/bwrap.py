@@ -14,9 +14,13 @@ of it is only a lint; this is the boundary):
 - `/proc` of its own PID namespace, mounted read-only (so `/proc/sys`
   cannot be written), `/dev` read-only with only null/zero/random/urandom/tty
   (no `/dev/shm`), `/usr` and the interpreter read-only;
-- a read-only root; a scratch `/tmp` that is a tmpfs of `Limits.scratch_mb`, taken out of the
-  block's address space (see limits.py): files cannot hold memory beyond
-  the block's limit.
+- a read-only root, and a scratch `/tmp` that the runner mounts once it has
+  its job (confine.py): a tmpfs of `Limits.scratch_bytes` holding at most
+  `Limits.scratch_files` files, taken out of the block's address space (see
+  limits.py), so files cannot hold memory beyond the block's limit.  For that
+  mount alone bubblewrap leaves the runner CAP_SYS_ADMIN and CAP_SETPCAP
+  *inside its user namespace* (they reach no host resource); the runner drops
+  every capability, bounding set included, before it compiles the block.
 
 When flowforge runs as root, the runner file is read by the parent and
 copied in (`--ro-bind-data`), and an interpreter that nobody may reach (pyenv
@@ -75,7 +79,7 @@ def _as_nobody() -> dict[str, Any]:
     return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
 
 
-def start_bwrap(tail: list[str], scratch_mb: int, files: dict[str, str] | None = None,
+def start_bwrap(tail: list[str], files: dict[str, str] | None = None,
                 **popen: Any) -> subprocess.Popen:
     """Start `tail` (a command inside the sandbox; "{python}" stands for the
     interpreter) confined; `files` maps host files to where a read-only copy
@@ -89,12 +93,12 @@ def start_bwrap(tail: list[str], scratch_mb: int, files: dict[str, str] | None =
         args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
                 "--uid", str(NOBODY), "--gid", str(NOBODY),
                 "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",   # see above
                 "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
                 "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
                 "--proc", "/proc", "--remount-ro", "/proc",
                 "--dev", "/dev", "--remount-ro", "/dev",
-                "--size", str(int(scratch_mb) * 1024 * 1024), "--tmpfs", "/tmp",
-                "--chdir", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin",
+                "--dir", "/tmp", "--chdir", "/", "--clearenv", "--setenv", "PATH", "/usr/bin",
                 "--setenv", "HOME", "/tmp"]
         for source, target in binds.items():
             args += ["--ro-bind", source, target]
@@ -113,11 +117,11 @@ def start_bwrap(tail: list[str], scratch_mb: int, files: dict[str, str] | None =
 @functools.lru_cache(maxsize=1)
 def bwrap_works() -> bool:
     """bubblewrap is installed and may build the whole confinement here (user
-    namespaces allowed for an unprivileged user, a read-only /proc, a sized tmpfs)."""
+    namespaces allowed for an unprivileged user, a read-only /proc)."""
     if shutil.which("bwrap") is None:
         return False
     try:
-        proc = start_bwrap(["{python}", "-I", "-S", "-c", ""], 1, stdout=subprocess.DEVNULL,
+        proc = start_bwrap(["{python}", "-I", "-S", "-c", ""], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     except OSError:
         return False

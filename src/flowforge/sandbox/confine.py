@@ -10,7 +10,8 @@ sees this module.
 
 from __future__ import annotations
 
-__all__ = ["drop_root", "install_seccomp", "load_seccomp", "set_limits"]
+__all__ = ["drop_capabilities", "drop_root", "install_seccomp", "load_seccomp",
+           "mount_scratch", "set_limits"]
 
 
 def set_limits(limits: dict) -> None:
@@ -110,6 +111,38 @@ def install_seccomp(loaded, deny_files: bool) -> None:
         raise OSError("seccomp_load failed")
 
 
+def drop_capabilities(loaded) -> None:
+    """No capability left: bounding set emptied, then effective, permitted,
+    inheritable (and with them ambient) cleared."""
+    ctypes, _ = loaded
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):                           # PR_CAPBSET_DROP; past the last: EINVAL
+        libc.prctl(24, cap, 0, 0, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+    empty = (ctypes.c_uint32 * 6)()                 # effective, permitted, inheritable x2
+    if libc.capset(ctypes.byref(Header(0x20080522, 0)), empty) != 0:  # _LINUX_CAPABILITY_VERSION_3
+        raise OSError(ctypes.get_errno(), "could not drop the sandbox's capabilities")
+    libc.prctl(47, 4, 0, 0, 0)                      # PR_CAP_AMBIENT_CLEAR_ALL
+
+
+def mount_scratch(loaded, size_bytes: int, files: int) -> None:
+    """Inside bubblewrap: a mount namespace of our own (owned by our user
+    namespace, so the capabilities bubblewrap left us may mount in it), a tmpfs
+    of `size_bytes` holding at most `files` inodes on /tmp.  The tmpfs goes
+    away with the process; the capabilities go right after (runner.py)."""
+    import os
+    ctypes, _ = loaded
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x00020000) != 0:               # CLONE_NEWNS
+        raise OSError(ctypes.get_errno(), "could not make the scratch folder (unshare)")
+    options = f"size={int(size_bytes)},nr_inodes={int(files)},mode=1777".encode()
+    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 2 | 4, options) != 0:   # MS_NOSUID | MS_NODEV
+        raise OSError(ctypes.get_errno(), "could not make the scratch folder (mount)")
+    os.chdir("/tmp")
+
+
 def drop_root(loaded) -> None:
     """The plain-process confinement's share of what bubblewrap gives: become
     nobody with an empty bounding set and no capabilities, then (where the
@@ -129,12 +162,4 @@ def drop_root(loaded) -> None:
     libc.prctl(47, 4, 0, 0, 0)                      # PR_CAP_AMBIENT_CLEAR_ALL
     # CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
     if libc.unshare(0x10000000 | 0x40000000 | 0x08000000 | 0x04000000) == 0:
-        for cap in range(64):                       # a new namespace starts with them all
-            libc.prctl(24, cap, 0, 0, 0)
-
-        class Header(ctypes.Structure):
-            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-        empty = (ctypes.c_uint32 * 6)()               # effective, permitted, inheritable x2
-        if libc.capset(ctypes.byref(Header(0x20080522, 0)), empty) != 0:  # _LINUX_CAPABILITY_VERSION_3
-            raise OSError(ctypes.get_errno(), "could not drop the capabilities of the new "
-                                              "user namespace")
+        drop_capabilities(loaded)                   # a new namespace starts with them all

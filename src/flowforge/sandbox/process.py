@@ -82,21 +82,15 @@ def sandbox_mode() -> str:
     return "bwrap" if bwrap_works() else "process"
 
 
-def _scratch_mb(mode: str, limits: Limits) -> int:
-    """The scratch tmpfs of a block's process (none where it may open no file)."""
-    return limits.scratch_mb if mode == "bwrap" else 0
-
-
 _CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 class _Child:
     """One sandbox process (started, not yet given its job) and its scratch
-    folder: a tmpfs of `scratch_mb` inside bubblewrap, an empty directory it
-    may not open in the plain-process confinement."""
+    folder: inside bubblewrap the runner mounts it (sized by the job), in the
+    plain-process confinement it is an empty directory the block may not open."""
 
-    def __init__(self, mode: str, scratch_mb: int | None = None) -> None:
-        self.scratch_mb = _scratch_mb(mode, Limits()) if scratch_mb is None else scratch_mb
+    def __init__(self, mode: str) -> None:
         self.scratch = tempfile.mkdtemp(prefix="flowforge-sandbox-") if mode == "process" \
             else None
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
@@ -107,8 +101,8 @@ class _Child:
                 # Modules are imported when the block asks (importing all of them up
                 # front costs more CPU than most blocks; back to back, that is latency).
                 self.proc = start_bwrap(["{python}", "-I", "-S", "-B", "/sandbox/runner.py"],
-                                        self.scratch_mb, {str(RUNNER): "/sandbox/runner.py",
-                                                         str(CONFINE): "/sandbox/confine.py"},
+                                        {str(RUNNER): "/sandbox/runner.py",
+                                         str(CONFINE): "/sandbox/confine.py"},
                                         cwd="/", **pipes)
             else:
                 # No file may be opened once confined: the runner imports what blocks
@@ -151,34 +145,27 @@ class _WarmPool:
         value = os.environ.get("FLOWFORGE_SANDBOX_WARM", "1").strip()
         return max(0, min(int(value), 8)) if value.isdigit() else 1
 
-    def take(self, mode: str, scratch_mb: int | None = None) -> _Child:
-        """A waiting process for `mode` (with a scratch folder of `scratch_mb`,
-        fixed when it starts) if one is alive, else a newly started one."""
-        scratch_mb = _scratch_mb(mode, Limits()) if scratch_mb is None else scratch_mb
+    def take(self, mode: str) -> _Child:
+        """A waiting process for `mode` if one is alive, else a newly started one."""
         if self.pid == os.getpid():
             idle = self.idle.get(mode, [])
-            for child in [c for c in idle if c.scratch_mb == scratch_mb]:
-                idle.remove(child)
+            while idle:
+                child = idle.pop()
                 if child.alive():
                     return child
                 child.discard()
-        return _Child(mode, scratch_mb)
+        return _Child(mode)
 
-    def refill(self, mode: str, scratch_mb: int | None = None) -> None:
-        """Start processes until `mode` has its share waiting (after a take),
-        sized like the last block's; the oldest of another size make room."""
+    def refill(self, mode: str) -> None:
+        """Start processes until `mode` has its share waiting (after a take)."""
         if self.pid != os.getpid():
             return
-        scratch_mb = _scratch_mb(mode, Limits()) if scratch_mb is None else scratch_mb
         idle = self.idle.setdefault(mode, [])
         try:
-            while sum(c.scratch_mb == scratch_mb for c in idle) < self.size():
-                idle.append(_Child(mode, scratch_mb))
+            while len(idle) < self.size():
+                idle.append(_Child(mode))
         except SandboxError:
             pass                      # the next run starts cold and reports the problem
-        while len(idle) > self.size():
-            others = [i for i, c in enumerate(idle) if c.scratch_mb != scratch_mb]
-            idle.pop(others[0] if others else 0).discard()
 
     def close(self) -> None:
         if self.pid != os.getpid():
@@ -228,13 +215,15 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     if network and http is None:
         from flowforge.sandbox.http_bridge import guarded_request
         http = guarded_request
-    scratch_mb = _scratch_mb(mode, limits)
+    scratch = mode == "bwrap"                       # a folder only where files may be opened
     job = {"source": source, "inputs": inputs, "context": context or {},
-           "limits": {**limits.to_dict(), "address_space_mb": limits.memory_mb - scratch_mb},
+           "limits": {**limits.to_dict(), "address_space_mb": limits.address_space_mb(scratch),
+                      "scratch_bytes": limits.scratch_bytes if scratch else 0,
+                      "scratch_files": limits.scratch_files if scratch else 0},
            "network": network,
            "deny_files": mode == "process", "drop_root": mode == "process", "check": check}
     started = time.monotonic()
-    child = _POOL.take(mode, scratch_mb)
+    child = _POOL.take(mode)
     calls: list[str] = []
     channel = _Channel()
     try:
@@ -242,7 +231,7 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
         channel.send(job)
         # The next block's process starts while this one runs (on the loop's
         # next turn: not between sending this job and reading its answer).
-        asyncio.get_running_loop().call_soon(_POOL.refill, mode, scratch_mb)
+        asyncio.get_running_loop().call_soon(_POOL.refill, mode)
         message = await asyncio.wait_for(
             _converse(child.proc, channel, http, calls, limits), timeout=limits.wall_seconds)
     except asyncio.TimeoutError:

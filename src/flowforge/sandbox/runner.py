@@ -384,9 +384,13 @@ def main() -> None:
     try:
         if seccomp_error is not None:
             raise seccomp_error
+        if limits.get("scratch_bytes"):
+            confine.mount_scratch(seccomp, limits["scratch_bytes"], limits["scratch_files"])
         confine.set_limits(limits)
         if job.get("drop_root"):
             confine.drop_root(seccomp)
+        else:                        # bubblewrap left two, for the scratch mount alone
+            confine.drop_capabilities(seccomp)
         confine.install_seccomp(seccomp, deny_files=deny_files)
     except OSError as exc:
         write({"op": "result", "ok": False, "kind": "setup",
