@@ -22,9 +22,10 @@ of it is only a lint; this is the boundary):
   *inside its user namespace* (they reach no host resource); the runner drops
   every capability, bounding set included, before it compiles the block.
 
-When flowforge runs as root, the runner file is read by the parent and
-copied in (`--ro-bind-data`), and an interpreter that nobody may reach (pyenv
-under `/root`) is replaced by the system's `/usr/bin/python3`.
+The runner's files are read by the parent and copied in (`--ro-bind-data`),
+so the unprivileged user need not reach them; when flowforge runs as root, an
+interpreter nobody may reach (pyenv under `/root`) is replaced by the
+system's `/usr/bin/python3` (the runner needs the standard library only).
 """
 
 from __future__ import annotations
