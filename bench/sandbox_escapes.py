@@ -95,7 +95,8 @@ SOURCE_CHECK = [
      f"C = M('C', (), {{{{{D} + 'match_args' + {D}: ({D} + 'globals' + {D},)}}}})\n"
      "int = C\nmatch json.dumps:\n    case int(g):\n        return {{'escaped': str(g)}}\n"
      "return {{}}"),
-    ("aliased type() builds a class", "t = type\nM = t('M', (t,), {{}})\nreturn {{'escaped': True}}"),
+    ("aliased type() builds a class",
+     "t = type\nM = t('M', (t,), {{}})\nreturn {{'escaped': True}}"),
     ("metaclass from type(a class)", "M = type(int)('M', (), {{}})\nreturn {{'escaped': True}}"),
     ("functools.update_wrapper reads __globals__",
      "import functools, json\nbox = []\n"
@@ -125,7 +126,8 @@ PAST_THE_CHECK = [
      "return {{'escaped': wrote('/proc/sys/vm/overcommit_memory', b'1')}}"),
     ("devices and shared memory", "create a file in /dev/shm",
      "return {{'escaped': opened('/dev/shm/ff', os.O_WRONLY | os.O_CREAT)}}"),
-    ("devices and shared memory", "memfd_create", "return {{'escaped': ok(libc.memfd_create(b'x', 0))}}"),
+    ("devices and shared memory", "memfd_create",
+     "return {{'escaped': ok(libc.memfd_create(b'x', 0))}}"),
     ("devices and shared memory", "SysV shmget",
      "return {{'escaped': ok(libc.shmget(0, 1 << 20, 0o1600))}}"),
     ("devices and shared memory", "read /dev/mem", "return {{'escaped': opened('/dev/mem')}}"),
@@ -146,7 +148,8 @@ PAST_THE_CHECK = [
      "return {{'escaped': ok(libc.execv(b'/bin/sh', None))}}"),
     ("processes and signals", "kill a host process",
      "return {{'escaped': ok(libc.kill({victim}, 9))}}"),
-    ("processes and signals", "kill every process (-1)", "return {{'escaped': ok(libc.kill(-1, 9))}}"),
+    ("processes and signals", "kill every process (-1)",
+     "return {{'escaped': ok(libc.kill(-1, 9))}}"),
     ("processes and signals", "ptrace attach a host process",
      "return {{'escaped': ok(libc.ptrace(16, {victim}, 0, 0))}}"),
     ("processes and signals", "pidfd_open a host process",
@@ -157,10 +160,12 @@ PAST_THE_CHECK = [
     ("privileges", "setuid(0)", "libc.setuid(0)\nreturn {{'escaped': os.getuid() == 0}}"),
     ("privileges", "new user namespace (root inside)",
      "return {{'escaped': ok(libc.unshare(0x10000000))}}"),
-    ("privileges", "mount a tmpfs", "return {{'escaped': ok(libc.mount(b'x', b'/tmp', b'tmpfs', 0, None))}}"),
+    ("privileges", "mount a tmpfs",
+     "return {{'escaped': ok(libc.mount(b'x', b'/tmp', b'tmpfs', 0, None))}}"),
     ("privileges", "chroot", "return {{'escaped': ok(libc.chroot(b'/tmp'))}}"),
     ("privileges", "raise the CPU rlimit",
-     "limit = (ctypes.c_ulong * 2)(10 ** 6, 10 ** 6)\nreturn {{'escaped': ok(libc.setrlimit(0, limit))}}"),
+     "limit = (ctypes.c_ulong * 2)(10 ** 6, 10 ** 6)\n"
+     "return {{'escaped': ok(libc.setrlimit(0, limit))}}"),
     ("privileges", "capset: take capabilities",
      "class H(ctypes.Structure):\n    _fields_ = [('v', ctypes.c_uint32), ('p', ctypes.c_int)]\n"
      "full = (ctypes.c_uint32 * 6)(*([0xffffffff] * 6))\n"
@@ -197,7 +202,8 @@ PAST_THE_CHECK = [
      "return {{'escaped': opened('/ff-planted', os.O_WRONLY | os.O_CREAT)}}"),
 ]
 
-TECHNIQUES = [Technique("source check and restricted builtins", name, body, checked=True) for name, body in SOURCE_CHECK] \
+TECHNIQUES = [Technique("source check and restricted builtins", name, body, checked=True)
+              for name, body in SOURCE_CHECK] \
     + [Technique(c, n, b, limits=Limits(memory_mb=128, file_mb=8, wall_seconds=10))
        for c, n, b in PAST_THE_CHECK]
 

@@ -21,7 +21,7 @@ import pytest
 
 from flowforge.sandbox import Limits, run_python
 from flowforge.sandbox.process import _POOL
-from tests.sandbox.test_escapes import OS_VIA_SUBCLASSES, _modes, mode  # noqa: F401
+from tests.sandbox.test_escapes import OS_VIA_SUBCLASSES, mode  # noqa: F401
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,8 +11,9 @@ Layers, outermost first (each one alone stops the escape tests):
      but a scratch tmpfs counted in the memory limit; or a subprocess run as
      `nobody` that may open no file at all),
   2. rlimits (CPU seconds, address space, file size, open files) and a
-     seccomp filter (both set by confine.py, loaded from next to this file) (no sockets, no exec, no fork/clone, no rlimit changes;
-     in the plain-subprocess mode also no opening files at all),
+     seccomp filter (no sockets, no exec, no fork/clone, no rlimit changes;
+     in the plain-subprocess mode also no opening files at all), both set by
+     confine.py, which is loaded from next to this file,
   3. a source check (no names or attributes starting with `_`, no
      `getattr`-style reflection) and restricted builtins with a whitelist
      importer that hands out copies of modules without their private parts.
