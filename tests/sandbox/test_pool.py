@@ -67,4 +67,3 @@ def test_closing_the_pool_stops_every_waiting_process(pool_mode):
     _POOL.close()
     assert children and all(c.proc.returncode is not None for c in children)
     assert _POOL.idle[pool_mode] == []
-
