@@ -161,7 +161,8 @@ async def test_guardrail_without_failing_lets_a_condition_route():
             _guardrail(model, fail_on_reject=False, threshold=5),
             {"id": "gate", "type": "condition",
              "with": {"cases": [{"when": "check.passed", "goto": "send"}], "default": "flagged"}},
-            {**SEND, "after": ["gate"]}, {**FLAGGED, "after": ["gate"]}])
+            # `flagged` handles a failure of `check` or is the condition's choice: a join
+            {**SEND, "after": ["gate"]}, {**FLAGGED, "after": {"any": ["check", "gate"]}}])
     assert result.results["check"]["passed"] is False
     assert statuses(result)["flagged"] == "succeeded" and statuses(result)["send"] == "skipped"
 

@@ -462,7 +462,7 @@ class Scheduler:
                         if mode == ALTERNATIVE:
                             scope.active[dep_id] += 1
                         else:
-                            _block(scope, dep_id, 0, f"not needed: '{nid}' did not fail")
+                            _miss(scope, dep_id, mode, 0, f"not needed: '{nid}' did not fail")
                     left = pending[dep_id] - 1
                     pending[dep_id] = left
                     if left == 0:
@@ -494,19 +494,18 @@ class Scheduler:
             why = (1, f"dependency '{nid}' was cancelled")
         pending, queue = scope.pending, self.queue
         for dep_id, mode in node.out:
-            if mode == ON_FAILURE:
-                if status != FAILED:
-                    _block(scope, dep_id, *(why if status != SUCCEEDED else
-                                            (0, f"not needed: '{nid}' did not fail")))
-            elif status == SUCCEEDED and (targets is None or dep_id in targets):
-                if mode == ALTERNATIVE:
-                    scope.active[dep_id] += 1
-            elif mode == ALTERNATIVE and why[0] == 0:
-                if scope.missed is None:
-                    scope.missed = {}
-                scope.missed.setdefault(dep_id, why[1])
+            if mode & ON_FAILURE:
+                ran = status == FAILED
+                rank, reason = why if status != SUCCEEDED else \
+                    (0, f"not needed: '{nid}' did not fail")
             else:
-                _block(scope, dep_id, *why)
+                ran = status == SUCCEEDED and (targets is None or dep_id in targets)
+                rank, reason = why
+            if ran:
+                if mode & ALTERNATIVE:
+                    scope.active[dep_id] += 1
+            else:
+                _miss(scope, dep_id, mode, rank, reason)
             left = pending[dep_id] - 1
             pending[dep_id] = left
             if left == 0:
@@ -526,6 +525,18 @@ class Scheduler:
             cost = cost.get("total")
         if isinstance(cost, (int, float)):
             entry["cost"] += cost
+
+
+def _miss(scope: Scope, nid: str, mode: int, rank: int, reason: str) -> None:
+    """A dependency did not run for `nid`: a required one blocks it; a join
+    member only says why, should no member run - unless it failed or waits,
+    which holds back everything downstream."""
+    if mode & ALTERNATIVE and rank == 0:
+        if scope.missed is None:
+            scope.missed = {}
+        scope.missed.setdefault(nid, reason)
+    else:
+        _block(scope, nid, rank, reason)
 
 
 def _block(scope: Scope, nid: str, rank: int, reason: str) -> None:

@@ -328,8 +328,8 @@ class _Compiler:
             for source, kind in node.inputs.items():
                 if source in graph.nodes:
                     graph.nodes[source].dependants.append(node_id)
-                    mode = ON_FAILURE if kind == ERROR else \
-                        ALTERNATIVE if source in node.joins else REQUIRED
+                    mode = (ON_FAILURE if kind == ERROR else REQUIRED) | \
+                        (ALTERNATIVE if source in node.joins else REQUIRED)
                     graph.nodes[source].out.append((node_id, mode))
 
     def check_cycles(self, graph: Graph, prefix: str) -> None:
