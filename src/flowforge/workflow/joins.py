@@ -59,11 +59,18 @@ def _check_scope(graph: Graph, found: list[Problem]) -> None:
             stack.pop()
             node = nodes[current]
             collected: set[Gate] = set()
+            members: list[set[Gate]] = []
             for source in node.inputs:
                 if source in nodes:
-                    collected |= gates[source]
+                    edge = set(gates[source])
                     if _uncertain_itself(nodes[source], node):
-                        collected.add((source, current))
+                        edge.add((source, current))
+                    if source in node.joins:
+                        members.append(edge)
+                    else:
+                        collected |= edge
+            if members:                # a join runs when any member ran: what they share
+                collected |= set.intersection(*members)
             gates[current] = frozenset(collected)
         return gates[nid]
 
@@ -98,7 +105,7 @@ def _check_scope(graph: Graph, found: list[Problem]) -> None:
                        f"`after: {{any: [{members}]}}` states the new meaning and silences "
                        f"this")
         if warning is not None:
-            found.append(Problem(node.where, "warning: " + warning))
+            found.append(Problem(node.where, warning))
 
 
 def _uncertain_itself(source: Node, target: Node) -> bool:
