@@ -183,7 +183,7 @@ class Store:
         return top, children
 
 
-async def _run(doc: dict, store: Store | None = None, upto: int | None = None,
+async def _run(doc: Any, store: Store | None = None, upto: int | None = None,
                decisions: dict[str, str] | None = None, cancel_at: int | None = None) -> Any:
     options: dict[str, Any] = {}
     if store is not None:
@@ -230,7 +230,7 @@ def _check(result: Any, expected: tuple[str, dict], whole: bool, what: str) -> N
 
 async def _play(blocks: list[dict[str, Any]], cancel_at: int | None,
                 prefixes: list[int] | None) -> None:
-    doc = _document(blocks)
+    doc = flowforge.load(_document(blocks))          # compiled once, run many times
     decisions = {b["id"]: b["decision"] for b in blocks if b["kind"] == "approval"}
     store = Store()
     first = await _run(doc, cancel_at=cancel_at)
@@ -267,3 +267,36 @@ def test_generated_graphs_run_by_the_rules(blocks, cancel, prefixes):
 @given(blocks=graphs())
 def test_resuming_from_every_checkpoint_ends_as_the_rules_say(blocks):
     asyncio.run(_play(blocks, None, None))
+
+
+async def _through_the_store(blocks: list[dict[str, Any]], cancel_at: int | None,
+                             url: str) -> None:
+    """Cut the run off by cancelling it, then let `flowforge.resume` - the
+    service's own path, from the SQLite store's checkpoints - finish it,
+    deciding the approvals as they come."""
+    doc = flowforge.load(_document(blocks))
+    decisions = {b["id"]: {"decision": b["decision"], "by": "tester", "at": 1.0,
+                           "comment": None} for b in blocks if b["kind"] == "approval"}
+    handle = await start_run(doc, {}, storage=url)
+    if cancel_at is not None:
+        settled = itertools.count(1)
+
+        def cancel_later(event: dict) -> None:
+            if event["type"] in _SETTLED and next(settled) == cancel_at:
+                asyncio.get_running_loop().call_soon(handle.cancel)
+
+        handle.run.bus.subscribe(cancel_later)
+    result = await asyncio.wait_for(handle.wait(), 20)
+    for _ in range(4):               # each resume may reach approvals not asked before
+        if result.status not in ("waiting", "cancelled") and \
+                "waiting" not in {r.status for r in result.blocks.values()}:
+            break
+        result = await flowforge.resume(result.run_id, storage=url, decisions=decisions)
+    _check(result, interpret(blocks), False, "resumed through the store")
+
+
+@settings(max_examples=60, **_SETTINGS)
+@given(blocks=graphs(), cancel=st.one_of(st.none(), st.integers(1, 12)))
+def test_resume_through_the_store(tmp_path_factory, blocks, cancel):
+    url = f"sqlite:///{tmp_path_factory.getbasetemp() / 'reference.db'}"
+    asyncio.run(_through_the_store(blocks, cancel, url))
