@@ -102,7 +102,10 @@ def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str
     from flowforge.workflow.joins import join_warnings
     from flowforge.workflow.model import Workflow
 
-    warnings = [str(problem) for problem in join_warnings(load(row["document"]).graph)]
+    try:
+        warnings = [str(problem) for problem in join_warnings(load(row["document"]).graph)]
+    except WorkflowError:              # saved by an earlier version; runs will say what is wrong
+        warnings = []
     for where, spec in Workflow.model_validate(row["document"]).iter_blocks():
         sources = spec.with_.get("sources") if spec.type == "knowledge" else None
         for index, source in enumerate(sources if isinstance(sources, list) else []):
