@@ -163,7 +163,8 @@ async def test_by_default_a_failed_check_is_passed_false_and_a_condition_routes(
             _guardrail(model, threshold=5),
             {"id": "gate", "type": "condition",
              "with": {"cases": [{"when": "check.passed", "goto": "send"}], "default": "flagged"}},
-            {**SEND, "after": ["gate"]}, {**FLAGGED, "after": ["gate"]}])
+            # `flagged` handles a failure of `check` or is the condition's choice: a join
+            {**SEND, "after": ["gate"]}, {**FLAGGED, "after": {"any": ["check", "gate"]}}])
     assert result.results["check"]["passed"] is False
     assert statuses(result)["flagged"] == "succeeded" and statuses(result)["send"] == "skipped"
 

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow import expressions, templates
-from flowforge.workflow.graph import DATA, ERROR, NAMESPACES, Graph, Node
-from flowforge.workflow.model import BlockSpec, Workflow
+from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
+                                      REQUIRED, Graph, Node)
+from flowforge.workflow.model import BlockSpec, Join, Workflow
 from flowforge.workflow.seed_fields import canonical_fields
 
 __all__ = ["compile_workflow", "format_loc"]
@@ -153,13 +154,20 @@ class _Compiler:
             if target is not None:
                 node.inputs[target] = DATA
         node.env_refs = frozenset(env_refs)
-        for dep in spec.after:
+        if isinstance(spec.after, Join):
+            both = sorted(set(spec.after.all) & set(spec.after.any))
+            if both:
+                self.add(f"{where}.after", f"'{both[0]}' is listed under both `all` and `any`: "
+                         f"keep it in one (`all`: it must run; `any`: one of them must)")
+        for dep in spec.after_ids():
             if dep not in visible:
                 self.add(f"{where}.after", f"unknown block '{dep}' in after{self.hint(dep, visible)}")
             elif dep == spec.id:
                 self.add(f"{where}.after", f"block '{dep}' cannot come after itself")
             else:
                 node.inputs[visible[dep]] = DATA
+        node.joins = frozenset(visible[dep] for dep in spec.join_ids()
+                               if dep in visible and dep != spec.id)
         if node.children is not None:
             for ref_id in node.children.outer_refs:
                 if ref_id in local:
@@ -170,6 +178,7 @@ class _Compiler:
             if target not in local:
                 graph.outer_refs.add(target)
         node.inputs = {k: v for k, v in node.inputs.items() if k in local}
+        node.joins = frozenset(j for j in node.joins if j in node.inputs)
         return node
 
     def canonical_names(self, spec: BlockSpec, info: Any, where: str) -> None:
@@ -334,8 +343,9 @@ class _Compiler:
             for source, kind in node.inputs.items():
                 if source in graph.nodes:
                     graph.nodes[source].dependants.append(node_id)
-                    if kind == DATA and graph.nodes[source].info.routes:
-                        node.routed = True
+                    mode = (ON_FAILURE if kind == ERROR else REQUIRED) | \
+                        (ALTERNATIVE if source in node.joins else REQUIRED)
+                    graph.nodes[source].out.append((node_id, mode))
 
     def check_cycles(self, graph: Graph, prefix: str) -> None:
         # Iterative depth-first search (a chain of thousands of blocks must not
