@@ -41,8 +41,10 @@ class ChatQuery(BaseModel):
     session_id: str | None = Field(None, min_length=1, max_length=100,
                                    pattern=r"^[A-Za-z0-9_.-]+$")
     """Continue this session (yours); a new one is made when absent."""
-    kb_id: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[^/\\]+$")
-    """Knowledge base searched first (yours or a shared one; default `default_kb`)."""
+    kb_id: str | None = Field(None, min_length=1, max_length=107,
+                              pattern=r"^(shared/)?[^/\\]+$")
+    """Knowledge base searched first (yours or a shared one, `shared/NAME` to name the
+    shared one explicitly; default `default_kb`)."""
 
 
 class ChatSource(BaseModel):
