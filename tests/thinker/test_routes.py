@@ -91,10 +91,20 @@ async def test_create_agent_blocking_and_streaming(server, registry):
         assert kinds[:2] == ["start", "stage"] and kinds[-1] == "complete"
         assert {"llm_prompt", "llm_response", "decompose_blocks", "search_found",
                 "stage_result", "validation"} <= set(kinds)
-        assert all(e["ts"].endswith("Z") and "T" in e["ts"] for e in events)
+        assert all(isinstance(e["ts"], float) and e["time"].endswith("Z") for e in events)
         assert events[-1]["pipeline"] == built["pipeline"]
         assert events[-1]["result"]["pipeline_json"] == built["pipeline"]
         assert events[-1]["result"]["status"] == "done"
+        # a browser's EventSource can only GET: the same stream from the query string
+        got = []
+        async with client.stream("GET", "/api/create-agent/stream",
+                                 params=body) as response:
+            assert response.status_code == 200
+            async for sse in EventSource(response).aiter_sse():
+                if sse.data:
+                    got.append(json.loads(sse.data)["type"])
+        assert got[0] == "start" and got[-1] == "complete"
+        assert (await client.get("/api/create-agent/stream")).status_code == 422
 
 
 async def test_automate_builds_then_runs_and_stores_the_run(server, registry):

@@ -148,7 +148,21 @@ async def create_agent(request: Request, user: CurrentUser,
 @router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE")
 async def create_agent_stream(request: Request, user: CurrentUser,
                               body: dict[str, Any] = Body(...)) -> EventSourceResponse:
-    intent, model = _intent(body), _model(request, body)
+    return _build_stream(_intent(body), _model(request, body))
+
+
+@router.get("/api/create-agent/stream", summary="Build a pipeline, progress as SSE (EventSource)")
+async def create_agent_stream_get(request: Request, user: CurrentUser,
+                                  intent: str = Query(..., min_length=1, max_length=4000),
+                                  model: str | None = Query(None, max_length=200)
+                                  ) -> EventSourceResponse:
+    """The same stream for a browser's `EventSource`, which can only GET: the
+    seed's clients open it as `?intent=...`."""
+    body = {"intent": intent, **({"model": model} if model else {})}
+    return _build_stream(_intent(body), _model(request, body))
+
+
+def _build_stream(intent: str, model: str | None) -> EventSourceResponse:
     events = BuildEvents()
     queue: asyncio.Queue[dict] = asyncio.Queue()
     events.bus.subscribe(queue.put_nowait)
