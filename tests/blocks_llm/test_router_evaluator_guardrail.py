@@ -261,3 +261,25 @@ async def test_the_evaluator_shows_json_text_pretty_printed_like_an_object(conte
     shown = '{\n  "order": 42,\n  "items": [\n    "tent"\n  ]\n}'
     assert result.results["grade"]["content"] == shown
     assert shown in requests(result, "grade")[0]["messages"][0]["content"]
+
+
+async def test_a_router_in_a_loop_sees_what_its_branches_gave_the_pass_before():
+    """`targets[].currentState` is the candidate's output as Sim's executor keeps
+    it: null before it ever ran, then what it gave in the pass before."""
+    seen_prompts: list[str] = []
+
+    def pick(messages, tools):
+        seen_prompts.append(messages[0].content)
+        return '{"route": "small"}'
+    with scripted(pick) as model:
+        result = await run_blocks([{"id": "again", "type": "loop", "with": {"times": 2},
+                                    "blocks": [
+            {"id": "pick", "type": "router", "with": {"prompt": "small or big?",
+                                                      "model": model}},
+            {"id": "small", "type": "set", "after": ["pick"],
+             "with": {"size": "small", "pass": "{{loop.index}}"}},
+            {"id": "big", "type": "set", "after": ["pick"], "with": {"size": "big"}}]}])
+    assert result.status == "succeeded", result.error
+    targets = {t["id"]: t["currentState"] for t in result.results["again"]["pick"]["targets"]}
+    assert targets == {"small": {"size": "small", "pass": 0}, "big": None}
+    assert '"pass": 0' in seen_prompts[1] and '"pass": 0' not in seen_prompts[0]

@@ -19,8 +19,10 @@ Output: `prompt`, `model`, `tokens`, `cost`, `selectedPath {blockId,
 blockType, blockTitle}`, `selectedRoute` (the chosen id), and `targets`:
 every candidate as `{id, type, title, description, currentState}`, where
 `currentState` is the candidate's output at decision time (its blockData, as
-Sim's executor gives it; null when it has not run).  A candidate with a
-state shows it in the routing prompt too.
+Sim's executor gives it): inside a loop, what it gave in the pass before (Sim
+keeps one state per block across iterations, so a router in a loop sees what
+its branches did last time); null when it has not run yet.  A candidate with
+a state shows it in the routing prompt too.
 
 Strategies (`strategy:`): `llm` (above, the default); `semantic` embeds the
 text to route (`input`, default the prompt) and each candidate (its name and
@@ -218,9 +220,13 @@ class RouterBlock(BlockType):
 
 
 def _current_states(context: BlockContext, candidates: list[Node]) -> dict[str, Any]:
-    """Each candidate's output so far (None: it has not run)."""
+    """Each candidate's output so far: in this pass, else in a loop's pass
+    before (None: it has not run)."""
     data = context.block_data()
-    return {node.id: data.get(node.id) for node in candidates}
+    loop = context.scope.get("loop")
+    previous = loop.get("previous") if isinstance(loop, dict) else None
+    previous = previous if isinstance(previous, dict) else {}
+    return {node.id: data.get(node.id, previous.get(node.id)) for node in candidates}
 
 
 async def _ask_model(context: BlockContext, config: RouterConfig, calls: ModelCalls,
