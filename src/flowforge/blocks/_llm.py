@@ -33,15 +33,18 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from pydantic import Field
+
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.blocks.base import policy_of
+from flowforge.blocks.base import BlockConfig, policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
 from flowforge.workflow.policy import ENDPOINT_OPTIONS, model_capability
 
 __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
-           "name_mapping", "sent_requests", "API_KEY_DOC"]
+           "name_mapping", "sent_requests", "API_KEY_DOC", "LLMBlockConfig",
+           "BLOCK_ENDPOINT_FIELDS"]
 
 #: The docstring of every LLM block's `api_key` field.
 API_KEY_DOC = ("This block's provider key, as a template (`{{env.TEAM_KEY}}`, "
@@ -131,18 +134,41 @@ def sent_requests(events: list[dict[str, Any]], block_id: str) -> list[dict[str,
     return out
 
 
+class LLMBlockConfig(BlockConfig):
+    """What every LLM block's config has beside its own fields: the Azure
+    OpenAI endpoint and API version of this block (the Sim-style executor's
+    `azureEndpoint`/`azureApiVersion`), which otherwise come from
+    `defaults.provider_options` or the environment."""
+
+    azure_endpoint: str | None = Field(None, max_length=500)
+    """Azure OpenAI endpoint for an `openai-compatible/azure/<deployment>` model (needs
+    the `provider_endpoints` capability on a server)."""
+    azure_api_version: str | None = Field(None, max_length=50)
+    """Azure OpenAI API version, e.g. 2024-10-21 (with `azure_endpoint`)."""
+
+
+#: an LLM block's endpoint field -> the provider option it sets
+BLOCK_ENDPOINT_FIELDS = {"azure_endpoint": "base_url", "azure_api_version": "api_version"}
+
+
 class ModelCalls:
     """One block's conversation with its model: calls, record, totals."""
 
     def __init__(self, context: Any, model: str, *, fallback: tuple[str, ...] = (),
-                 stream: bool = False, api_key: str | None = None) -> None:
+                 stream: bool = False, api_key: str | None = None,
+                 config: Any = None) -> None:
         self.context = context
         self.model = model
         self.fallback = tuple(fallback)
         self.stream = stream
         # Workflow-wide provider settings (base_url, api_key_env, parallel_tool_calls, ...)
-        # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra.
+        # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra; a
+        # block's own endpoint fields replace them for this block.
         self.provider_extra = dict(context.defaults.get("provider_options") or {})
+        for field, option in BLOCK_ENDPOINT_FIELDS.items():
+            value = getattr(config, field, None)
+            if value:
+                self.provider_extra[option] = value
         self.options = provider_options(context, _endpoint_chosen(context, self.provider_extra))
         self.api_key = api_key or None
         if self.api_key:

@@ -27,7 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
@@ -62,7 +63,7 @@ class Metric(BaseModel):
         return value
 
 
-class EvaluatorConfig(BlockConfig):
+class EvaluatorConfig(LLMBlockConfig):
     content: Any
     """What to evaluate (text; other values are shown as JSON)."""
     metrics: list[Metric] = Field(min_length=1)
@@ -153,7 +154,7 @@ class EvaluatorBlock(BlockType):
         schema = metrics_schema(config.metrics)
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                           api_key=config.api_key)
+                           api_key=config.api_key, config=config)
         messages = [Message("system", _prompt(config, content)),
                     Message("user", "Evaluate the content given in the system prompt. "
                                     "Return only the JSON object of metric scores.")]

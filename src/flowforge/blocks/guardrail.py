@@ -32,7 +32,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
@@ -49,7 +50,7 @@ GROUNDING_SCHEMA: dict[str, Any] = {
     "required": ["score", "reasoning"], "additionalProperties": False}
 
 
-class GuardrailConfig(BlockConfig):
+class GuardrailConfig(LLMBlockConfig):
     content: str
     """The text to check (e.g. an agent's answer)."""
     context: Any = None
@@ -137,7 +138,7 @@ class GuardrailBlock(BlockType):
                                  f"knowledge_base '{config.knowledge_base}': {exc}") from None
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                           api_key=config.api_key)
+                           api_key=config.api_key, config=config)
         messages = [Message("system", _prompt(passages, config.content)),
                     Message("user", "Rate the text against the reference context. "
                                     "Return only the JSON object.")]

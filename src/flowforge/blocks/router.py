@@ -41,7 +41,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed
 from flowforge.blocks.registry import register_block
@@ -65,7 +66,7 @@ class RouteHint(BaseModel):
     """Things users say that belong to this route."""
 
 
-class RouterConfig(BlockConfig):
+class RouterConfig(LLMBlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
@@ -190,7 +191,7 @@ class RouterBlock(BlockType):
                              f"{', '.join(node.id for node in candidates)})")
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                           api_key=config.api_key)
+                           api_key=config.api_key, config=config)
         scores: list[tuple[str, float]] | None = None
         chosen = None
         if config.strategy != "llm":

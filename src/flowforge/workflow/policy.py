@@ -166,6 +166,10 @@ def _scan(graph: Any, own_env: set[str], need: Any, models: bool) -> None:
                                        with_.get("fallback"), list) else []))]:
                 if use := model_capability(value):
                     need(use[0], f"{node.where}.with.{key}", f"using {use[1]}")
+        for field in ("azure_endpoint", "azure_api_version"):      # an LLM block's own endpoint
+            if with_.get(field):
+                need("provider_endpoints", f"{node.where}.with.{field}",
+                     f"setting the model provider's `{field}`")
         for name in sorted(node.env_refs):
             if name not in own_env:
                 need("server_env", f"{node.where}.with",
