@@ -38,7 +38,7 @@ from flowforge.providers.call import call_model
 from flowforge.blocks.base import policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
-from flowforge.workflow.policy import ENDPOINT_OPTIONS, model_capability
+from flowforge.workflow.policy import ENDPOINT_OPTIONS
 
 __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
            "name_mapping", "sent_requests", "API_KEY_DOC"]
@@ -148,10 +148,9 @@ class ModelCalls:
         if self.api_key:
             self.options = _with_key(self.options, self.api_key, (model, *self.fallback),
                                      self.provider_extra)
-        if not getattr(context, "model_override", None):
+        if not getattr(context, "model_override", None):     # the server's own choice
             for name in (model, *self.fallback):
-                if use := model_capability(name):
-                    policy_of(context).require(use[0], "with.model", f"using {use[1]}")
+                policy_of(context).check_model(name, "with.model", own_key=bool(self.api_key))
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_input = 0.0
@@ -173,9 +172,11 @@ class ModelCalls:
             return await self._call(messages, tools, response_format, temperature, max_tokens,
                                     tool_choice, purpose, extra)
         allowed = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
-        if allowed.model != self.model:      # downgraded: the cheaper model, no fallbacks
-            self.model, self.fallback, self.used_model = allowed.model, (), allowed.model
         try:
+            if allowed.model != self.model:  # downgraded: the cheaper model, no fallbacks
+                policy_of(self.context).check_model(allowed.model, "budget.on_exceed.downgrade",
+                                                    own_key=bool(self.api_key))
+                self.model, self.fallback, self.used_model = allowed.model, (), allowed.model
             return await self._call(messages, tools, response_format, temperature,
                                     allowed.max_tokens, tool_choice, purpose, extra)
         finally:

@@ -28,8 +28,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from flowforge.registry import get_registry
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
-from flowforge.service.build import automate, build_pipeline
-from flowforge.service.grants import policy_for
+from flowforge.service.build import automate, build_pipeline, provider_env_for
+from flowforge.service.secrets import load_secrets
 from flowforge.thinker import BuildEvents, clarify
 
 __all__ = ["router"]
@@ -37,11 +37,23 @@ __all__ = ["router"]
 router = APIRouter(tags=["builder"])
 
 
-def _model(request: Request, body: dict[str, Any]) -> str | None:
+async def _model(request: Request, user: dict[str, Any], body: dict[str, Any]
+                 ) -> tuple[str | None, dict[str, Any]]:
+    """The model that builds for `user` (the body's passes the policy gate; the
+    server's own is the administrator's choice) and how the build runs: the
+    keys its calls may use (`env`) and whose the blocks it writes are."""
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(422, "`model` must be a model string such as openai/gpt-4o")
-    return model or getattr(request.app.state.settings, "model", None)
+    settings = request.app.state.settings
+    storage = request.app.state.storage
+    policy = await request.app.state.live.policy(user)
+    if model:
+        policy.check_model(model, "model")
+    env = provider_env_for(policy, await load_secrets(storage, user["user_id"]),
+                           settings.shared_provider_keys())
+    return model or getattr(settings, "model", None), \
+        {"env": env, "owner": None if is_admin(user) else user["user_id"]}
 
 
 def _intent(body: dict[str, Any]) -> str:
@@ -133,14 +145,17 @@ async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any
     if not isinstance(conversation, list) or not conversation or not all(
             isinstance(m, dict) and isinstance(m.get("content"), str) for m in conversation):
         raise ApiError(422, "`conversation` must be a list of {role: user|assistant, content}")
-    result = await clarify(conversation, model=_model(request, body))
+    model, build = await _model(request, user, body)
+    result = await clarify(conversation, model=model, env=build["env"])
     return result.to_dict()
 
 
 @router.post("/api/create-agent", summary="Build a pipeline for an intent (blocking)")
 async def create_agent(request: Request, user: CurrentUser,
                        body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    result = await build_pipeline(_intent(body), model=_model(request, body))
+    intent = _intent(body)
+    model, build = await _model(request, user, body)
+    result = await build_pipeline(intent, model=model, **build)
     complete = result.events[-1] if result.events else {}
     return {**result.to_dict(), "result": complete.get("result"), "events": result.events}
 
@@ -148,13 +163,14 @@ async def create_agent(request: Request, user: CurrentUser,
 @router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE")
 async def create_agent_stream(request: Request, user: CurrentUser,
                               body: dict[str, Any] = Body(...)) -> EventSourceResponse:
-    intent, model = _intent(body), _model(request, body)
+    intent = _intent(body)
+    model, build = await _model(request, user, body)
     events = BuildEvents()
     queue: asyncio.Queue[dict] = asyncio.Queue()
     events.bus.subscribe(queue.put_nowait)
 
     async def stream() -> Any:
-        task = asyncio.create_task(build_pipeline(intent, model=model, events=events))
+        task = asyncio.create_task(build_pipeline(intent, model=model, events=events, **build))
         try:
             while True:
                 event = await queue.get()
@@ -177,8 +193,10 @@ async def automate_route(request: Request, user: CurrentUser,
     if not isinstance(inputs, dict):
         raise ApiError(422, "`input` must be an object: the run's values for {{input.x}}")
     storage = request.app.state.storage
-    return await automate(_intent(body), inputs, model=_model(request, body),
+    intent = _intent(body)
+    model, build = await _model(request, user, body)
+    return await automate(intent, inputs, model=model, **build,
                           user=user["user_id"], storage=storage,
-                          policy=await policy_for(storage, user),
+                          policy=await request.app.state.live.policy(user),
                           services={"sandbox_isolated_only":
                                     not request.app.state.settings.allow_process_sandbox})

@@ -165,6 +165,7 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
                    if m.get("role") in ("user", "assistant")][-HISTORY_MESSAGES:]
         inputs: dict[str, Any] = {"query": query.strip(), "history": history}
         if kb:
+            policy.check_kb_id(kb, "kb_id")            # a folder is a server's files
             inputs["kb"] = await knowledge_base_for(kb, user=user, services=services)
         if workflow is None:        # the shipped chat cannot work without its first base
             await _check_base(inputs.get("kb") or "default_kb", user=user, services=services)
@@ -175,6 +176,7 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
         if web_tool:
             inputs["web_tool"] = web_tool
         if web_source:
+            policy.check_kb_id(web_source, "web_source")
             inputs["web_source"] = await knowledge_base_for(web_source, user=user,
                                                             services=services, prefix="web-")
         handle = await start_run(_compiled(workflow or CHAT_WORKFLOW), inputs, user=user,
