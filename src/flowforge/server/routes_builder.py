@@ -36,6 +36,21 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["builder"])
 
+_MODEL = {"type": "string", "description": (
+    "The model that builds (default: the server's).  It passes the policy gate: a "
+    "model that reads a server file or calls a loopback server needs that capability, "
+    "a hosted one the user's own key unless the server shares its keys.")}
+
+
+def _body(**properties: Any) -> dict[str, Any]:
+    """The documented fields of a builder request (it is read as a free object)."""
+    return {"requestBody": {"content": {"application/json": {"schema": {
+        "type": "object", "properties": {**properties, "model": _MODEL}}}}}}
+
+
+_INTENT = {"type": "string", "description": "One sentence of what to automate."}
+_BUILD = _body(intent=_INTENT)
+
 
 async def _model(request: Request, user: dict[str, Any], body: dict[str, Any]
                  ) -> tuple[str | None, dict[str, Any]]:
@@ -135,7 +150,8 @@ async def search_blocks(user: CurrentUser, body: dict[str, Any] = Body(
     return {"results": [h.to_dict() for h in hits], "mode": registry.search_mode}
 
 
-@router.post("/api/clarify", summary="One clarifier turn: a question, or the refined intent")
+@router.post("/api/clarify", summary="One clarifier turn: a question, or the refined intent",
+             openapi_extra=_body(conversation={"type": "array", "items": {"type": "object"}}))
 async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any] = Body(
         ..., examples=[{"conversation": [{"role": "user", "content": "summarise AI papers"}]}])
         ) -> dict[str, Any]:
@@ -150,7 +166,8 @@ async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any
     return result.to_dict()
 
 
-@router.post("/api/create-agent", summary="Build a pipeline for an intent (blocking)")
+@router.post("/api/create-agent", summary="Build a pipeline for an intent (blocking)",
+             openapi_extra=_BUILD)
 async def create_agent(request: Request, user: CurrentUser,
                        body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     intent = _intent(body)
@@ -160,7 +177,8 @@ async def create_agent(request: Request, user: CurrentUser,
     return {**result.to_dict(), "result": complete.get("result"), "events": result.events}
 
 
-@router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE")
+@router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE",
+             openapi_extra=_BUILD)
 async def create_agent_stream(request: Request, user: CurrentUser,
                               body: dict[str, Any] = Body(...)) -> EventSourceResponse:
     intent = _intent(body)
@@ -186,7 +204,8 @@ async def create_agent_stream(request: Request, user: CurrentUser,
     return EventSourceResponse(stream())
 
 
-@router.post("/api/automate", summary="Build a pipeline for an intent, then run it")
+@router.post("/api/automate", summary="Build a pipeline for an intent, then run it",
+             openapi_extra=_body(intent=_INTENT, input={"type": "object"}))
 async def automate_route(request: Request, user: CurrentUser,
                          body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     inputs = body.get("input") or body.get("inputs") or {}

@@ -182,33 +182,37 @@ class Policy:
         if not self.allows(capability):
             raise CapabilityDenied([self.refusal(capability, where, what)], self.subject)
 
-    def _deny(self, where: str, message: str) -> None:
-        raise CapabilityDenied([CapabilityProblem(where, message)], self.subject)
-
     # -- the gate: every name a user sends that could reach the host -------------------
-    def check_model(self, model: Any, where: str = "model", *, own_key: bool = False) -> None:
-        """Refuse a model name this user may not use here: one that reads a server
-        file or calls a loopback server without the capability, or a hosted
-        provider that would be paid with the server's keys when the server does
-        not share them and the user holds no key of their own (`own_key`: the
-        caller brings one, e.g. a block's `api_key`).  A templated name is
-        checked when it is resolved."""
+    def model_problem(self, model: Any, where: str = "model", *, own_key: bool = False
+                      ) -> CapabilityProblem | None:
+        """Why this user may not use `model` here, or None: the one decision on
+        model names, for documents (`policy_problems`) and requests alike.  A
+        model that reads a server file or calls a loopback server needs its
+        capability; a hosted provider would be paid with the server's keys, so
+        it needs the server to share them or the user to hold a key of their own
+        (`own_key`: the caller brings one, e.g. a block's `api_key`).  A
+        templated name is checked when it is resolved."""
         if self.trusted or not isinstance(model, str) or "{{" in model:
-            return
-        if use := model_capability(model):
-            self.require(use[0], where, f"using {use[1]}")
+            return None
+        if (use := model_capability(model)) and not self.allows(use[0]):
+            return self.refusal(use[0], where, f"using {use[1]}")
         if own_key or self.shared_keys:
-            return
+            return None
         names = model_key_variables(model)
-        if names and not any(name in self.own_keys for name in names):
-            prefix = model.partition("/")[0]
-            if prefix == "openai-compatible" and len(names) == 1:
-                return                      # a server of the administrator's: key optional
-            self._deny(where, f"the model '{model}' is paid with a {prefix} key, and this "
-                              f"server does not share its own: store yours as the secret "
-                              f"{names[-1]} (`flowforge secrets set {names[-1]}`, or "
-                              f"PUT /api/secrets/{names[-1]}), or an administrator starts "
-                              f"the server with --share-provider-keys")
+        if not names or any(name in self.own_keys for name in names) or (
+                model.startswith("openai-compatible/") and len(names) == 1):
+            return None               # no key, the user's own, or an administrator's server
+        prefix = model.partition("/")[0]
+        return CapabilityProblem(
+            where, f"the model '{model}' is paid with a {prefix} key, and this server does "
+                   f"not share its own: store yours as the secret {names[-1]} (`flowforge "
+                   f"secrets set {names[-1]}`, or POST /api/secrets), or an administrator "
+                   f"starts the server with --share-provider-keys")
+
+    def check_model(self, model: Any, where: str = "model", *, own_key: bool = False) -> None:
+        """Raise CapabilityDenied when `model_problem` refuses `model`."""
+        if (problem := self.model_problem(model, where, own_key=own_key)) is not None:
+            raise CapabilityDenied([problem], self.subject)
 
     def check_kb_id(self, kb_id: Any, where: str = "kb_id") -> None:
         """Refuse a knowledge-base id that names a server folder (`.`, `..`,
@@ -249,32 +253,35 @@ def policy_problems(compiled: Any, policy: Policy, model_override: str | None = 
         if not policy.allows(capability):
             problems.append(policy.refusal(capability, where, what))
 
+    def model(value: Any, where: str) -> None:
+        # a document's keys are checked when it runs (it may bring its own `api_key`)
+        if (problem := policy.model_problem(value, where, own_key=True)) is not None:
+            problems.append(problem)
+
     doc = compiled.doc
     for key in ENDPOINT_OPTIONS:
         if key in (doc.defaults.get("provider_options") or {}):
             need("provider_endpoints", f"defaults.provider_options.{key}",
                  f"setting the model provider's `{key}`")
     models = not model_override
-    if models and (use := model_capability(doc.defaults.get("model"))):
-        need(use[0], "defaults.model", f"using {use[1]}")
+    if models:
+        model(doc.defaults.get("model"), "defaults.model")
     on_exceed = getattr(getattr(doc, "budget", None), "on_exceed", None)
-    if use := model_capability(getattr(on_exceed, "downgrade", None)):
-        need(use[0], "budget.on_exceed.downgrade", f"using {use[1]}")
-    _scan(compiled.graph, set(doc.env), need, models)
+    model(getattr(on_exceed, "downgrade", None), "budget.on_exceed.downgrade")
+    _scan(compiled.graph, set(doc.env), need, model if models else None)
     return problems
 
 
-def _scan(graph: Any, own_env: set[str], need: Any, models: bool) -> None:
+def _scan(graph: Any, own_env: set[str], need: Any, model: Any) -> None:
     for node in graph.nodes.values():
         with_ = node.spec.with_
-        if models:
+        if model is not None:
             for key, value in [("model", with_.get("model")),
                                ("embedding_model", with_.get("embedding_model")),
                                *((f"fallback[{i}]", m) for i, m in enumerate(
                                    with_.get("fallback") or [] if isinstance(
                                        with_.get("fallback"), list) else []))]:
-                if use := model_capability(value):
-                    need(use[0], f"{node.where}.with.{key}", f"using {use[1]}")
+                model(value, f"{node.where}.with.{key}")
         for name in sorted(node.env_refs):
             if name not in own_env:
                 need("server_env", f"{node.where}.with",
@@ -284,7 +291,7 @@ def _scan(graph: Any, own_env: set[str], need: Any, models: bool) -> None:
             need(use.capability, f"{node.where}.with.{use.where}" if use.where
                  else f"{node.where}.with", use.what)
         if node.children is not None:
-            _scan(node.children, own_env, need, models)
+            _scan(node.children, own_env, need, model)
 
 
 def check_policy(compiled: Any, policy: Policy, source: str | None = None,
