@@ -112,6 +112,12 @@ async def test_the_servers_keys_are_not_spent_unless_shared(server, receiver, mo
         run = (await alice.post("/api/workflows/route-me/runs?wait=true", json={})).json()
         assert run["status"] == "failed"
         assert "--share-provider-keys" in run["blocks"]["pick"]["error"]
+        chat = {"id": "ask", "blocks": [{"id": "a", "type": "llm", "with": {
+            "prompt": "hi", "model": "openai/gpt-4o"}}]}
+        assert (await alice.post("/api/workflows", json=chat)).status_code == 201
+        asked = (await alice.post("/api/workflows/ask/runs?wait=true", json={})).json()
+        assert asked["status"] == "failed"
+        assert "--share-provider-keys" in asked["blocks"]["a"]["error"]
         assert receiver.requests == []
         # with a key of her own, the build's calls carry hers, never the server's
         assert (await alice.post("/api/secrets", json={"name": "OPENAI_API_KEY",
@@ -189,3 +195,24 @@ async def test_another_users_block_is_like_one_that_does_not_exist(server):
     async with server.client("bob") as bob:         # and bob's block is still bob's alone
         mine = (await bob.get("/api/blocks/bob_block")).json()["block"]
         assert mine["description"] == "Bob's private tool" and mine["version"] == 1
+
+
+async def test_a_server_that_shares_its_keys_pays_for_its_users(tmp_path, monkeypatch, receiver):
+    monkeypatch.setenv("FLOWFORGE_SECRET_KEY_FILE", str(tmp_path / "secret.key"))
+    monkeypatch.setenv("OPENAI_API_KEY", SERVER_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{receiver.url}/v1")
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'shared.db'}",
+                                    share_provider_keys=True)
+    try:
+        async with live.client("alice") as alice:
+            await alice.post("/api/clarify", json={"intent": "sum numbers",
+                                                   "model": "openai/gpt-4o"})
+            document = {"id": "ask", "blocks": [{"id": "a", "type": "llm", "with": {
+                "prompt": "hi", "model": "openai/gpt-4o"}}]}
+            assert (await alice.post("/api/workflows", json=document)).status_code == 201
+            run = (await alice.post("/api/workflows/ask/runs?wait=true", json={})).json()
+    finally:
+        await stop()
+    assert run["status"] == "succeeded", run["blocks"]
+    assert {r["authorization"] for r in receiver.requests} == {f"Bearer {SERVER_KEY}"}
+    assert len(receiver.requests) >= 2          # the clarifier's call and the run's

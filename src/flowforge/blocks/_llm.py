@@ -150,7 +150,7 @@ class ModelCalls:
                                      self.provider_extra)
         if not getattr(context, "model_override", None):     # the server's own choice
             for name in (model, *self.fallback):
-                policy_of(context).check_model(name, "with.model", own_key=bool(self.api_key))
+                policy_of(context).check_model(name, "with.model", own_key=self._keyed(name))
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_input = 0.0
@@ -160,6 +160,18 @@ class ModelCalls:
         self.count = 0
         self.used_model = model
         self._sent: list[Message] = []
+
+    def _keyed(self, model: str) -> bool:
+        """Whether this block's calls to `model` carry a key the run was given (the
+        block's `api_key`, the user's secret, the document's `env:`, or a key the
+        server shares): the gate then has no server key to protect."""
+        if self.api_key:
+            return True
+        try:
+            names = key_variables(model)
+        except ProviderError:
+            return False
+        return any(self.options.env.get(name) for name in names)
 
     async def __call__(self, messages: list[Message], *, tools: list[ToolSpec] | None = None,
                        response_format: dict[str, Any] | None = None,
@@ -175,7 +187,7 @@ class ModelCalls:
         try:
             if allowed.model != self.model:  # downgraded: the cheaper model, no fallbacks
                 policy_of(self.context).check_model(allowed.model, "budget.on_exceed.downgrade",
-                                                    own_key=bool(self.api_key))
+                                                    own_key=self._keyed(allowed.model))
                 self.model, self.fallback, self.used_model = allowed.model, (), allowed.model
             return await self._call(messages, tools, response_format, temperature,
                                     allowed.max_tokens, tool_choice, purpose, extra)
