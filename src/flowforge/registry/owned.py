@@ -59,5 +59,5 @@ def registry_for(registry: Registry, owner: str | None, *, admin: bool = False) 
     """`registry` as user `owner` sees it (an administrator, or no user: all of it)."""
     if admin or not owner:
         return registry
-    view = Registry(OwnedStore(registry.store, owner), registry.searcher)   # type: ignore[arg-type]
-    return view
+    store: Any = OwnedStore(registry.store, owner)
+    return Registry(store, registry.searcher)

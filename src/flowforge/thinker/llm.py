@@ -76,10 +76,9 @@ class ThinkerLLM:
         self.events.emit("llm_prompt", stage=stage, model=self.model, prompts=sent,
                          messages=sent, response_format=schema)
         started = time.monotonic()
+        env = dict(os.environ if self.env is None else self.env)
         try:
-            response = await call_model(self.model, request,
-                                        options=ProviderOptions(env=dict(os.environ if self.env is None
-                                                                else self.env)),
+            response = await call_model(self.model, request, options=ProviderOptions(env=env),
                                         on_delta=self._progress(stage))
         except FlowforgeError as exc:
             self.events.emit("llm_response", stage=stage, model=self.model, response=None,

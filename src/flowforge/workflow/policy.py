@@ -31,14 +31,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Mapping
+from typing import Any, Collection, Iterable
 
 from flowforge.errors import CapabilityDenied, Problem
 
 __all__ = ["CAPABILITIES", "CapabilityProblem", "CapabilityUse", "Policy", "TRUSTED",
            "policy_problems", "check_policy", "looks_like_path", "ENDPOINT_OPTIONS",
            "is_provider_setting", "model_capability", "model_key_variables",
-           "LOOPBACK_SERVERS", "KEYLESS_PROVIDERS"]
+           "LOOPBACK_SERVERS"]
 
 #: capability -> what it lets a document do (shown in refusals and `users grants`)
 CAPABILITIES: dict[str, str] = {
@@ -72,8 +72,6 @@ def is_provider_setting(name: str) -> bool:
 #: (providers/openai_compatible.PRESETS; a test keeps the two in step)
 LOOPBACK_SERVERS = frozenset({"ollama", "lmstudio", "lm-studio", "vllm", "llamacpp",
                               "llama-cpp"})
-#: providers that send nothing anywhere and need no key
-KEYLESS_PROVIDERS = frozenset({"scripted", "local"})
 #: provider -> the variables its key is read from, first wins (openai-compatible: per server)
 _KEY_VARIABLES = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
                   "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
@@ -97,8 +95,7 @@ def model_key_variables(model: str) -> tuple[str, ...]:
     return _KEY_VARIABLES.get(prefix, ())
 
 
-def model_capability(model: Any, environ: Mapping[str, str] | None = None
-                     ) -> tuple[str, str] | None:
+def model_capability(model: Any) -> tuple[str, str] | None:
     """What a model string reaches of the host, as (capability, description):
     `scripted/<rules file>` or `local/<path to a GGUF file>` read a server file
     (the bundled `local/smollm2` reads none); `openai-compatible/<preset>` of a
@@ -114,8 +111,7 @@ def model_capability(model: Any, environ: Mapping[str, str] | None = None
         return "server_files", f"the local model file '{name}'"
     if prefix == "openai-compatible":
         server = name.partition("/")[0].lower()
-        environ = os.environ if environ is None else environ
-        if server in LOOPBACK_SERVERS and not environ.get(
+        if server in LOOPBACK_SERVERS and not os.environ.get(
                 _compatible_prefix(server) + "BASE_URL"):
             return "private_network", (f"the model '{model}' (a server on this machine's "
                                        f"loopback port)")
