@@ -104,6 +104,33 @@ async def test_create_agent_blocking_and_streaming(server, registry):
         assert events[-1]["result"]["status"] == "done"
 
 
+async def test_the_blocks_a_users_build_writes_are_that_users(server, registry):
+    """`/api/create-agent` once saved the blocks it wrote as shared blocks every
+    user then saw (issue 23): now they are the building user's."""
+    async with server.client("alice") as alice:
+        built = (await alice.post("/api/create-agent", json={
+            "intent": "Convert Fahrenheit temperatures to Celsius and give their average",
+            "model": rules("temperature-average")})).json()
+        assert built["created"] == ["fahrenheit_to_celsius"], built["error"]
+        block = (await alice.get("/api/blocks/fahrenheit_to_celsius")).json()["block"]
+    assert block["metadata"]["owner"] == server.users["alice"]["user_id"]
+    async with server.client("bob") as bob:
+        assert (await bob.get("/api/blocks/fahrenheit_to_celsius")).status_code == 404
+        listed = (await bob.get("/api/blocks")).json()["blocks"]
+        assert "fahrenheit_to_celsius" not in {b["id"] for b in listed}
+
+
+async def test_an_administrators_build_writes_shared_blocks(server, registry):
+    async with server.client("admin") as admin:
+        built = (await admin.post("/api/create-agent", json={
+            "intent": "Convert Fahrenheit temperatures to Celsius and give their average",
+            "model": rules("temperature-average")})).json()
+        assert built["created"] == ["fahrenheit_to_celsius"], built["error"]
+    async with server.client("bob") as bob:
+        block = (await bob.get("/api/blocks/fahrenheit_to_celsius")).json()["block"]
+    assert not block["metadata"].get("owner")
+
+
 async def test_automate_builds_then_runs_and_stores_the_run(server, registry):
     async with server.client("alice") as client:
         answer = (await client.post("/api/automate", json={
