@@ -12,8 +12,11 @@
     POST /api/automate                {intent, input, user_id?} -> build, then run
 
 Every route needs an API key (the app's `CurrentUser`).  The model that
-builds is the body's `model`, else the server's `--model`, else
-`FLOWFORGE_BUILD_MODEL`, else the default model.
+builds is the body's `model` (which passes the user's policy gate), else the
+server's `--model`, else `FLOWFORGE_BUILD_MODEL`, else the default model.  A
+build's model calls get the user's provider keys (and the server's only when
+it shares them), never the process environment; the blocks it writes are the
+user's (an administrator's: shared).
 """
 
 from __future__ import annotations
