@@ -79,6 +79,7 @@ def test_a_knowledge_base_id_that_is_a_folder_needs_server_files(kb_id):
 
 def test_plain_names_are_knowledge_bases_and_workflow_ids():
     NOBODY.check_kb_id("policies")
+    NOBODY.check_kb_id("faq.json")                # a base's name, never opened as a file
     NOBODY.check_workflow_ref("support-desk")
     NOBODY.check_workflow_ref("support-desk@3")
 

@@ -214,7 +214,8 @@ class Policy:
         """Refuse a knowledge-base id that names a server folder (`.`, `..`,
         `docs/`, `~/x`) without `server_files`; a plain name is the user's own
         base (or a shared one)."""
-        if isinstance(kb_id, str) and looks_like_path(kb_id):
+        if isinstance(kb_id, str) and ("/" in kb_id or "\\" in kb_id
+                                       or kb_id.startswith((".", "~"))):
             self.require("server_files", where,
                          f"the knowledge base '{kb_id}' (a folder on the server)")
 
