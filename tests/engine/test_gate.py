@@ -71,7 +71,8 @@ def test_models_that_reach_nothing_pass(model):
     NOBODY.check_model(model)
 
 
-@pytest.mark.parametrize("kb_id", [".", "..", "../etc", "~/notes", "docs/", "/srv"])
+@pytest.mark.parametrize("kb_id", [".", "..", "../etc", "~/notes", "docs/", "/srv",
+                                   "shared/..", "shared/../x", "shared/a/b"])
 def test_a_knowledge_base_id_that_is_a_folder_needs_server_files(kb_id):
     assert _refused(NOBODY.check_kb_id, kb_id).capabilities == ["server_files"]
     Policy(["server_files"]).check_kb_id(kb_id)
@@ -80,6 +81,7 @@ def test_a_knowledge_base_id_that_is_a_folder_needs_server_files(kb_id):
 def test_plain_names_are_knowledge_bases_and_workflow_ids():
     NOBODY.check_kb_id("policies")
     NOBODY.check_kb_id("faq.json")                # a base's name, never opened as a file
+    NOBODY.check_kb_id("shared/policies")         # the shared base, by name
     NOBODY.check_workflow_ref("support-desk")
     NOBODY.check_workflow_ref("support-desk@3")
 

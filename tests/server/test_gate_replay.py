@@ -131,12 +131,18 @@ async def test_the_servers_keys_are_not_spent_unless_shared(server, receiver, mo
 
 async def test_a_knowledge_base_id_is_never_a_server_folder(server, tmp_path, monkeypatch):
     (tmp_path / "server-notes.md").write_text("The vault code is 4242.")
+    (tmp_path / "shared" / "notes").mkdir(parents=True)
+    (tmp_path / "shared" / "notes" / "vault.md").write_text("The vault code is 4242.")
     monkeypatch.chdir(tmp_path)
     async with server.client("alice") as alice:
-        for kb_id in (".", ".."):
+        for kb_id in (".", "..", "shared/.."):
             answer = await alice.post("/api/chat/query", json={"query": "vault code?",
                                                                "kb_id": kb_id})
             _refused(answer, "server_files", "kb_id")
+        # `shared/NAME` names the shared base; a folder of that name is never read
+        named = await alice.post("/api/chat/query", json={"query": "vault code?",
+                                                          "kb_id": "shared/notes"})
+        assert named.status_code == 404 and "4242" not in named.text, named.text
         made = await alice.post("/api/knowledge", json={"name": ".."})
         _refused(made, "server_files", "name")
         bases = (await alice.get("/api/knowledge")).json()["knowledge_bases"]

@@ -213,9 +213,11 @@ class Policy:
     def check_kb_id(self, kb_id: Any, where: str = "kb_id") -> None:
         """Refuse a knowledge-base id that names a server folder (`.`, `..`,
         `docs/`, `~/x`) without `server_files`; a plain name is the user's own
-        base (or a shared one)."""
-        if isinstance(kb_id, str) and ("/" in kb_id or "\\" in kb_id
-                                       or kb_id.startswith((".", "~"))):
+        base (or a shared one), `shared/NAME` the shared one by name."""
+        if not isinstance(kb_id, str):
+            return
+        name = kb_id[len("shared/"):] if kb_id.startswith("shared/") else kb_id
+        if "/" in name or "\\" in name or name.startswith((".", "~")):
             self.require("server_files", where,
                          f"the knowledge base '{kb_id}' (a folder on the server)")
 
