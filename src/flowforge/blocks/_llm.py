@@ -40,7 +40,7 @@ from flowforge.providers.call import call_model
 from flowforge.blocks.base import BlockConfig, policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
-from flowforge.workflow.policy import ENDPOINT_OPTIONS, model_capability
+from flowforge.workflow.policy import ENDPOINT_OPTIONS
 
 __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
            "name_mapping", "sent_requests", "API_KEY_DOC", "LLMBlockConfig",
@@ -174,10 +174,9 @@ class ModelCalls:
         if self.api_key:
             self.options = _with_key(self.options, self.api_key, (model, *self.fallback),
                                      self.provider_extra)
-        if not getattr(context, "model_override", None):
+        if not getattr(context, "model_override", None):     # the server's own choice
             for name in (model, *self.fallback):
-                if use := model_capability(name):
-                    policy_of(context).require(use[0], "with.model", f"using {use[1]}")
+                policy_of(context).check_model(name, "with.model", own_key=self._keyed(name))
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_input = 0.0
@@ -187,6 +186,18 @@ class ModelCalls:
         self.count = 0
         self.used_model = model
         self._sent: list[Message] = []
+
+    def _keyed(self, model: str) -> bool:
+        """Whether this block's calls to `model` carry a key the run was given (the
+        block's `api_key`, the user's secret, the document's `env:`, or a key the
+        server shares): the gate then has no server key to protect."""
+        if self.api_key:
+            return True
+        try:
+            names = key_variables(model)
+        except ProviderError:
+            return False
+        return any(self.options.env.get(name) for name in names)
 
     async def __call__(self, messages: list[Message], *, tools: list[ToolSpec] | None = None,
                        response_format: dict[str, Any] | None = None,
@@ -199,9 +210,11 @@ class ModelCalls:
             return await self._call(messages, tools, response_format, temperature, max_tokens,
                                     tool_choice, purpose, extra)
         allowed = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
-        if allowed.model != self.model:      # downgraded: the cheaper model, no fallbacks
-            self.model, self.fallback, self.used_model = allowed.model, (), allowed.model
         try:
+            if allowed.model != self.model:  # downgraded: the cheaper model, no fallbacks
+                policy_of(self.context).check_model(allowed.model, "budget.on_exceed.downgrade",
+                                                    own_key=self._keyed(allowed.model))
+                self.model, self.fallback, self.used_model = allowed.model, (), allowed.model
             return await self._call(messages, tools, response_format, temperature,
                                     allowed.max_tokens, tool_choice, purpose, extra)
         finally:

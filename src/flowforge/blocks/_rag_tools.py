@@ -289,8 +289,7 @@ def _web_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
 
     if (options.get("backend") or "offline") == "offline" and options.get("folder"):
         from flowforge.blocks.base import policy_of
-        policy_of(context).require("server_files", "with.tools",
-                                   "searching a folder on the server as the offline web")
+        policy_of(context).check_file(options.get("folder"), "with.tools")
     return Tool(name="web_search",
                 description=("Search the web. Call it only when the knowledge base results are "
                              "not enough to answer."),

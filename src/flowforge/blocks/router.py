@@ -42,12 +42,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
-                                   setting)
+                                   provider_options, setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
+from flowforge.providers.registry import key_variables
 from flowforge.workflow.graph import DATA, Node
 
 __all__ = ["RouterBlock", "RouterConfig", "routing_prompt", "candidates_of"]
@@ -262,8 +263,29 @@ async def _semantic_scores(context: BlockContext, config: RouterConfig,
                           "examples": hint.examples})
     services = getattr(context, "services", None) or {}
     try:
-        embedder = services.get("embedder") or get_embedder(config.embedding_model)
+        embedder = services.get("embedder") or _embedder(context, config.embedding_model)
         return await rank_routes(config.input or config.prompt, described, embedder)
     except Exception as exc:  # noqa: BLE001 - a missing model file, an unknown model name
         raise BlockError(context.block_id, RouterBlock.type_name,
                          f"semantic routing failed: {exc}") from None
+
+
+def _embedder(context: BlockContext, model: str | None) -> Any:
+    """The embedder for `model`, through the policy gate: on a server a hosted
+    embedding model is paid with the key the run carries (the user's own, or
+    the server's when it shares them), never with the process environment's."""
+    from flowforge.knowledge.embeddings import (DEFAULT_MODEL, OpenAIEmbedder, get_embedder,
+                                                normalise_model_name)
+
+    name = normalise_model_name(model)
+    policy = policy_of(context)
+    policy.check_model(name, "with.embedding_model")
+    if policy.trusted or name == DEFAULT_MODEL:
+        return get_embedder(model)
+    env = provider_options(context).env
+    key = next((env[k] for k in key_variables(name) if env.get(k)), None)
+    if key is None and not name.startswith("openai-compatible/"):
+        raise BlockError(context.block_id, RouterBlock.type_name,
+                         f"the embedding model '{name}' needs a key: store yours as the "
+                         f"secret {key_variables(name)[0]}")
+    return OpenAIEmbedder(name, api_key=key or "none")

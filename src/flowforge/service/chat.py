@@ -164,8 +164,12 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
                    for m in (found or {}).get("messages", [])
                    if m.get("role") in ("user", "assistant")][-HISTORY_MESSAGES:]
         inputs: dict[str, Any] = {"query": query.strip(), "history": history}
+        # a folder is the server's files: without `server_files` a name is only a name
+        folders = policy.allows("server_files")
         if kb:
-            inputs["kb"] = await knowledge_base_for(kb, user=user, services=services)
+            policy.check_kb_id(kb, "kb_id")
+            inputs["kb"] = await knowledge_base_for(kb, user=user, services=services) \
+                if folders else kb
         if workflow is None:        # the shipped chat cannot work without its first base
             await _check_base(inputs.get("kb") or "default_kb", user=user, services=services)
         web_backend = web_backend or os.environ.get("FLOWFORGE_WEB_SEARCH") or None
@@ -175,8 +179,10 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
         if web_tool:
             inputs["web_tool"] = web_tool
         if web_source:
+            policy.check_kb_id(web_source, "web_source")
             inputs["web_source"] = await knowledge_base_for(web_source, user=user,
-                                                            services=services, prefix="web-")
+                                                            services=services, prefix="web-") \
+                if folders else web_source
         handle = await start_run(_compiled(workflow or CHAT_WORKFLOW), inputs, user=user,
                                  storage=opened,
                                  model=model, services=services, on_event=on_event,

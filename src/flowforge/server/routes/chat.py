@@ -113,6 +113,8 @@ async def query(request: Request, body: ChatQuery, user: CurrentUser) -> dict[st
 async def query_stream(request: Request, body: ChatQuery, user: CurrentUser
                        ) -> EventSourceResponse:
     storage = request.app.state.storage
+    # refused before the stream starts: a 403, not an error event
+    (await request.app.state.live.policy(user)).check_kb_id(body.kb_id, "kb_id")
     run_id = new_run_id()
     task = asyncio.create_task(_ask(request, user, body, run_id=run_id))
 
