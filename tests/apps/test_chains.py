@@ -343,3 +343,16 @@ def test_the_seeds_system_prompt_and_user_prompt_names_load():
     with pytest.raises(ValidationFailed, match="`userPrompt` and `user` are the same field"):
         agent_to_workflow({"variables": {}, "promptChain": [
             {"type": "prompt", "name": "ask", "user": "a", "userPrompt": "b"}]})
+
+
+def test_an_agent_id_that_is_not_a_workflow_id_round_trips():
+    """A UUID id becomes `agent-<uuid>` as a workflow id; export gives the
+    Agent its own id back (issue 26), and an ordinary id is untouched."""
+    for agent_id, workflow_id in (("5f0c2a8e-4d1b-4c7e-9a3f-2b6d8e1c7a90",
+                                   "agent-5f0c2a8e-4d1b-4c7e-9a3f-2b6d8e1c7a90"),
+                                  ("agent-x7", "agent-x7"), ("movies", "movies")):
+        agent = {"id": agent_id, "variables": {"q": ""}, "promptChain": [
+            {"type": "prompt", "name": "ask", "user": "{q}", "output": "a"}]}
+        doc = agent_to_workflow(agent)
+        assert doc["id"] == workflow_id
+        assert workflow_to_agent(copy.deepcopy(doc))["id"] == agent_id
