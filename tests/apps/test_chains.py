@@ -356,3 +356,29 @@ def test_an_agent_id_that_is_not_a_workflow_id_round_trips():
         doc = agent_to_workflow(agent)
         assert doc["id"] == workflow_id
         assert workflow_to_agent(copy.deepcopy(doc))["id"] == agent_id
+
+
+async def test_a_parsed_object_reaches_the_next_prompt_as_text_and_code_as_an_object():
+    """As the seed does, a parser node's object is turned back into text for the
+    next prompt's `{field}`; the block's output keeps the object."""
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    seen: list[str] = []
+
+    def model(messages, tools):
+        seen.append(messages[-1].content)
+        return '{"name": "Mia", "age": 9}' if len(seen) == 1 else "ok"
+
+    register_script("chain_parsed", model)
+    try:
+        doc = agent_to_workflow({"variables": {"q": "who?"}, "promptChain": [
+            {"type": "prompt", "name": "first", "user": "{q}", "output": "raw"},
+            {"type": "parser", "name": "parse", "rawData": "{raw}", "parser": "json",
+             "schema": '{"name": "String", "age": "Number"}', "output": "person"},
+            {"type": "prompt", "name": "second", "user": "Person: {person}", "output": "b"}]})
+        result = await flowforge.run(doc, {}, model="scripted/chain_parsed", storage=False)
+    finally:
+        unregister_script("chain_parsed")
+    assert result.status == "succeeded", result.error
+    assert seen[1] == 'Person: {"name": "Mia", "age": 9}'
+    assert result.results["parse"]["data"] == {"name": "Mia", "age": 9}
