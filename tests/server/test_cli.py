@@ -89,7 +89,7 @@ def test_serve_answers_with_a_created_key_and_refuses_without(tmp_path):
 def test_serve_explains_a_bad_database_url(tmp_path):
     result = subprocess.run([FLOWFORGE, "serve", "--db", "mysql://nowhere/db"],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 1
+    assert result.returncode == 2                     # a usage error, as everywhere
     assert "unsupported database URL" in result.stderr and "Traceback" not in result.stderr
 
 
