@@ -9,17 +9,15 @@ What a route takes is read from the OpenAPI document, the one place every
 route declares its body (a model parameter, or `openapi_extra` for the
 routes that parse JSON or YAML themselves), so a new route is covered
 without code of its own.  A JSON type is `application/json` or any
-`application/*+json`; a request without a Content-Type is left to the route
-(FastAPI reads such a body as JSON).
+`application/*+json`; a body sent without a Content-Type is read as JSON
+on a route that takes JSON (FastAPI alone would refuse it with a 422).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
-
-from fastapi.routing import APIRoute
-from starlette.routing import Match
 
 from flowforge.server.errors import error_body
 
@@ -65,28 +63,46 @@ class BodyMediaTypes:
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self._accepted: dict[tuple[str, str], tuple[str, ...]] | None = None
+        self._routes: list[tuple[str, re.Pattern[str], tuple[str, ...]]] | None = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] in _BODY_METHODS:
+            accepted = self._route_accepts(scope)
             media = _media_type(scope)
-            if media:
-                accepted = self._route_accepts(scope)
-                if accepted and not _takes(media, accepted):
-                    await _refuse(send, media, accepted)
-                    return
+            if accepted and media is None and "application/json" in accepted:
+                # no type at all: read as JSON, what such a client means
+                scope = {**scope, "headers": [*scope.get("headers", ()),
+                                              (b"content-type", b"application/json")]}
+            elif accepted and media is not None and not _takes(media, accepted):
+                await _refuse(send, media, accepted)
+                return
         await self.app(scope, receive, send)
 
     def _route_accepts(self, scope: dict) -> tuple[str, ...] | None:
         app = scope.get("app")
         if app is None:
             return None
-        if self._accepted is None:       # every route is included by the first request
-            self._accepted = accepted_media_types(app.openapi())
-        for route in app.router.routes:
-            if isinstance(route, APIRoute) and route.matches(scope)[0] == Match.FULL:
-                return self._accepted.get((scope["method"], route.path_format))
+        if self._routes is None:         # every route is included by the first request
+            self._routes = _patterns(accepted_media_types(app.openapi()))
+        path = scope.get("path", "")
+        for method, pattern, accepted in self._routes:
+            if method == scope["method"] and pattern.fullmatch(path):
+                return accepted
         return None
+
+
+def _patterns(accepted: dict[tuple[str, str], tuple[str, ...]]
+              ) -> list[tuple[str, re.Pattern[str], tuple[str, ...]]]:
+    """Path templates as patterns, literal ones first (`/api/blocks/search`
+    before `/api/blocks/{block_id}`), as the router itself prefers them."""
+    found = []
+    for (method, template), types in accepted.items():
+        parts = re.split(r"(\{[^}]+\})", template)
+        regex = "".join("[^/]+" if part.startswith("{") else re.escape(part)
+                        for part in parts)
+        found.append((template.count("{"), method, re.compile(regex), types))
+    found.sort(key=lambda item: item[0])
+    return [(method, pattern, types) for _, method, pattern, types in found]
 
 
 async def _refuse(send: Any, media: str, accepted: tuple[str, ...]) -> None:
