@@ -70,7 +70,7 @@ def provider_options(context: Any, endpoint_chosen: bool = False) -> ProviderOpt
     gives one, else the plain environment (a context built by hand)."""
     provider_env = getattr(context, "provider_env", None)
     env = provider_env(endpoint_chosen) if provider_env is not None else dict(context.env)
-    return ProviderOptions(env=env, base_dir=getattr(context, "source_dir", None))
+    return ProviderOptions(env=env, base_dir=getattr(context, "source_dir", Path()))
 
 
 def _endpoint_chosen(context: Any, extra: Mapping[str, Any]) -> bool:
@@ -143,6 +143,10 @@ class ModelCalls:
         # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra.
         self.provider_extra = dict(context.defaults.get("provider_options") or {})
         self.options = provider_options(context, _endpoint_chosen(context, self.provider_extra))
+        if getattr(context, "model_override", None) == model:
+            # `--model` (or `serve --model`) names no document's file: relative to
+            # the working directory, as any path on a command line is
+            self.options = ProviderOptions(env=self.options.env, base_dir=Path.cwd())
         self.api_key = api_key or None
         if self.api_key:
             self.options = _with_key(self.options, self.api_key, (model, *self.fallback),

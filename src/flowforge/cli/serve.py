@@ -45,9 +45,10 @@ def serve(
         "link-local addresses (off: refused, so users cannot reach internal services "
         "through the server; also FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)."),
     files_root: Optional[Path] = typer.Option(
-        None, "--files-root", help="Folder that relative file references of stored "
-        "workflows (knowledge sources) resolve against, for users granted server_files "
-        "(default: the current directory; also FLOWFORGE_FILES_ROOT)."),
+        None, "--files-root", help="The folder that relative paths in documents resolve "
+        "against (nested workflows, knowledge sources, scripted/ rules, local/ model "
+        "files), for users granted server_files; also FLOWFORGE_FILES_ROOT. Unset: such "
+        "paths are refused, saying so (never the working directory)."),
     allow_process_sandbox: bool = typer.Option(
         False, "--allow-process-sandbox", help="Without bubblewrap, run users' Python blocks "
         "in a plain process held by seccomp and rlimits only (off: they fail, saying so; "
