@@ -133,6 +133,14 @@ class EvaluatorBlock(BlockType):
         return problems
 
     @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        metrics = spec.with_.get("metrics")
+        if not isinstance(metrics, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("name"), str) for m in metrics):
+            return None                      # templated metrics: known only at run time
+        return _RESERVED | {metric_key(m["name"]) for m in metrics}
+
+    @classmethod
     async def run(cls, context: BlockContext, config: EvaluatorConfig) -> Any:
         content = config.content if isinstance(config.content, str) else json.dumps(
             config.content, ensure_ascii=False, default=str)
