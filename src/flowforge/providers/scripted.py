@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, ToolSpec, Usage)
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.registry import ProviderOptions, register_check, register_provider
 
 __all__ = ["ScriptedProvider", "FunctionProvider", "ScriptRules", "Rule", "register_script",
            "unregister_script"]
@@ -234,3 +234,20 @@ def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
 
 
 register_provider("scripted", _factory)
+
+
+def _check(name: str, options: ProviderOptions) -> None:
+    """The rules exist (checked at each run's start, so only looked for)."""
+    if name in _SCRIPTS:
+        return
+    path = Path(name)
+    if not path.is_absolute() and options.base_dir is not None and \
+            (options.base_dir / path).exists():
+        path = options.base_dir / path
+    if not path.is_file():
+        where = f" (nor in {options.base_dir})" if options.base_dir is not None and \
+            not Path(name).is_absolute() else ""
+        raise ProviderError(f"scripted rules file not found: {path}{where}", provider="scripted")
+
+
+register_check("scripted", _check)

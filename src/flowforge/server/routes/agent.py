@@ -93,7 +93,7 @@ async def _start(request: Request, user: dict[str, Any], body: dict[str, Any],
             raise ApiError(422, "`agent` must be an Agent definition with `promptChain`")
         agent_given = agent
         data = agent_to_workflow(agent, base_url=settings.chain_base_url, source="agent")
-        compiled = compile_document(document_from_data(data, "agent"))
+        compiled = compile_document(document_from_data(data, "agent"), seed_format=True)
     elif isinstance(body.get("workflow_id"), str) and body["workflow_id"]:
         row, compiled = await live.workflows.compiled(user["user_id"], body["workflow_id"])
         version = row["version"]
