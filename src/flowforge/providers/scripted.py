@@ -245,9 +245,12 @@ def _check(name: str, options: ProviderOptions) -> None:
             (options.base_dir / path).exists():
         path = options.base_dir / path
     if not path.is_file():
-        where = f" (nor in {options.base_dir})" if options.base_dir is not None and \
-            not Path(name).is_absolute() else ""
-        raise ProviderError(f"scripted rules file not found: {path}{where}", provider="scripted")
+        looked = [path.resolve()]
+        if options.base_dir is not None and not path.is_absolute():
+            looked.insert(0, (options.base_dir / path).resolve())
+        raise ProviderError(f"scripted rules file not found: {name} (looked for "
+                            f"{' and '.join(map(str, dict.fromkeys(looked)))})",
+                            provider="scripted")
 
 
 register_check("scripted", _check)
