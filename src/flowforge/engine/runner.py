@@ -204,7 +204,8 @@ class Run:
                 if declared or self.raw_inputs else self.raw_inputs    # {}: nothing to check
         except InputError as exc:
             self.status, self.error = "failed", str(exc)
-        if self.status != "failed" and (problems := self.model_problems()):
+        # A resumed run keeps what it has: its earlier blocks already ran.
+        if self.status != "failed" and not self.checkpoint and (problems := self.model_problems()):
             self.status, self.error = "failed", "; ".join(str(p) for p in problems)
         if self.status != "failed":
             values = self._root_values(self.doc, self.inputs, self.memory)

@@ -19,7 +19,8 @@ from flowforge.errors import MissingCredentials, Problem, ProviderError
 from flowforge.providers.base import Provider
 
 __all__ = ["PROVIDER_KEY_VARIABLES", "provider_keys_in", "ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
-           "DEFAULT_MODEL", "clear_provider_cache", "key_variables", "register_check", "check_model", "check_models"]
+           "DEFAULT_MODEL", "clear_provider_cache", "key_variables", "register_check", "check_model",
+           "check_models"]
 
 DEFAULT_MODEL = "local/smollm2"
 
