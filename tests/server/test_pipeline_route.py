@@ -49,13 +49,19 @@ async def test_a_broken_pipeline_lists_its_problems_in_pipeline_terms(server):
               "edges": [{"from": "n1", "to": "n9"}]}
     async with server.client() as client:
         unknown_edge = await client.post("/api/pipeline/run", json=broken)
-        bad_field = await client.post("/api/pipeline/run", json={**broken, "edges": []})
+        bad_field = await client.post("/api/pipeline/run", json={**broken, "edges": [],
+                                                                 "input": {"text": "x"}})
         other_user = await client.post("/api/pipeline/run", json={**PIPELINE,
                                                                   "user_id": "bob"})
     assert unknown_edge.status_code == 422
     assert unknown_edge.json()["error"]["details"][0]["where"] == "edges[0].to"
-    assert bad_field.status_code == 422
-    assert bad_field.json()["error"]["details"][0]["where"] == "nodes[1].inputs.text"
+    # A missing field of a known node reads null, as in the seed: the pipeline
+    # runs (and its node fails on the null), and the reference is pointed out.
+    assert bad_field.status_code == 200, bad_field.text
+    assert bad_field.json()["warnings"] == [{
+        "where": "nodes[1].inputs.text",
+        "message": "'n1' (text_clean) has no output 'nothing'; its outputs: text"}]
+    assert bad_field.json()["status"] == "failed"
     assert other_user.status_code == 404
 
 
@@ -105,20 +111,25 @@ async def test_saved_pipelines_are_their_owners_and_run_by_id(server):
 async def test_a_pipeline_is_checked_when_saved(server):
     broken = {**PIPELINE, "nodes": [PIPELINE["nodes"][0],
                                     {"id": "n2", "block_id": "text_word_count",
-                                     "inputs": {"text": "{{n1.nothing}}"}}]}
+                                     "inputs": {"text": "{{n1.nothing}}"}}],
+              "edges": [{"from": "n1", "to": "n9"}]}
+    doubtful = {**broken, "id": "doubtful", "edges": []}
     async with server.client() as client:
         bad = await client.post("/api/pipelines", json=broken)
+        warned = await client.post("/api/pipelines", json=doubtful)
         not_a_pipeline = await client.post("/api/pipelines", json={"id": "x"})
         good = await client.post("/api/pipelines", json=PIPELINE)
         bad_run = await client.post("/api/pipelines/count-clean-words/run",
                                     json={"inputs": {"text": "x"}})
         listed = (await client.get("/api/pipelines")).json()
     assert bad.status_code == 422
-    assert bad.json()["error"]["details"][0]["where"] == "nodes[1].inputs.text"
+    assert bad.json()["error"]["details"][0]["where"] == "edges[0].to"
+    assert warned.status_code == 201, warned.text
+    assert [w["where"] for w in warned.json()["warnings"]] == ["nodes[1].inputs.text"]
     assert not_a_pipeline.status_code == 422 and "nodes" in not_a_pipeline.text
-    assert good.status_code == 201
+    assert good.status_code == 201 and good.json()["warnings"] == []
     assert bad_run.status_code == 422 and "inputs" in bad_run.text
-    assert listed["count"] == 1
+    assert listed["count"] == 2
 
 
 async def test_the_pipeline_routes_are_documented(server):

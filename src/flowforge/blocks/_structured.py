@@ -19,7 +19,7 @@ from flowforge.providers.base import LLMResponse, Message
 from flowforge.workflow.schema_check import schema_problems
 
 __all__ = ["extract_json", "schema_problems", "ask_structured", "StructuredAnswerError", "repair_message",
-           "parse_against"]
+           "parse_against", "schema_fields"]
 
 _FENCE_RE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -99,3 +99,15 @@ async def ask_structured(call: Callable[..., Any], messages: list[Message],
                     f"answer: {response.text[:300]!r}", response.text) from None
             messages.append(repair_message(error, schema))
     raise AssertionError("unreachable")
+
+
+def schema_fields(schema: Any) -> set[str] | None:
+    """The fields an answer to `schema` has: its properties when it lists them
+    and does not allow others (`additionalProperties: true`); else None."""
+    if not isinstance(schema, dict) or schema.get("additionalProperties") is True:
+        return None
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties or \
+            schema.get("type", "object") != "object":
+        return None
+    return set(properties)

@@ -60,7 +60,7 @@ from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choo
                                    setting)
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
-                                          repair_message)
+                                          repair_message, schema_fields)
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
@@ -433,6 +433,16 @@ class AgentBlock(BlockType):
     type_name = "agent"
     seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = AgentConfig
+
+    @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        # Only a structured answer without tools is known: a finishing tool
+        # (the RAG chat's generate_response) gives the fields of its arguments.
+        if spec.with_.get("tools") or spec.with_.get("finish_with"):
+            return None
+        fields = schema_fields(spec.with_.get("response_format"))
+        return None if fields is None else fields | {
+            "content", "model", "tokens", "cost", "toolCalls", "providerTiming"}
 
     @classmethod
     def capabilities(cls, spec: Any) -> list[Any]:

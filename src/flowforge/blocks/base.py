@@ -159,6 +159,13 @@ class BlockType:
         return []
 
     @classmethod
+    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
+        """The output's top-level fields as far as the document tells; None
+        (the default) when they are open. Validation refuses a reference to
+        any other field, so a type that says more must say all of them."""
+        return None
+
+    @classmethod
     def capabilities(cls, spec: BlockSpec) -> list[Any]:
         """What this block will do that reaches the host (a command, a server
         file, a private address), as `workflow.policy.CapabilityUse`s located

@@ -70,6 +70,10 @@ class ConditionBlock(BlockType):
         return []
 
     @classmethod
+    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
+        return {"selectedPath", "selectedCase", "conditionResult"}
+
+    @classmethod
     def is_eager(cls, config: Any) -> bool:
         return True
 

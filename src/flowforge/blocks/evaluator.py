@@ -149,6 +149,14 @@ class EvaluatorBlock(BlockType):
         return problems
 
     @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        metrics = spec.with_.get("metrics")
+        if not isinstance(metrics, list) or not all(
+                isinstance(m, dict) and isinstance(m.get("name"), str) for m in metrics):
+            return None                      # templated metrics: known only at run time
+        return _RESERVED | {metric_key(m["name"]) for m in metrics}
+
+    @classmethod
     async def run(cls, context: BlockContext, config: EvaluatorConfig) -> Any:
         content = _shown(config.content)
         schema = metrics_schema(config.metrics)

@@ -21,6 +21,11 @@ class InputBlock(BlockType):
     Config = InputConfig
 
     @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        # Undeclared inputs pass through as given: then any field may come.
+        return set(doc.inputs) | {"timestamp"} if doc.inputs else None
+
+    @classmethod
     def is_eager(cls, config: Any) -> bool:
         return True
 

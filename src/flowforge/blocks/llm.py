@@ -27,7 +27,7 @@ from pydantic import Field
 
 from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
                                    setting)
-from flowforge.blocks._structured import StructuredAnswerError, ask_structured
+from flowforge.blocks._structured import StructuredAnswerError, ask_structured, schema_fields
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
@@ -91,6 +91,15 @@ class LLMBlock(BlockType):
     type_name = "llm"
     seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = LLMConfig
+
+    @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        usage = {"content", "model", "tokens", "cost"}
+        schema = spec.with_.get("output_schema")
+        if schema is None:
+            return usage
+        fields = schema_fields(schema)
+        return None if fields is None else usage | fields
 
     @classmethod
     async def run(cls, context: BlockContext, config: LLMConfig) -> Any:

@@ -55,6 +55,10 @@ class LoopBlock(BlockType):
         return {"loop"}
 
     @classmethod
+    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
+        return {child.id for child in spec.blocks or []} | {"iterations", "count"}
+
+    @classmethod
     def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
         until = spec.with_.get("until")
         if isinstance(until, str):

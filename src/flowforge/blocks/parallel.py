@@ -35,6 +35,10 @@ class ParallelBlock(BlockType):
         return {"loop"}
 
     @classmethod
+    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
+        return {"results", "count"}
+
+    @classmethod
     async def run(cls, context: BlockContext, config: ParallelConfig) -> Any:
         items = config.for_each
         if isinstance(items, dict):

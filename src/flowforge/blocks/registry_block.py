@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 from pydantic import ConfigDict
 
+from flowforge.blocks._structured import schema_fields
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
@@ -256,6 +257,19 @@ class RegistryBlock(BlockType):
                 f"block '{block_id}'"
             return [Problem(f"{where}.uses", f"no {what} in the registry{hint}")]
         return input_problems(definition, spec.with_, f"{where}.with")
+
+    @classmethod
+    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
+        if not spec.uses:
+            return None
+        try:
+            definition = get_registry().find(*parse_uses(spec.uses))
+        except FlowforgeError:
+            return None                      # `check` reports the registry
+        fields = schema_fields(definition.output_schema) if definition is not None else None
+        if fields is None or definition.execution_type == "python":
+            return fields
+        return fields | {"model", "tokens", "cost"}
 
     @classmethod
     async def run(cls, context: BlockContext, config: RegistryConfig) -> Any:

@@ -28,6 +28,10 @@ class ResponseBlock(BlockType):
     Config = ResponseConfig
 
     @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        return {"message", "data", "status", "headers"}
+
+    @classmethod
     def is_eager(cls, config: Any) -> bool:
         return True
 

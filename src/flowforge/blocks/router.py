@@ -177,6 +177,11 @@ class RouterBlock(BlockType):
     routes = True
 
     @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        return {"prompt", "model", "tokens", "cost", "selectedPath", "selectedRoute", "targets",
+                "scores"}
+
+    @classmethod
     async def run(cls, context: BlockContext, config: RouterConfig) -> Any:
         candidates = candidates_of(context)
         states = _current_states(context, candidates)

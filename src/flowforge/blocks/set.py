@@ -26,6 +26,10 @@ class SetBlock(BlockType):
     Config = SetConfig
 
     @classmethod
+    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
+        return set(spec.with_)
+
+    @classmethod
     def is_eager(cls, config: Any) -> bool:
         return True
 

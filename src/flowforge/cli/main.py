@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, List, Optional
@@ -229,16 +230,23 @@ def run_command(
 
 @app.command("validate")
 def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML or JSON).")) -> None:
-    """Check a workflow without running it; lists every problem with its place."""
-    from flowforge.service.loading import load
+    """Check a workflow without running it; lists every problem with its place
+    (models included: a provider key missing from this environment is one)."""
     from rich.markup import escape
 
+    from flowforge.errors import ValidationFailed
+    from flowforge.service.loading import key_problems, load
     from flowforge.workflow.joins import join_warnings
 
     try:
         compiled = load(file)
+        problems = key_problems(compiled, {**compiled.doc.env, **os.environ})
+        if problems:
+            raise ValidationFailed(problems, source=str(file))
     except WorkflowError as exc:
         fail(str(exc))
+    for warning in compiled.graph.warnings:
+        err.print(f"[yellow]warning:[/] {escape(f'{file}: {warning}')}", highlight=False)
     count = sum(1 for _ in compiled.doc.iter_blocks())
     out.print(f"[green]ok[/] {file}: workflow '{compiled.id}', {count} block(s)")
     for warning in join_warnings(compiled.graph):

@@ -27,7 +27,8 @@ from flowforge.engine.ids import new_run_id
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
-from flowforge.errors import BlockError, FlowforgeError, InputError
+from flowforge.errors import BlockError, FlowforgeError, InputError, Problem
+from flowforge.providers.registry import ProviderOptions, check_models
 from flowforge.workflow.graph import CompiledWorkflow, Graph, Node
 from flowforge.workflow.policy import TRUSTED, Policy, is_provider_setting
 
@@ -169,6 +170,25 @@ class Run:
                     env[name] = value
         return env
 
+    def model_problems(self) -> list[Problem]:
+        """The run's models that cannot be called here (a provider key missing
+        from `provider_env`, a model file that does not exist): found before
+        the first block runs, not after earlier blocks ran and spent."""
+        models = self.doc.models()
+        if self.model_override:            # --model replaces every block's model
+            models = [("--model", self.model_override, False)] + \
+                [entry for entry in models if entry[0].startswith("budget.")]
+        if not models:
+            return []
+        source = self.workflow.source
+        options = ProviderOptions(env=self.provider_env(),
+                                  base_dir=source.parent if source is not None else None)
+        files = self.policy is TRUSTED or self.policy.allows("server_files")
+        first: dict[tuple[str, bool], tuple[str, str, bool]] = {}
+        for entry in models:                      # each model once, where it first appears
+            first.setdefault(entry[1:], entry)
+        return check_models(list(first.values()), options, files=files)
+
     def cancel(self) -> None:
         """Cancel in-flight blocks; finished results are kept, the rest marked cancelled."""
         self.scheduler.cancel()
@@ -184,7 +204,10 @@ class Run:
                 if declared or self.raw_inputs else self.raw_inputs    # {}: nothing to check
         except InputError as exc:
             self.status, self.error = "failed", str(exc)
-        else:
+        # A resumed run keeps what it has: its earlier blocks already ran.
+        if self.status != "failed" and not self.checkpoint and (problems := self.model_problems()):
+            self.status, self.error = "failed", "; ".join(str(p) for p in problems)
+        if self.status != "failed":
             values = self._root_values(self.doc, self.inputs, self.memory)
             top = Scope(self.workflow.graph, values, None,
                         source=self.workflow.source)

@@ -52,7 +52,7 @@ from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.registry import ProviderOptions, register_check, register_provider
 from flowforge.workflow.paths import resolve_path
 
 __all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",
@@ -414,3 +414,6 @@ def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
 
 
 register_provider("local", _factory)
+# The default model's presence is the package's business; a named file must exist.
+register_check("local", lambda name, options: None if name.lower() in _ALIASES
+               else _resolve_path(name, options))

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from flowforge.errors import ProviderError
+from flowforge.errors import MissingCredentials, Problem, ProviderError
 from flowforge.providers.base import Provider
 from flowforge.workflow.policy import model_key_variables
 
-__all__ = ["PROVIDER_KEY_VARIABLES", "provider_keys_in", "ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
-           "DEFAULT_MODEL", "clear_provider_cache", "key_variables"]
+__all__ = ["PROVIDER_KEY_VARIABLES", "provider_keys_in", "ProviderOptions", "register_provider",
+           "resolve_model", "split_model", "known_prefixes", "DEFAULT_MODEL",
+           "clear_provider_cache", "key_variables", "register_check", "check_model",
+           "check_models"]
 
 DEFAULT_MODEL = "local/smollm2"
 
@@ -104,6 +106,69 @@ def key_variables(model: str) -> tuple[str, ...]:
     what a key pays for and what the gate asks for are one list."""
     split_model(model)
     return model_key_variables(model)
+
+
+#: prefix -> check(model_name, options): raises what the factory would, cheaply
+Check = Callable[[str, ProviderOptions], object]
+_CHECKS: dict[str, Check] = {}
+# Providers whose check reads files (imported for it: neither imports a vendor SDK).
+_FILE_PROVIDERS = ("scripted", "local")
+
+
+def register_check(prefix: str, check: Check) -> None:
+    """Let `check_model` find a model's problem (a missing file) without
+    building the provider: loading weights to validate a document is too dear."""
+    _CHECKS[prefix] = check
+
+
+def check_model(model: str, options: ProviderOptions, *, keys: bool = True) -> None:
+    """Raise the error calling `model` would raise first, before any call:
+    ProviderError for an unknown provider or a model file that does not exist,
+    MissingCredentials (naming the variable to set) for a missing key.
+
+    A provider a program registered itself is trusted with its own keys
+    (tests register fakes under `openai`); `openai-compatible` servers often
+    need no key, so only the built-in keyed providers are checked for one."""
+    prefix, name = split_model(model)
+    if prefix not in _FACTORIES and prefix not in _BUILTIN:
+        raise ProviderError(f"unknown provider '{prefix}' in model '{model}' "
+                            f"(known: {', '.join(known_prefixes())})")
+    builtin = prefix in _BUILTIN and getattr(_FACTORIES.get(prefix), "__module__",
+                                             _BUILTIN[prefix]) == _BUILTIN[prefix]
+    variables = model_key_variables(model) if prefix != "openai-compatible" else ()
+    if keys and builtin and variables:
+        if not any(options.env.get(variable) for variable in variables):
+            raise MissingCredentials(prefix, variables[0])
+    if builtin and prefix in _FILE_PROVIDERS and prefix not in _CHECKS:
+        try:
+            importlib.import_module(_BUILTIN[prefix])
+        except ImportError as exc:
+            raise ProviderError(f"the '{prefix}' provider is not available: {exc}",
+                                provider=prefix) from None
+    check = _CHECKS.get(prefix) if builtin else None
+    if check is not None:
+        check(name, options)
+
+
+def check_models(models: list[tuple[str, str, bool]], options: ProviderOptions, *,
+                 keys: bool = True, files: bool = True) -> list[Problem]:
+    """`check_model` for each (place, model, own key) of a document
+    (`Workflow.models()`), as located problems; `files=False` leaves out the
+    providers that read files (a server checks them only for users who may)."""
+    problems: list[Problem] = []
+    for where, model, own_key in models:
+        prefix = model.partition("/")[0]
+        if not files and prefix in _FILE_PROVIDERS:
+            continue
+        try:
+            check_model(model, options, keys=keys and not own_key)
+        except ProviderError as exc:
+            message = str(exc)
+            prefix_text = f"{exc.provider}: " if exc.provider else ""
+            if prefix_text and message.startswith(prefix_text):
+                message = message[len(prefix_text):]
+            problems.append(Problem(where, f"model '{model}': {message}"))
+    return problems
 
 
 def clear_provider_cache() -> None:

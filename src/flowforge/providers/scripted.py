@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, ToolSpec, Usage)
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.registry import ProviderOptions, register_check, register_provider
 from flowforge.workflow.paths import resolve_path
 
 __all__ = ["ScriptedProvider", "FunctionProvider", "ScriptRules", "Rule", "register_script",
@@ -248,3 +248,20 @@ def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
 
 
 register_provider("scripted", _factory)
+
+
+def _check(name: str, options: ProviderOptions) -> None:
+    """The rules exist (checked at each run's start, so only looked for), found
+    by the same path rule as when they are read."""
+    if name in _SCRIPTS:
+        return
+    try:
+        path = resolve_path(name, options.base_dir, "scripted rules file")
+    except WorkflowError as exc:
+        raise ProviderError(str(exc), provider="scripted") from None
+    if not path.is_file():
+        raise ProviderError(f"scripted rules file not found: {name} (looked for "
+                            f"{path.resolve()})", provider="scripted")
+
+
+register_check("scripted", _check)

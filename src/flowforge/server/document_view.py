@@ -74,10 +74,11 @@ def check_text(text: str, *, policy: Any = None, model_override: str | None = No
     try:
         data = parse_text(text, "<document>")
         from flowforge.apps.chains import is_agent
-        if is_agent(data):
+        seed = is_agent(data)
+        if seed:
             from flowforge.apps.chains import agent_to_workflow
             data = agent_to_workflow(data, base_url=chain_base_url, source="<document>")
-        compiled = compile_document(document_from_data(data, "<document>"))
+        compiled = compile_document(document_from_data(data, "<document>"), seed_format=seed)
         if policy is not None:
             check_policy(compiled, policy, model_override=model_override)
     except (ValidationFailed, CapabilityDenied) as exc:

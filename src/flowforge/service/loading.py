@@ -4,8 +4,9 @@ and resolving the references of nested `workflow` blocks."""
 from __future__ import annotations
 
 import difflib
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from flowforge.blocks.registry import block_types
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
@@ -14,24 +15,39 @@ from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_document
 from flowforge.workflow.model import Workflow
 from flowforge.workflow.paths import document_root, resolve_path
+from flowforge.workflow.policy import looks_like_path
 
 __all__ = ["load", "load_text", "compile_document", "register_workflow", "resolve_workflow",
-           "registered_workflow", "model_problem"]
+           "registered_workflow", "model_problem", "model_problems", "key_problems",
+           "nested_problems"]
 
 _REGISTERED: dict[str, CompiledWorkflow] = {}
 _SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def compile_document(doc: Workflow, source: Any = None) -> CompiledWorkflow:
+def compile_document(doc: Workflow, source: Any = None, *,
+                     seed_format: bool = False) -> CompiledWorkflow:
+    """Validate and compile `doc`, with its nested workflows and its models.
+
+    `source` is the file it was read from: only then are files it names
+    (nested workflows, `scripted/` rules, `local/` weights) looked for, so a
+    document sent to a server never makes it read a file. `seed_format`: an
+    imported Pipeline JSON or prompt-chain agent, where a block's missing
+    output field reads None as the seed has it; it is a warning
+    (`compiled.graph.warnings`) instead of a problem."""
     label = str(source) if source else None
+    path = Path(source) if source else None
+    nested, known = nested_problems(doc, path)
     try:
-        graph = compile_workflow(doc, block_types(), label)
+        graph = compile_workflow(doc, block_types(), label, known_outputs=known,
+                                 missing_outputs="warning" if seed_format else "error")
     except ValidationFailed as exc:
-        raise ValidationFailed([*exc.problems, *model_problems(doc)], source=label) from None
-    problems = model_problems(doc)
+        raise ValidationFailed([*exc.problems, *nested, *model_problems(doc, path)],
+                               source=label) from None
+    problems = [*nested, *model_problems(doc, path)]
     if problems:
         raise ValidationFailed(problems, source=label)
-    return CompiledWorkflow(doc, graph, Path(source) if source else None)
+    return CompiledWorkflow(doc, graph, path)
 
 
 def model_problem(model: Any, where: str) -> Problem | None:
@@ -57,14 +73,124 @@ def model_problem(model: Any, where: str) -> Problem | None:
     return None
 
 
-def model_problems(doc: Workflow) -> list[Problem]:
-    found = [model_problem(doc.defaults.get("model"), "defaults.model")]
+def model_problems(doc: Workflow, source: Path | None = None) -> list[Problem]:
+    """Models naming no known provider; with `source` (a file), also model
+    files (`scripted/<rules>`, `local/<file.gguf>`) that do not exist or do not
+    parse. Keys are checked where a run's environment is known (`key_problems`)."""
+    from flowforge.providers.registry import ProviderOptions, check_models
+
+    problems, fine = [], []
+    for where, model, own_key in doc.models():
+        problem = model_problem(model, where)
+        if problem is None:
+            fine.append((where, model, own_key))
+        else:
+            problems.append(problem)
+    if source is not None:
+        options = ProviderOptions(env=dict(doc.env), base_dir=source.parent)
+        problems += check_models(fine, options, keys=False)
+    return problems
+
+
+def key_problems(compiled: CompiledWorkflow, env: Mapping[str, str]) -> list[Problem]:
+    """Models whose provider key is missing from `env` (what `flowforge
+    validate` checks against the process environment over the document's `env:`)."""
+    from flowforge.providers.registry import ProviderOptions, check_models
+
+    models = [entry for entry in compiled.doc.models()
+              if model_problem(entry[1], entry[0]) is None]
+    base = compiled.source.parent if compiled.source is not None else None
+    return check_models(models, ProviderOptions(env=env, base_dir=base), files=False)
+
+
+def nested_problems(doc: Workflow, source: Path | None
+                    ) -> tuple[list[Problem], dict[str, set[str] | None]]:
+    """Each nested `workflow` block's document, validated with its parent:
+    its problems located in both, its inputs checked against what it
+    declares, and its outputs (response blocks, else sinks), by block id, for
+    checking `{{block.<output>}}`. Files are read only for a document read
+    from a file (`source`); a reference found nowhere is left to the run (a
+    program may register the workflow later, a server finds it in its store)."""
+    problems: list[Problem] = []
+    known: dict[str, set[str] | None] = {}
+    parent = source.name if source is not None else "the workflow"
     for where, spec in doc.iter_blocks():
-        found.append(model_problem(spec.with_.get("model"), f"{where}.with.model"))
-        fallback = spec.with_.get("fallback")
-        for index, model in enumerate(fallback if isinstance(fallback, list) else []):
-            found.append(model_problem(model, f"{where}.with.fallback[{index}]"))
-    return [problem for problem in found if problem is not None]
+        reference = spec.with_.get("workflow")
+        if spec.type != "workflow" or not isinstance(reference, str) or "{{" in reference:
+            continue
+        used_by = f"(used by {parent} {where} '{spec.id}')"
+        child = _nested_document(reference, source, f"{where}.with.workflow", used_by,
+                                 problems)
+        if child is None:
+            continue
+        graph = child.graph
+        known[spec.id] = set(graph.response_ids or graph.sink_ids)
+        problems.extend(_nested_input_problems(child.doc, spec.with_.get("inputs"),
+                                               f"{where}.with.inputs", reference))
+    return problems, known
+
+
+_NESTING: ContextVar[tuple[Path, ...]] = ContextVar("flowforge_nesting", default=())
+
+
+def _nested_document(reference: str, source: Path | None, where: str, used_by: str,
+                     problems: list[Problem]) -> CompiledWorkflow | None:
+    if not looks_like_path(reference):
+        found = registered_workflow(reference)
+        if found is not None or source is None:
+            return found
+    elif source is None:
+        return None
+    # A document that (through others) includes itself is checked once: the
+    # run limits how deep it goes.
+    stack = _NESTING.get()
+    if source.resolve() in stack:
+        return None
+    token = _NESTING.set((*stack, source.resolve()))
+    try:
+        if not looks_like_path(reference):
+            try:
+                return resolve_workflow(reference, source)
+            except NotFound:
+                return None              # maybe registered by the program before it runs
+        path = Path(reference)
+        path = path if path.is_absolute() else source.parent / path
+        if not path.is_file():
+            problems.append(Problem(where, f"nested workflow file not found: {path} (a path "
+                                           f"is relative to {source.name}'s folder)"))
+            return None
+        return load(path)
+    except ValidationFailed as exc:
+        problems.extend(Problem(f"{reference}: {p.where}" if p.where else reference,
+                                f"{p.message} {used_by}") for p in exc.problems)
+    except WorkflowError as exc:
+        at = f"{exc.where}: " if exc.where else ""
+        problems.append(Problem(reference, f"{at}{exc.message} {used_by}"))
+    finally:
+        _NESTING.reset(token)
+    return None
+
+
+def _nested_input_problems(child: Workflow, given: Any, where: str,
+                           reference: str) -> list[Problem]:
+    """The nested run's inputs as its document declares them (what the run
+    would refuse: an unknown input, a required one missing)."""
+    if not child.inputs or not isinstance(given, dict):
+        return []
+    problems = [Problem(f"{where}.{name}", f"'{reference}' declares no input '{name}'"
+                        f"{_did_you_mean(name, child.inputs)}; its inputs: "
+                        f"{', '.join(child.inputs)}")
+                for name in given if name not in child.inputs]
+    problems += [Problem(where, f"'{reference}' needs input '{name}' (no default in its "
+                                f"`inputs:`)")
+                 for name, schema in child.inputs.items()
+                 if name not in given and not (isinstance(schema, dict) and "default" in schema)]
+    return problems
+
+
+def _did_you_mean(name: str, options: Any) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f" - did you mean '{close[0]}'?" if close else ""
 
 
 def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWorkflow:
@@ -81,13 +207,14 @@ def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWor
     converted = workflow_data_if_pipeline(target)      # Pipeline JSON (the thinker's) too
     if converted is not None:
         return compile_document(document_from_data(
-            converted, str(target) if isinstance(target, (str, Path)) else "<pipeline>"))
+            converted, str(target) if isinstance(target, (str, Path)) else "<pipeline>"),
+            seed_format=True)
     from flowforge.apps.chains import workflow_data_if_agent
     agent = workflow_data_if_agent(target)             # a prompt-chain Agent too
     if agent is not None:
         return compile_document(document_from_data(
             agent, str(target) if isinstance(target, (str, Path)) else "<agent>"),
-            target if isinstance(target, (str, Path)) else None)
+            target if isinstance(target, (str, Path)) else None, seed_format=True)
     if isinstance(target, dict):
         return compile_document(document_from_data(target))
     path = Path(target)

@@ -21,11 +21,12 @@ from pydantic import BaseModel, Field
 from flowforge.errors import ValidationFailed
 from flowforge.registry import Registry, get_registry, use_registry
 from flowforge.thinker.pipeline import (Pipeline, PipelineEdge, PipelineNode, is_pipeline,
-                                        pipeline_to_workflow, validate_pipeline,
-                                        workflow_to_pipeline)
+                                        pipeline_to_workflow, pipeline_warnings,
+                                        validate_pipeline, workflow_to_pipeline)
 
 __all__ = ["Pipeline", "PipelineEdge", "PipelineNode", "PipelineLogEntry", "PipelineState",
            "compile_pipeline", "is_pipeline", "pipeline_state", "pipeline_to_workflow",
+           "pipeline_warnings",
            "run_pipeline", "run_pipeline_state", "validate_pipeline", "workflow_to_pipeline"]
 
 
@@ -77,7 +78,7 @@ def compile_pipeline(data: Pipeline | dict[str, Any], registry: Registry | None 
         raise ValidationFailed(problems, source="pipeline")
     with use_registry(registry):
         compiled = compile_document(document_from_data(pipeline_to_workflow(data, registry),
-                                                       "pipeline"))
+                                                       "pipeline"), seed_format=True)
         if policy is not None:
             check_policy(compiled, policy, model_override=model_override)
     return compiled
@@ -98,8 +99,12 @@ async def run_pipeline(data: Pipeline | dict[str, Any], inputs: dict[str, Any] |
     problems = validate_pipeline(data, registry)
     if problems:
         raise ValidationFailed(problems, source="pipeline")
-    document = pipeline_to_workflow(data, registry)
+    from flowforge.service.loading import compile_document
+    from flowforge.workflow.loader import document_from_data
+
     with use_registry(registry):
+        document = compile_document(document_from_data(pipeline_to_workflow(data, registry),
+                                                       "pipeline"), seed_format=True)
         return await run(document, inputs or {}, user=user, storage=storage, model=model,
                          services={**(services or {}), "registry": registry},
                          on_event=on_event,

@@ -35,7 +35,8 @@ from flowforge.workflow.loader import document_from_data
 from flowforge.workflow.templates import TEMPLATE_RE, parse_path
 
 __all__ = ["Pipeline", "PipelineNode", "PipelineEdge", "pipeline_to_workflow",
-           "workflow_to_pipeline", "validate_pipeline", "is_pipeline", "workflow_data_if_pipeline"]
+           "workflow_to_pipeline", "validate_pipeline", "pipeline_warnings", "is_pipeline",
+           "workflow_data_if_pipeline"]
 
 _ID_RE = re.compile(r"[^A-Za-z0-9_\-]+")
 
@@ -201,20 +202,34 @@ def validate_pipeline(data: Pipeline | dict[str, Any],
     try:
         with use_registry(registry):
             document = document_from_data(pipeline_to_workflow(pipeline, registry), "pipeline")
-            compile_workflow(document, block_types())
+            compile_workflow(document, block_types(), missing_outputs="warning")
     except ValidationFailed as exc:
         problems += [Problem(_to_pipeline_place(p.where, pipeline), p.message)
                      for p in exc.problems]
     except WorkflowError as exc:
         problems.append(Problem(_to_pipeline_place(exc.where, pipeline), exc.message))
-    problems += _output_field_problems(pipeline, registry)
+    problems += _output_field_problems(pipeline, registry)[0]
     return problems
 
 
-def _output_field_problems(pipeline: Pipeline, registry: Registry) -> list[Problem]:
-    """`{{n1.field}}` must name a declared output of n1, of a fitting type."""
+def pipeline_warnings(data: Pipeline | dict[str, Any],
+                      registry: Registry | None = None) -> list[Problem]:
+    """What is allowed but likely a mistake: `{{n1.field}}` naming no declared
+    output of n1 (the seed's format resolves it to None, so it is not refused)."""
+    try:
+        pipeline = _as_pipeline(data)
+    except ValidationFailed:
+        return []
+    return _output_field_problems(pipeline, registry or get_registry())[1]
+
+
+def _output_field_problems(pipeline: Pipeline, registry: Registry
+                           ) -> tuple[list[Problem], list[Problem]]:
+    """`{{n1.field}}` should name a declared output of n1 (else a warning) and
+    must be of a fitting type (else a problem): (problems, warnings)."""
     by_id = {node.id: _definition(registry, node.block_id) for node in pipeline.nodes}
-    problems = []
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
     for index, node in enumerate(pipeline.nodes):
         consumer = by_id.get(node.id)
         wanted = (consumer.input_schema.get("properties") or {}) if consumer else {}
@@ -227,7 +242,7 @@ def _output_field_problems(pipeline: Pipeline, registry: Registry) -> list[Probl
                 outputs = source.output_schema.get("properties") or {}
                 if ref[1] not in outputs:
                     if outputs and source.output_schema.get("additionalProperties") is not True:
-                        problems.append(Problem(
+                        warnings.append(Problem(
                             f"nodes[{index}].inputs.{name}",
                             f"'{ref[0]}' ({source.id}) has no output '{ref[1]}'; its outputs: "
                             f"{', '.join(outputs)}"))
@@ -240,7 +255,7 @@ def _output_field_problems(pipeline: Pipeline, registry: Registry) -> list[Probl
                             f"nodes[{index}].inputs.{name}",
                             f"'{{{{{'.'.join(ref)}}}}}' is {given} but input '{name}' of "
                             f"{node.block_id} needs {needed}"))
-    return problems
+    return problems, warnings
 
 
 def _incompatible(given: Any, needed: Any) -> bool:

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from flowforge.registry import BlockDefinition, Registry
-from flowforge.thinker.pipeline import validate_pipeline
+from flowforge.thinker.pipeline import pipeline_warnings, validate_pipeline
 from flowforge.thinker.events import BuildEvents
 from flowforge.thinker.llm import ThinkerLLM
 
@@ -73,7 +73,10 @@ async def wire(intent: str, blocks: list[BlockDefinition], llm: ThinkerLLM,
                     for i, n in enumerate(value.get("nodes", []))
                     if n.get("block_id", "").split("@")[0] not in available]
         if not problems:
-            problems = [str(p) for p in validate_pipeline(pipeline, registry)]
+            # What the seed lets through (a missing output reads null), the
+            # thinker fixes anyway: it wrote the reference.
+            problems = [str(p) for p in (validate_pipeline(pipeline, registry)
+                                         + pipeline_warnings(pipeline, registry))]
         events.emit("validation", stage="wire", valid=not problems, ok=not problems,
                     attempt=attempts[0], problems=problems)
         return problems

@@ -19,6 +19,7 @@ from flowforge.workflow import expressions, templates
 from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
                                       REQUIRED, Graph, Node)
 from flowforge.workflow.model import BlockSpec, Join, Workflow
+from flowforge.workflow.output_check import output_problems
 from flowforge.workflow.seed_fields import canonical_fields
 
 __all__ = ["compile_workflow", "format_loc"]
@@ -37,10 +38,15 @@ def format_loc(loc: tuple[Any, ...], prefix: str = "") -> str:
 
 
 def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
-                     source: str | None = None) -> Graph:
+                     source: str | None = None, *,
+                     known_outputs: Mapping[str, set[str] | None] | None = None,
+                     missing_outputs: str = "error") -> Graph:
     """Check `doc` against the known block types and compile it.
 
-    Raises ValidationFailed listing every problem found."""
+    Raises ValidationFailed listing every problem found. A reference to a
+    field a block does not give is a problem, or with `missing_outputs=
+    "warning"` (the seed formats: it reads None there) one of `graph.warnings`;
+    `known_outputs` gives block ids' fields (nested workflows, see output_check)."""
     problems: list[Problem] = []
     all_ids: dict[str, str] = {}
     for where, spec in doc.iter_blocks():
@@ -59,6 +65,8 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
     graph = compiler.compile_scope(doc.blocks, "", outer={}, in_container=False)
     if not problems:
         compiler.check_cycles(graph, "")
+    fields = output_problems(doc, graph, known_outputs)
+    (graph.warnings if missing_outputs == "warning" else problems).extend(fields)
     if problems:
         raise ValidationFailed(problems, source=source)
     return graph

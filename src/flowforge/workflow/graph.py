@@ -63,6 +63,12 @@ class BlockTypeInfo(Protocol):
     #: top-level `with` keys passed to the block unresolved (expressions it evaluates itself)
     raw_fields: ClassVar[frozenset[str]]
 
+    @classmethod
+    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
+        """The top-level fields of this block's output as far as the document
+        tells (a `set` block's keys); None when they are open (an agent's free
+        answer). References to another field are problems (`output_check`)."""
+
 
 @dataclass(eq=False)
 class Node:
@@ -98,6 +104,7 @@ class Graph:
     nodes: dict[str, Node]
     names: dict[str, str]          # normalised name -> id (ids included)
     outer_refs: set[str] = field(default_factory=set)   # blocks read from enclosing scopes
+    warnings: list[Problem] = field(default_factory=list)  # located, not fatal (seed formats)
 
     @cached_property
     def response_ids(self) -> tuple[str, ...]:

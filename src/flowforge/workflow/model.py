@@ -238,14 +238,39 @@ class Workflow(BaseModel):
 
     def iter_blocks(self) -> list[tuple[str, BlockSpec]]:
         """Every block with its location, children included, depth first."""
+        # A stack, not a recursive closure: a run calls this (its models), and a
+        # closure that calls itself is a reference cycle left to the collector.
         found: list[tuple[str, BlockSpec]] = []
+        stack = [(f"blocks[{index}]", block) for index, block in enumerate(self.blocks)][::-1]
+        while stack:
+            where, block = stack.pop()
+            found.append((where, block))
+            stack.extend((f"{where}.blocks[{index}]", child)
+                         for index, child in reversed(list(enumerate(block.blocks or []))))
+        return found
 
-        def walk(blocks: list[BlockSpec], prefix: str) -> None:
-            for index, block in enumerate(blocks):
-                where = f"{prefix}blocks[{index}]"
-                found.append((where, block))
-                if block.blocks:
-                    walk(block.blocks, f"{where}.")
+    def models(self) -> list[tuple[str, str, bool]]:
+        """Every model string the document names, as (place, model, own key):
+        defaults, budget downgrade, each block's model and fallbacks; `own
+        key` when the block gives its `api_key` (its provider's usual key is
+        then not needed). Templated strings are left out: known at run time."""
+        found: list[tuple[str, str, bool]] = []
 
-        walk(self.blocks, "")
+        def add(where: str, value: Any, own_key: bool = False) -> None:
+            if isinstance(value, str) and "{{" not in value:
+                found.append((where, value, own_key))
+
+        def add_all(where: str, values: Any, own_key: bool = False) -> None:
+            for index, value in enumerate(values if isinstance(values, list) else []):
+                if isinstance(value, str) and "{{" not in value:
+                    found.append((f"{where}[{index}]", value, own_key))
+
+        add("defaults.model", self.defaults.get("model"))
+        add_all("defaults.fallback", self.defaults.get("fallback"))
+        if self.budget is not None and isinstance(self.budget.on_exceed, Downgrade):
+            add("budget.on_exceed.downgrade", self.budget.on_exceed.downgrade)
+        for where, spec in self.iter_blocks():
+            own_key = spec.with_.get("api_key") is not None
+            add(f"{where}.with.model", spec.with_.get("model"), own_key)
+            add_all(f"{where}.with.fallback", spec.with_.get("fallback"), own_key)
         return found

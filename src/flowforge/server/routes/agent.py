@@ -95,7 +95,7 @@ async def _start(request: Request, user: dict[str, Any], body: dict[str, Any],
         # Run as given and never stored: a key written in it is a run secret.
         data = agent_to_workflow(agent, base_url=settings.chain_base_url, source="agent",
                                  literal_keys=True)
-        compiled = compile_document(document_from_data(data, "agent"))
+        compiled = compile_document(document_from_data(data, "agent"), seed_format=True)
     elif isinstance(body.get("workflow_id"), str) and body["workflow_id"]:
         row, compiled = await live.workflows.compiled(user["user_id"], body["workflow_id"])
         version = row["version"]

@@ -31,10 +31,10 @@ from flowforge.server.errors import ApiError
 from flowforge.server.idempotency import (HEADER_DESCRIPTION, REPLAYED, fingerprint, once,
                                           run_result, submission_key)
 from flowforge.service.pipeline import (PipelineState, compile_pipeline, pipeline_state,
-                                        validate_pipeline)
+                                        pipeline_warnings, validate_pipeline)
 from flowforge.service.users import find_user
 
-__all__ = ["router", "PipelineRunAnswer", "run_for", "REPLAY_ANSWER"]
+__all__ = ["router", "PipelineRunAnswer", "run_for", "REPLAY_ANSWER", "located"]
 
 router = APIRouter(tags=["seed routes"])
 
@@ -65,6 +65,14 @@ class PipelineRunAnswer(PipelineState):
     outputs: dict[str, Any] = Field(description="The outputs of the sink nodes.")
     error: str | None = Field(None, description="Why the run failed, when it did.")
     events: list[dict[str, Any]] = Field(description="Every event of the run, in order.")
+    warnings: list[dict[str, str]] = Field(
+        default_factory=list, description="Allowed but likely mistakes, located "
+        "(`{where, message}`): a field a node's block does not give reads null, as in the seed.")
+
+
+def located(problems: list[Any]) -> list[dict[str, str]]:
+    """Problems (or warnings) as the API shows them."""
+    return [{"where": p.where, "message": p.message} for p in problems]
 
 
 REPLAY_ANSWER = {200: {"description": "The run's PipelineState; with an Idempotency-Key "
@@ -111,7 +119,8 @@ async def run_for(request: Request, owner: dict[str, Any], data: dict[str, Any],
     shown = redact({**state.model_dump(), "outputs": result.outputs, "error": result.error,
                     "events": result.events})
     answer = PipelineRunAnswer(**shown, execution_id=run_id, user_id=owner["user_id"],
-                               status=result.status)
+                               status=result.status,
+                               warnings=located(pipeline_warnings(data, registry)))
     if again:
         return JSONResponse(jsonable_encoder(answer), headers=REPLAYED)
     return answer

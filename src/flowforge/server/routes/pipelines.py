@@ -26,8 +26,8 @@ from flowforge.server.auth import CurrentUser
 from flowforge.server.errors import ApiError
 from flowforge.server.idempotency import HEADER_DESCRIPTION, fingerprint, submission_key
 from flowforge.server.routes.pipeline import (REPLAY_ANSWER, PipelineRunAnswer, invalid_pipeline,
-                                              run_for)
-from flowforge.service.pipeline import compile_pipeline, validate_pipeline
+                                              located, run_for)
+from flowforge.service.pipeline import compile_pipeline, pipeline_warnings, validate_pipeline
 
 __all__ = ["router", "SavedPipeline", "PipelineList", "PipelineRunRequest"]
 
@@ -48,6 +48,9 @@ class SavedPipeline(BaseModel):
     created_at: str | None = Field(None, description="When it was first saved (ISO 8601).")
     updated_at: str | None = Field(None, description="When it was last replaced (ISO 8601).")
     run_url: str = Field(description="Where to POST {input} to run it.")
+    warnings: list[dict[str, str]] = Field(
+        default_factory=list, description="Allowed but likely mistakes, located "
+        "(`{where, message}`): a field a node's block does not give reads null, as in the seed.")
 
 
 class PipelineList(BaseModel):
@@ -68,7 +71,8 @@ def _view(row: dict[str, Any]) -> SavedPipeline:
     return SavedPipeline(pipeline_id=row["pipeline_id"], name=row["name"], owner=row["owner"],
                          pipeline=row["pipeline"], created_at=iso_time(row["created_at"]),
                          updated_at=iso_time(row["updated_at"]),
-                         run_url=f"/api/pipelines/{row['pipeline_id']}/run")
+                         run_url=f"/api/pipelines/{row['pipeline_id']}/run",
+                         warnings=located(pipeline_warnings(row["pipeline"], get_registry())))
 
 
 async def _checked(request: Request, user: dict[str, Any], body: Any,

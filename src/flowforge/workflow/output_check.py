@@ -1,0 +1,150 @@
+"""Every `{{block.field}}` must name a field that block gives.
+
+A reference to a missing field resolves to None at run time (the seed's safe
+fallback), so `{{assess.amout}}` for a `set` block with `amount` would
+render an empty string and nothing would say why.  Each block type tells
+what it can of its output from the document alone (`output_fields`: a `set`
+block's keys, an evaluator's metrics, a schema's properties; None when the
+output is open, as an agent's free answer is); this module checks the first
+field of every template and expression reference against that, in every
+scope: a loop's children read `loop.previous.<child>.<field>`, a loop's
+`until` reads its children directly.  Deeper paths (`{{fetch.body.items}}`)
+and open outputs are not checked: only the document's own promises are.
+
+Kept out of `compile` on purpose: compiling builds the graph; this reads it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Mapping
+
+from flowforge.errors import Problem
+from flowforge.workflow import expressions, templates
+from flowforge.workflow.graph import NAMESPACES, Graph, Node
+
+__all__ = ["output_problems"]
+
+
+def output_problems(doc: Any, graph: Graph,
+                    known: Mapping[str, set[str] | None] | None = None) -> list[Problem]:
+    """Each reference to a field that its block does not give, located.
+
+    `known` overrides what a block type says, by block id (a nested
+    `workflow` block's outputs, known once its document is loaded)."""
+    checker = _Checker(doc, known or {})
+    checker.scope(graph, {}, None)
+    return checker.problems
+
+
+def _named(graph: Graph) -> dict[str, Node]:
+    """Template root -> node, for one scope (ids and normalised names)."""
+    return {name: graph.nodes[nid] for name, nid in graph.names.items() if nid in graph.nodes}
+
+
+class _Checker:
+    def __init__(self, doc: Any, known: Mapping[str, set[str] | None]) -> None:
+        self.doc = doc
+        self.known = known
+        self.problems: list[Problem] = []
+        self.cache: dict[int, set[str] | None] = {}
+
+    def fields(self, node: Node) -> set[str] | None:
+        if id(node) not in self.cache:
+            self.cache[id(node)] = self._fields(node)
+        return self.cache[id(node)]
+
+    def _fields(self, node: Node) -> set[str] | None:
+        if node.id in self.known:
+            return self.known[node.id]
+        method = getattr(node.info, "output_fields", None)
+        if method is None or not node.config_ok:
+            return None
+        try:
+            fields = method(node.spec, self.doc)
+        except Exception:  # noqa: BLE001 - a third-party hook tripping: the output is open
+            return None
+        return set(fields) if fields is not None else None
+
+    def scope(self, graph: Graph, outer: dict[str, Node],
+              loop_children: dict[str, Node] | None) -> None:
+        visible = {**outer, **_named(graph)}
+        for node in graph.nodes.values():
+            own = _named(node.children) if node.children is not None else {}
+            for ref in _references(node):
+                self.check(ref, node, visible, own, loop_children)
+            if node.children is not None:
+                inner = {name: other for name, other in visible.items() if other is not node}
+                self.scope(node.children, inner, own if node.type == "loop" else None)
+
+    def check(self, ref: templates.Reference, node: Node, visible: dict[str, Node],
+              own: dict[str, Node], loop_children: dict[str, Node] | None) -> None:
+        path = ref.path
+        if not path:
+            return
+        root = path[0]
+        if root == "loop":
+            if loop_children is not None and len(path) >= 3 and path[1] == "previous":
+                self.check_previous(ref, loop_children)
+            return
+        if root in NAMESPACES or len(path) < 2:
+            return
+        normalized = templates.normalize_name(root)
+        target = (own.get(root) or own.get(normalized) or visible.get(root)
+                  or visible.get(normalized))
+        if target is None or target is node:
+            return                                # compiling reported it
+        self.check_field(ref, root, target, path[1])
+
+    def check_previous(self, ref: templates.Reference, children: dict[str, Node]) -> None:
+        """`loop.previous.<child>.<field>`: a child of this loop, and a field it gives."""
+        name = ref.path[2]
+        child = children.get(name) or children.get(templates.normalize_name(name))
+        if child is None:
+            ids = sorted({node.id for node in children.values()})
+            self.problems.append(Problem(ref.where, f"no block '{name}' in this loop in "
+                                         f"{ref.text}{_did_you_mean(name, ids)}; "
+                                         f"`loop.previous` holds the loop's child blocks: "
+                                         f"{', '.join(ids)}"))
+        elif len(ref.path) >= 4:
+            self.check_field(ref, name, child, ref.path[3])
+
+    def check_field(self, ref: templates.Reference, root: str, target: Node,
+                    field: str) -> None:
+        fields = self.fields(target)
+        if fields is None or field in fields:
+            return
+        listed = ", ".join(sorted(fields)) or "none"
+        self.problems.append(Problem(
+            ref.where, f"block '{root}' has no output '{field}' in {ref.text}"
+                       f"{_did_you_mean(field, fields)}; its outputs: {listed}"))
+
+
+def _references(node: Node) -> list[templates.Reference]:
+    """Every template and expression reference of a block's `with`, located
+    (a malformed one is skipped: compiling already reported it)."""
+    info, spec, where = node.info, node.spec, node.where
+    raw = getattr(info, "raw_fields", frozenset())
+    try:
+        refs = list(templates.references_in(
+            {k: v for k, v in spec.with_.items() if k not in raw}, f"{where}.with"))
+    except expressions.ExpressionError:
+        refs = []
+    if not node.config_ok:
+        return refs
+    try:
+        sources = list(info.expressions(spec))
+    except Exception:  # noqa: BLE001 - reported by compiling
+        return refs
+    for location, source in sources:
+        try:
+            refs.extend(templates.Reference(f"{where}.with.{location}", path, source)
+                        for path in expressions.names_in(source))
+        except expressions.ExpressionError:
+            continue
+    return refs
+
+
+def _did_you_mean(name: str, options: Any) -> str:
+    close = difflib.get_close_matches(name, sorted(options), n=1, cutoff=0.6)
+    return f" - did you mean '{close[0]}'?" if close else ""
