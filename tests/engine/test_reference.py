@@ -120,7 +120,9 @@ def _document(blocks: list[dict[str, Any]], workflow_id: str = "generated") -> d
     out = []
     for block in blocks:
         kind, bid = block["kind"], block["id"]
-        reads = {f"r{i}": f"{{{{{dep}.v}}}}" for i, dep in enumerate(block["reads"])}
+        # A whole block's output: every kind of block has one (validation checks a
+        # field against what the block gives, and a loop gives no `v`).
+        reads = {f"r{i}": f"{{{{{dep}}}}}" for i, dep in enumerate(block["reads"])}
         if kind in ("ok", "fail"):
             entry: dict[str, Any] = {"type": "function", "with": {
                 "function": f"ref_{kind}", "args": reads}}

@@ -62,7 +62,7 @@ from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
                                           repair_message, schema_fields)
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, ToolError
 from flowforge.providers.base import Message, ToolCall

@@ -36,7 +36,7 @@ from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choo
                                    setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message

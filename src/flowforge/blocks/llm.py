@@ -28,7 +28,7 @@ from pydantic import Field
 from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
                                    setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured, schema_fields
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message

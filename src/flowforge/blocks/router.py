@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
                                    provider_options, setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed, policy_of
+from flowforge.blocks.base import BlockContext, BlockType, Routed, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
