@@ -273,6 +273,14 @@ async def test_every_save_is_a_new_version(storage):
     assert [v["version"] for v in await storage.list_workflow_versions("ann", "desk")] == [1, 2]
 
 
+async def test_a_version_keeps_the_text_it_was_saved_from(storage):
+    text = "# the author's note\nid: desk   # keep me\nblocks: []\n"
+    await storage.save_workflow("ann", "desk", {"id": "desk", "blocks": []}, text)
+    await storage.save_workflow("ann", "desk", {"id": "desk", "name": "no text"})
+    assert (await storage.get_workflow("ann", "desk", version=1))["source"] == text
+    assert (await storage.get_workflow("ann", "desk"))["source"] is None
+
+
 async def test_workflows_belong_to_their_owner(storage):
     await storage.save_workflow("ann", "desk", {"id": "desk"})
     await storage.save_workflow("bob", "desk", {"id": "desk", "name": "Bob's"})

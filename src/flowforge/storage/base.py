@@ -301,16 +301,19 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
 
     # -- workflows and their versions ----------------------------------------------
     @abc.abstractmethod
-    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any]
-                            ) -> int:
+    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any],
+                            source: str | None = None) -> int:
         """Store `document` as the next version of the owner's workflow (1 for a new
-        one; a deleted workflow saved again continues its numbering) and return it."""
+        one; a deleted workflow saved again continues its numbering) and return it.
+        `source` is the text the author wrote (YAML or JSON), kept byte for byte so
+        that comments, key order and layout survive a save."""
 
     @abc.abstractmethod
     async def get_workflow(self, owner: str, workflow_id: str, version: int | None = None
                            ) -> dict[str, Any] | None:
-        """`{owner, workflow_id, version, latest_version, name, document, created_at,
-        updated_at}` of the latest or the given version; None when unknown or deleted."""
+        """`{owner, workflow_id, version, latest_version, name, document, source,
+        created_at, updated_at}` of the latest or the given version (`source` None
+        when the version was saved without its text); None when unknown or deleted."""
 
     @abc.abstractmethod
     async def list_workflows(self, owner: str | None = None, *, limit: int = 50,

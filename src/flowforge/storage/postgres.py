@@ -258,8 +258,8 @@ class PostgresStorage(Storage):
                     [(user_id, k, _dumps(v), now) for k, v in values.items()])
 
     # -- workflows -----------------------------------------------------------------
-    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any]
-                            ) -> int:
+    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any],
+                            source: str | None = None) -> int:
         now = time.time()
         name = document.get("name") if isinstance(document, dict) else None
         async with self._pool().connection() as conn:
@@ -273,15 +273,16 @@ class PostgresStorage(Storage):
                     (owner, workflow_id, name, now, now))
                 version = (await cursor.fetchone())[0]
                 await conn.execute(
-                    "INSERT INTO workflow_versions VALUES (%s, %s, %s, %s, %s, %s)",
-                    (owner, workflow_id, version, name, _dumps(document), now))
+                    "INSERT INTO workflow_versions (owner, workflow_id, version, name, "
+                    "document, created_at, source) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (owner, workflow_id, version, name, _dumps(document), now, source))
         return version
 
     async def get_workflow(self, owner: str, workflow_id: str, version: int | None = None
                            ) -> dict[str, Any] | None:
         row = await self._fetchone(
             "SELECT w.owner, w.workflow_id, v.version, w.latest_version, v.name, v.document, "
-            "v.created_at, w.updated_at FROM workflows w JOIN workflow_versions v ON "
+            "v.source, v.created_at, w.updated_at FROM workflows w JOIN workflow_versions v ON "
             "v.owner = w.owner AND v.workflow_id = w.workflow_id AND v.version = "
             "COALESCE(%s, w.latest_version) WHERE w.owner = %s AND w.workflow_id = %s AND "
             "w.deleted_at IS NULL", (version, owner, workflow_id))
