@@ -19,8 +19,8 @@ from flowforge.errors import StorageError
 from flowforge.server.errors import ApiError, install_error_handlers
 from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
-from flowforge.server.routes import (agent, chat, compat, documents, knowledge, pipeline,
-                                      pipelines, runs, secrets, users, workflows)
+from flowforge.server.routes import (agent, chat, compat, documents, edits, knowledge,
+                                      pipeline, pipelines, runs, secrets, users, workflows)
 from flowforge.server.settings import ServerSettings
 from flowforge.server.websocket import router as websocket_router
 from flowforge.storage import storage_from_url
@@ -78,8 +78,8 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
             raise ApiError(503, f"the database is unreachable: {exc}") from None
         return {"status": "ok", "version": version, "database": store.url.split(":")[0]}
 
-    for module in (documents, workflows, runs, users, secrets, compat, pipeline, pipelines,
-                   chat, agent, knowledge):
+    for module in (documents, workflows, edits, runs, users, secrets, compat, pipeline,
+                   pipelines, chat, agent, knowledge):
         app.include_router(module.router)
     from flowforge.server import routes_builder      # blocks, clarify, create-agent, automate
     app.include_router(routes_builder.router)
