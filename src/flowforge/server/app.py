@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from fastapi_offline import FastAPIOffline
 
 from flowforge.errors import StorageError
 from flowforge.server.errors import ApiError, install_error_handlers
@@ -64,8 +65,12 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
                 await store.close()
 
     from flowforge import __version__ as version
-    app = FastAPI(title="flowforge", version=version, description=_DESCRIPTION,
-                  lifespan=lifespan)
+    # /docs and /redoc with their scripts, styles and favicon served from the
+    # package (fastapi-offline): FastAPI's own pages load them from a CDN and
+    # are blank offline.  No validator badge either: it calls validator.swagger.io.
+    app = FastAPIOffline(title="flowforge", version=version, description=_DESCRIPTION,
+                         lifespan=lifespan, static_url="/docs/assets",
+                         swagger_ui_parameters={"validatorUrl": None})
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
 
