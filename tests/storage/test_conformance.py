@@ -311,6 +311,25 @@ async def test_list_workflows_pages(storage):
     assert [w["workflow_id"] for w in page] == ["b", "c"]
 
 
+async def test_the_list_says_what_a_list_page_shows(storage):
+    """Description and the owner's last run status come with the list: a list
+    page makes one request, not one per workflow."""
+    await storage.save_workflow("ann", "desk", {"id": "desk", "description": "old words"})
+    await storage.save_workflow("ann", "desk", {"id": "desk", "description": "Answers"})
+    await storage.save_workflow("ann", "idle", {"id": "idle"})
+    await storage.create_run(_run("r1", workflow_id="desk", user_id="ann",
+                                  status="failed", created_at=100.0))
+    await storage.create_run(_run("r2", workflow_id="desk", user_id="ann",
+                                  status="succeeded", created_at=200.0))
+    await storage.create_run(_run("r3", workflow_id="desk", user_id="bob",
+                                  status="running", created_at=300.0))
+    rows = {w["workflow_id"]: w for w in await storage.list_workflows("ann")}
+    assert (rows["desk"]["description"], rows["desk"]["last_run_status"]) == \
+        ("Answers", "succeeded")
+    assert (rows["idle"]["description"], rows["idle"]["last_run_status"]) == (None, None)
+    assert "document" not in rows["desk"]
+
+
 # -- users and keys -----------------------------------------------------------------------------
 
 def _user(user_id: str, name: str, role: str = "user"):

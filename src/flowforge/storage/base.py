@@ -319,7 +319,9 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
     async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
                              offset: int = 0) -> list[dict[str, Any]]:
         """Live workflows (latest versions, without documents), by id; every
-        owner's when `owner` is None."""
+        owner's when `owner` is None.  Each row also has the latest version's
+        `description` and `last_run_status`, the status of the owner's latest
+        run of it (None when never run): a list page needs nothing more."""
 
     @abc.abstractmethod
     async def list_workflow_versions(self, owner: str, workflow_id: str

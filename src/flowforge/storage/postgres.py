@@ -293,11 +293,16 @@ class PostgresStorage(Storage):
 
     async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
                              offset: int = 0) -> list[dict[str, Any]]:
-        clause, args = ("AND owner = %s", [owner]) if owner is not None else ("", [])
+        clause, args = ("AND w.owner = %s", [owner]) if owner is not None else ("", [])
         return await self._fetch(
-            "SELECT owner, workflow_id, latest_version AS version, name, created_at, "
-            f"updated_at FROM workflows WHERE deleted_at IS NULL {clause} "
-            "ORDER BY workflow_id, owner LIMIT %s OFFSET %s", [*args, limit, offset])
+            "SELECT w.owner, w.workflow_id, w.latest_version AS version, w.name, "
+            "v.document::json ->> 'description' AS description, "
+            "(SELECT r.status FROM runs r WHERE r.workflow_id = w.workflow_id AND "
+            "r.user_id = w.owner ORDER BY r.created_at DESC, r.position DESC LIMIT 1) "
+            "AS last_run_status, w.created_at, w.updated_at FROM workflows w "
+            "JOIN workflow_versions v ON v.owner = w.owner AND v.workflow_id = w.workflow_id "
+            f"AND v.version = w.latest_version WHERE w.deleted_at IS NULL {clause} "
+            "ORDER BY w.workflow_id, w.owner LIMIT %s OFFSET %s", [*args, limit, offset])
 
     async def list_workflow_versions(self, owner: str, workflow_id: str
                                      ) -> list[dict[str, Any]]:

@@ -255,11 +255,16 @@ class SQLiteStorage(Storage):
 
     async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
                              offset: int = 0) -> list[dict[str, Any]]:
-        clause, args = ("AND owner = ?", [owner]) if owner is not None else ("", [])
+        clause, args = ("AND w.owner = ?", [owner]) if owner is not None else ("", [])
         rows = self._conn().execute(
-            "SELECT owner, workflow_id, latest_version AS version, name, created_at, updated_at "
-            f"FROM workflows WHERE deleted_at IS NULL {clause} ORDER BY workflow_id, owner "
-            "LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+            "SELECT w.owner, w.workflow_id, w.latest_version AS version, w.name, "
+            "json_extract(v.document, '$.description') AS description, "
+            "(SELECT r.status FROM runs r WHERE r.workflow_id = w.workflow_id AND "
+            "r.user_id = w.owner ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1) "
+            "AS last_run_status, w.created_at, w.updated_at FROM workflows w "
+            "JOIN workflow_versions v ON v.owner = w.owner AND v.workflow_id = w.workflow_id "
+            f"AND v.version = w.latest_version WHERE w.deleted_at IS NULL {clause} "
+            "ORDER BY w.workflow_id, w.owner LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return [dict(row) for row in rows]
 
     async def list_workflow_versions(self, owner: str, workflow_id: str
