@@ -14,8 +14,9 @@
 from flowforge.engine.events import EventBus
 from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.errors import (BlockError, BlockTimeout, CapabilityDenied, FlowforgeError,
-                              InputError, MissingCredentials, NotFound, Problem, ProviderError,
-                              RunError, StorageError, ToolError, ValidationFailed, WorkflowError)
+                              InputError, InvalidValue, MissingCredentials, NotFound, Problem,
+                              ProviderError, RunError, StorageError, ToolError, ValidationFailed,
+                              WorkflowError)
 from flowforge.service import chat
 from flowforge.service.loading import load, load_text, register_workflow
 from flowforge.service.resuming import resume
@@ -37,6 +38,7 @@ __all__ = [
     "EventBus",
     "FlowforgeError",
     "InputError",
+    "InvalidValue",
     "MissingCredentials",
     "NotFound",
     "Policy",

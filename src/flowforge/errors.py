@@ -10,6 +10,8 @@ not errors and do not appear here.
     ├── WorkflowError             the document or the command line is invalid
     │   └── ValidationFailed      several located problems, all reported at once
     ├── InputError                run inputs do not match the workflow's `inputs`
+    ├── InvalidValue              a value given to a command or a route (a filter, a
+    │                             name, a capability, an id prefix) is not accepted
     ├── RunError                  something failed while running
     │   ├── BlockError            names the block id and type
     │   │   └── BlockTimeout      the block exceeded its `timeout`
@@ -18,6 +20,7 @@ not errors and do not appear here.
     │   └── ToolError             a tool call failed or was rejected
     ├── CapabilityDenied          a document asks for what its user was not granted
     ├── StorageError              the database could not be read or written
+    │   └── BadDatabaseURL        the database URL itself is malformed (a usage error)
     └── NotFound                  a run, workflow or record id that does not exist
 """
 
@@ -31,6 +34,7 @@ __all__ = [
     "Problem",
     "ValidationFailed",
     "InputError",
+    "InvalidValue",
     "RunError",
     "BlockError",
     "BlockTimeout",
@@ -39,6 +43,7 @@ __all__ = [
     "ToolError",
     "CapabilityDenied",
     "StorageError",
+    "BadDatabaseURL",
     "NotFound",
 ]
 
@@ -88,6 +93,17 @@ class InputError(FlowforgeError):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("invalid run inputs:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class InvalidValue(FlowforgeError):
+    """A value given to a command or a route is not accepted: a filter, a
+    name, a capability, an ambiguous id prefix.  Kept apart from InputError,
+    whose message is about a run's inputs, so neither is headed wrongly."""
+
+    def __init__(self, message: str, where: str = ""):
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: {message}" if where else message)
 
 
 class RunError(FlowforgeError):
@@ -160,6 +176,11 @@ class CapabilityDenied(FlowforgeError):
 
 class StorageError(FlowforgeError):
     """The database could not be opened, read or written."""
+
+
+class BadDatabaseURL(StorageError):
+    """The database URL is malformed (no database was tried): the user wrote
+    it wrong, so commands treat it as bad usage, not as an unreachable database."""
 
 
 class NotFound(FlowforgeError):

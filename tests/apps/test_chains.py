@@ -343,3 +343,42 @@ def test_the_seeds_system_prompt_and_user_prompt_names_load():
     with pytest.raises(ValidationFailed, match="`userPrompt` and `user` are the same field"):
         agent_to_workflow({"variables": {}, "promptChain": [
             {"type": "prompt", "name": "ask", "user": "a", "userPrompt": "b"}]})
+
+
+def test_an_agent_id_that_is_not_a_workflow_id_round_trips():
+    """A UUID id becomes `agent-<uuid>` as a workflow id; export gives the
+    Agent its own id back (issue 26), and an ordinary id is untouched."""
+    for agent_id, workflow_id in (("5f0c2a8e-4d1b-4c7e-9a3f-2b6d8e1c7a90",
+                                   "agent-5f0c2a8e-4d1b-4c7e-9a3f-2b6d8e1c7a90"),
+                                  ("agent-x7", "agent-x7"), ("movies", "movies")):
+        agent = {"id": agent_id, "variables": {"q": ""}, "promptChain": [
+            {"type": "prompt", "name": "ask", "user": "{q}", "output": "a"}]}
+        doc = agent_to_workflow(agent)
+        assert doc["id"] == workflow_id
+        assert workflow_to_agent(copy.deepcopy(doc))["id"] == agent_id
+
+
+async def test_a_parsed_object_reaches_the_next_prompt_as_text_and_code_as_an_object():
+    """As the seed does, a parser node's object is turned back into text for the
+    next prompt's `{field}`; the block's output keeps the object."""
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    seen: list[str] = []
+
+    def model(messages, tools):
+        seen.append(messages[-1].content)
+        return '{"name": "Mia", "age": 9}' if len(seen) == 1 else "ok"
+
+    register_script("chain_parsed", model)
+    try:
+        doc = agent_to_workflow({"variables": {"q": "who?"}, "promptChain": [
+            {"type": "prompt", "name": "first", "user": "{q}", "output": "raw"},
+            {"type": "parser", "name": "parse", "rawData": "{raw}", "parser": "json",
+             "schema": '{"name": "String", "age": "Number"}', "output": "person"},
+            {"type": "prompt", "name": "second", "user": "Person: {person}", "output": "b"}]})
+        result = await flowforge.run(doc, {}, model="scripted/chain_parsed", storage=False)
+    finally:
+        unregister_script("chain_parsed")
+    assert result.status == "succeeded", result.error
+    assert seen[1] == 'Person: {"name": "Mia", "age": 9}'
+    assert result.results["parse"]["data"] == {"name": "Mia", "age": 9}

@@ -89,7 +89,7 @@ def test_serve_answers_with_a_created_key_and_refuses_without(tmp_path):
 def test_serve_explains_a_bad_database_url(tmp_path):
     result = subprocess.run([FLOWFORGE, "serve", "--db", "mysql://nowhere/db"],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 1
+    assert result.returncode == 2                     # a usage error, as everywhere
     assert "unsupported database URL" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -150,3 +150,47 @@ def test_users_revoke_explains_a_too_short_prefix(tmp_path):
     assert short.returncode == 2 and "too short" in short.stderr and "at least 6" in short.stderr
     done = _cli("users", "revoke", key[:10], db=db)
     assert done.returncode == 0 and "revoked key" in done.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_imports_functions_as_run_and_worker_do(tmp_path):
+    """A `type: function` block works over HTTP as it does on the CLI (issue 25)."""
+    db = f"sqlite:///{tmp_path / 'serve.db'}"
+    key = _cli("users", "create", "dana", db=db).stdout.splitlines()[-1]
+    plugin = tmp_path / "team_functions.py"
+    plugin.write_text("import flowforge\n\n@flowforge.function('served_twice')\n"
+                      "def served_twice(n: int) -> dict:\n    return {'value': n * 2}\n")
+    document = {"id": "twice", "inputs": {"n": {"type": "integer"}}, "blocks": [
+        {"id": "double", "type": "function",
+         "with": {"function": "served_twice", "args": {"n": "{{input.n}}"}}}]}
+    missing = subprocess.run([FLOWFORGE, "serve", "--import", str(tmp_path / "nope.py"),
+                              "--db", db], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "--import" in missing.stderr and "no such file" in \
+        missing.stderr
+    port = _free_port()
+    process = subprocess.Popen([FLOWFORGE, "serve", "--port", str(port), "--db", db,
+                                "--import", str(plugin), "--log-level", "warning"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(150):
+            try:
+                if httpx.get(f"{base}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        headers = {"Authorization": f"Bearer {key}"}
+        saved = httpx.post(f"{base}/api/workflows", json=document, headers=headers)
+        ran = httpx.post(f"{base}/api/workflows/twice/runs?wait=true",
+                         json={"inputs": {"n": 21}}, headers=headers, timeout=30)
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+    assert saved.status_code == 201, saved.text
+    assert ran.status_code == 200 and ran.json()["status"] == "succeeded", ran.text
+    assert ran.json()["results"]["double"] == {"value": 42}

@@ -151,6 +151,8 @@ async def test_the_cli_queues_and_follows_a_run(pool):
     assert shown["status"] == "succeeded" and shown["workflow_id"] == "branch-join"
     assert shown["outputs"] == {"reply": {"message": "Order for guest: manual review",
                                           "status": 200}}
+    # the worker that took it started it: `runs show` has its start (issue 25)
+    assert shown["created_at"] <= shown["started_at"] <= shown["finished_at"]
 
 
 def cut_off_run(database: str, log: Path, folder: Path, env: dict,

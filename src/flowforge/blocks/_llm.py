@@ -73,7 +73,7 @@ def provider_options(context: Any, endpoint_chosen: bool = False) -> ProviderOpt
     gives one, else the plain environment (a context built by hand)."""
     provider_env = getattr(context, "provider_env", None)
     env = provider_env(endpoint_chosen) if provider_env is not None else dict(context.env)
-    return ProviderOptions(env=env, base_dir=getattr(context, "source_dir", None))
+    return ProviderOptions(env=env, base_dir=getattr(context, "source_dir", Path()))
 
 
 def _endpoint_chosen(context: Any, extra: Mapping[str, Any]) -> bool:
@@ -170,6 +170,10 @@ class ModelCalls:
             if value:
                 self.provider_extra[option] = value
         self.options = provider_options(context, _endpoint_chosen(context, self.provider_extra))
+        if getattr(context, "model_override", None) == model:
+            # `--model` (or `serve --model`) names no document's file: relative to
+            # the working directory, as any path on a command line is
+            self.options = ProviderOptions(env=self.options.env, base_dir=Path.cwd())
         self.api_key = api_key or None
         if self.api_key:
             self.options = _with_key(self.options, self.api_key, (model, *self.fallback),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -254,8 +255,7 @@ def _web_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
     from flowforge.websearch import TOOL_PARAMETERS, make_backend
 
     max_results = int(options.get("max_results") or 5)
-    base_dir = getattr(context, "source_dir", None) or \
-        (getattr(context, "services", None) or {}).get("files_root")
+    base_dir = getattr(context, "source_dir", Path())     # workflow.paths decides
     backend_holder: dict[str, Any] = {}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:

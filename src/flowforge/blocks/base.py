@@ -95,7 +95,7 @@ class BlockContext(Protocol):
     env: Mapping[str, str]            # process environment over the workflow's `env:`
     user: Mapping[str, Any]
 
-    source_dir: Any                   # folder of the workflow file, or None
+    source_dir: Any                   # where relative paths resolve (workflow.paths), or None
 
     def block_data(self) -> dict[str, Any]:
         """Outputs of the blocks of this graph that have run, by id (blockData)."""

@@ -18,13 +18,14 @@ to the run, else the default store (`FLOWFORGE_KNOWLEDGE_URL`, or
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, policy_of
 from flowforge.blocks.registry import register_block
-from flowforge.errors import BlockError, FlowforgeError
+from flowforge.errors import BlockError, FlowforgeError, WorkflowError
 from flowforge.workflow.policy import CapabilityUse
 
 __all__ = ["KnowledgeBlock", "KnowledgeConfig"]
@@ -93,13 +94,13 @@ class KnowledgeBlock(BlockType):
 async def _sync_sources(context: BlockContext, knowledge: Any, config: KnowledgeConfig) -> None:
     """Create the base if needed and add its declared sources (a no-op for
     documents whose content hash is unchanged)."""
-    from pathlib import Path
+    from flowforge.workflow.paths import resolve_path
 
-    # A stored workflow (no file of its own) resolves against the server's files root.
-    folder = getattr(context, "source_dir", None) or \
-        (getattr(context, "services", None) or {}).get("files_root") or Path.cwd()
-    paths = [Path(source) if Path(source).is_absolute() else Path(folder) / source
-             for source in config.sources]
+    root = getattr(context, "source_dir", Path())      # the document's, or a server's root
+    try:
+        paths = [resolve_path(source, root, "knowledge source") for source in config.sources]
+    except WorkflowError as exc:
+        raise BlockError(context.block_id, "knowledge", str(exc)) from None
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
         raise BlockError(context.block_id, "knowledge",

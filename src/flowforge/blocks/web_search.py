@@ -16,6 +16,7 @@ with their titles and addresses, ready for a prompt that must cite them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -86,7 +87,7 @@ class WebSearchBlock(BlockType):
                 from flowforge.knowledge.api import knowledge_for
                 knowledge = await knowledge_for(context)
             backend = make_backend(options, knowledge=knowledge, env=env,
-                                   base_dir=getattr(context, "source_dir", None))
+                                   base_dir=getattr(context, "source_dir", Path()))
             results = []
             for query in queries:
                 found = await backend.search(query, context=config.context,

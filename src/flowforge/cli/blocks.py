@@ -24,7 +24,7 @@ from rich.table import Table
 
 from flowforge.errors import FlowforgeError
 
-__all__ = ["blocks_app"]
+__all__ = ["blocks_app", "definition_yaml"]
 
 blocks_app = typer.Typer(help="The block registry: list, show, add, search, test.",
                          no_args_is_help=True)
@@ -85,9 +85,25 @@ def show_block(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Opt
     if as_json:
         print(json.dumps(block.model_dump(mode="json"), ensure_ascii=False, indent=2))
         return
+    print(definition_yaml(block.model_dump(mode="json")), end="")
+
+
+def definition_yaml(definition: dict) -> str:
+    """YAML that `blocks add` reads back as the same definition, whatever the
+    terminal's width: lines are never wrapped (neither by YAML nor by the
+    console), and multi-line text (source code, prompts) is a literal block."""
     import yaml
-    out.print(yaml.safe_dump(block.model_dump(mode="json"), sort_keys=False,
-                             allow_unicode=True), highlight=False)
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value,
+                                       style="|" if "\n" in value else None)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(definition, Dumper=Dumper, sort_keys=False, allow_unicode=True,
+                     width=float("inf"))
 
 
 @blocks_app.command("source")

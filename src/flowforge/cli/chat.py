@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 
 from flowforge.cli.exits import exit_code
+from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError
 
 __all__ = ["chat_app", "register", "render_answer"]
@@ -115,8 +116,7 @@ def chat_command(
     workflow: Optional[Path] = typer.Option(None, "--workflow", help="An edited copy of the "
                                             "chat workflow to run instead of the shipped one."),
     user: str = typer.Option("default", "--user", "-u", help="User id (sessions are per user)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: "
-                                     "FLOWFORGE_DATABASE_URL or the user data directory)."),
+    db: Optional[str] = db_option(),
 ) -> None:
     """Chat with a knowledge base; the web is searched when it is not enough."""
     if ctx.invoked_subcommand is not None:

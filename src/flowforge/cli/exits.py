@@ -2,26 +2,35 @@
 
     0  done (the run succeeded)
     1  the run failed or was cancelled, something asked for does not exist,
-       or the database could not be reached
-    2  invalid input or usage: a bad document or value, a name already taken
+       or the machine could not do it (the database unreachable, the
+       server's port already in use)
+    2  invalid input or usage: a bad document or value (a malformed
+       database URL too), a name already taken
+    3  the run is waiting (an approval, a long wait): only a run answers 3
 
 Commands map flowforge's errors through `exit_code` instead of choosing a
 number each, so `runs show` and `blocks show` answer "not found" alike."""
 
 from __future__ import annotations
 
-from flowforge.errors import NotFound, RunError, StorageError
+from flowforge.errors import BadDatabaseURL, NotFound, RunError, StorageError
 from flowforge.storage.base import AlreadyExists
 
-__all__ = ["SUCCESS", "FAILED", "INVALID", "exit_code"]
+__all__ = ["SUCCESS", "FAILED", "INVALID", "WAITING", "exit_code", "run_exit_code"]
 
-SUCCESS, FAILED, INVALID = 0, 1, 2
+SUCCESS, FAILED, INVALID, WAITING = 0, 1, 2, 3
+
+
+def run_exit_code(status: str) -> int:
+    """A run's status as the exit code: 0 succeeded, 3 waiting (to be resumed),
+    1 failed or cancelled."""
+    return SUCCESS if status == "succeeded" else WAITING if status == "waiting" else FAILED
 
 
 def exit_code(exc: BaseException) -> int:
     """1 for a failure while doing (a run, the database) or a missing thing;
     2 for everything a user wrote wrong (documents, values, names, files)."""
-    if isinstance(exc, AlreadyExists):
+    if isinstance(exc, (AlreadyExists, BadDatabaseURL)):
         return INVALID
     if isinstance(exc, (NotFound, RunError, StorageError)):
         return FAILED

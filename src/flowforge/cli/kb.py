@@ -7,7 +7,7 @@
     flowforge kb docs policies
     flowforge kb remove policies [refunds]      # a document as `kb docs` shows it
 
-The store is `--url`, else `FLOWFORGE_KNOWLEDGE_URL`, else `knowledge.db`
+The store is `--db`, else `FLOWFORGE_KNOWLEDGE_URL`, else `knowledge.db`
 beside the main database.  Exit codes: 0 done, 1 a run-time failure (a
 download, the database), 2 bad input (unknown base, bad tag, bad file).
 """
@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError, NotFound, StorageError
 
 __all__ = ["kb_app", "matching_documents"]
@@ -31,8 +32,8 @@ kb_app = typer.Typer(help="Knowledge bases: add documents, search them.", no_arg
 out = Console()
 err = Console(stderr=True)
 
-UrlOption = typer.Option(None, "--url", help="Knowledge store URL (default: FLOWFORGE_KNOWLEDGE_URL "
-                                             "or knowledge.db beside the main database).")
+DbOption = db_option("Knowledge store database URL (default: FLOWFORGE_KNOWLEDGE_URL, "
+                     "else knowledge.db beside the main database).")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -71,10 +72,10 @@ def create(name: str = typer.Argument(..., help="Name of the new knowledge base.
            shared: bool = typer.Option(False, "--shared", help="In the shared space every "
                                        "user's runs read (kb add/search then name it "
                                        "shared/NAME)."),
-           url: Optional[str] = UrlOption) -> None:
+           db: Optional[str] = DbOption) -> None:
     """Create an empty knowledge base (yours, the local user's; --shared for everyone)."""
     async def go():
-        kb = await _open(url)
+        kb = await _open(db)
         return await kb.create(name, model=model, chunk_size=chunk_size,
                                chunk_overlap=chunk_overlap, description=description,
                                stored_as=f"shared/{name}" if shared else None)
@@ -91,7 +92,7 @@ def add(name: str = typer.Argument(..., help="Knowledge base to add to."),
         create_missing: bool = typer.Option(False, "--create", help="Create the base if missing."),
         allow_private_network: bool = typer.Option(False, help="Allow URLs on private or "
                                                    "loopback addresses."),
-        url: Optional[str] = UrlOption) -> None:
+        db: Optional[str] = DbOption) -> None:
     """Add (or update) documents: .txt .md .html .pdf .jsonl, folders, URLs."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -106,7 +107,7 @@ def add(name: str = typer.Argument(..., help="Knowledge base to add to."),
     files = [p for p in paths if p not in urls]
 
     async def go():
-        kb = await _open(url)
+        kb = await _open(db)
         if create_missing:
             await kb.create(name, exist_ok=True)
         await kb.get(name)
@@ -146,7 +147,7 @@ def search(name: str = typer.Argument(..., help="Knowledge base to search."),
            mode: str = typer.Option("hybrid", help="vector | text | hybrid"),
            min_similarity: Optional[float] = typer.Option(None, help="Drop weaker results."),
            as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-           url: Optional[str] = UrlOption) -> None:
+           db: Optional[str] = DbOption) -> None:
     """Search a knowledge base."""
     from flowforge.knowledge.ingest import IngestError, parse_tag_options
     try:
@@ -155,7 +156,7 @@ def search(name: str = typer.Argument(..., help="Knowledge base to search."),
         _fail(str(exc))
 
     async def go():
-        kb = await _open(url)
+        kb = await _open(db)
         return await kb.search(name, query, top_k=top_k, filters=filters or None, mode=mode,
                                min_similarity=min_similarity)
 
@@ -180,10 +181,10 @@ def search(name: str = typer.Argument(..., help="Knowledge base to search."),
 def list_bases(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
                show_all: bool = typer.Option(False, "--all", help="Also the block registry's "
                                              "own search index (block-registry-...)."),
-               url: Optional[str] = UrlOption) -> None:
+               db: Optional[str] = DbOption) -> None:
     """List knowledge bases."""
     async def go():
-        return await (await _open(url)).list()
+        return await (await _open(db)).list()
     bases = [b for b in _run(go) if show_all or not b.name.startswith("block-registry-")]
     if as_json:
         print(json.dumps([b.to_dict() for b in bases], indent=2))
@@ -200,10 +201,10 @@ def list_bases(as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 @kb_app.command("docs")
 def docs(name: str = typer.Argument(..., help="Knowledge base."),
          as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-         url: Optional[str] = UrlOption) -> None:
+         db: Optional[str] = DbOption) -> None:
     """List the documents of a knowledge base."""
     async def go():
-        return await (await _open(url)).documents(name)
+        return await (await _open(db)).documents(name)
     found = _run(go)
     if as_json:
         print(json.dumps([d.to_dict() for d in found], indent=2, ensure_ascii=False))
@@ -241,14 +242,14 @@ def remove(name: str = typer.Argument(..., help="Knowledge base."),
                "`flowforge kb docs` shows it, its file name, source or id."),
            document: Optional[str] = typer.Option(None, "--document", "-d", help="The same as "
                                                   "the DOCUMENT argument."),
-           url: Optional[str] = UrlOption) -> None:
+           db: Optional[str] = DbOption) -> None:
     """Remove a knowledge base, or one document from it."""
     if document and document_arg and document != document_arg:
         _fail(f"two documents given ('{document_arg}' and --document '{document}'): name one")
     document = document or document_arg
 
     async def go():
-        kb = await _open(url)
+        kb = await _open(db)
         if document is None:
             await kb.get(name)
             return await kb.delete(name)

@@ -21,13 +21,19 @@ from rich.console import Console
 from flowforge.cli.progress import LiveProgress, print_summary
 from flowforge.cli import secrets as secrets_cli, serve as serve_cli, users as users_cli
 from flowforge.cli import kb as kb_cli
+from flowforge.cli.exits import run_exit_code
+from flowforge.cli.helptext import whole_short_help
+from flowforge.cli.options import add_db_aliases, db_option
 from flowforge.errors import FlowforgeError, InputError, StorageError, WorkflowError
 
 __all__ = ["app", "main"]
 
+# Plain click help (cli/helptext.py): wrapped, never cut, the same in a pipe.
 app = typer.Typer(help="Run LLM agent workflows, offline by default.", no_args_is_help=True,
+                  rich_markup_mode=None,
                   add_completion=False, pretty_exceptions_enable=False)
-runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
+runs_app = typer.Typer(help="Stored runs: list, show, cancel, approve or reject, resume.",
+                       no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(kb_cli.kb_app, name="kb")           # `flowforge kb ...` (knowledge bases)
 from flowforge.cli import blocks as blocks_cli, build as build_cli  # noqa: E402
@@ -156,8 +162,7 @@ def run_command(
                                         help="Model for every LLM block, e.g. openai/gpt-4o."),
     as_json: bool = typer.Option(False, "--json", help="Print the RunResult as JSON, nothing else."),
     user: str = typer.Option("default", "--user", "-u", help="User id (per-user memory)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: FLOWFORGE_DATABASE_URL "
-                                     "or the user data directory)."),
+    db: Optional[str] = db_option(),
     no_store: bool = typer.Option(False, "--no-store", help="Do not record the run."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1,
                                               help="Blocks running at once (default: the workflow's)."),
@@ -210,7 +215,8 @@ def run_command(
     except KeyboardInterrupt:
         fail("interrupted", 1)
     except StorageError as exc:
-        fail(str(exc), 1)
+        from flowforge.cli.exits import exit_code
+        fail(str(exc), exit_code(exc))
     except FlowforgeError as exc:
         fail(str(exc))
     if result.status == "failed" and not result.blocks and result.error:
@@ -253,7 +259,6 @@ def schema_command(output: Optional[Path] = typer.Option(None, "--output", "-o",
         print(text)
 
 
-_DB_HELP = "Database URL (default: FLOWFORGE_DATABASE_URL or the user data directory)."
 _RUN_ID_HELP = "A run id, or a unique prefix of one (`flowforge runs list` shows them)."
 
 
@@ -266,7 +271,7 @@ def runs_list(
                                               "succeeded, failed or cancelled."),
     user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user's runs."),
     limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many runs, newest first."),
-    db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+    db: Optional[str] = db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
 ) -> None:
     """List stored runs, newest first."""
@@ -277,7 +282,7 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
-              db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+              db: Optional[str] = db_option(),
               as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
               events: bool = typer.Option(False, "--events", help="Also list every event.")) -> None:
     """Show a stored run: every block's inputs, output, status and timing."""
@@ -288,7 +293,7 @@ def runs_show(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
 
 @runs_app.command("cancel")
 def runs_cancel(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
-                db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                db: Optional[str] = db_option(),
                 wait: float = typer.Option(10.0, "--wait", min=0,
                                            help="Seconds to wait for the run to end.")) -> None:
     """Cancel a run wherever it runs (a server, another terminal): exit 0 once it ended."""
@@ -299,8 +304,8 @@ def runs_cancel(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
 
 
 @runs_app.command("resume")
-def runs_resume(run_id: str = typer.Argument(..., help="The id of the run to finish."),
-                db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+def runs_resume(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
+                db: Optional[str] = db_option(),
                 as_json: bool = typer.Option(False, "--json",
                                              help="Print the RunResult as JSON."),
                 imports: List[str] = typer.Option(
@@ -313,11 +318,6 @@ def runs_resume(run_id: str = typer.Argument(..., help="The id of the run to fin
     import_plugins(imports)
     result = _storage_call(resume(run_id, storage=db))
     _show_result(result, as_json)
-
-
-def run_exit_code(status: str) -> int:
-    """0 succeeded, 3 waiting (to be resumed), 1 failed or cancelled."""
-    return 0 if status == "succeeded" else 3 if status == "waiting" else 1
 
 
 def _show_result(result: Any, as_json: bool, stored: bool = True) -> None:
@@ -389,7 +389,7 @@ _IMPORTS = typer.Option([], "--import", "-I", help="Python file or module to imp
 def runs_approve(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
                  block: str = typer.Argument(..., help="The approval block's id."),
                  comment: Optional[str] = _COMMENT, by: Optional[str] = _BY,
-                 db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                 db: Optional[str] = db_option(),
                  as_json: bool = typer.Option(False, "--json", help="Print the RunResult."),
                  imports: List[str] = _IMPORTS) -> None:
     """Approve a waiting run's approval block; the run continues here (a queued
@@ -401,7 +401,7 @@ def runs_approve(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
 def runs_reject(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
                 block: str = typer.Argument(..., help="The approval block's id."),
                 comment: Optional[str] = _COMMENT, by: Optional[str] = _BY,
-                db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+                db: Optional[str] = db_option(),
                 as_json: bool = typer.Option(False, "--json", help="Print the RunResult."),
                 imports: List[str] = _IMPORTS) -> None:
     """Reject: the run goes to the block's `on_reject`, else fails."""
@@ -409,7 +409,7 @@ def runs_reject(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
 
 
 @runs_app.command("resume-due")
-def runs_resume_due(db: Optional[str] = typer.Option(None, "--db", help=_DB_HELP),
+def runs_resume_due(db: Optional[str] = db_option(),
                     every: float = typer.Option(0.0, "--every", min=0, help="Keep looking "
                                                 "every this many seconds (0: look once)."),
                     imports: List[str] = _IMPORTS) -> None:
@@ -466,8 +466,9 @@ def _storage_call(coro: Any) -> Any:
 
 
 def main() -> None:
+    command = whole_short_help(add_db_aliases(typer.main.get_command(app)))
     try:
-        app()
+        command(prog_name="flowforge")
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(1)

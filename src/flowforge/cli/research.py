@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flowforge.cli.exits import exit_code
+from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError
 
 __all__ = ["register", "ResearchView", "render_result"]
@@ -209,8 +210,7 @@ def research_command(
                                       "(default: the 'web' base), perplexity or tavily."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON, no live view."),
     user: str = typer.Option("default", "--user", "-u", help="User id."),
-    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: "
-                                     "FLOWFORGE_DATABASE_URL or the user data directory)."),
+    db: Optional[str] = db_option(),
 ) -> None:
     """Research a question: improve it, build a knowledge base, write the answer."""
     if not question.strip():

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flowforge.cli.progress import STATUS_STYLE
-from flowforge.errors import NotFound
+from flowforge.errors import InvalidValue, NotFound
 from flowforge.service.runs import cancel_run as service_cancel_run
 from flowforge.service.runs import open_storage
 from flowforge.storage.base import TERMINAL_STATUSES
@@ -33,10 +33,9 @@ async def find_run(storage: Any, run_id: str) -> dict[str, Any]:
     if not matches:
         raise NotFound(f"no run with id '{run_id}' in {storage.url} "
                        f"(`flowforge runs list` shows them)")
-    from flowforge.errors import InputError
     shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-    raise InputError([f"run id prefix '{run_id}' is ambiguous: it starts {shown}; give more "
-                      f"characters"])
+    raise InvalidValue(f"run id prefix '{run_id}' is ambiguous: it starts {shown}; give more "
+                       f"characters")
 
 
 def _when(seconds: float | None) -> str:
@@ -53,8 +52,7 @@ def _short(value: Any, width: int = 100) -> str:
 async def list_runs(db: str | None, workflow: str | None, status: str | None, user: str | None,
                     limit: int, as_json: bool, console: Console) -> None:
     if status is not None and status not in RUN_STATUSES:
-        from flowforge.errors import InputError
-        raise InputError([f"--status {status!r}: use one of {', '.join(RUN_STATUSES)}"])
+        raise InvalidValue(f"--status {status!r}: use one of {', '.join(RUN_STATUSES)}")
     async with open_storage(db) as storage:
         rows = await storage.list_runs(workflow_id=workflow, status=status, user_id=user,
                                        limit=limit)

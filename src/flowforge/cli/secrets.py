@@ -15,6 +15,7 @@ from typing import Any, Optional
 import typer
 
 from flowforge.cli.users import DbOption, _call, _with_storage, err, out
+from flowforge.errors import InvalidValue
 
 __all__ = ["secrets_app", "register"]
 
@@ -47,7 +48,7 @@ def set_secret(name: str = typer.Argument(..., help="Secret name, e.g. OPENAI_AP
 
     try:
         check_secret_name(name)
-    except Exception as exc:  # noqa: BLE001 - InputError, shown as the others are
+    except InvalidValue as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2)
     value = _read_value(name)

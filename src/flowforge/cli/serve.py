@@ -4,16 +4,21 @@ PostgreSQL, chosen by the database URL."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
 
+from flowforge.cli.exits import FAILED, INVALID, exit_code
+from flowforge.cli.options import db_option
+
 __all__ = ["serve", "register"]
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
 
 
 def serve(
@@ -21,9 +26,9 @@ def serve(
                              "(0.0.0.0 for every interface)."),
     port: int = typer.Option(8000, "--port", "-p", min=0, max=65535,
                              help="TCP port to listen on."),
-    database_url: Optional[str] = typer.Option(
-        None, "--database-url", "--db", help="sqlite:///file.db or postgresql://user@host/db "
-        "(default: FLOWFORGE_DATABASE_URL, else the user data directory)."),
+    db: Optional[str] = db_option("sqlite:///file.db or postgresql://user@host/db "
+                                  "(default: FLOWFORGE_DATABASE_URL, else the user data "
+                                  "directory)."),
     max_body_bytes: Optional[int] = typer.Option(
         None, "--max-body-bytes", min=1, help="Refuse larger request bodies with 413 "
         "(default 1 MiB or FLOWFORGE_MAX_BODY_BYTES)."),
@@ -40,9 +45,10 @@ def serve(
         "link-local addresses (off: refused, so users cannot reach internal services "
         "through the server; also FLOWFORGE_ALLOW_PRIVATE_WEBHOOKS=1)."),
     files_root: Optional[Path] = typer.Option(
-        None, "--files-root", help="Folder that relative file references of stored "
-        "workflows (knowledge sources) resolve against, for users granted server_files "
-        "(default: the current directory; also FLOWFORGE_FILES_ROOT)."),
+        None, "--files-root", help="The folder that relative paths in documents resolve "
+        "against (nested workflows, knowledge sources, scripted/ rules, local/ model "
+        "files), for users granted server_files; also FLOWFORGE_FILES_ROOT. Unset: such "
+        "paths are refused, saying so (never the working directory)."),
     allow_process_sandbox: bool = typer.Option(
         False, "--allow-process-sandbox", help="Without bubblewrap, run users' Python blocks "
         "in a plain process held by seccomp and rlimits only (off: they fail, saying so; "
@@ -79,6 +85,10 @@ def serve(
         "naming the process and how to resume them (`flowforge runs resume RUN_ID`); also "
         "FLOWFORGE_RESUME_CUT_OFF=0. With --workers celery, the choice travels with each run "
         "this server queues: any worker that finds it cut off marks it failed."),
+    imports: List[str] = typer.Option(
+        [], "--import", "-I", help="Python file or module to import first, e.g. one "
+        "registering @flowforge.function callables (as `flowforge run --import` and "
+        "`flowforge worker --import`; with --workers celery, the workers import it)."),
 ) -> None:
     """Serve workflows, runs with live progress (SSE, WebSocket), history and memory."""
     try:
@@ -88,24 +98,26 @@ def serve(
     except ImportError as exc:
         err.print(f"[bold red]error:[/] the server needs its extra: pip install "
                   f"'flowforge[server]' ({exc})")
-        raise typer.Exit(2)
+        raise typer.Exit(INVALID)
+    from flowforge.cli.main import import_plugins
     from flowforge.errors import StorageError
     from flowforge.storage import default_database_url, storage_from_url
 
-    url = database_url or default_database_url()
+    import_plugins(imports)
+    url = db or default_database_url()
     try:
         users = asyncio.run(_check_database(storage_from_url, url))
     except StorageError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(1)
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(exit_code(exc))
     if not users:
         err.print("no users yet: create one with `flowforge users create NAME --admin"
-                  f"{' --db ' + database_url if database_url else ''}`")
+                  f"{' --db ' + db if db else ''}`", highlight=False)
     try:
         settings = ServerSettings(database_url=url, model=model)
     except ValueError as exc:                # a FLOWFORGE_* variable that is not a number
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2)
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(INVALID)
     for name, value in (("daily_user_tokens", daily_user_tokens),
                         ("daily_user_cost", daily_user_cost),
                         ("resume_interval", resume_interval)):
@@ -130,7 +142,7 @@ def serve(
     if workers is not None:
         if workers not in ("celery", "none"):
             err.print(f"[bold red]error:[/] --workers {workers!r}: use celery (or none)")
-            raise typer.Exit(2)
+            raise typer.Exit(INVALID)
         settings.workers = workers
     if settings.workers == "celery":
         from flowforge.service.queue import QueueError, celery_app
@@ -138,11 +150,47 @@ def serve(
             celery_app()
         except QueueError as exc:
             err.print(f"[bold red]error:[/] --workers celery: {exc}")
-            raise typer.Exit(2)
+            raise typer.Exit(INVALID)
+    listening = _listen(host, port)
     # Everything in this process (the block registry too) uses the served database.
     os.environ["FLOWFORGE_DATABASE_URL"] = url
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level,
-                proxy_headers=False, timeout_keep_alive=keep_alive)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
+                                           log_level=log_level,
+                                           proxy_headers=False,
+                                           timeout_keep_alive=keep_alive))
+    try:
+        server.run(sockets=[listening])
+    finally:
+        listening.close()
+    if not server.started:        # the app did not start (its log says why)
+        raise typer.Exit(FAILED)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a port already in use is a
+    message and exit 1 (as an unreachable database is), not uvicorn's own
+    startup-failure code 3, which flowforge keeps for a waiting run."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        err.print(f"[bold red]error:[/] --host {host}: {exc.strerror or exc}: give an "
+                  f"address such as 127.0.0.1 or 0.0.0.0", highlight=False)
+        raise typer.Exit(INVALID)
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = ("is already in use (another server?): stop that one, or choose another "
+                  "port with --port" if exc.errno == errno.EADDRINUSE
+                  else f"cannot be listened on: {exc.strerror or exc}")
+        err.print(f"[bold red]error:[/] {host}:{port} {reason}", highlight=False)
+        raise typer.Exit(FAILED)
+    sock.set_inheritable(True)
+    return sock
 
 
 async def _check_database(storage_from_url, url: str) -> int:

@@ -13,15 +13,15 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
+from flowforge.cli.options import db_option
+
 __all__ = ["users_app", "register"]
 
 users_app = typer.Typer(help="Users of the server and their API keys.", no_args_is_help=True)
 out = Console()
 err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
 
-DbOption = typer.Option(None, "--db", "--database-url",
-                        help="Database URL (default: FLOWFORGE_DATABASE_URL or the user data "
-                             "directory).")
+DbOption = db_option()
 
 
 def _call(work: Any) -> Any:

@@ -7,7 +7,7 @@ of `flowforge run FILE --queue` (enqueue, then follow the run's stored events).
     flowforge run examples/support.yaml --queue --input query="..."
 
 Exit codes as everywhere: 0 fine, 1 the run failed or was cancelled, 2 bad usage
-(no broker configured, a bad URL).
+(no broker configured, a bad URL), 3 the run waits (an approval, a long wait).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, List, Optional
 import typer
 from rich.console import Console
 
+from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError
 
 __all__ = ["register", "worker_command", "run_on_queue"]
@@ -44,9 +45,9 @@ def worker_command(
                                               "(default: FLOWFORGE_QUEUE, else flowforge)."),
     broker: Optional[str] = typer.Option(None, "--broker", help="Broker URL (default: "
                                          "FLOWFORGE_BROKER_URL)."),
-    db: Optional[str] = typer.Option(None, "--db", help="Database the reaper watches "
-                                     "(default: FLOWFORGE_DATABASE_URL or the user data "
-                                     "directory); each run names its own."),
+    db: Optional[str] = db_option("Database the reaper watches (default: "
+                                  "FLOWFORGE_DATABASE_URL or the user data directory); "
+                                  "each run names its own."),
     reap: bool = typer.Option(True, "--reap/--no-reap", help="Look for runs whose process "
                               "died (their lease expired) and waiting runs that are due, "
                               "and fire schedules."),
@@ -136,6 +137,7 @@ def _supervise(processes: int, concurrency: int, queues: str, broker: str | None
 def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str | None,
                  db: str | None, broker: str | None, as_json: bool, quiet: bool) -> int:
     """Enqueue, follow the stored events (live view), print the outcome; the exit code."""
+    from flowforge.cli.exits import run_exit_code
     from flowforge.cli.progress import LiveProgress
     from flowforge.cli.runs_view import show_run
     from flowforge.service.queue import enqueue
@@ -175,7 +177,7 @@ def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str
 
     status = asyncio.run(outcome())
     asyncio.run(show_run(db, run_id, as_json, False, Console()))
-    return 0 if status == "succeeded" else 1
+    return run_exit_code(status)
 
 
 schedules_app = typer.Typer(help="Stored workflows' schedules (`triggers:`), fired by the "
@@ -184,8 +186,7 @@ schedules_app = typer.Typer(help="Stored workflows' schedules (`triggers:`), fir
 
 @schedules_app.command("list")
 def schedules_list(
-    db: Optional[str] = typer.Option(None, "--db", help="Database URL (default: "
-                                     "FLOWFORGE_DATABASE_URL or the user data directory)."),
+    db: Optional[str] = db_option(),
     user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user's "
                                        "workflows (their id)."),
 ) -> None:

@@ -109,15 +109,12 @@ class RunContext:
 
     @property
     def source_dir(self) -> Any:
-        """Folder of the workflow file this block belongs to (None when the
-        workflow was not loaded from a file): relative paths resolve here."""
-        source = self._scope.source
-        if source is None:
-            return None
-        from pathlib import Path
+        """The folder this block's relative paths resolve against
+        (`workflow.paths.document_root`): its document's folder, or on a
+        server the files root; None on a server that has no root for them."""
+        from flowforge.workflow.paths import document_root
 
-        path = Path(source)
-        return path.parent if path.suffix else path
+        return document_root(self._scope.source, self.run.services)
 
     def block_data(self) -> dict[str, Any]:
         """Outputs of the blocks of this block's graph that have run, by id (Sim's blockData)."""

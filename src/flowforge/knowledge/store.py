@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from flowforge.errors import StorageError
+from flowforge.errors import BadDatabaseURL, StorageError
 
 __all__ = ["KnowledgeBase", "DocumentInfo", "NewChunk", "ChunkRow", "Filters", "KnowledgeStore",
            "default_knowledge_url", "knowledge_store_from_url"]
@@ -198,6 +198,6 @@ def knowledge_store_from_url(url: str | None = None) -> KnowledgeStore:
         path = url[len("sqlite:///"):] if url.startswith("sqlite:///") else ":memory:"
         return SQLiteKnowledgeStore(path or ":memory:")
     if "://" in url:
-        raise StorageError(f"unsupported knowledge URL '{url}': use sqlite:///path.db or "
+        raise BadDatabaseURL(f"unsupported knowledge URL '{url}': use sqlite:///path.db or "
                            f"postgresql://user@host/db (FLOWFORGE_KNOWLEDGE_URL)")
     return SQLiteKnowledgeStore(url)

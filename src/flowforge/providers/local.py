@@ -48,11 +48,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from flowforge.errors import ProviderError
+from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
 from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.workflow.paths import resolve_path
 
 __all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",
            "tool_answer_schema"]
@@ -394,14 +395,14 @@ class LocalProvider(Provider):
 def _resolve_path(name: str, options: ProviderOptions) -> str:
     if name.lower() in _ALIASES:
         return default_model_path()
-    path = Path(name).expanduser()
-    candidates = [path] if path.is_absolute() else (
-        [options.base_dir / path] if options.base_dir is not None else []) + [path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return str(candidate.resolve())
+    try:
+        candidate = resolve_path(name, options.base_dir, "local model file")
+    except WorkflowError as exc:
+        raise ProviderError(str(exc), provider="local") from None
+    if candidate.is_file():
+        return str(candidate.resolve())
     raise ProviderError(f"local model '{name}' is neither '{SMOLLM2}' nor an existing GGUF "
-                        f"file (looked for {', '.join(str(c) for c in candidates)}); write "
+                        f"file (looked for {candidate}); write "
                         f"'local/{SMOLLM2}' or 'local/path/to/model.gguf'", provider="local")
 
 

@@ -28,7 +28,11 @@ class ProviderOptions:
     """What a factory may use besides the model name."""
 
     env: Mapping[str, str] = field(default_factory=dict)   # process env over workflow `env:`
-    base_dir: Path | None = None                          # folder of the workflow file
+    base_dir: Path | None = field(default_factory=Path.cwd)
+    """Where a relative model file (`scripted/rules.yaml`, `local/m.gguf`)
+    resolves (`workflow.paths.resolve_path`): the document's root for a
+    block's model, the working directory for a model named outside any
+    document; None on a server with no root for it: such a path is refused."""
 
 
 #: prefix -> factory(model_name, options) -> (Provider, model name to send)

@@ -33,6 +33,7 @@ from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, ToolSpec, Usage)
 from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.workflow.paths import resolve_path
 
 __all__ = ["ScriptedProvider", "FunctionProvider", "ScriptRules", "Rule", "register_script",
            "unregister_script"]
@@ -239,10 +240,10 @@ def unregister_script(name: str) -> None:
 def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
     if name in _SCRIPTS:
         return _SCRIPTS[name], name
-    path = Path(name)
-    if not path.is_absolute() and options.base_dir is not None and \
-            (options.base_dir / path).exists():
-        path = options.base_dir / path
+    try:
+        path = resolve_path(name, options.base_dir, "scripted rules file")
+    except WorkflowError as exc:
+        raise ProviderError(str(exc), provider="scripted") from None
     return ScriptedProvider.from_file(path), name
 
 

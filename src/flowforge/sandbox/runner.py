@@ -248,13 +248,46 @@ def _http_module() -> types.ModuleType:
             raise RuntimeError(answer["error"])
         return _Response(answer)
 
-    async def get(url, **kwargs):
-        return await request("GET", url, **kwargs)
+    def verb(method):
+        async def call(url, **kwargs):
+            return await request(method, url, **kwargs)
+        call.__name__ = method.lower()
+        return call
 
-    async def post(url, **kwargs):
-        return await request("POST", url, **kwargs)
+    class AsyncClient:
+        """`async with httpx.AsyncClient(base_url=..., headers=...) as client:
+        await client.get(path)`, as blocks written for the seed do; each
+        request still goes to the parent through the SSRF guard."""
 
-    module.request, module.get, module.post, module.Response = request, get, post, _Response
+        def __init__(self, *, base_url="", headers=None, params=None, timeout=None,
+                     **_ignored):
+            self.base_url = str(base_url or "")
+            self.headers = dict(headers or {})
+            self.params = dict(params or {})
+
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return False
+
+        async def aclose(self):
+            return None
+
+        async def request(self, method, url, *, params=None, headers=None, **kwargs):
+            url = str(url)
+            if self.base_url and "://" not in url:
+                url = self.base_url.rstrip("/") + "/" + url.lstrip("/")
+            return await request(method, url, params={**self.params, **(params or {})},
+                                 headers={**self.headers, **(headers or {})}, **kwargs)
+
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        setattr(module, method.lower(), verb(method))
+
+        async def bound(self, url, _method=method, **kwargs):
+            return await self.request(_method, url, **kwargs)
+        setattr(AsyncClient, method.lower(), bound)
+    module.request, module.Response, module.AsyncClient = request, _Response, AsyncClient
     return module
 
 

@@ -20,6 +20,7 @@ from flowforge.errors import StorageError
 from flowforge.server.errors import ApiError, install_error_handlers
 from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
+from flowforge.server.media_types import BodyMediaTypes
 from flowforge.server.routes import (agent, chat, compat, documents, edits, knowledge,
                                       pipeline, pipelines, runs, secrets, users, workflows)
 from flowforge.server.settings import ServerSettings
@@ -72,6 +73,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
                          lifespan=lifespan, static_url="/docs/assets",
                          swagger_ui_parameters={"validatorUrl": None})
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyMediaTypes)        # outermost: a wrong type is refused unread
     install_error_handlers(app)
 
     @app.get("/health", tags=["health"], summary="Liveness and database reachability (no key)")

@@ -17,8 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from flowforge.errors import (CapabilityDenied, FlowforgeError, InputError, NotFound,
-                              StorageError, ValidationFailed, WorkflowError)
+from flowforge.errors import (CapabilityDenied, FlowforgeError, InputError, InvalidValue,
+                              NotFound, StorageError, ValidationFailed, WorkflowError)
 from flowforge.storage.base import AlreadyExists
 
 __all__ = ["ApiError", "error_body", "install_error_handlers"]
@@ -84,6 +84,9 @@ def _from_flowforge(exc: FlowforgeError) -> JSONResponse:
     if isinstance(exc, WorkflowError):
         return _json(422, str(exc), "invalid_workflow",
                      [{"where": exc.where, "message": exc.message}])
+    if isinstance(exc, InvalidValue):
+        return _json(422, str(exc), "invalid_value",
+                     [{"where": exc.where or "body", "message": exc.message}])
     if isinstance(exc, InputError):
         return _json(422, "invalid run inputs", "invalid_inputs",
                      [{"where": "inputs", "message": p} for p in exc.problems])

@@ -56,11 +56,14 @@ class ServerSettings:
     """How long `POST .../cancel` waits for the run to settle before answering."""
     model: str | None = None
     """Model for every LLM block of every run (like `flowforge run --model`)."""
-    files_root: str = field(default_factory=lambda: os.environ.get("FLOWFORGE_FILES_ROOT")
-                            or os.getcwd())
-    """Folder that relative file references of stored workflows resolve against
-    (knowledge `sources: [policies]` -> `<files_root>/policies`), for users
-    granted `server_files`; the server's working directory by default."""
+    files_root: str | None = field(
+        default_factory=lambda: os.environ.get("FLOWFORGE_FILES_ROOT") or None)
+    """The one folder that relative paths in documents run here resolve
+    against (`workflow.paths`): nested workflows, knowledge `sources:
+    [policies]` -> `<files_root>/policies`, web-search folders, `scripted/`
+    rules, `local/` model files; for users granted `server_files`.  None: a
+    document's own file's folder when it has one, else such paths are refused
+    (never the server's working directory)."""
     allow_process_sandbox: bool = field(
         default_factory=lambda: _env_flag("FLOWFORGE_ALLOW_PROCESS_SANDBOX"))
     """Run users' Python blocks in the plain-process confinement when bubblewrap

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from flowforge.errors import InputError
+from flowforge.errors import InvalidValue
 from flowforge.service.users import ROLES
 from flowforge.storage.base import Storage
 from flowforge.workflow.policy import CAPABILITIES, Policy
@@ -24,15 +24,15 @@ def check_capability(name: str) -> str:
     if name not in CAPABILITIES:
         close = difflib.get_close_matches(name, list(CAPABILITIES), n=1, cutoff=0.5)
         hint = f" - did you mean '{close[0]}'?" if close else ""
-        raise InputError([f"unknown capability {name!r}{hint}; capabilities: "
-                          f"{', '.join(CAPABILITIES)}"])
+        raise InvalidValue(f"unknown capability {name!r}{hint}; capabilities: "
+                           f"{', '.join(CAPABILITIES)}")
     return name
 
 
 def subject_of(user: dict[str, Any] | None = None, role: str | None = None) -> str:
     if role is not None:
         if role not in ROLES:
-            raise InputError([f"role {role!r}: must be one of {', '.join(ROLES)}"])
+            raise InvalidValue(f"role {role!r}: must be one of {', '.join(ROLES)}")
         return f"role:{role}"
     assert user is not None
     return f"user:{user['user_id']}"

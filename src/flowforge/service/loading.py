@@ -13,6 +13,7 @@ from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_document
 from flowforge.workflow.model import Workflow
+from flowforge.workflow.paths import document_root, resolve_path
 
 __all__ = ["load", "load_text", "compile_document", "register_workflow", "resolve_workflow",
            "registered_workflow", "model_problem"]
@@ -109,21 +110,23 @@ def registered_workflow(reference: str) -> CompiledWorkflow | None:
     return _REGISTERED.get(reference)
 
 
-def resolve_workflow(reference: str, base: Path | None) -> CompiledWorkflow:
-    """A nested workflow: a path (relative to the referring document), else an
-    id registered in this process, else a file in the referring document's
-    folder whose `id` matches."""
+def resolve_workflow(reference: str, base: Path | None,
+                     services: dict[str, Any] | None = None) -> CompiledWorkflow:
+    """A nested workflow: a path (relative ones as `workflow.paths` says: the
+    referring document's folder, or a server's files root), else an id
+    registered in this process, else a file in that folder whose `id` matches."""
     looks_like_path = reference.endswith(_SUFFIXES) or "/" in reference
-    folder = base.parent if base is not None else Path.cwd()
+    folder = document_root(base, services)
     if looks_like_path:
-        path = Path(reference)
-        if not path.is_absolute():
-            path = folder / path
+        path = resolve_path(reference, folder, "nested workflow")
         if not path.exists():
             raise WorkflowError(f"nested workflow file not found: {path}")
         return load(path)
     if reference in _REGISTERED:
         return _REGISTERED[reference]
+    if folder is None:
+        raise NotFound(f"no workflow with id '{reference}': register it with "
+                       f"flowforge.register_workflow(...) or give its path")
     for suffix in _SUFFIXES:
         candidate = folder / f"{reference}{suffix}"
         if candidate.exists():

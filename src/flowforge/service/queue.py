@@ -51,6 +51,7 @@ from flowforge.service.queue_follow import QueuedHandle, start_queued, stored_re
 from flowforge.service.resuming import fail_cut_off, resume, resume_cut_off
 from flowforge.service.runs import RunStateError, idempotency_columns, open_storage
 from flowforge.service.webhooks import deliver_when_ended
+from flowforge.workflow.paths import DOCUMENT_DIR, FILES_ROOT, document_folder
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
 __all__ = ["QueuedHandle", "start_queued", "stored_result",
@@ -189,6 +190,9 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "seq": 1, "type": "run_queued", "run_id": run_id, "time": now, "block_id": None,
             "queue": queue, "model": model, "trusted": policy is TRUSTED,
             "files_root": files_root, "share_provider_keys": share_provider_keys,
+            # a CLI run's paths resolve against its document's folder on any worker
+            **({DOCUMENT_DIR: str(document_folder(compiled.source).resolve())}
+               if compiled.source is not None and policy is TRUSTED else {}),
             "resume_cut_off": resuming_here() if resume_cut_off is None else resume_cut_off,
             **({"webhook_delivery": webhook_delivery or {}} if webhook else {}),
             "by": process_id()}], [])
@@ -269,7 +273,10 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
             return "ended"
         policy = await policy_for(storage, user,
                                   shared_keys=bool(how.get("share_provider_keys")))
-    services = {"files_root": how.get("files_root")} if how.get("files_root") else None
+    # A server's run resolves relative paths against its files root (None: refused),
+    # a CLI's against its document's folder (workflow.paths).
+    services = {FILES_ROOT: how.get("files_root")} if not how.get("trusted") else \
+        {DOCUMENT_DIR: how[DOCUMENT_DIR]} if how.get(DOCUMENT_DIR) else None
     keys = None
     if how.get("share_provider_keys"):       # the keys of this worker's environment
         from flowforge.providers.registry import provider_keys_in

@@ -122,6 +122,8 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         raise RunStateError(f"run {run_id} is no longer waiting: another request resumed "
                             f"it first")
     try:
+        if row.get("started_at") is None:   # a queued run: a worker starts it now
+            await opened.update_run(run_id, started_at=time.time())
         compiled: CompiledWorkflow = load(row["document"])
         blocks = await opened.get_blocks(run_id)
         checkpoint = {b["block_id"]: (b["status"], b["output"])

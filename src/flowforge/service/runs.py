@@ -95,7 +95,8 @@ class RunHandle:
 
 
 def guarded_resolver(policy: Policy, stored: Callable[[str], Any] | None = None,
-                     model_override: str | None = None) -> Callable[[str, Any], Any]:
+                     model_override: str | None = None,
+                     services: dict[str, Any] | None = None) -> Callable[[str, Any], Any]:
     """How a run that is not trusted finds nested workflows: a file only with
     the `server_files` capability; an id among the user's stored workflows
     (`stored`, `id` or `id@version`) or those the host program registered.
@@ -103,7 +104,7 @@ def guarded_resolver(policy: Policy, stored: Callable[[str], Any] | None = None,
     async def resolve(reference: str, base: Any) -> CompiledWorkflow:
         if looks_like_path(reference):
             policy.check_workflow_ref(reference, "with.workflow")
-            nested = resolve_workflow(reference, base)
+            nested = resolve_workflow(reference, base, services)
         else:
             nested = registered_workflow(reference)
             if nested is None and stored is not None:
@@ -262,8 +263,11 @@ def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user:
              stored_workflows: Callable[[str], Any] | None = None,
              traceparent: str | None = None, budget: Any = None,
              budget_limits: list[BudgetLimit] | None = None) -> Run:
-    resolver = resolve_workflow if policy is TRUSTED and stored_workflows is None \
-        else guarded_resolver(policy, stored_workflows, model)
+    if policy is TRUSTED and stored_workflows is None:
+        def resolver(reference: str, base: Any) -> CompiledWorkflow:
+            return resolve_workflow(reference, base, services)
+    else:
+        resolver = guarded_resolver(policy, stored_workflows, model, services)
     run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
                   concurrency=concurrency, resolver=resolver,
                   bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint,

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from flowforge.errors import FlowforgeError, InputError, NotFound
+from flowforge.errors import FlowforgeError, InvalidValue, NotFound
 from flowforge.storage.base import Storage
 
 __all__ = ["SecretBox", "SecretKeyError", "secret_box", "set_secret", "list_secrets",
@@ -97,8 +97,8 @@ def secret_box() -> SecretBox:
 
 def check_secret_name(name: Any) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise InputError([f"secret name {name!r}: use letters, digits and '_', starting with a "
-                          f"letter or '_' (at most 128), e.g. OPENAI_API_KEY"])
+        raise InvalidValue(f"secret name {name!r}: use letters, digits and '_', starting with "
+                           f"a letter or '_' (at most 128), e.g. OPENAI_API_KEY")
     return name
 
 
@@ -106,13 +106,13 @@ async def set_secret(storage: Storage, user_id: str, name: str, value: str,
                      box: SecretBox | None = None) -> None:
     check_secret_name(name)
     if not isinstance(value, str) or not value:
-        raise InputError([f"secret {name}: the value must be a non-empty string"])
+        raise InvalidValue(f"secret {name}: the value must be a non-empty string")
     if len(value.encode("utf-8", "surrogatepass")) > MAX_SECRET_BYTES:
-        raise InputError([f"secret {name}: the value is larger than {MAX_SECRET_BYTES} bytes"])
+        raise InvalidValue(f"secret {name}: the value is larger than {MAX_SECRET_BYTES} bytes")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InputError([f"secret {name}: the value is not valid text (a lone surrogate)"]) \
+        raise InvalidValue(f"secret {name}: the value is not valid text (a lone surrogate)") \
             from None
     await storage.put_secret(user_id, name, (box or secret_box()).encrypt(value))
     _forget_loading(storage, user_id)

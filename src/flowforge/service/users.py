@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from flowforge.errors import InputError, NotFound
+from flowforge.errors import InvalidValue, NotFound
 from flowforge.storage.base import Storage
 
 __all__ = ["ROLES", "authenticate", "create_user", "find_user", "hash_key", "issue_key",
@@ -43,7 +43,7 @@ async def issue_key(storage: Storage, user_id: str) -> str:
 async def create_user(storage: Storage, name: str, role: str = "user"
                       ) -> tuple[dict[str, Any], str]:
     """Create a user with a first API key: `(user, key)`.  Raises AlreadyExists
-    when the name is taken, InputError for a bad name or role."""
+    when the name is taken, InvalidValue for a bad name or role."""
     problems = []
     if not _NAME.match(name or ""):
         problems.append(f"name {name!r}: use 1-64 letters, digits, '_', '.', '@' or '-', "
@@ -51,7 +51,7 @@ async def create_user(storage: Storage, name: str, role: str = "user"
     if role not in ROLES:
         problems.append(f"role {role!r}: must be one of {', '.join(ROLES)}")
     if problems:
-        raise InputError(problems)
+        raise InvalidValue("; ".join(problems))
     user = {"user_id": uuid.uuid4().hex[:16], "name": name, "role": role,
             "webhook_secret": secrets.token_hex(32), "created_at": time.time()}
     await storage.create_user(user)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from platformdirs import user_data_dir
 
-from flowforge.errors import StorageError
+from flowforge.errors import BadDatabaseURL, StorageError
 from flowforge.storage.base import Migration, Storage
 
 __all__ = ["Migration", "Storage", "default_database_url", "storage_from_url"]
@@ -30,7 +30,7 @@ def storage_from_url(url: str | None = None) -> Storage:
     """A (not yet opened) storage for `url`: `sqlite:///relative.db`,
     `sqlite:////absolute.db`, `sqlite://:memory:`, a path to a `.db` /
     `.sqlite` file, or `postgresql://user@host/db`.  Anything else is a
-    StorageError naming the accepted forms: a typo must never become an
+    BadDatabaseURL naming the accepted forms: a typo must never become an
     in-memory database that forgets every run, or a file called `bogus`."""
     url = url or default_database_url()
     forms = ("use sqlite:///relative/path.db, sqlite:////absolute/path.db, "
@@ -48,12 +48,12 @@ def storage_from_url(url: str | None = None) -> Storage:
         if url in ("sqlite://:memory:", "sqlite:///:memory:", "sqlite://"):
             return SQLiteStorage(":memory:")
         if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
-            raise StorageError(f"database URL '{url}' names no file: {forms} (three slashes "
+            raise BadDatabaseURL(f"database URL '{url}' names no file: {forms} (three slashes "
                                f"before a relative path, four before an absolute one)")
         return SQLiteStorage(url[len("sqlite:///"):])
     if "://" in url or ":" in url.split("/")[0]:
-        raise StorageError(f"unsupported database URL '{url}': {forms}")
+        raise BadDatabaseURL(f"unsupported database URL '{url}': {forms}")
     if not url.endswith(_SQLITE_SUFFIXES) and not Path(url).is_file():
-        raise StorageError(f"database URL '{url}' is neither a URL nor a SQLite file path "
+        raise BadDatabaseURL(f"database URL '{url}' is neither a URL nor a SQLite file path "
                            f"(ending in .db, .sqlite or .sqlite3): {forms}")
     return SQLiteStorage(url)

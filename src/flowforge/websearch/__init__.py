@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from flowforge.errors import ToolError
+from flowforge.errors import ToolError, WorkflowError
 from flowforge.websearch.base import SearchResult, WebSearchBackend
 from flowforge.websearch.offline import OfflineSearch
 from flowforge.websearch.perplexity import PerplexitySearch
@@ -39,9 +39,11 @@ TOOL_PARAMETERS: dict[str, Any] = {
 
 
 def make_backend(options: Mapping[str, Any], *, knowledge: Any = None,
-                 env: Mapping[str, str] | None = None, base_dir: str | Path | None = None
+                 env: Mapping[str, str] | None = None, base_dir: str | Path | None = Path()
                  ) -> WebSearchBackend:
-    """The back end named by `options["backend"]` (default offline)."""
+    """The back end named by `options["backend"]` (default offline).  A
+    relative `folder` resolves against `base_dir` (the document's root,
+    `workflow.paths`; None: a server with no root, which refuses it)."""
     options = dict(options)
     backend = options.pop("backend", None) or "offline"
     options.pop("max_results", None)
@@ -56,9 +58,13 @@ def make_backend(options: Mapping[str, Any], *, knowledge: Any = None,
                                                                "timeout"}))
     if backend == "offline":
         kept = _only(options, backend, {"folder", "knowledge_base", "mode", "min_similarity"})
-        folder = kept.get("folder")
-        if folder is not None and not Path(folder).is_absolute() and base_dir is not None:
-            kept["folder"] = Path(base_dir) / folder
+        if kept.get("folder") is not None:
+            from flowforge.workflow.paths import resolve_path
+            try:
+                kept["folder"] = resolve_path(kept["folder"], None if base_dir is None
+                                              else Path(base_dir), "web search folder")
+            except WorkflowError as exc:
+                raise ToolError(str(exc)) from None
         if knowledge is None:
             raise ToolError("web_search (offline): no knowledge layer to search")
         return OfflineSearch(knowledge, **kept)

@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from flowforge.apps.chains.importer import LLM_PROVIDERS
+from flowforge.apps.chains.importer import _ID_RE, LLM_PROVIDERS
 from flowforge.apps.chains.templates import NATIVE_REF_RE, native_to_chain
 from flowforge.blocks._notation import NotationError, schema_to_notation
 from flowforge.errors import Problem, ValidationFailed
@@ -47,6 +47,16 @@ def workflow_to_agent(document: Any) -> dict[str, Any]:
         raise TypeError(f"cannot export {type(document).__name__} as an Agent")
     return _Exporter(doc).convert()
 
+
+
+def original_id(workflow_id: str) -> str:
+    """The Agent id a workflow id was imported from: the importer prefixes
+    `agent-` only to an id that is not a valid workflow id alone (a UUID that
+    starts with a digit), so the prefix comes off exactly then.  (An Agent whose
+    own id is `agent-` and a digit-led rest comes back without its prefix: the
+    one id the two forms share.)"""
+    rest = workflow_id[len("agent-"):] if workflow_id.startswith("agent-") else ""
+    return rest if rest and not _ID_RE.match(rest) else workflow_id
 
 class _Exporter:
     def __init__(self, doc: Workflow) -> None:
@@ -84,7 +94,7 @@ class _Exporter:
             self.earlier.add(spec.id)
         if self.problems:
             raise ValidationFailed(self.problems, source=f"export of '{doc.id}'")
-        agent: dict[str, Any] = {"id": doc.id, "name": doc.name or doc.id}
+        agent: dict[str, Any] = {"id": original_id(doc.id), "name": doc.name or doc.id}
         if doc.description:
             agent["description"] = doc.description
         agent["variables"] = self.variables

@@ -77,14 +77,24 @@ def is_agent(data: Any) -> bool:
 
 
 def agent_to_workflow(agent: dict[str, Any], *, base_url: str | None = None,
-                      source: str | None = None) -> dict[str, Any]:
+                      source: str | None = None, literal_keys: bool = False) -> dict[str, Any]:
     """The native workflow document (plain data) equivalent to `agent`.
 
     `base_url` resolves relative event endpoints (default: the environment's
-    FLOWFORGE_CHAIN_BASE_URL).  Raises ValidationFailed listing every problem."""
+    FLOWFORGE_CHAIN_BASE_URL).  `literal_keys`: a key written as text in a
+    node's `apiKey` (the seed allows it) is read as the run secret
+    `apiKey_node<N>` (`key_values` gives its value, for the caller to pass as a
+    run secret: masked everywhere, never stored); only a caller that runs the
+    Agent it was given, and stores nothing, sets it.  Raises ValidationFailed
+    listing every problem."""
     if base_url is None:
         base_url = os.environ.get(BASE_URL_VARIABLE) or None
-    return _Importer(agent, base_url, source).convert()
+    return _Importer(agent, base_url, source, literal_keys).convert()
+
+
+def literal_key_name(index: int) -> str:
+    """The run secret that holds the key written as text in node `index`."""
+    return f"apiKey_node{index + 1}"
 
 
 def key_variables(nodes: Any) -> set[str]:
@@ -100,13 +110,23 @@ def key_variables(nodes: Any) -> set[str]:
 
 
 def key_values(agent: Any) -> dict[str, str]:
-    """The API keys written in an Agent's own `variables` (the importer leaves
-    them out of the workflow): a run passes them as secrets."""
-    if not is_agent(agent) or not isinstance(agent.get("variables"), dict):
+    """The API keys written in an Agent: in its own `variables`, and as text in a
+    node's `apiKey` (under `literal_key_name`); the importer leaves them out of
+    the workflow, and a run passes them as secrets."""
+    if not is_agent(agent):
         return {}
-    names = key_variables(agent.get("promptChain"))
-    return {name: str(value) for name, value in agent["variables"].items()
-            if name in names and isinstance(value, str) and value}
+    found: dict[str, str] = {}
+    chain = agent.get("promptChain")
+    for index, node in enumerate(chain if isinstance(chain, list) else []):
+        key = node.get("apiKey", node.get("apikey")) if isinstance(node, dict) else None
+        if isinstance(key, str) and key.strip() and \
+                chain_templates.REF_RE.fullmatch(key.strip()) is None:
+            found[literal_key_name(index)] = key.strip()
+    if isinstance(agent.get("variables"), dict):
+        names = key_variables(chain)
+        found.update({name: str(value) for name, value in agent["variables"].items()
+                      if name in names and isinstance(value, str) and value})
+    return found
 
 
 def _slug(text: str) -> str:
@@ -114,8 +134,11 @@ def _slug(text: str) -> str:
 
 
 class _Importer:
-    def __init__(self, agent: dict[str, Any], base_url: str | None, source: str | None):
+    def __init__(self, agent: dict[str, Any], base_url: str | None, source: str | None,
+                 literal_keys: bool = False):
         self.agent = agent
+        self.literal_keys = literal_keys
+        self.index = 0                          # the node being converted
         self.base_url = base_url
         self.source = source
         self.problems: list[Problem] = []
@@ -161,6 +184,7 @@ class _Importer:
         for name in self.secrets - set(self.declared):
             self.env[name] = f"{{{{secrets.{name}}}}}"
         for index, node in enumerate(chain):
+            self.index = index
             self._node(index, node)
         if self.problems:
             raise ValidationFailed(self.problems, source=self.source)
@@ -393,10 +417,17 @@ class _Importer:
         key = node.get("apiKey", node.get("apikey"))
         if isinstance(key, str) and key.strip():
             whole = chain_templates.REF_RE.fullmatch(key.strip())
-            if whole is None:
+            if whole is None and self.literal_keys:
+                # Run as given, never stored: the key becomes a run secret.
+                config["api_key"] = f"{{{{secrets.{literal_key_name(self.index)}}}}}"
+            elif whole is None:
                 self.add(label, "`apiKey` must be a variable reference such as \"{apiKey}\" "
                                 "(the key then arrives with the run's variables and is never "
-                                "stored); a key written in the chain would be stored with it")
+                                "stored): a key written in a chain that is saved or imported "
+                                "would be stored with it. Run the chain file itself "
+                                "(`flowforge run agent.json`, POST /api/agent with the Agent), "
+                                "where a written key is used as a run secret, or keep the key "
+                                "as your secret and write \"{NAME}\"")
             else:
                 config["api_key"] = f"{{{{secrets.{whole.group(1)}}}}}"
         elif key is not None and not isinstance(key, str):

@@ -100,32 +100,44 @@ def _imported(request: Request, document: Any, workflow_id: str | None = None) -
     return data
 
 
-def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str
+def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str | None
                    ) -> dict[str, Any]:
-    """Saved, but a relative knowledge source is missing under the server's
-    files root, or a block runs less often than under the old any-edge rule
+    """Saved, but a relative path it names (a knowledge source, a nested
+    workflow file) is missing under the server's files root, or the server
+    has none, or a block runs less often than under the old any-edge rule
     (workflow/joins.py): say so now rather than at the first run."""
     from pathlib import Path
 
     from flowforge.service.loading import load
     from flowforge.workflow.joins import join_warnings
     from flowforge.workflow.model import Workflow
+    from flowforge.workflow.paths import resolve_path
+    from flowforge.workflow.policy import looks_like_path
 
+    root = Path(files_root) if files_root else None
     try:
         warnings = [str(problem) for problem in join_warnings(load(row["document"]).graph)]
     except WorkflowError:              # saved by an earlier version; runs will say what is wrong
         warnings = []
     for where, spec in Workflow.model_validate(row["document"]).iter_blocks():
-        sources = spec.with_.get("sources") if spec.type == "knowledge" else None
-        for index, source in enumerate(sources if isinstance(sources, list) else []):
-            if not isinstance(source, str) or "{{" in source:
+        named = [(f"{where}.with.sources[{index}]", source) for index, source in
+                 enumerate(spec.with_.get("sources") or [] if spec.type == "knowledge" and
+                           isinstance(spec.with_.get("sources"), list) else [])]
+        nested = spec.with_.get("workflow") if spec.type == "workflow" else None
+        if isinstance(nested, str) and looks_like_path(nested):
+            named.append((f"{where}.with.workflow", nested))
+        for place, reference in named:
+            if not isinstance(reference, str) or "{{" in reference:
                 continue
-            path = Path(source) if Path(source).is_absolute() else Path(files_root) / source
+            try:
+                path = resolve_path(reference, root, "the path")
+            except WorkflowError as exc:
+                warnings.append(f"{place}: {exc.message} (until then, runs fail)")
+                continue
             if not path.exists():
-                warnings.append(f"{where}.with.sources[{index}]: {path} does not exist on the "
-                                f"server (relative sources resolve against the files root "
-                                f"{files_root}, `flowforge serve --files-root`); runs will "
-                                f"fail until it does")
+                warnings.append(f"{place}: {path} does not exist on the server (relative "
+                                f"paths resolve against the files root {files_root}, "
+                                f"`flowforge serve --files-root`); runs will fail until it does")
     if warnings:
         view["warnings"] = warnings
     return view

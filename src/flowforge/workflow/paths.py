@@ -1,0 +1,69 @@
+"""Where a relative path written in a document points: one rule for every kind
+of path (nested workflows, knowledge sources, workflow tools, web-search
+folders, `scripted/<rules>` and `local/<file.gguf>` models).
+
+- On the command line and in Python, a relative path resolves against the
+  folder of the document's own file, as an `import` or an `<img src>` does:
+  `flowforge run examples/nested.yaml` finds `examples/nested/greeting.yaml`
+  whatever the working directory.  A document built in memory has no file:
+  its paths resolve against the working directory.
+- On a server, against one documented root: `flowforge serve --files-root`
+  (FLOWFORGE_FILES_ROOT) when given, else the folder the document's file came
+  from when the server knows it, else nowhere: the path is refused with a
+  message naming --files-root.  Never the server's working directory, which
+  nobody documents and which changes with how the service was started.
+
+A run on a server says so by carrying `files_root` among its services (None
+when not configured); a queued CLI run carries its document's folder as
+`document_dir`, so a worker elsewhere resolves as the CLI would have.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from flowforge.errors import WorkflowError
+
+__all__ = ["FILES_ROOT", "DOCUMENT_DIR", "document_folder", "document_root", "resolve_path"]
+
+#: The run service a server sets: its files root (a folder, or None when not configured).
+FILES_ROOT = "files_root"
+#: The run service a queued CLI run sets: its document's folder.
+DOCUMENT_DIR = "document_dir"
+
+
+def document_folder(source: Any) -> Path | None:
+    """The folder of the file a document came from (`source` is that file, or
+    already a folder); None for a document with no file."""
+    if source is None:
+        return None
+    path = Path(source)
+    return path.parent if path.suffix else path
+
+
+def document_root(source: Any, services: Mapping[str, Any] | None) -> Path | None:
+    """The folder the relative paths of a document from `source` resolve
+    against, for a run with these `services`; None when a server has no root
+    for them (resolve_path then refuses the path)."""
+    services = services or {}
+    folder = document_folder(source) or document_folder(services.get(DOCUMENT_DIR))
+    if FILES_ROOT in services:                     # a server's run
+        root = services[FILES_ROOT]
+        return Path(root) if root else folder
+    return folder or Path.cwd()
+
+
+def resolve_path(reference: str | Path, root: Path | None, what: str) -> Path:
+    """`reference` as a path: as written when absolute, else under `root`
+    (document_root's answer).  `what` names it in the refusal ("nested
+    workflow", "knowledge source", ...)."""
+    path = Path(reference).expanduser()
+    if path.is_absolute():
+        return path
+    if root is None:
+        raise WorkflowError(f"{what} '{reference}' is a relative path and this server has no "
+                            f"folder to resolve it against: start the server with "
+                            f"`flowforge serve --files-root DIR` (or FLOWFORGE_FILES_ROOT=DIR) "
+                            f"to resolve relative paths under DIR, or write an absolute path")
+    return Path(root) / path
