@@ -103,8 +103,9 @@ class MoveBlock(_Edit):
     op: Literal["move"]
     block: str
     """The block placed."""
-    x: float = Field(allow_inf_nan=False)
-    y: float = Field(allow_inf_nan=False)
+    x: float = Field(ge=-1e7, le=1e7)
+    """Canvas units, as the editor draws them."""
+    y: float = Field(ge=-1e7, le=1e7)
 
 
 Edit = Annotated[Union[SetField, UnsetField, AddBlock, RemoveBlock, AddAfter, RemoveAfter,
