@@ -7,7 +7,9 @@ layout must survive.  An edit is applied to a round-trip parse of the text
 the lines that dump changed are spliced into the original text: a line no
 edit touched stays byte for byte as the author wrote it, even where the
 dumper would have written it differently (a flow mapping folded over two
-lines, an odd indent).
+lines, an odd indent).  An edit inside such a region rewrites the region
+whole, in the dumper's style: a JSON document laid out unlike
+`json.dumps(indent=n)` (objects kept on one line) is one such region.
 
 Block positions on the canvas live in the document itself, under
 `metadata: {layout: {<block id>: {x: 120, y: 40}}}`: the engine ignores
