@@ -7,7 +7,7 @@ from typing import Any
 EXPECTED = {
     "/health": {"get"},
     "/api/workflows": {"get", "post"},
-    "/api/workflows/{workflow_id}": {"get", "put", "delete"},
+    "/api/workflows/{workflow_id}": {"get", "put", "patch", "delete"},
     "/api/workflows/{workflow_id}/versions": {"get"},
     "/api/workflows/{workflow_id}/runs": {"post"},
     "/api/runs": {"get"},
@@ -41,7 +41,7 @@ EXPECTED = {
     "/api/blocks/search": {"post"},
     "/api/clarify": {"post"},
     "/api/create-agent": {"post"},
-    "/api/create-agent/stream": {"post"},
+    "/api/create-agent/stream": {"get", "post"},
     "/api/automate": {"post"},
     # the RAG chat (issue 10)
     "/api/chat/query": {"post"},
@@ -98,3 +98,23 @@ async def test_every_reference_resolves_and_workflow_bodies_name_the_format(serv
     assert body["application/json"]["schema"]["$ref"].endswith("/WorkflowDocument")
     assert "application/yaml" in body
     assert "blocks" in schemas["WorkflowDocument"]["properties"]
+
+
+async def test_the_docs_pages_work_offline(server):
+    """/docs and /redoc load their scripts, styles and favicon from this server
+    and from nowhere else: offline they still render (issue 27)."""
+    import re
+
+    async with server.client(None) as client:
+        for page in ("/docs", "/redoc"):
+            answer = await client.get(page)
+            assert answer.status_code == 200, page
+            html = answer.text
+            assert "://" not in html, page                 # no other host, no CDN
+            urls = set(re.findall(r"""(?:src|href)=["']([^"']+)["']|url: ["']([^"']+)["']""",
+                                  html))
+            urls = {u for pair in urls for u in pair if u}
+            assert urls and all(u.startswith("/") and not u.startswith("//") for u in urls), urls
+            for url in urls:
+                assert (await client.get(url)).status_code == 200, url
+        assert '"validatorUrl": null' in (await client.get("/docs")).text

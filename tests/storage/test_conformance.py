@@ -273,6 +273,14 @@ async def test_every_save_is_a_new_version(storage):
     assert [v["version"] for v in await storage.list_workflow_versions("ann", "desk")] == [1, 2]
 
 
+async def test_a_version_keeps_the_text_it_was_saved_from(storage):
+    text = "# the author's note\nid: desk   # keep me\nblocks: []\n"
+    await storage.save_workflow("ann", "desk", {"id": "desk", "blocks": []}, text)
+    await storage.save_workflow("ann", "desk", {"id": "desk", "name": "no text"})
+    assert (await storage.get_workflow("ann", "desk", version=1))["source"] == text
+    assert (await storage.get_workflow("ann", "desk"))["source"] is None
+
+
 async def test_workflows_belong_to_their_owner(storage):
     await storage.save_workflow("ann", "desk", {"id": "desk"})
     await storage.save_workflow("bob", "desk", {"id": "desk", "name": "Bob's"})
@@ -301,6 +309,25 @@ async def test_list_workflows_pages(storage):
         await storage.save_workflow("ann", name, {"id": name})
     page = await storage.list_workflows("ann", limit=2, offset=1)
     assert [w["workflow_id"] for w in page] == ["b", "c"]
+
+
+async def test_the_list_says_what_a_list_page_shows(storage):
+    """Description and the owner's last run status come with the list: a list
+    page makes one request, not one per workflow."""
+    await storage.save_workflow("ann", "desk", {"id": "desk", "description": "old words"})
+    await storage.save_workflow("ann", "desk", {"id": "desk", "description": "Answers"})
+    await storage.save_workflow("ann", "idle", {"id": "idle"})
+    await storage.create_run(_run("r1", workflow_id="desk", user_id="ann",
+                                  status="failed", created_at=100.0))
+    await storage.create_run(_run("r2", workflow_id="desk", user_id="ann",
+                                  status="succeeded", created_at=200.0))
+    await storage.create_run(_run("r3", workflow_id="desk", user_id="bob",
+                                  status="running", created_at=300.0))
+    rows = {w["workflow_id"]: w for w in await storage.list_workflows("ann")}
+    assert (rows["desk"]["description"], rows["desk"]["last_run_status"]) == \
+        ("Answers", "succeeded")
+    assert (rows["idle"]["description"], rows["idle"]["last_run_status"]) == (None, None)
+    assert "document" not in rows["desk"]
 
 
 # -- users and keys -----------------------------------------------------------------------------

@@ -14,14 +14,15 @@ from typing import Any, AsyncIterator
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from fastapi_offline import FastAPIOffline
 
 from flowforge.errors import StorageError
 from flowforge.server.errors import ApiError, install_error_handlers
 from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
 from flowforge.server.media_types import BodyMediaTypes
-from flowforge.server.routes import (agent, chat, compat, documents, knowledge, pipeline,
-                                      pipelines, runs, secrets, users, workflows)
+from flowforge.server.routes import (agent, chat, compat, documents, edits, knowledge,
+                                      pipeline, pipelines, runs, secrets, users, workflows)
 from flowforge.server.settings import ServerSettings
 from flowforge.server.websocket import router as websocket_router
 from flowforge.storage import storage_from_url
@@ -65,8 +66,12 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
                 await store.close()
 
     from flowforge import __version__ as version
-    app = FastAPI(title="flowforge", version=version, description=_DESCRIPTION,
-                  lifespan=lifespan)
+    # /docs and /redoc with their scripts, styles and favicon served from the
+    # package (fastapi-offline): FastAPI's own pages load them from a CDN and
+    # are blank offline.  No validator badge either: it calls validator.swagger.io.
+    app = FastAPIOffline(title="flowforge", version=version, description=_DESCRIPTION,
+                         lifespan=lifespan, static_url="/docs/assets",
+                         swagger_ui_parameters={"validatorUrl": None})
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyMediaTypes)        # outermost: a wrong type is refused unread
     install_error_handlers(app)
@@ -80,8 +85,8 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
             raise ApiError(503, f"the database is unreachable: {exc}") from None
         return {"status": "ok", "version": version, "database": store.url.split(":")[0]}
 
-    for module in (documents, workflows, runs, users, secrets, compat, pipeline, pipelines,
-                   chat, agent, knowledge):
+    for module in (documents, workflows, edits, runs, users, secrets, compat, pipeline,
+                   pipelines, chat, agent, knowledge):
         app.include_router(module.router)
     from flowforge.server import routes_builder      # blocks, clarify, create-agent, automate
     app.include_router(routes_builder.router)

@@ -28,11 +28,12 @@ class WorkflowStore:
         self._compiled: OrderedDict[tuple[str, str, int], CompiledWorkflow] = OrderedDict()
 
     async def save(self, owner: str, data: Any, *, expected_id: str | None = None,
-                   policy: Policy = TRUSTED, model_override: str | None = None
-                   ) -> dict[str, Any]:
+                   policy: Policy = TRUSTED, model_override: str | None = None,
+                   source: str | None = None) -> dict[str, Any]:
         """Validate and compile `data` (raising WorkflowError/ValidationFailed with
         every located problem), check it against the saver's `policy`
-        (CapabilityDenied), then store it as the next version."""
+        (CapabilityDenied), then store it as the next version, with `source`,
+        the text `data` was parsed from, kept as written."""
         if isinstance(data, dict) and expected_id is not None:
             given = data.get("id")
             if given is None:
@@ -43,7 +44,8 @@ class WorkflowStore:
         doc = document_from_data(data, "<request body>")
         compiled = compile_document(doc)
         check_policy(compiled, policy, model_override=model_override)
-        version = await self.storage.save_workflow(owner, doc.id, compiled.document)
+        version = await self.storage.save_workflow(owner, doc.id, compiled.document,
+                                                  source)
         self._remember((owner, doc.id, version), compiled)
         return await self.get(owner, doc.id, version)
 

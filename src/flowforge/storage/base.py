@@ -301,22 +301,27 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
 
     # -- workflows and their versions ----------------------------------------------
     @abc.abstractmethod
-    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any]
-                            ) -> int:
+    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any],
+                            source: str | None = None) -> int:
         """Store `document` as the next version of the owner's workflow (1 for a new
-        one; a deleted workflow saved again continues its numbering) and return it."""
+        one; a deleted workflow saved again continues its numbering) and return it.
+        `source` is the text the author wrote (YAML or JSON), kept byte for byte so
+        that comments, key order and layout survive a save."""
 
     @abc.abstractmethod
     async def get_workflow(self, owner: str, workflow_id: str, version: int | None = None
                            ) -> dict[str, Any] | None:
-        """`{owner, workflow_id, version, latest_version, name, document, created_at,
-        updated_at}` of the latest or the given version; None when unknown or deleted."""
+        """`{owner, workflow_id, version, latest_version, name, document, source,
+        created_at, updated_at}` of the latest or the given version (`source` None
+        when the version was saved without its text); None when unknown or deleted."""
 
     @abc.abstractmethod
     async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
                              offset: int = 0) -> list[dict[str, Any]]:
         """Live workflows (latest versions, without documents), by id; every
-        owner's when `owner` is None."""
+        owner's when `owner` is None.  Each row also has the latest version's
+        `description` and `last_run_status`, the status of the owner's latest
+        run of it (None when never run): a list page needs nothing more."""
 
     @abc.abstractmethod
     async def list_workflow_versions(self, owner: str, workflow_id: str

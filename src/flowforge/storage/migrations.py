@@ -22,6 +22,11 @@ _IDEMPOTENCY = (
     "WHERE idempotency_key IS NOT NULL",
 )
 
+#: The text a workflow version was saved from, as the author wrote it (YAML or
+#: JSON): the document column is the parsed, validated form the engine runs.
+#: NULL for versions saved before this step or without text.
+_SOURCE_TEXT = ("ALTER TABLE workflow_versions ADD COLUMN source TEXT",)
+
 SQLITE_MIGRATIONS: list[Migration] = [
     Migration("0001_runs_events_blocks_memory", (
         """CREATE TABLE runs (
@@ -118,6 +123,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                          "CREATE INDEX runs_by_webhook_state ON runs "
                                          "(webhook_state)")),
     Migration("0014_run_idempotency_key", _IDEMPOTENCY),
+    Migration("0015_workflow_source_text", _SOURCE_TEXT),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -226,4 +232,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                          "CREATE INDEX runs_by_webhook_state ON runs "
                                          "(webhook_state)")),
     Migration("0014_run_idempotency_key", _IDEMPOTENCY),
+    Migration("0015_workflow_source_text", _SOURCE_TEXT),
 ]

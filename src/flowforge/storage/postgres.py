@@ -258,8 +258,8 @@ class PostgresStorage(Storage):
                     [(user_id, k, _dumps(v), now) for k, v in values.items()])
 
     # -- workflows -----------------------------------------------------------------
-    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any]
-                            ) -> int:
+    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any],
+                            source: str | None = None) -> int:
         now = time.time()
         name = document.get("name") if isinstance(document, dict) else None
         async with self._pool().connection() as conn:
@@ -273,15 +273,16 @@ class PostgresStorage(Storage):
                     (owner, workflow_id, name, now, now))
                 version = (await cursor.fetchone())[0]
                 await conn.execute(
-                    "INSERT INTO workflow_versions VALUES (%s, %s, %s, %s, %s, %s)",
-                    (owner, workflow_id, version, name, _dumps(document), now))
+                    "INSERT INTO workflow_versions (owner, workflow_id, version, name, "
+                    "document, created_at, source) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (owner, workflow_id, version, name, _dumps(document), now, source))
         return version
 
     async def get_workflow(self, owner: str, workflow_id: str, version: int | None = None
                            ) -> dict[str, Any] | None:
         row = await self._fetchone(
             "SELECT w.owner, w.workflow_id, v.version, w.latest_version, v.name, v.document, "
-            "v.created_at, w.updated_at FROM workflows w JOIN workflow_versions v ON "
+            "v.source, v.created_at, w.updated_at FROM workflows w JOIN workflow_versions v ON "
             "v.owner = w.owner AND v.workflow_id = w.workflow_id AND v.version = "
             "COALESCE(%s, w.latest_version) WHERE w.owner = %s AND w.workflow_id = %s AND "
             "w.deleted_at IS NULL", (version, owner, workflow_id))
@@ -292,11 +293,16 @@ class PostgresStorage(Storage):
 
     async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
                              offset: int = 0) -> list[dict[str, Any]]:
-        clause, args = ("AND owner = %s", [owner]) if owner is not None else ("", [])
+        clause, args = ("AND w.owner = %s", [owner]) if owner is not None else ("", [])
         return await self._fetch(
-            "SELECT owner, workflow_id, latest_version AS version, name, created_at, "
-            f"updated_at FROM workflows WHERE deleted_at IS NULL {clause} "
-            "ORDER BY workflow_id, owner LIMIT %s OFFSET %s", [*args, limit, offset])
+            "SELECT w.owner, w.workflow_id, w.latest_version AS version, w.name, "
+            "v.document::json ->> 'description' AS description, "
+            "(SELECT r.status FROM runs r WHERE r.workflow_id = w.workflow_id AND "
+            "r.user_id = w.owner ORDER BY r.created_at DESC, r.position DESC LIMIT 1) "
+            "AS last_run_status, w.created_at, w.updated_at FROM workflows w "
+            "JOIN workflow_versions v ON v.owner = w.owner AND v.workflow_id = w.workflow_id "
+            f"AND v.version = w.latest_version WHERE w.deleted_at IS NULL {clause} "
+            "ORDER BY w.workflow_id, w.owner LIMIT %s OFFSET %s", [*args, limit, offset])
 
     async def list_workflow_versions(self, owner: str, workflow_id: str
                                      ) -> list[dict[str, Any]]:

@@ -217,8 +217,8 @@ class SQLiteStorage(Storage):
             raise
 
     # -- workflows -----------------------------------------------------------------
-    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any]
-                            ) -> int:
+    async def save_workflow(self, owner: str, workflow_id: str, document: dict[str, Any],
+                            source: str | None = None) -> int:
         now = time.time()
         name = document.get("name") if isinstance(document, dict) else None
         db = self._conn()
@@ -230,8 +230,9 @@ class SQLiteStorage(Storage):
                 "UPDATE SET latest_version = workflows.latest_version + 1, name = excluded.name, "
                 "updated_at = excluded.updated_at, deleted_at = NULL RETURNING latest_version",
                 (owner, workflow_id, name, now, now)).fetchone()[0]
-            db.execute("INSERT INTO workflow_versions VALUES (?, ?, ?, ?, ?, ?)",
-                       (owner, workflow_id, version, name, _dumps(document), now))
+            db.execute("INSERT INTO workflow_versions (owner, workflow_id, version, name, "
+                       "document, created_at, source) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (owner, workflow_id, version, name, _dumps(document), now, source))
             db.execute("COMMIT")
         except Exception:
             db.execute("ROLLBACK")
@@ -242,7 +243,7 @@ class SQLiteStorage(Storage):
                            ) -> dict[str, Any] | None:
         row = self._conn().execute(
             "SELECT w.owner, w.workflow_id, v.version, w.latest_version, v.name, v.document, "
-            "v.created_at, w.updated_at FROM workflows w JOIN workflow_versions v ON "
+            "v.source, v.created_at, w.updated_at FROM workflows w JOIN workflow_versions v ON "
             "v.owner = w.owner AND v.workflow_id = w.workflow_id AND v.version = "
             "COALESCE(?, w.latest_version) WHERE w.owner = ? AND w.workflow_id = ? AND "
             "w.deleted_at IS NULL", (version, owner, workflow_id)).fetchone()
@@ -254,11 +255,16 @@ class SQLiteStorage(Storage):
 
     async def list_workflows(self, owner: str | None = None, *, limit: int = 50,
                              offset: int = 0) -> list[dict[str, Any]]:
-        clause, args = ("AND owner = ?", [owner]) if owner is not None else ("", [])
+        clause, args = ("AND w.owner = ?", [owner]) if owner is not None else ("", [])
         rows = self._conn().execute(
-            "SELECT owner, workflow_id, latest_version AS version, name, created_at, updated_at "
-            f"FROM workflows WHERE deleted_at IS NULL {clause} ORDER BY workflow_id, owner "
-            "LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+            "SELECT w.owner, w.workflow_id, w.latest_version AS version, w.name, "
+            "json_extract(v.document, '$.description') AS description, "
+            "(SELECT r.status FROM runs r WHERE r.workflow_id = w.workflow_id AND "
+            "r.user_id = w.owner ORDER BY r.created_at DESC, r.rowid DESC LIMIT 1) "
+            "AS last_run_status, w.created_at, w.updated_at FROM workflows w "
+            "JOIN workflow_versions v ON v.owner = w.owner AND v.workflow_id = w.workflow_id "
+            f"AND v.version = w.latest_version WHERE w.deleted_at IS NULL {clause} "
+            "ORDER BY w.workflow_id, w.owner LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return [dict(row) for row in rows]
 
     async def list_workflow_versions(self, owner: str, workflow_id: str

@@ -235,6 +235,10 @@ class Workflow(BaseModel):
     """What one run may spend on models: `{tokens: N, cost: 0.50, on_exceed: fail | {downgrade: <model>}}`."""
     blocks: list[BlockSpec] = Field(default_factory=list)
     """The graph: edges come from template references and `after`."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Free-form data for editors and tools; the engine never reads it.  The web
+    editor keeps each block's place on the canvas here, as
+    `layout: {<block id>: {x: 120, y: 40}}`."""
 
     def iter_blocks(self) -> list[tuple[str, BlockSpec]]:
         """Every block with its location, children included, depth first."""

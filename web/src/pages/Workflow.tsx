@@ -50,7 +50,10 @@ export function WorkflowPage({ id, version }: { id: string; version: number | nu
     const suffix = version ? `?version=${version}` : "";
     try {
       const row = await api<any>("GET", `/api/workflows/${encodeURIComponent(id)}${suffix}`);
-      const yamlText = YAML.stringify(readable(row.document), { lineWidth: 0 });
+      // the text as the author wrote it (comments, key order); a re-dump only
+      // for versions saved before texts were kept
+      const yamlText: string = row.source ?? YAML.stringify(readable(row.document),
+                                                            { lineWidth: 0 });
       setInitial(yamlText);
       setText(yamlText);
       setCurrent(row.version);

@@ -12,31 +12,19 @@ interface WorkflowRow {
   version: number;
   updated_at?: string;
   created_at?: string;
-  document?: { name?: string; description?: string };
+  last_run_status?: string | null;
 }
 
 export function Workflows() {
   const [rows, setRows] = useState<WorkflowRow[] | null>(null);
-  const [last, setLast] = useState<Record<string, string>>({});
-  const [descriptions, setDescriptions] = useState<Record<string, string>>({});
   const [search, setSearch] = useState("");
   const [error, setError] = useState<{ message: string; problems: Problem[] } | null>(null);
 
   useEffect(() => {
-    api<{ workflows: WorkflowRow[] }>("GET", "/api/workflows?limit=500").then(async (data) => {
-      setRows(data.workflows);
-      const statuses: Record<string, string> = {};
-      const texts: Record<string, string> = {};
-      await Promise.all(data.workflows.map(async (row) => {
-        const full = await api<WorkflowRow>("GET", `/api/workflows/${encodeURIComponent(row.id)}`);
-        texts[row.id] = full.document?.description ?? "";
-        const runs = await api<{ runs: { status: string }[] }>(
-          "GET", `/api/runs?workflow=${encodeURIComponent(row.id)}&limit=1`);
-        statuses[row.id] = runs.runs[0]?.status ?? "never run";
-      }));
-      setDescriptions(texts);
-      setLast(statuses);
-    }).catch((err) => setError({ message: err.message, problems: [] }));
+    // one request: each row carries its description and its last run's status
+    api<{ workflows: WorkflowRow[] }>("GET", "/api/workflows?limit=500")
+      .then((data) => setRows(data.workflows))
+      .catch((err) => setError({ message: err.message, problems: [] }));
   }, []);
 
   async function upload(file: File) {
@@ -53,7 +41,7 @@ export function Workflows() {
     }
   }
 
-  const describe = (row: WorkflowRow) => descriptions[row.id] ?? "";
+  const describe = (row: WorkflowRow) => row.description ?? "";
   const wanted = search.trim().toLowerCase();
   const shown = (rows ?? []).filter((row) => !wanted ||
     [row.id, title(row), describe(row)].some((text) => text.toLowerCase().includes(wanted)));
@@ -82,7 +70,7 @@ export function Workflows() {
                   <div className="muted"><code>{row.id}</code></div></td>
                 <td>{describe(row)}</td>
                 <td>{row.version}</td>
-                <td>{last[row.id] ? <StatusBadge status={last[row.id]} /> : "..."}</td>
+                <td><StatusBadge status={row.last_run_status ?? "never run"} /></td>
               </tr>
             ))}
           </tbody>
@@ -92,5 +80,5 @@ export function Workflows() {
   );
 }
 
-const title = (row: WorkflowRow) => row.name || row.document?.name || row.id;
+const title = (row: WorkflowRow) => row.name || row.id;
 

@@ -77,6 +77,15 @@ async def _document(request: Request) -> Any:
         raise ApiError(400, str(exc), code="malformed_json") from None
 
 
+async def _source(request: Request, sent: Any, saved: Any) -> str | None:
+    """The body's text, kept as the author wrote it (comments, key order, no
+    defaults filled in); None when what is saved is not that text's document
+    (a prompt-chain Agent saved as the workflow it imports to)."""
+    if saved is not sent:
+        return None
+    return (await request.body()).decode("utf-8")
+
+
 def _imported(request: Request, document: Any, workflow_id: str | None = None) -> Any:
     """A prompt-chain Agent is saved as the workflow it imports to (its relative
     event endpoints resolved against the server's `chain_base_url`)."""
@@ -146,12 +155,13 @@ async def _check_document_webhook(live: Any, document: Any) -> None:
 async def create_workflow(request: Request, user: CurrentUser,
                           owner: str | None = None) -> dict[str, Any]:
     live = request.app.state.live
-    document = await _document(request)
-    document = _imported(request, document)
+    sent = await _document(request)
+    document = _imported(request, sent)
     await _check_document_webhook(live, document)
     row = await live.workflows.save(owner_of(user, owner), document,
                                     policy=await live.policy(user),
-                                    model_override=live.settings.model)
+                                    model_override=live.settings.model,
+                                    source=await _source(request, sent, document))
     return _with_warnings(workflow_view(row), row, live.settings.files_root)
 
 
@@ -182,12 +192,13 @@ async def get_workflow(request: Request, workflow_id: str, user: CurrentUser,
 async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
                        owner: str | None = None) -> JSONResponse:
     live = request.app.state.live
-    document = await _document(request)
-    document = _imported(request, document, workflow_id)
+    sent = await _document(request)
+    document = _imported(request, sent, workflow_id)
     await _check_document_webhook(live, document)
     row = await live.workflows.save(owner_of(user, owner), document, expected_id=workflow_id,
                                     policy=await live.policy(user),
-                                    model_override=live.settings.model)
+                                    model_override=live.settings.model,
+                                    source=await _source(request, sent, document))
     return JSONResponse(_with_warnings(workflow_view(row), row, live.settings.files_root),
                         status_code=201 if row["version"] == 1 else 200)
 
