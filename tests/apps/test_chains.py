@@ -382,3 +382,23 @@ async def test_a_parsed_object_reaches_the_next_prompt_as_text_and_code_as_an_ob
     assert result.status == "succeeded", result.error
     assert seen[1] == 'Person: {"name": "Mia", "age": 9}'
     assert result.results["parse"]["data"] == {"name": "Mia", "age": 9}
+
+
+def test_export_gives_back_the_prompts_as_the_chain_wrote_them():
+    """`${x}` and `{x}` mean the same to a chain; the block reads `{x}`, and the
+    prompt as written is kept in the document's metadata so export returns it
+    unchanged (issue 26); a prompt edited since is exported as it now reads."""
+    agent = {"id": "story", "name": "story", "variables": {"topic": "tides"}, "promptChain": [
+        {"type": "prompt", "name": "draft", "system": "Write about ${topic}.",
+         "user": "A story on ${topic}, then {topic} again", "output": "d"},
+        {"type": "prompt", "name": "plain", "user": "Shorten {d}", "output": "s"}]}
+    doc = agent_to_workflow(agent)
+    assert doc["blocks"][0]["with"]["prompt"] == "A story on {topic}, then {topic} again"
+    exported = workflow_to_agent(copy.deepcopy(doc))
+    assert [(n.get("system"), n["user"]) for n in exported["promptChain"]] == [
+        ("Write about ${topic}.", "A story on ${topic}, then {topic} again"),
+        (None, "Shorten {d}")]
+    assert agent_to_workflow(json.loads(json.dumps(exported))) == doc
+    edited = copy.deepcopy(doc)
+    edited["blocks"][0]["with"]["prompt"] = "Now about {topic}"
+    assert workflow_to_agent(edited)["promptChain"][0]["user"] == "Now about {topic}"

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from flowforge.apps.chains.importer import _ID_RE, LLM_PROVIDERS
-from flowforge.apps.chains.templates import NATIVE_REF_RE, native_to_chain
+from flowforge.apps.chains.templates import NATIVE_REF_RE, native_to_chain, to_prompt
 from flowforge.blocks._notation import NotationError, schema_to_notation
 from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow.loader import document_from_data
@@ -143,7 +143,7 @@ class _Exporter:
             node["description"] = spec.description
         config = spec.with_
         if kind == "llm":
-            self._prompt(where, config, node)
+            self._prompt(where, config, node, spec.id)
         elif kind == "parser":
             node["rawData"] = self._translate(f"{where}.with.text", config.get("text", ""))
             node["parser"] = "JSON"
@@ -165,7 +165,8 @@ class _Exporter:
         self.nodes.append(node)
         self.node_of[spec.id] = node
 
-    def _prompt(self, where: str, config: dict[str, Any], node: dict[str, Any]) -> None:
+    def _prompt(self, where: str, config: dict[str, Any], node: dict[str, Any],
+                block_id: str) -> None:
         model = config.get("model") or self.doc.defaults.get("model")
         if isinstance(model, str) and "/" in model and "{{" not in model:
             prefix, _, name = model.partition("/")
@@ -174,8 +175,8 @@ class _Exporter:
         elif model is not None:
             self.add(f"{where}.with.model", f"model {model!r} cannot be exported")
         if config.get("system"):
-            node["system"] = config["system"]
-        node["user"] = config.get("prompt", "")
+            node["system"] = self._written(block_id, "system", config["system"])
+        node["user"] = self._written(block_id, "user", config.get("prompt", ""))
         inputs = config.get("inputs") or {}
         if inputs:
             node["field"] = {key: self._translate(f"{where}.with.inputs.{key}", value)
@@ -192,6 +193,16 @@ class _Exporter:
             node["temperature"] = config["temperature"]
         if config.get("max_tokens") is not None:
             node["maxTokens"] = config["max_tokens"]
+
+    def _written(self, block_id: str, key: str, prompt: str) -> str:
+        """The prompt as the chain wrote it (`${name}`), when the import kept it
+        and the block's prompt is still what it became."""
+        chain = (self.doc.metadata or {}).get("chain")
+        prompts = chain.get("prompts") if isinstance(chain, dict) else None
+        original = prompts.get(f"{block_id}.{key}") if isinstance(prompts, dict) else None
+        if isinstance(original, str) and to_prompt(original) == prompt:
+            return original
+        return prompt
 
     def _body(self, where: str, body: Any) -> str:
         """The body as the chain's JSON template: a whole reference is written

@@ -139,6 +139,10 @@ class _Importer:
         self.agent = agent
         self.literal_keys = literal_keys
         self.index = 0                          # the node being converted
+        self.block_id = ""                      # ... and its block id
+        # prompts written with `${name}`: kept as written in the document's metadata,
+        # so export gives them back unchanged (the block itself reads `{name}`)
+        self.written: dict[str, str] = {}
         self.base_url = base_url
         self.source = source
         self.problems: list[Problem] = []
@@ -208,6 +212,8 @@ class _Importer:
         doc["inputs"] = {name: {"default": value, "description": "chain variable"}
                          for name, value in self.declared.items() if name not in self.secrets}
         doc["blocks"] = self.blocks
+        if self.written:
+            doc["metadata"] = {"chain": {"prompts": self.written}}
         return doc
 
     # -- nodes ------------------------------------------------------------------------
@@ -245,6 +251,7 @@ class _Importer:
             self.blocks.append(block)
             return
         local = self._fields(label, node)
+        self.block_id = block_id
         builder = {"prompt": self._prompt, "parser": self._parser, "event": self._event}[kind]
         block["with"] = builder(label, node, local)
         block["type"] = {"prompt": "llm", "parser": "parser", "event": "http"}[kind]
@@ -398,6 +405,9 @@ class _Importer:
         if system:
             config["system"] = chain_templates.to_prompt(system)
         config["prompt"] = chain_templates.to_prompt(user or "")
+        for key, text in (("system", system), ("user", user)):
+            if text and "${" in text:
+                self.written[f"{self.block_id}.{key}"] = text
         config["inputs"] = inputs
         temperature = node.get("temperature")
         if temperature is not None:
