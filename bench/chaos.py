@@ -53,7 +53,7 @@ import httpx
 from _pool import Workers, chain, pct, redis_server
 from _sse import Followed, ServerProcess, check_events, follow_run
 
-from flowforge.service.queue import celery_app, enqueue  # noqa: E402
+from flowforge.service.pool import celery_app, enqueue  # noqa: E402
 from flowforge.service.users import create_user  # noqa: E402
 from flowforge.storage import storage_from_url  # noqa: E402
 
