@@ -70,6 +70,7 @@ def worker_command(
     from flowforge.service.resuming import RESUME_CUT_OFF_ENV
 
     import_plugins(imports)
+    _log_to_stderr(loglevel)
     queues = queues or default_queue()
     try:
         app = worker_app(broker)
@@ -95,6 +96,22 @@ def worker_command(
         err.print(f"[bold red]error:[/] the worker stopped on an error (exit status {code}); "
                   f"its log above says why", highlight=False)
         raise typer.Exit(code if isinstance(code, int) else 1)
+
+
+def _log_to_stderr(level: str) -> None:
+    """flowforge's own log lines (the reaper's takeovers, dropped messages) beside
+    Celery's, at the worker's --loglevel: Celery leaves the root logger alone."""
+    import logging
+
+    logger = logging.getLogger("flowforge")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter(
+            "[%(asctime)s: %(levelname)s/%(processName)s] %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(level.upper() if level.upper() in logging.getLevelNamesMapping()
+                    else logging.WARNING)
+    logger.propagate = False
 
 
 def _celery_worker(app: Any, argv: list[str]) -> int:

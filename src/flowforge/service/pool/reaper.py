@@ -157,7 +157,8 @@ def start_reaper(database: str | None, *, broker: str | None = None,
                 log.exception("reaper failed; trying again")
                 continue
             if found:
-                log.info("reaper: resumed %d cut-off run(s): %s", len(found), ", ".join(found))
+                log.info("reaper: sent %d run(s) back to the pool: %s", len(found),
+                         ", ".join(found))
 
     threading.Thread(target=loop, name="flowforge-reaper", daemon=True).start()
     return stop
