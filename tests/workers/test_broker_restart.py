@@ -89,3 +89,31 @@ def test_a_worker_that_stops_on_an_error_exits_non_zero(own_pool, tmp_path):
     assert "Unrecoverable error: RuntimeError('a consumer step failed')" in text, text[-3000:]
     assert status == 1
     assert "the worker stopped on an error (exit status 1)" in text
+
+
+async def test_runs_whose_messages_a_restarted_broker_lost_are_sent_once_and_run(
+        own_pool, own_redis, tmp_path):
+    """Two runs wait in the queue behind a busy worker when Redis restarts empty:
+    their messages are gone.  The reaper sees the broker is a new one (its run
+    id) and sends each run once more; both run, once."""
+    worker = own_pool.start(concurrency=1)
+    own_pool.wait_ready(worker)
+    storage = storage_from_url(own_pool.database)
+    await storage.open()
+    try:
+        logs = [tmp_path / f"run{n}.log" for n in range(3)]
+        ids = [await enqueue(chain(2, 1.0, log), storage=storage, queue=own_pool.queue,
+                             broker=own_redis.url) for log in logs]
+        await wait_for(storage, ids[0], lambda row: row["status"] == "running")
+        own_redis.restart(down=1.0)
+        for run_id, log in zip(ids, logs):
+            row = await wait_for(storage, run_id, ended, timeout=90)
+            assert row["status"] == "succeeded", row
+            assert sorted(_ends(log)) == ["0", "1"]
+            kinds = [e["type"] for e in await storage.get_events(run_id)]
+            assert kinds.count("run_started") == 1 and kinds.count("run_finished") == 1
+    finally:
+        await storage.close()
+    text = (tmp_path / "worker-0.log").read_text()
+    assert text.count("(its message was lost)") == 2, text[-3000:]
+    assert all(text.count(f"sent run {run_id} ") <= 1 for run_id in ids)
