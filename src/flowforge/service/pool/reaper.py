@@ -164,26 +164,33 @@ def start_reaper(database: str | None, *, broker: str | None = None,
                  queue: str | None = None, every: float = REAP_EVERY) -> threading.Event:
     """A thread that reaps every `every` seconds (and starts the schedules' due
     firings, exactly once across workers, and the deliveries of owed webhooks,
-    on the process's loop) until the returned event is set."""
+    on the process's loop) until the returned event is set.  Each of the three
+    goes on when another fails (a broker away stops no webhook)."""
     stop = threading.Event()
+
+    def reaping() -> None:
+        found = asyncio.run(reap(database, broker=broker, queue=queue))
+        if found:
+            log.info("reaper: sent %d run(s) back to the pool: %s", len(found),
+                     ", ".join(found))
+
+    def firing() -> None:
+        fired = asyncio.run(fire_due(database))
+        if fired:
+            log.info("scheduler: started %d scheduled run(s)", len(fired))
+
+    def delivering() -> None:
+        process_loop().spawn(deliver_owed_webhooks, database).result()
 
     def loop() -> None:
         while not stop.wait(every):
-            try:
-                found = asyncio.run(reap(database, broker=broker, queue=queue))
-                fired = asyncio.run(fire_due(database))
-                if fired:
-                    log.info("scheduler: started %d scheduled run(s)", len(fired))
-                process_loop().spawn(deliver_owed_webhooks, database).result()
-            except (StorageError, QueueError, OSError) as exc:
-                log.warning("reaper: %s", exc)
-                continue
-            except Exception:  # noqa: BLE001 - a reaper that dies leaves runs cut off
-                log.exception("reaper failed; trying again")
-                continue
-            if found:
-                log.info("reaper: sent %d run(s) back to the pool: %s", len(found),
-                         ", ".join(found))
+            for step in (reaping, firing, delivering):
+                try:
+                    step()
+                except (StorageError, QueueError, OSError) as exc:
+                    log.warning("reaper: %s", exc)
+                except Exception:  # noqa: BLE001 - a reaper that dies leaves runs cut off
+                    log.exception("reaper failed; trying again")
 
     threading.Thread(target=loop, name="flowforge-reaper", daemon=True).start()
     return stop
