@@ -29,7 +29,7 @@ from flowforge.errors import StorageError
 from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run",
+__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run", "host_name",
            "PROCESS", "LEASE_SECONDS", "lease_holder_alive", "lease_lapsed", "process_id"]
 
 def host_name() -> str:
