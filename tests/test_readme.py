@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -135,6 +136,51 @@ def test_the_agent_tools_fragment_is_valid():
     config = AgentConfig.model_validate({"prompt": "p", "tools": tools})
     kinds = [entry if isinstance(entry, str) else entry.kind for entry in config.tools]
     assert kinds == ["lookup_order", "http", "mcp", "knowledge_search", "workflow"]
+
+
+def test_the_refund_example_pays_only_when_approved(scratch):
+    """Issue 25: the README's refund-approval, run both ways.  Rejected (the
+    README's commands with `reject`), only `refused` answers: `cool_off` is not
+    on the chosen route, and `paid`, after it, is skipped with it although it
+    also reads `quote`, which ran.  Approved, `cool_off` then `paid` run."""
+    import asyncio
+    import time
+
+    import flowforge
+
+    folder, env = scratch
+    (folder / "refund.yaml").write_text(_block("version: 1\nid: refund-approval"))
+    commands = _block("flowforge run refund.yaml").replace(
+        'flowforge runs approve $RUN manager --comment "within policy" || test $? -eq 3   '
+        '# cool_off waits', 'flowforge runs reject $RUN manager --comment "not this time"')
+    assert "runs reject" in commands
+    result = _bash(commands + "\nflowforge runs show $RUN --json", folder, env)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    blocks = {block["block_id"]: block["status"] for block in record["blocks"]}
+    assert record["status"] == "succeeded"
+    assert blocks == {"quote": "succeeded", "manager": "succeeded", "cool_off": "skipped",
+                      "paid": "skipped", "refused": "succeeded"}
+    assert record["outputs"] == {"refused": {"message": "Refund refused", "status": 200}}
+    assert "Refunded" not in json.dumps(record)
+
+    async def approved() -> Any:
+        url = env["FLOWFORGE_DATABASE_URL"]
+        document = yaml.safe_load(_block("version: 1\nid: refund-approval"))
+        [cool_off] = [b for b in document["blocks"] if b["id"] == "cool_off"]
+        cool_off["with"]["seconds"] = 0.1          # an hour is the README's; a test sleeps less
+        first = await flowforge.run(document, {"amount": 100}, storage=url)
+        assert first.status == "waiting"
+        return await flowforge.resume(first.run_id, storage=url, decisions={
+            "manager": {"decision": "approve", "by": "alice", "at": time.time(),
+                        "comment": None}})
+
+    done = asyncio.run(approved())
+    assert done.status == "succeeded"
+    assert done.outputs == {"paid": {"message": "Refunded 120.0 EUR", "status": 200}}
+    assert {bid: r.status for bid, r in done.blocks.items()} == {
+        "quote": "succeeded", "manager": "succeeded", "cool_off": "succeeded",
+        "paid": "succeeded", "refused": "skipped"}
 
 
 def test_the_knowledge_base_commands(scratch):

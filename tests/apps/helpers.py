@@ -14,9 +14,11 @@ class Plan:
     def __init__(self, steps: list[Any]) -> None:
         self.steps = list(steps)
         self.seen: list[list[Any]] = []
+        self.tools_seen: list[list[str]] = []     # the tool names offered, per turn
 
     def __call__(self, messages, tools):
         self.seen.append(list(messages))
+        self.tools_seen.append([tool.name for tool in tools or []])
         if not self.steps:
             raise AssertionError("the model was asked more often than the plan allows")
         step = self.steps.pop(0)

@@ -298,3 +298,87 @@ def test_event_data_template_keeps_types_and_fills_strings():
     assert body == {"characters": "{{parse.data}}",
                     "label": 'About {{input.title}} ("{{count.content}}")',
                     "{{input.title}}": ["{{count.content}}", "x"]}
+
+
+async def test_the_chain_runs_in_order_unless_the_agent_asks_for_parallel():
+    """Three prompts that read nothing of each other: the seed calls the model
+    for node 1, then 2, then 3; `parallel: true` lets them run at once."""
+    import asyncio
+    import time
+
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    spans: list[tuple[str, float, float]] = []
+
+    async def slow(messages, tools):
+        started = time.monotonic()
+        await asyncio.sleep(0.05)
+        spans.append((messages[-1].content, started, time.monotonic()))
+        return "ok"
+
+    chain = [{"type": "prompt", "name": f"Node {n}", "user": f"node {n}", "output": f"o{n}"}
+             for n in (1, 2, 3)]
+    register_script("chain_order", slow)
+    try:
+        doc = agent_to_workflow({"variables": {}, "promptChain": chain})
+        result = await flowforge.run(doc, {}, model="scripted/chain_order", storage=False)
+        assert result.status == "succeeded"
+        assert [text for text, _, _ in spans] == ["node 1", "node 2", "node 3"]
+        assert all(spans[i][2] <= spans[i + 1][1] for i in range(2))    # one at a time
+        spans.clear()
+        doc = agent_to_workflow({"variables": {}, "parallel": True, "promptChain": chain})
+        result = await flowforge.run(doc, {}, model="scripted/chain_order", storage=False)
+        assert result.status == "succeeded"
+        assert max(start for _, start, _ in spans) < min(end for _, _, end in spans)  # overlap
+    finally:
+        unregister_script("chain_order")
+
+
+def test_the_seeds_system_prompt_and_user_prompt_names_load():
+    doc = agent_to_workflow({"variables": {"topic": "tides"}, "promptChain": [
+        {"type": "prompt", "name": "ask", "systemPrompt": "You write about {topic}.",
+         "userPrompt": "Tell me about ${topic}", "output": "answer"}]})
+    ask = doc["blocks"][0]["with"]
+    assert ask["system"] == "You write about {topic}." and ask["prompt"] == "Tell me about {topic}"
+    with pytest.raises(ValidationFailed, match="`userPrompt` and `user` are the same field"):
+        agent_to_workflow({"variables": {}, "promptChain": [
+            {"type": "prompt", "name": "ask", "user": "a", "userPrompt": "b"}]})
+
+
+def test_an_agent_id_that_is_not_a_workflow_id_round_trips():
+    """A UUID id becomes `agent-<uuid>` as a workflow id; export gives the
+    Agent its own id back (issue 26), and an ordinary id is untouched."""
+    for agent_id, workflow_id in (("5f0c2a8e-4d1b-4c7e-9a3f-2b6d8e1c7a90",
+                                   "agent-5f0c2a8e-4d1b-4c7e-9a3f-2b6d8e1c7a90"),
+                                  ("agent-x7", "agent-x7"), ("movies", "movies")):
+        agent = {"id": agent_id, "variables": {"q": ""}, "promptChain": [
+            {"type": "prompt", "name": "ask", "user": "{q}", "output": "a"}]}
+        doc = agent_to_workflow(agent)
+        assert doc["id"] == workflow_id
+        assert workflow_to_agent(copy.deepcopy(doc))["id"] == agent_id
+
+
+async def test_a_parsed_object_reaches_the_next_prompt_as_text_and_code_as_an_object():
+    """As the seed does, a parser node's object is turned back into text for the
+    next prompt's `{field}`; the block's output keeps the object."""
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    seen: list[str] = []
+
+    def model(messages, tools):
+        seen.append(messages[-1].content)
+        return '{"name": "Mia", "age": 9}' if len(seen) == 1 else "ok"
+
+    register_script("chain_parsed", model)
+    try:
+        doc = agent_to_workflow({"variables": {"q": "who?"}, "promptChain": [
+            {"type": "prompt", "name": "first", "user": "{q}", "output": "raw"},
+            {"type": "parser", "name": "parse", "rawData": "{raw}", "parser": "json",
+             "schema": '{"name": "String", "age": "Number"}', "output": "person"},
+            {"type": "prompt", "name": "second", "user": "Person: {person}", "output": "b"}]})
+        result = await flowforge.run(doc, {}, model="scripted/chain_parsed", storage=False)
+    finally:
+        unregister_script("chain_parsed")
+    assert result.status == "succeeded", result.error
+    assert seen[1] == 'Person: {"name": "Mia", "age": 9}'
+    assert result.results["parse"]["data"] == {"name": "Mia", "age": 9}

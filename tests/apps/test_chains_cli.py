@@ -128,3 +128,35 @@ def test_a_key_written_in_the_agent_file_is_used_and_kept_out_of_the_record(tmp_
     assert invoke("run", agent, "-i", "key=sk-ant-from-the-command", "--json", "--no-store"
                   ).exit_code == 0
     assert seen == [("anthropic/claude-3-5-haiku-latest", "sk-ant-from-the-command")]
+
+
+def test_a_key_written_in_a_node_is_a_run_secret_when_the_file_itself_runs(tmp_path,
+                                                                           monkeypatch):
+    """The seed allows `apiKey: "sk-..."` in a node (issue 26): running the file
+    uses it as a run secret (masked, never stored); importing it, which would
+    store it, is still refused with the way out."""
+    from flowforge.blocks import _llm
+    from flowforge.providers.base import LLMResponse
+
+    seen = []
+
+    async def fake(model, request, *, options, **_):
+        seen.append(options.env.get("ANTHROPIC_API_KEY"))
+        return LLMResponse(text="ok", model=model)
+
+    monkeypatch.setattr(_llm, "_complete", fake)
+    literal = "sk-ant-written-in-the-node-5678"
+    agent = tmp_path / "agent.json"
+    agent.write_text(json.dumps({"variables": {"q": "hi"}, "promptChain": [
+        {"type": "prompt", "name": "ask", "user": "{q}", "apiKey": literal, "llm": "claude",
+         "model": "claude-3-5-haiku-latest", "output": "a"}]}), encoding="utf-8")
+    db = tmp_path / "runs.db"
+    result = invoke("run", agent, "--json", "--db", f"sqlite:///{db}")
+    assert result.exit_code == 0, result.output
+    assert seen == [literal]
+    assert literal not in result.stdout
+    assert literal.encode() not in db.read_bytes()          # never stored
+    imported = invoke("import", agent, "-o", tmp_path / "agent.yaml")
+    assert imported.exit_code == 2
+    assert "a key written in a chain that is saved or imported would be stored" in \
+        imported.output

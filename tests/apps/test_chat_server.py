@@ -42,7 +42,8 @@ async def test_query_answers_and_keeps_the_session_per_user(chat_server):
         assert response.status_code == 200, response.text
         body = response.json()
         assert set(body) == {"answer", "sources", "confidence_score", "used_internal_kb",
-                             "used_external_kb", "session_id", "run_id"}
+                             "used_external_kb", "session_id", "run_id", "formatted_response"}
+        assert body["formatted_response"].endswith("Sources:\n[KB] Warranty")
         assert body["answer"] == ANSWER["answer"]
         assert body["sources"][0]["kind"] == "kb" and body["sources"][0]["title"] == "Warranty"
         session_id = body["session_id"]
@@ -106,3 +107,16 @@ async def test_streaming_sends_tool_calls_then_the_answer(chat_server):
     assert tools == ["knowledge_base_search", "generate_response"]
     assert kinds.index("run_finished") < kinds.index("answer")
     assert events[-1][1]["answer"] == ANSWER["answer"]
+
+
+async def test_kb_id_may_name_the_shared_base_explicitly(chat_server):
+    live = chat_server
+    play(live, call("knowledge_base_search", query="warranty"), call("generate_response", **ANSWER))
+    async with live.client("alice") as alice:
+        response = await alice.post("/api/chat/query", json={
+            "query": "How long is the warranty?", "kb_id": "shared/policies"})
+        assert response.status_code == 200, response.text
+        assert response.json()["sources"][0]["title"] == "Warranty"
+        for bad in ("shared/../x", "bob/private", "shared/a/b"):
+            refused = await alice.post("/api/chat/query", json={"query": "q", "kb_id": bad})
+            assert refused.status_code == 422, (bad, refused.text)

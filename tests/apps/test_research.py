@@ -47,7 +47,8 @@ async def test_three_phases_pass_the_question_and_the_knowledge_along(
     assert result.status == "succeeded", result.error
     improved = "How should a tent be pitched in strong wind (version 2)?"
     assert result.question == improved and result.original_question == "tent wind?"
-    assert result.answer.endswith("(refined 1).") and result.sources == [WEB_URL]
+    # every pass refines before the decision (the seed's order): two passes, two refinements
+    assert result.answer.endswith("(refined 2).") and result.sources == [WEB_URL]
     assert result.scores == {"question_improvement_confidence": 0.9,
                              "kb_completeness_score": 0.9, "answer_confidence": 0.9}
     assert result.iterations == {"question": 2, "knowledge": 1, "answer": 2}
@@ -87,10 +88,19 @@ async def test_session_events_name_phases_iterations_scores_and_complete(
                          ("question", "improve"), ("question", "evaluate")]
     assert [step for phase, step in steps if phase == "knowledge"] == [
         "plan", "queries", "web", "extract", "update", "evaluate"]   # no knowledge base asked
-    assert [step for phase, step in steps if phase == "answer"] == ["plan", "draft", "evaluate"]
+    assert [step for phase, step in steps if phase == "answer"] == [
+        "plan", "draft", "evaluate", "refine"]
     assert events[0]["type"] == "status" and events[0]["status"] == "running"
     assert events[-1]["type"] == "complete" and events[-1]["progress"] == 100
-    assert events[-1]["result"]["answer"] == "Pitch the narrow end into the wind."
+    final = events[-1]["result"]
+    assert final["answer"].endswith("(refined 1).")
+    # the seed orchestrator's context names, as its clients read them
+    assert final["final_answer"] == final["answer"]
+    assert final["draft_answer"] == "Pitch the narrow end into the wind."
+    assert final["kb_plan"] == "Find pitching technique and anchoring."
+    assert final["search_queries"] == ["pitching a tent in wind", "tent guy lines"]
+    assert (final["question_iterations"], final["kb_iterations"],
+            final["answer_iterations"]) == (2, 1, 1)
     assert set(events[-1]["phases"]) == {"question", "knowledge", "answer"}
 
 

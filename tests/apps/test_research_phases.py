@@ -73,6 +73,12 @@ async def test_knowledge_loop_searches_web_and_kb_and_stops_at_the_threshold(
     assert result["iterations"][0]["pages"] >= 1
     assert result["knowledge"][0]["sources"] == [WEB_URL]
     assert played.order[:6] == ["kb_plan", "queries", "extract", "update", "kb_eval", "queries"]
+    # the seed's names: the plan, every query, the passes
+    assert result["kb_plan"] == "Find pitching technique and anchoring."
+    assert result["search_queries"] == ["pitching a tent in wind", "tent guy lines"] * 2
+    assert result["kb_iterations"] == 2
+    # the plan reaches the extraction, and the evaluation's gaps the next queries
+    assert "Plan: Find pitching technique and anchoring." in played.calls["extract"][0]
     # the second pass's queries are written from the gaps the first pass left
     assert "anchoring in sand" in played.calls["queries"][1]
     assert "nothing is known yet" in played.calls["queries"][0]
@@ -96,17 +102,18 @@ async def test_knowledge_loop_stops_at_the_cap_and_searches_only_the_web_without
     assert WEB_URL in extract and '"documentName"' not in extract
 
 
-async def test_answer_passing_at_once_is_not_refined(script, knowledge):
+async def test_answer_passing_at_once_is_still_refined_before_the_decision(script, knowledge):
+    """As in the seed orchestrator, every pass refines before the decision."""
     model, played = script({"answer_eval": [0.9]})
     result = await phase("answer.yaml", {"question": "How to pitch a tent in wind?",
                                          "knowledge": [{"topic": "t", "information": "i",
                                                         "sources": [WEB_URL]}]},
                          model, knowledge)
     assert result["stopped_by"] == "threshold" and result["iteration_count"] == 1
-    assert result["answer"] == "Pitch the narrow end into the wind."
-    assert result["sources"] == [WEB_URL]
-    assert played.calls["refine"] == []
-    assert played.order == ["answer_plan", "draft", "answer_eval"]
+    assert result["answer"].endswith("(refined 1).") and result["sources"] == [WEB_URL]
+    assert result["draft_answer"] == "Pitch the narrow end into the wind."
+    assert result["final_answer"] == result["answer"] and result["answer_iterations"] == 1
+    assert played.order == ["answer_plan", "draft", "answer_eval", "refine"]
 
 
 async def test_answer_refined_until_the_threshold(script, knowledge):
@@ -114,8 +121,8 @@ async def test_answer_refined_until_the_threshold(script, knowledge):
     result = await phase("answer.yaml", {"question": "q?"}, model, knowledge)
     assert result["stopped_by"] == "threshold" and result["iteration_count"] == 2
     assert [i["answer_confidence"] for i in result["iterations"]] == [0.4, 0.95]
-    assert [i["refined"] for i in result["iterations"]] == [True, False]
-    assert result["answer"].endswith("(refined 1).")
+    assert [i["refined"] for i in result["iterations"]] == [True, True]
+    assert result["answer"].endswith("(refined 2).")
     assert "answer_eval feedback 1" in played.calls["refine"][0]
     # the second evaluation reviews the refined answer, not the draft
     assert "(refined 1)" in played.calls["answer_eval"][1]

@@ -87,7 +87,9 @@ async def test_a_question_starts_a_research_session_followed_over_the_websocket(
         ("question", 1, 0.5), ("question", 2, 0.9), ("knowledge", 1, 0.9), ("answer", 1, 0.9)]
     done = events[-1]
     assert done["type"] == "complete" and done["status"] == "succeeded"
-    assert done["result"]["answer"] == "Pitch the narrow end into the wind."
+    assert done["result"]["answer"].endswith("(refined 1).")     # refined before deciding
+    assert done["result"]["final_answer"] == done["result"]["answer"]   # the seed's names too
+    assert done["result"]["kb_plan"] and done["result"]["search_queries"]
     assert done["result"]["scores"]["answer_confidence"] == 0.9
     assert status["status"] == "succeeded" and status["progress"] == 100
     assert list(status["phases"]) == ["question", "knowledge", "answer"]

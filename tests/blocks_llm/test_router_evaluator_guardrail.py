@@ -140,7 +140,7 @@ SEND = {"id": "send", "type": "response", "with": {"message": "{{check.reasoning
 async def test_guardrail_pass_and_fail_route_through_on_error(score, expected):
     reply = f'{{"score": {score}, "reasoning": "compared with the policy"}}'
     with scripted(lambda m, t: reply) as model:
-        result = await run_blocks([_guardrail(model), SEND, FLAGGED])
+        result = await run_blocks([_guardrail(model, fail_on_reject=True), SEND, FLAGGED])
     assert statuses(result) == expected
     sent = requests(result, "check")[0]
     assert "Refunds are processed within 5 business days." in sent["messages"][0]["content"]
@@ -155,13 +155,16 @@ async def test_guardrail_pass_and_fail_route_through_on_error(score, expected):
             "compared with the policy")
 
 
-async def test_guardrail_without_failing_lets_a_condition_route():
+async def test_by_default_a_failed_check_is_passed_false_and_a_condition_routes():
+    """The seed's documents branch on `passed: false`: a low score is an
+    answer, not a failure, unless `fail_on_reject: true`."""
     with scripted(lambda m, t: '{"score": 2, "reasoning": "not in the context"}') as model:
         result = await run_blocks([
-            _guardrail(model, fail_on_reject=False, threshold=5),
+            _guardrail(model, threshold=5),
             {"id": "gate", "type": "condition",
              "with": {"cases": [{"when": "check.passed", "goto": "send"}], "default": "flagged"}},
-            {**SEND, "after": ["gate"]}, {**FLAGGED, "after": ["gate"]}])
+            # `flagged` handles a failure of `check` or is the condition's choice: a join
+            {**SEND, "after": ["gate"]}, {**FLAGGED, "after": {"any": ["check", "gate"]}}])
     assert result.results["check"]["passed"] is False
     assert statuses(result)["flagged"] == "succeeded" and statuses(result)["send"] == "skipped"
 
@@ -246,3 +249,37 @@ async def test_router_targets_carry_their_current_state():
     system = next(e for e in seen if e["type"] == "llm_request")["request"]["messages"][0]
     assert 'Current State: {"content": "Outage fixed at 10:02"}' in system["content"]
     assert system["content"].count("Current State") == 1
+
+
+@pytest.mark.parametrize("content", [{"order": 42, "items": ["tent"]},
+                                     '{"order": 42, "items": ["tent"]}'],
+                         ids=["object", "json-text"])
+async def test_the_evaluator_shows_json_text_pretty_printed_like_an_object(content):
+    with scripted(lambda m, t: '{"accuracy": 7}') as model:
+        result = await run_blocks([{"id": "grade", "type": "evaluator", "with": {
+            "content": content, "model": model, "metrics": [{"name": "accuracy"}]}}])
+    shown = '{\n  "order": 42,\n  "items": [\n    "tent"\n  ]\n}'
+    assert result.results["grade"]["content"] == shown
+    assert shown in requests(result, "grade")[0]["messages"][0]["content"]
+
+
+async def test_a_router_in_a_loop_sees_what_its_branches_gave_the_pass_before():
+    """`targets[].currentState` is the candidate's output as Sim's executor keeps
+    it: null before it ever ran, then what it gave in the pass before."""
+    seen_prompts: list[str] = []
+
+    def pick(messages, tools):
+        seen_prompts.append(messages[0].content)
+        return '{"route": "small"}'
+    with scripted(pick) as model:
+        result = await run_blocks([{"id": "again", "type": "loop", "with": {"times": 2},
+                                    "blocks": [
+            {"id": "pick", "type": "router", "with": {"prompt": "small or big?",
+                                                      "model": model}},
+            {"id": "small", "type": "set", "after": ["pick"],
+             "with": {"size": "small", "pass": "{{loop.index}}"}},
+            {"id": "big", "type": "set", "after": ["pick"], "with": {"size": "big"}}]}])
+    assert result.status == "succeeded", result.error
+    targets = {t["id"]: t["currentState"] for t in result.results["again"]["pick"]["targets"]}
+    assert targets == {"small": {"size": "small", "pass": 0}, "big": None}
+    assert '"pass": 0' in seen_prompts[1] and '"pass": 0' not in seen_prompts[0]

@@ -42,6 +42,9 @@ async def test_support_routes_by_scores(query, route, statuses):
                for r in search["results"])
     if route == "standard":       # "refund on an order placed three weeks ago"
         assert search["results"][0]["documentName"] == "Refund Policy"
+        data = result.outputs["standard"]["data"]      # the seed's standard response
+        assert data["timestamp"].endswith("Z")
+        assert data["sources"] == [r["documentName"] for r in search["results"]]
     answer_prompt = next(e for e in result.events if e["type"] == "llm_request"
                          and e["block_id"] == "answer")
     sent = "\n".join(m["content"] or "" for m in answer_prompt["request"]["messages"])

@@ -64,6 +64,40 @@ SHAPES = {
         {}, "succeeded",
         {"score": "succeeded", "gate": "succeeded", "good": "succeeded", "bad": "skipped",
          "after_bad": "skipped", "join": "succeeded"}),
+    "dead-branch-reading-an-always-run-block-is-skipped": (     # issue 25's minimal case
+        [s("base", fee=2),
+         {"id": "gate", "type": "condition",
+          "with": {"cases": [{"when": "base.fee > 1", "goto": "big"}], "default": "small"}},
+         s("big", v=1), s("small", v=1),
+         s("charge_small", after=["small"], fee="{{base.fee}}"),
+         s("receipt", total="{{charge_small.fee}}", fee="{{base.fee}}")],
+        {}, "succeeded",
+        {"base": "succeeded", "gate": "succeeded", "big": "succeeded", "small": "skipped",
+         "charge_small": "skipped", "receipt": "skipped"}),
+    "explicit-any-join-runs-on-one-branch-and-reads-none-for-the-other": (
+        [s("base", fee=2),
+         {"id": "gate", "type": "condition",
+          "with": {"cases": [{"when": "base.fee > 1", "goto": "big"}], "default": "small"}},
+         s("big", v="big"), s("small", v="small"),
+         s("reply", after={"any": ["big", "small"]}, text="{{big.v}}/{{small.v}}",
+           other="{{small.v}}", fee="{{base.fee}}")],
+        {}, "succeeded",
+        {"base": "succeeded", "gate": "succeeded", "big": "succeeded", "small": "skipped",
+         "reply": "succeeded"}),
+    "all-join-needs-every-member": (
+        [s("base", fee=2),
+         {"id": "gate", "type": "condition",
+          "with": {"cases": [{"when": "base.fee > 1", "goto": "big"}], "default": "small"}},
+         s("big", v=1), s("small", v=1), s("both", after={"all": ["big", "small"]})],
+        {}, "succeeded",
+        {"base": "succeeded", "gate": "succeeded", "big": "succeeded", "small": "skipped",
+         "both": "skipped"}),
+    "handler-joined-with-a-route-runs-on-either": (
+        [{"id": "check", "type": "function", "with": {"function": "shape_fail"},
+          "on_error": "fallback"},
+         s("ok", v="{{check.v}}"),
+         s("fallback", after={"any": ["check", "ok"]}, why="{{check.error}}")],
+        {}, "succeeded", {"check": "failed", "ok": "skipped", "fallback": "succeeded"}),
     "condition-without-default-skips-all-targets": (
         [s("score", v=1),
          {"id": "gate", "type": "condition",
@@ -149,6 +183,21 @@ async def test_shape(name):
     result = await run_doc(blocks, inputs)
     assert statuses(result) == expected
     assert result.status == run_status
+
+
+async def test_a_skip_says_why_and_a_join_reads_none_for_the_member_that_did_not_run():
+    result = await run_doc(SHAPES["dead-branch-reading-an-always-run-block-is-skipped"][0])
+    reasons = {e["block_id"]: e["reason"] for e in result.events if e["type"] == "block_skipped"}
+    assert reasons == {"small": "not on the chosen route",
+                       "charge_small": "not on the chosen route",
+                       "receipt": "not on the chosen route"}
+    result = await run_doc(SHAPES["explicit-any-join-runs-on-one-branch-and-reads-none-for-"
+                                  "the-other"][0])
+    assert result.results["reply"] == {"text": "big/", "other": None, "fee": 2}
+    failed = await run_doc(SHAPES["failure-skip"][0])
+    reasons = {e["block_id"]: e["reason"] for e in failed.events if e["type"] == "block_skipped"}
+    assert reasons == {"child": "dependency 'boom' failed", "grandchild": "dependency 'boom' failed",
+                       "join": "dependency 'boom' failed"}
 
 
 async def test_shape_outputs_are_what_the_blocks_computed():

@@ -168,3 +168,15 @@ async def test_keyword_index(kb):
     assert found["missing"] == ["unknown"]
     other = await kb.lookup(["refund policy"], namespace="elsewhere")
     assert other["keywords"] == {}
+
+
+@pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
+async def test_results_come_best_first_by_the_score_they_report(kb, mode):
+    """Hybrid fusion chooses the chunks, but the list is shown sorted by the
+    `similarity` each result reports (issue 26: 0.54, 0.51, 0.41, 0.47, 0.17)."""
+    await _fill(kb)
+    found = await kb.search("mixed", "refund money back for order 1007 tomatoes", top_k=10,
+                            mode=mode)
+    scores = [r["similarity"] for r in found["results"]]
+    assert len(scores) == 10
+    assert scores == sorted(scores, reverse=True), scores

@@ -85,3 +85,22 @@ async def test_keyword_indexes_are_per_user(kb):
     await alice.index_keywords(["refund", "warranty"], "can I get a refund?", "r1")
     assert (await alice.lookup(["refund"]))["queries"]
     assert not (await bob.lookup(["refund"]))["queries"]
+
+
+async def test_shared_slash_name_reads_the_shared_base_and_nothing_else(kb):
+    """`shared/NAME` names the shared base explicitly (the research
+    orchestrator's `web_source: shared/web`); it never reaches another
+    owner's base and cannot be written through."""
+    await kb.create("web", stored_as="shared/web")
+    await kb.add_paths("shared/web", [POLICIES])
+    await kb.create("private", stored_as="bob/private")
+    alice = UserKnowledge(kb, "alice")
+    assert (await alice.get("shared/web")).name == "web"
+    found = await alice.search("shared/web", "refund")
+    assert found["totalResults"] > 0
+    with pytest.raises(Exception, match="no shared knowledge base named 'private'"):
+        await alice.search("shared/private", "refund")
+    with pytest.raises(Exception, match="invalid knowledge base name"):
+        await alice.search("shared/../bob/private", "refund")
+    with pytest.raises(Exception, match="invalid knowledge base name"):
+        await alice.create("shared/other")

@@ -201,13 +201,33 @@ def flaky(monkeypatch):
     return install
 
 
-async def test_after_text_was_streamed_a_failure_is_not_retried(flaky):
+async def test_after_text_was_streamed_a_failure_is_retried_and_the_text_voided(flaky):
     provider = flaky(Flaky(1, stream_first=True))
     deltas: list[str] = []
-    with pytest.raises(ProviderError, match="overloaded"):
-        await call_model("flaky/x", request(stream=True), on_delta=deltas.append,
+    restarts: list[tuple[str, int, str]] = []
+    response = await call_model(
+        "flaky/x", request(stream=True), on_delta=deltas.append,
+        on_restart=lambda model, number, error: restarts.append((model, number, str(error))),
+        retry=RetryPolicy(sleep=Sleeps()))
+    assert provider.calls == 2 and response.text == "done"
+    assert deltas == ["partial ", "done"]
+    assert [(m, n) for m, n, _ in restarts] == [("flaky/x", 1)]
+    assert "overloaded" in restarts[0][2]
+
+
+async def test_a_streamed_failure_that_cannot_succeed_again_is_not_retried(flaky):
+    class BadRequest(Flaky):
+        async def complete(self, request, on_delta=None):
+            self.calls += 1
+            on_delta("partial ")
+            raise ProviderError("bad request", provider="flaky", status=400, retryable=False)
+    provider = flaky(BadRequest(0))
+    restarts: list = []
+    with pytest.raises(ProviderError, match="bad request"):
+        await call_model("flaky/x", request(stream=True), on_delta=lambda text: None,
+                         on_restart=lambda *a: restarts.append(a),
                          retry=RetryPolicy(sleep=Sleeps()))
-    assert provider.calls == 1 and deltas == ["partial "]
+    assert provider.calls == 1 and restarts == []
 
 
 async def test_per_attempt_timeout_is_retried(flaky):

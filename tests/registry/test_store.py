@@ -109,3 +109,11 @@ def test_servers_on_one_postgresql_database_share_one_registry(postgres_schema_u
     finally:
         one.close()
         other.close()
+
+
+def test_a_seed_block_definition_with_a_numeric_tier_loads():
+    """The seed's block definitions write `metadata.tier: 2`; the tier is kept as text."""
+    from flowforge.registry.model import BlockDefinition
+
+    definition = BlockDefinition.model_validate({**DOUBLE, "metadata": {"tier": 2}})
+    assert definition.metadata.tier == "2"

@@ -192,6 +192,33 @@ return {"status": r.status_code, "body": r.json()}
     assert result.http_calls == ["GET https://example.org/data.json"]
 
 
+async def test_a_seed_block_using_httpx_async_client_works_through_the_parent(mode):
+    """Blocks written for the intent-to-pipeline seed use `httpx.AsyncClient`
+    (issue 26): it works, every request still answered by the parent's guard."""
+    seen = []
+
+    async def fake_http(request):
+        seen.append((request["method"], request["url"], request["params"],
+                     request["headers"], request["json"]))
+        return {"status": 201, "headers": {}, "text": '{"id": 7}', "url": request["url"]}
+
+    source = "import httpx\n" + block("""
+async with httpx.AsyncClient(base_url="https://api.example.org/v1",
+                             headers={"X-Team": "a"}) as client:
+    got = await client.get("/items", params={"q": "tent"})
+    made = await client.post("items", json={"name": "tent"}, headers={"X-Try": "1"})
+    gone = await httpx.delete("https://api.example.org/v1/items/7")
+return {"got": got.status_code, "made": made.json(), "gone": gone.status_code}
+""")
+    result = await run_python(source, {}, network=True, http=fake_http, mode=mode)
+    assert result.output == {"got": 201, "made": {"id": 7}, "gone": 201}
+    assert seen == [
+        ("GET", "https://api.example.org/v1/items", {"q": "tent"}, {"X-Team": "a"}, None),
+        ("POST", "https://api.example.org/v1/items", {}, {"X-Team": "a", "X-Try": "1"},
+         {"name": "tent"}),
+        ("DELETE", "https://api.example.org/v1/items/7", None, None, None)]
+
+
 # -- the outer layers alone: the source check is switched off, and the code
 #    reaches `os` through the classic __subclasses__ walk ------------------------
 

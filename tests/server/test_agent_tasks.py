@@ -211,3 +211,28 @@ async def test_a_private_frontend_url_the_server_may_not_call_is_named(tmp_path)
     assert refused.status_code == 422
     assert "the server's agent webhook (--agent-webhook-url" in refused.text
     assert "--allow-private-webhooks" in refused.text
+
+
+async def test_a_key_written_in_the_posted_agent_is_used_and_never_stored(setup):
+    """The seed allows a node's `apiKey` as text (issue 26): an Agent posted to
+    run is run with it as a run secret; saving it, which would store the key,
+    is refused with the way out."""
+    live, _ = setup
+    agent = movie()
+    agent["variables"] = {"script": "Unit 7 meets Mia."}
+    literal = "sk-ant-written-in-the-node-4321"
+    for node in agent["promptChain"]:
+        if "apiKey" in node:
+            node["apiKey"] = literal
+    async with live.client("alice") as alice:
+        started = await alice.post("/api/agent", json=agent)
+        assert started.status_code == 202, started.text
+        task = await wait_task(alice, started.json()["id"], "succeeded", "failed")
+        assert task["status"] == "succeeded", task
+        stored = (await alice.get(f"/api/runs/{task['id']}/events",
+                                  headers={"accept": "application/json"})).json()
+        saved = await alice.post("/api/workflows", json=agent)
+    row = await live.storage.get_run(task["id"])
+    assert literal not in json.dumps([row, stored, task], default=str)
+    assert saved.status_code == 422
+    assert "would be stored with it" in saved.text

@@ -20,7 +20,7 @@ async def _run(client, **body) -> dict:
 async def test_request_budget_and_daily_user_limit(tmp_path):
     register_script("budget_srv", lambda messages, tools: "one two three four five six")
     live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}",
-                                    model="scripted/budget_srv", daily_user_tokens=40)
+                                    model="scripted/budget_srv", daily_user_tokens=27)
     try:
         async with live.client("alice") as alice, live.client("bob") as bob:
             for client in (alice, bob):
@@ -31,10 +31,13 @@ async def test_request_budget_and_daily_user_limit(tmp_path):
                 tight["blocks"]["say"]["error"]
             first = await _run(alice)
             assert first["status"] == "succeeded"
+            # 27 - a prompt of about 15 tokens: the answer is capped to 12 tokens.
+            capped = [e for e in first["events"] if e["type"] == "budget_capped"]
+            assert [(e["max_tokens"], e["capped_to"]) for e in capped] == [(20, 12)]
             second = await _run(alice)          # the first run's tokens count today
             assert second["status"] == "failed"
             error = second["blocks"]["say"]["error"]
-            assert "the daily limit of user 'alice' allows 40 tokens" in error
+            assert "the daily limit of user 'alice' allows 27 tokens" in error
             assert f"{first['usage']['tokens']['total']} tokens used so far" in error
             assert any(e["type"] == "budget_exceeded" for e in second["events"])
             assert (await _run(bob))["status"] == "succeeded"     # per user

@@ -84,3 +84,32 @@ async def test_the_web_app_never_shadows_the_api(server):
         assert (await alice.get("/openapi.json")).json()["paths"]["/api/validate"]
         assert (await alice.get("/health")).json()["status"] == "ok"
         assert (await alice.get("/assets/..%2F..%2Fapp.py")).status_code == 404
+
+
+CHARGE = """\
+id: charge
+inputs: {big: {type: boolean}}
+blocks:
+  - {id: base, type: set, with: {fee: 3}}
+  - id: gate
+    type: condition
+    with: {cases: [{when: input.big, goto: big}], default: small}
+  - {id: big, type: set, with: {v: 1}}
+  - {id: small, type: set, with: {v: 1}}
+  - {id: charge_small, type: set, after: [small], with: {fee: "{{base.fee}}"}}
+"""
+
+
+async def test_validate_and_save_point_out_a_block_the_explicit_join_rule_changes(server):
+    async with server.client("alice") as alice:
+        checked = (await alice.post("/api/validate", content=CHARGE, headers=YAML)).json()
+        assert checked["valid"] is True and checked["problems"] == []
+        [warning] = checked["warnings"]
+        assert warning["where"] == "blocks[4]" and warning["line"] == 10
+        assert "'charge_small' needs 'small'" in warning["message"]
+        saved = await alice.post("/api/workflows", content=CHARGE, headers=YAML)
+        assert saved.status_code == 201, saved.text
+        assert saved.json()["warnings"] == [f"blocks[4]: {warning['message']}"]
+        joined = CHARGE.replace("after: [small]", "after: {all: [small]}")
+        again = (await alice.post("/api/validate", content=joined, headers=YAML)).json()
+        assert again["valid"] is True and again["warnings"] == []

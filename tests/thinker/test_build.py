@@ -94,7 +94,7 @@ async def test_an_intent_needing_a_new_llm_block_with_wiring_fed_back_once(regis
     test_prompt = [e for e in result.events if e["type"] == "block_test_passed"][0]
     assert test_prompt["results"][0]["output"] == {"reply": "Thank you for your kind words!",
                                                    "sentiment": "positive"}
-    checks = [e for e in result.events if e["type"] == "validation"]
+    checks = [e for e in result.events if e["type"] == "validation" and e["stage"] == "wire"]
     assert [c["ok"] for c in checks] == [False, True]
     assert any("'n1' (review_reply) has no output 'answer'; its outputs: reply, sentiment" in p
                for p in checks[0]["problems"])

@@ -27,9 +27,18 @@ async def test_every_event_is_named_and_shaped_as_the_contract_says(registry):
     assert set(kinds) <= set(BUILD_EVENT_TYPES)
     # llm_progress only when an answer takes over half a second (test below)
     assert set(BUILD_EVENT_TYPES) - set(kinds) == {"block_create_failed", "llm_progress"}
-    times = [_when(e["ts"]) for e in events]
+    times = [_when(e["time"]) for e in events]
     assert times == sorted(times) and started.replace(microsecond=0) <= times[0]
     assert times[0].tzinfo is not None and times[0].utcoffset().total_seconds() == 0
+    # `ts` is epoch seconds, as the seed's clients read it; `time` the same instant
+    assert all(isinstance(e["ts"], float) for e in events)
+    assert all(abs(e["ts"] - _when(e["time"]).timestamp()) < 0.002 for e in events)
+    # each plan the model answers is validated at the decompose stage itself
+    stages = [e["stage"] for e in events if e["type"] == "validation"]
+    assert stages[0] == "decompose" and "wire" in stages
+    first_wire = next(i for i, e in enumerate(events) if e.get("stage") == "wire")
+    first_check = next(i for i, e in enumerate(events) if e["type"] == "validation")
+    assert first_check < first_wire
 
     def of(kind):
         return [e for e in events if e["type"] == kind]
@@ -52,7 +61,8 @@ async def test_every_event_is_named_and_shaped_as_the_contract_says(registry):
     assert of("block_test_passed")[0]["block_id"] == "fahrenheit_to_celsius"
     created = of("block_created")[0]["block"]
     assert created["id"] == "fahrenheit_to_celsius" and "* 5 / 9" in created["source_code"]
-    assert [(e["stage"], e["valid"]) for e in of("validation")] == [("wire", True)]
+    assert [(e["stage"], e["valid"]) for e in of("validation")] == [("decompose", True),
+                                                                    ("wire", True)]
     assert [e["stage"] for e in of("stage_result")] == ["decompose", "search", "create", "wire"]
     assert of("stage_result")[1]["missing"] == ["fahrenheit_to_celsius"]
 

@@ -15,6 +15,12 @@ from tests.thinker.conftest import rules
 @pytest.fixture
 async def server(tmp_path, registry):
     live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
+    # the scripted rules files are files of the server: an administrator lets alice
+    # build with them (without the grant the policy gate refuses them: test_gate_replay)
+    async with live.client("admin") as admin:
+        granted = await admin.post("/api/users/alice/grants",
+                                   json={"capability": "server_files"})
+        assert granted.status_code == 201, granted.text
     yield live
     await stop()
 
@@ -48,9 +54,10 @@ async def test_block_routes(server, registry):
         assert taken.status_code == 403 and "belongs to library" in taken.text
         missing = await client.get("/api/blocks/shuot")
         assert missing.status_code == 404 and "did you mean 'shout'" in missing.text
-    async with server.client("bob") as bob:
-        assert (await bob.post("/api/blocks", json={**new, "description": "Mine"})).status_code \
-            == 403
+    async with server.client("bob") as bob:       # alice's id is taken; bob learns no more
+        taken = await bob.post("/api/blocks", json={**new, "description": "Mine"})
+        assert taken.status_code == 409 and "taken" in taken.text
+        assert server.users["alice"]["user_id"] not in taken.text
     async with server.client("admin") as admin:
         assert (await admin.post("/api/blocks", json={**new, "description": "x"})).status_code \
             == 201
@@ -91,10 +98,47 @@ async def test_create_agent_blocking_and_streaming(server, registry):
         assert kinds[:2] == ["start", "stage"] and kinds[-1] == "complete"
         assert {"llm_prompt", "llm_response", "decompose_blocks", "search_found",
                 "stage_result", "validation"} <= set(kinds)
-        assert all(e["ts"].endswith("Z") and "T" in e["ts"] for e in events)
+        assert all(isinstance(e["ts"], float) and e["time"].endswith("Z") for e in events)
         assert events[-1]["pipeline"] == built["pipeline"]
         assert events[-1]["result"]["pipeline_json"] == built["pipeline"]
         assert events[-1]["result"]["status"] == "done"
+        # a browser's EventSource can only GET: the same stream from the query string
+        got = []
+        async with client.stream("GET", "/api/create-agent/stream",
+                                 params=body) as response:
+            assert response.status_code == 200
+            async for sse in EventSource(response).aiter_sse():
+                if sse.data:
+                    got.append(json.loads(sse.data)["type"])
+        assert got[0] == "start" and got[-1] == "complete"
+        assert (await client.get("/api/create-agent/stream")).status_code == 422
+
+
+async def test_the_blocks_a_users_build_writes_are_that_users(server, registry):
+    """`/api/create-agent` once saved the blocks it wrote as shared blocks every
+    user then saw (issue 23): now they are the building user's."""
+    async with server.client("alice") as alice:
+        built = (await alice.post("/api/create-agent", json={
+            "intent": "Convert Fahrenheit temperatures to Celsius and give their average",
+            "model": rules("temperature-average")})).json()
+        assert built["created"] == ["fahrenheit_to_celsius"], built["error"]
+        block = (await alice.get("/api/blocks/fahrenheit_to_celsius")).json()["block"]
+    assert block["metadata"]["owner"] == server.users["alice"]["user_id"]
+    async with server.client("bob") as bob:
+        assert (await bob.get("/api/blocks/fahrenheit_to_celsius")).status_code == 404
+        listed = (await bob.get("/api/blocks")).json()["blocks"]
+        assert "fahrenheit_to_celsius" not in {b["id"] for b in listed}
+
+
+async def test_an_administrators_build_writes_shared_blocks(server, registry):
+    async with server.client("admin") as admin:
+        built = (await admin.post("/api/create-agent", json={
+            "intent": "Convert Fahrenheit temperatures to Celsius and give their average",
+            "model": rules("temperature-average")})).json()
+        assert built["created"] == ["fahrenheit_to_celsius"], built["error"]
+    async with server.client("bob") as bob:
+        block = (await bob.get("/api/blocks/fahrenheit_to_celsius")).json()["block"]
+    assert not block["metadata"].get("owner")
 
 
 async def test_automate_builds_then_runs_and_stores_the_run(server, registry):
@@ -107,6 +151,13 @@ async def test_automate_builds_then_runs_and_stores_the_run(server, registry):
         assert answer["run"]["results"]["n2"]["mean"] == 50.0
         stored = await client.get(f"/api/runs/{answer['run']['run_id']}")
         assert stored.status_code == 200
+        created = (await client.get("/api/blocks/fahrenheit_to_celsius")).json()["block"]
+    # a user's build writes that user's blocks, not shared ones (issue 23)
+    assert created["metadata"]["owner"] == server.users["alice"]["user_id"]
+    async with server.client("bob") as bob:
+        assert (await bob.get("/api/blocks/fahrenheit_to_celsius")).status_code == 404
+        listed = (await bob.get("/api/blocks")).json()["blocks"]
+        assert "fahrenheit_to_celsius" not in {b["id"] for b in listed}
 
 
 async def test_a_users_added_blocks_are_theirs(server, registry):
@@ -132,9 +183,8 @@ async def test_a_users_added_blocks_are_theirs(server, registry):
         found = (await bob.post("/api/blocks/search",
                                 json={"query": "lower-cases a text quietly"})).json()
         assert "whisper" not in {r["block"]["id"] for r in found["results"]}
-        await bob.post("/api/workflows", json=document)
-        theirs = (await bob.post("/api/workflows/uses-whisper/runs?wait=true", json={})).json()
-    assert theirs["status"] == "failed"
-    assert "no block 'whisper'" in theirs["blocks"]["w"]["error"]
+        theirs = await bob.post("/api/workflows", json=document)
+    # another user's block is exactly like one that does not exist (issue 23)
+    assert theirs.status_code == 422 and "no block 'whisper'" in theirs.text
     async with server.client("admin") as admin:
         assert (await admin.get("/api/blocks/whisper")).status_code == 200

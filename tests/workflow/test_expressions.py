@@ -152,3 +152,20 @@ def test_the_function_table_is_public_and_complete():
         "len", "str", "int", "float", "bool", "abs", "min", "max", "round", "sum", "any",
         "all", "sorted", "lower", "upper", "contains", "list", "tuple", "dict", "set"}
     assert expressions.names_in("len(items) > max(a.b, 1)") == [("items",), ("a", "b")]
+
+
+def test_pluck_takes_a_field_of_each_item_and_now_tells_the_time():
+    """The bounded stand-in for `results.map(r => r.documentName)`."""
+    from datetime import datetime
+
+    results = [{"documentName": "Warranty", "similarity": 0.5}, {"similarity": 0.4}, "text"]
+    scope = {"search": {"results": results}, "rows": [[1, 2], [3]]}
+    assert evaluate("pluck(search.results, 'documentName')", scope) == ["Warranty", None, None]
+    assert evaluate("pluck(rows, 0)", scope) == [1, 3]
+    assert evaluate("max(pluck(search.results, 'similarity')[:2])", scope) == 0.5
+    stamp = evaluate("now()", scope)
+    assert stamp.endswith("Z") and datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    with pytest.raises(ExpressionError, match=r"pluck\(items, 'field'\)"):
+        compile_expression("[r.documentName for r in search.results]")
+    with pytest.raises(ExpressionError, match="pluck\\(\\) takes a list"):
+        evaluate("pluck(search, 'results')", scope)

@@ -7,11 +7,14 @@ included).  Before every call, `ModelCalls` asks `check()` with the request
 about to go out: the call's tokens are estimated (about four characters a
 token for the messages and tool specs, `max_tokens` - else
 `DEFAULT_ANSWER_TOKENS` - for the answer) and priced with the provider's
-table (`providers.pricing`).  When usage so far plus the estimate would pass
-a limit, the call either fails with `BudgetExceeded` naming the budget, the
-usage and the limit (its block fails, and so the run), or, for a limit with
-`on_exceed: {downgrade: <model>}`, goes to the cheaper model, as does every
-later call of the run; the run says so with a `budget_exceeded` or
+table (`providers.pricing`).  A limit that fails (`on_exceed: fail`) first
+shrinks the call to fit: its `max_tokens` is capped at what the budget has
+left after the prompt (a `budget_capped` event says from what to what), so a
+budget of 150 tokens still answers a two-word prompt; only when even the prompt
+does not fit does the call fail with `BudgetExceeded` naming the budget, the
+usage and the limit (its block fails, and so the run).  A limit with
+`on_exceed: {downgrade: <model>}` sends the call that would pass it to the
+cheaper model, as it does every later call of the run; the run says so with a
 `budget_downgrade` event.  Once a run is downgraded, that limit no longer
 stops it: the downgrade *is* what the author chose to happen.
 """
@@ -30,7 +33,7 @@ from flowforge.providers.base import Usage
 from flowforge.providers.pricing import cost_of
 from flowforge.workflow.model import Budget
 
-__all__ = ["BudgetLimit", "BudgetMeter", "BudgetExceeded", "estimate_tokens",
+__all__ = ["BudgetLimit", "BudgetMeter", "BudgetExceeded", "Allowance", "estimate_tokens",
            "usage_of_output", "DEFAULT_ANSWER_TOKENS", "limit_from"]
 
 #: Answer tokens assumed for a call that sets no `max_tokens`.
@@ -98,6 +101,16 @@ def usage_of_output(output: Any) -> tuple[int, float]:
             float(cost) if isinstance(cost, (int, float)) else 0.0)
 
 
+@dataclass(frozen=True)
+class Allowance:
+    """What `BudgetMeter.check` lets a call do: the model to use, the
+    `max_tokens` to send (None: as asked), and the estimate held until release."""
+
+    model: str
+    max_tokens: int | None
+    held: tuple[int, float]
+
+
 @dataclass
 class BudgetMeter:
     """A run's limits and what it has spent."""
@@ -122,39 +135,75 @@ class BudgetMeter:
         self.held_cost -= held[1]
 
     def check(self, model: str, messages: list[Any], tools: list[Any] | None,
-              max_tokens: int | None, emit: Callable[..., None]
-              ) -> tuple[str, tuple[int, float]]:
-        """The model the call may use (`model`, or the downgrade) and the
-        estimate held for it until `release`; raises `BudgetExceeded` when the
-        call would pass a limit that fails."""
+              max_tokens: int | None, emit: Callable[..., None]) -> Allowance:
+        """The model the call may use (`model`, or the downgrade), its
+        `max_tokens` (capped to what a failing limit has left) and the estimate
+        held for it until `release`; raises `BudgetExceeded` when even the
+        prompt does not fit a limit that fails."""
         if self.downgraded_to is not None:
             model = self.downgraded_to
         prompt = estimate_tokens(messages, tools or ())
-        answer = max_tokens or DEFAULT_ANSWER_TOKENS
+        asked = max_tokens or DEFAULT_ANSWER_TOKENS
+        answer = asked
+        capped_by: BudgetLimit | None = None
         for limit in self.limits:
             if limit.name in self.spent_limits:
                 continue
-            over = self._over(limit, model, prompt, answer)
-            if over is None:
-                continue
-            what, used, estimate, most = over
             if limit.downgrade is not None:
+                over = self._over(limit, model, prompt, answer)
+                if over is None:
+                    continue
+                what, used, estimate, most = over
                 emit("budget_downgrade", budget=limit.name, model=model,
                      downgrade=limit.downgrade, measure=what, used=used, estimate=estimate,
                      limit=most)
                 self.spent_limits.add(limit.name)
                 self.downgraded_to = model = limit.downgrade
                 continue
-            message = (f"budget exceeded: {limit.name} allows {_shown(what, most)}; "
-                       f"{_shown(what, used)} used so far and this call to {model} needs "
-                       f"about {_shown(what, estimate)} more")
-            emit("budget_exceeded", budget=limit.name, model=model, measure=what, used=used,
-                 estimate=estimate, limit=most, error=message)
-            raise BudgetExceeded(message)
+            room = self._room(limit, model, prompt)
+            if isinstance(room, tuple):          # not even the prompt fits
+                what, used, estimate, most = room
+                message = (f"budget exceeded: {limit.name} allows {_shown(what, most)}; "
+                           f"{_shown(what, used)} used so far and the prompt of this call to "
+                           f"{model} alone needs about {_shown(what, estimate)}, leaving no "
+                           f"room for an answer (a call is capped to what the budget has "
+                           f"left, but cannot be capped below one answer token)")
+                emit("budget_exceeded", budget=limit.name, model=model, measure=what,
+                     used=used, estimate=estimate, limit=most, error=message)
+                raise BudgetExceeded(message)
+            if room is not None and room < answer:
+                answer, capped_by = room, limit
+        if capped_by is not None:
+            emit("budget_capped", budget=capped_by.name, model=model, max_tokens=asked,
+                 capped_to=answer, prompt_estimate=prompt)
         held = (prompt + answer, cost_of(model, Usage(prompt, answer)).total)
         self.held_tokens += held[0]
         self.held_cost += held[1]
-        return model, held
+        return Allowance(model, answer if capped_by is not None else max_tokens, held)
+
+    def _room(self, limit: BudgetLimit, model: str, prompt: int
+              ) -> int | None | tuple[str, float, float, float]:
+        """How many answer tokens `limit` leaves this call after its prompt
+        (None: no bound), or (measure, used, prompt estimate, limit) when the
+        prompt alone leaves no room."""
+        room: int | None = None
+        if limit.tokens is not None:
+            used = limit.used_tokens_before + self.tokens + self.held_tokens
+            left = limit.tokens - used - prompt
+            if left < 1:
+                return "tokens", used, prompt, limit.tokens
+            room = left
+        if limit.cost is not None:
+            used_cost = limit.used_cost_before + self.cost + self.held_cost
+            prompt_cost = cost_of(model, Usage(prompt, 0)).total
+            left_cost = limit.cost - used_cost - prompt_cost
+            per_token = cost_of(model, Usage(0, 1_000_000)).total / 1_000_000
+            if left_cost <= 0 or (per_token > 0 and left_cost < per_token):
+                return "cost", round(used_cost, 6), round(prompt_cost, 6), limit.cost
+            if per_token > 0:
+                affordable = int(left_cost / per_token)
+                room = affordable if room is None else min(room, affordable)
+        return room
 
     def _over(self, limit: BudgetLimit, model: str, prompt: int, answer: int
               ) -> tuple[str, float, float, float] | None:

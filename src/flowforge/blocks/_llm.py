@@ -33,15 +33,18 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from pydantic import Field
+
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.blocks.base import policy_of
+from flowforge.blocks.base import BlockConfig, policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
-from flowforge.workflow.policy import ENDPOINT_OPTIONS, model_capability
+from flowforge.workflow.policy import ENDPOINT_OPTIONS
 
 __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
-           "name_mapping", "sent_requests", "API_KEY_DOC"]
+           "name_mapping", "sent_requests", "API_KEY_DOC", "LLMBlockConfig",
+           "BLOCK_ENDPOINT_FIELDS"]
 
 #: The docstring of every LLM block's `api_key` field.
 API_KEY_DOC = ("This block's provider key, as a template (`{{env.TEAM_KEY}}`, "
@@ -108,10 +111,11 @@ def name_mapping(context: Any) -> dict[str, str]:
 
 
 async def _complete(model: str, request: LLMRequest, *, options: ProviderOptions,
-                    fallback: tuple[str, ...], on_delta: Any, on_retry: Any) -> LLMResponse:
+                    fallback: tuple[str, ...], on_delta: Any, on_retry: Any,
+                    on_restart: Any = None) -> LLMResponse:
     """The single provider call site."""
     return await call_model(model, request, options=options, fallback=fallback,
-                            on_delta=on_delta, on_retry=on_retry)
+                            on_delta=on_delta, on_retry=on_retry, on_restart=on_restart)
 
 
 def sent_requests(events: list[dict[str, Any]], block_id: str) -> list[dict[str, Any]]:
@@ -130,27 +134,49 @@ def sent_requests(events: list[dict[str, Any]], block_id: str) -> list[dict[str,
     return out
 
 
+class LLMBlockConfig(BlockConfig):
+    """What every LLM block's config has beside its own fields: the Azure
+    OpenAI endpoint and API version of this block (the Sim-style executor's
+    `azureEndpoint`/`azureApiVersion`), which otherwise come from
+    `defaults.provider_options` or the environment."""
+
+    azure_endpoint: str | None = Field(None, max_length=500)
+    """Azure OpenAI endpoint for an `openai-compatible/azure/<deployment>` model (needs
+    the `provider_endpoints` capability on a server)."""
+    azure_api_version: str | None = Field(None, max_length=50)
+    """Azure OpenAI API version, e.g. 2024-10-21 (with `azure_endpoint`)."""
+
+
+#: an LLM block's endpoint field -> the provider option it sets
+BLOCK_ENDPOINT_FIELDS = {"azure_endpoint": "base_url", "azure_api_version": "api_version"}
+
+
 class ModelCalls:
     """One block's conversation with its model: calls, record, totals."""
 
     def __init__(self, context: Any, model: str, *, fallback: tuple[str, ...] = (),
-                 stream: bool = False, api_key: str | None = None) -> None:
+                 stream: bool = False, api_key: str | None = None,
+                 config: Any = None) -> None:
         self.context = context
         self.model = model
         self.fallback = tuple(fallback)
         self.stream = stream
         # Workflow-wide provider settings (base_url, api_key_env, parallel_tool_calls, ...)
-        # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra.
+        # from `defaults: {provider_options: {...}}`, passed as LLMRequest.extra; a
+        # block's own endpoint fields replace them for this block.
         self.provider_extra = dict(context.defaults.get("provider_options") or {})
+        for field, option in BLOCK_ENDPOINT_FIELDS.items():
+            value = getattr(config, field, None)
+            if value:
+                self.provider_extra[option] = value
         self.options = provider_options(context, _endpoint_chosen(context, self.provider_extra))
         self.api_key = api_key or None
         if self.api_key:
             self.options = _with_key(self.options, self.api_key, (model, *self.fallback),
                                      self.provider_extra)
-        if not getattr(context, "model_override", None):
+        if not getattr(context, "model_override", None):     # the server's own choice
             for name in (model, *self.fallback):
-                if use := model_capability(name):
-                    policy_of(context).require(use[0], "with.model", f"using {use[1]}")
+                policy_of(context).check_model(name, "with.model", own_key=self._keyed(name))
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_input = 0.0
@@ -160,6 +186,18 @@ class ModelCalls:
         self.count = 0
         self.used_model = model
         self._sent: list[Message] = []
+
+    def _keyed(self, model: str) -> bool:
+        """Whether this block's calls to `model` carry a key the run was given (the
+        block's `api_key`, the user's secret, the document's `env:`, or a key the
+        server shares): the gate then has no server key to protect."""
+        if self.api_key:
+            return True
+        try:
+            names = key_variables(model)
+        except ProviderError:
+            return False
+        return any(self.options.env.get(name) for name in names)
 
     async def __call__(self, messages: list[Message], *, tools: list[ToolSpec] | None = None,
                        response_format: dict[str, Any] | None = None,
@@ -171,14 +209,16 @@ class ModelCalls:
         if meter is None:
             return await self._call(messages, tools, response_format, temperature, max_tokens,
                                     tool_choice, purpose, extra)
-        chosen, held = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
-        if chosen != self.model:             # downgraded: the cheaper model, no fallbacks
-            self.model, self.fallback, self.used_model = chosen, (), chosen
+        allowed = meter.check(self.model, messages, tools, max_tokens, self.context.emit)
         try:
-            return await self._call(messages, tools, response_format, temperature, max_tokens,
-                                    tool_choice, purpose, extra)
+            if allowed.model != self.model:  # downgraded: the cheaper model, no fallbacks
+                policy_of(self.context).check_model(allowed.model, "budget.on_exceed.downgrade",
+                                                    own_key=self._keyed(allowed.model))
+                self.model, self.fallback, self.used_model = allowed.model, (), allowed.model
+            return await self._call(messages, tools, response_format, temperature,
+                                    allowed.max_tokens, tool_choice, purpose, extra)
         finally:
-            meter.release(held)
+            meter.release(allowed.held)
 
     async def _call(self, messages: list[Message], tools: list[ToolSpec] | None,
                     response_format: dict[str, Any] | None, temperature: float | None,
@@ -192,15 +232,21 @@ class ModelCalls:
         emit = self.context.emit
         emit("llm_request", model=self.model, call=self.count, purpose=purpose,
              request=self._record(request))
-        on_delta = None
+        on_delta = on_restart = None
         if self.stream:
             def on_delta(text: str, _call: int = self.count) -> None:
                 emit("llm_delta", text=text, call=_call)
+
+            def on_restart(model: str, attempt: int, error: Exception,
+                           _call: int = self.count) -> None:
+                # The text streamed so far is void: the answer starts again.
+                emit("llm_restart", call=_call, model=model, attempt=attempt,
+                     error=self._mask(str(error)))
         started = time.perf_counter()
         try:
             response = await _complete(self.model, request, options=self.options,
                                        fallback=self.fallback, on_delta=on_delta,
-                                       on_retry=self._on_retry)
+                                       on_retry=self._on_retry, on_restart=on_restart)
         except Exception as exc:
             self.model_time += time.perf_counter() - started
             if self.api_key and self.api_key in str(exc):

@@ -15,7 +15,16 @@ answer only through `generate_response`.
 The tools of one agent turn share a small state: `index_keywords` links its
 keywords to the question and to the last web result without the model
 having to copy them, and `generate_response` knows which knowledge-base
-documents and web pages were actually returned, to mark each source.
+documents and web pages were actually returned.  That is what makes a
+citation true: a source the tools never returned (a title the model made up,
+a sentence of its answer, a document of another base) is sent back to the
+model with the list of real sources, then refused; `used_internal_kb` and
+`used_external_kb` are read off the verified sources, never off the model's
+claim.  An answer with no sources is allowed when it claims neither, since
+"neither the knowledge base nor the web has this" must be a possible answer.
+Search queries and answers are cleaned of NUL, bidirectional-override and
+other control characters, and answers of `<script>` elements, before they go
+anywhere.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from flowforge.tools.spec import Tool, ToolContext
 
 __all__ = ["RAG_TOOL_KINDS", "build_rag_tool", "GENERIC_KEYWORDS", "RESPONSE_PARAMETERS",
            "RagSearchOptions", "WebSearchOptions", "KeywordIndexOptions",
-           "FinalResponseOptions"]
+           "FinalResponseOptions", "clean_text", "clean_answer"]
 
 
 class _Options(BaseModel):
@@ -84,7 +93,9 @@ class KeywordIndexOptions(_Options):
 
 class FinalResponseOptions(_Options):
     require_sources: bool | None = None
-    """Refuse an answer without sources (default true)."""
+    """Refuse an answer that claims the knowledge base or the web
+    (`used_internal_kb`/`used_external_kb`) without listing a source (default
+    true). An answer claiming neither may have no sources: "I don't know"."""
 
 RAG_TOOL_KINDS = ("rag_search", "web_search", "keyword_index", "final_response")
 
@@ -114,10 +125,30 @@ RESPONSE_PARAMETERS: dict[str, Any] = {
                             "kind": {"enum": ["kb", "web"]}}}]}},
         "confidence_score": {"type": "number", "minimum": 0.0, "maximum": 1.0,
                              "description": "How sure you are of the answer, 0.0 to 1.0."},
+        "confidence": {"type": "number", "minimum": 0.0, "maximum": 1.0,
+                       "description": "The seed's name of confidence_score (give one of them)."},
         "used_internal_kb": {"type": "boolean",
                              "description": "True when the answer uses knowledge-base results."},
         "used_external_kb": {"type": "boolean",
                              "description": "True when the answer uses web search results."}}}
+
+
+# C0/C1 controls (tab and newline kept), zero-width and bidirectional marks,
+# overrides and isolates: invisible, they hide or reorder what a reader sees.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f"
+                      "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?(</script\s*>|$)|</?script\b[^>]*>",
+                     re.IGNORECASE | re.DOTALL)
+
+
+def clean_text(text: str) -> str:
+    """`text` without control and bidirectional-override characters."""
+    return _CONTROL.sub("", text)
+
+
+def clean_answer(text: str) -> str:
+    """An answer for the user: clean text, and no `<script>` element."""
+    return _SCRIPT.sub("", clean_text(text)).strip()
 
 
 def _state(context: Any) -> dict[str, Any]:
@@ -174,9 +205,13 @@ def _rag_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
         if allowed and kb_id not in allowed:
             raise ToolError(f"knowledge_base_search: kb_id '{kb_id}' is not one this chat may "
                             f"search; use one of {', '.join(allowed)} (default '{default_kb}')")
+        query = clean_text(str(arguments["query"])).strip()
+        if len(query) < 2:
+            raise ToolError("knowledge_base_search: the query is empty once control "
+                            "characters are removed; send the question's key terms")
         knowledge = await _knowledge(tool_ctx.block_context or context)
         try:
-            found = await knowledge.search(kb_id, str(arguments["query"]),
+            found = await knowledge.search(kb_id, query,
                                            top_k=int(arguments.get("top_k") or default_top),
                                            mode=options.get("mode") or "hybrid",
                                            filters=options.get("filters"),
@@ -198,7 +233,7 @@ def _rag_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
                 state["kb"][str(hit["documentId"])] = meta
         state["kb_searched"] = True
         return {"chunks": chunks, "scores": scores, "metadata": metadata,
-                "kb_id": kb_id, "query": arguments["query"]}
+                "kb_id": kb_id, "query": query}
 
     return Tool(name="knowledge_base_search",
                 description=("Search the knowledge base. Call it first for every question, "
@@ -224,6 +259,17 @@ def _web_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
     backend_holder: dict[str, Any] = {}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
+        if not state.get("kb_searched"):
+            raise ToolError("ERROR: You did not call knowledge_base_search first. Search the "
+                            "knowledge base before the web; call web_search only when its "
+                            "results are not enough.")
+        query = clean_text(str(arguments["query"])).strip()
+        if not query:
+            raise ToolError("web_search: the query is empty once control characters are "
+                            "removed; send a focused query")
+        context_text = arguments.get("context")
+        if isinstance(context_text, str):
+            context_text = clean_text(context_text)
         block = tool_ctx.block_context or context
         backend = backend_holder.get("backend")
         if backend is None:
@@ -233,18 +279,17 @@ def _web_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
             env = provider_env() if provider_env is not None else dict(tool_ctx.env or {})
             backend = make_backend(options, knowledge=knowledge, env=env, base_dir=base_dir)
             backend_holder["backend"] = backend
-        result = (await backend.search(str(arguments["query"]), context=arguments.get("context"),
+        result = (await backend.search(query, context=context_text,
                                        max_results=max_results)).to_dict()
         for citation in result["citations"]:
             state["web"][citation["url"]] = citation
             state["web"].setdefault(citation["title"], citation)
-        state["last_web"] = {"query": arguments["query"], **result}
+        state["last_web"] = {"query": query, **result}
         return result
 
     if (options.get("backend") or "offline") == "offline" and options.get("folder"):
         from flowforge.blocks.base import policy_of
-        policy_of(context).require("server_files", "with.tools",
-                                   "searching a folder on the server as the offline web")
+        policy_of(context).check_file(options.get("folder"), "with.tools")
     return Tool(name="web_search",
                 description=("Search the web. Call it only when the knowledge base results are "
                              "not enough to answer."),
@@ -260,11 +305,20 @@ def _keyword_index(options: dict[str, Any], context: Any, state: dict[str, Any])
     namespace = str(options.get("namespace") or "chat")
     parameters = {
         "type": "object", "additionalProperties": False, "required": ["keywords"],
-        "properties": {"keywords": {
-            "type": "array", "minItems": low, "maxItems": high,
-            "items": {"type": "string", "minLength": 2, "maxLength": 50},
-            "description": f"{low} to {high} specific keywords (2-50 characters each) naming "
-                           f"what the web results were about."}}}
+        "properties": {
+            "keywords": {
+                "type": "array", "minItems": low, "maxItems": high,
+                "items": {"type": "string", "minLength": 2, "maxLength": 50},
+                "description": f"{low} to {high} specific keywords (2-50 characters each) "
+                               f"naming what the web results were about."},
+            # The seed's clients send these too; both are optional, since the tool
+            # already knows the question and the last web result.
+            "query": {"type": "string", "maxLength": 4000,
+                      "description": "The question the keywords belong to (default: this "
+                                     "conversation's question)."},
+            "perplexity_result_id": {"type": "string", "maxLength": 200,
+                                     "description": "Which web result they describe "
+                                                    "(default: the last one)."}}}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
         if not state.get("last_web"):
@@ -289,13 +343,18 @@ def _keyword_index(options: dict[str, Any], context: Any, state: dict[str, Any])
                                   "citations": [c.get("url") for c in web.get("citations") or []]},
                                  ensure_ascii=False) if web else ""
         knowledge = await _knowledge(tool_ctx.block_context or context)
-        outcome = await knowledge.index_keywords(list(valid.values()),
-                                                 str(options.get("query") or web.get("query")
-                                                     or ""),
-                                                 result_text, namespace=namespace)
+        question = clean_text(str(arguments.get("query") or options.get("query")
+                                  or web.get("query") or ""))
+        outcome = await knowledge.index_keywords(list(valid.values()), question, result_text,
+                                                 namespace=namespace)
         state["keywords"] = list(valid.values())
-        return {"indexed": list(valid.values()), "duplicates_merged": max(merged, 0),
-                "rejected": rejected,
+        known = outcome.get("already_known") or []
+        merged = max(merged, 0) + len(known)
+        # The seed's answer (`indexed: true`, `keyword_count`, `merged`) with the
+        # keywords themselves and what was refused.
+        return {"indexed": True, "keyword_count": len(valid), "merged": merged > 0,
+                "keywords": list(valid.values()), "duplicates_merged": merged,
+                "already_known": known, "rejected": rejected,
                 "feedback": ("all keywords indexed" if not rejected else
                              f"indexed {len(valid)}; refused {len(rejected)}: "
                              + "; ".join(f"{r['keyword']} ({r['reason']})" for r in rejected)),
@@ -314,29 +373,50 @@ def _final_response(options: dict[str, Any], context: Any, state: dict[str, Any]
     require_sources = options.get("require_sources", True)
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
-        sources = [_source(item, state) for item in arguments.get("sources") or []]
-        if require_sources and not sources:
-            raise ToolError("generate_response: `sources` is empty; list the knowledge-base "
-                            "documents and web pages the answer uses (as the tools returned "
-                            "them)")
+        answer = clean_answer(str(arguments["answer"]))
+        if not answer:
+            raise ToolError("generate_response: `answer` is empty once control characters "
+                            "and scripts are removed; write the answer in plain prose")
+        sources, unknown = [], []
+        for item in arguments.get("sources") or []:
+            source = _source(item, state)
+            if source is None:
+                unknown.append(_shown_source(item))
+            elif source not in sources:
+                sources.append(source)
+        if unknown:
+            raise ToolError(
+                "generate_response: " + ", ".join(unknown) + (" was" if len(unknown) == 1
+                                                              else " were")
+                + " not returned by any tool in this conversation, so "
+                + ("it cannot be cited" if len(unknown) == 1 else "they cannot be cited")
+                + ". Cite only what the tools returned: " + _real_sources(state)
+                + ". If neither the knowledge base nor the web has the answer, say so with "
+                "`sources: []` and used_internal_kb and used_external_kb false.")
         kinds = {s["kind"] for s in sources}
-        # The flags say what was used; they are kept true to what the tools did
-        # (a model may claim the web without having searched it) and the
-        # correction is recorded, so a user's "used_external_kb" never lies.
+        # The flags say what was used, read off the verified sources; the
+        # model's claim is kept in `corrected` when it differs.
         claimed = (bool(arguments["used_internal_kb"]), bool(arguments["used_external_kb"]))
-        used_kb = (claimed[0] or "kb" in kinds) and bool(state.get("kb_searched"))
-        used_web = (claimed[1] or "web" in kinds) and bool(state.get("last_web"))
+        if require_sources and not sources and any(claimed):
+            used = " and ".join(name for name, said in (("used_internal_kb", claimed[0]),
+                                                       ("used_external_kb", claimed[1])) if said)
+            raise ToolError(f"generate_response: `sources` is empty but {used} is true; list "
+                            f"the knowledge-base documents and web pages the answer uses (as "
+                            f"the tools returned them: {_real_sources(state)}), or set both "
+                            f"flags false if neither had the answer")
+        used_kb, used_web = "kb" in kinds, "web" in kinds
         corrected = [name for name, said, real in (("used_internal_kb", claimed[0], used_kb),
                                                    ("used_external_kb", claimed[1], used_web))
                      if said != real]
-        confidence = arguments.get("confidence_score")
-        lines = [str(arguments["answer"]).strip()]
+        confidence = arguments.get("confidence_score", arguments.get("confidence"))
+        lines = [answer]
         if sources:
             lines.append("")
             lines.append("Sources:")
             lines += [f"[{s['kind'].upper()}] {s['title']}"
                       + (f" <{s['url']}>" if s.get("url") else "") for s in sources]
-        return {"formatted_response": "\n".join(lines),
+        return {"formatted_response": "\n".join(lines), "answer": answer,
+                "confidence_score": confidence,
                 "used_internal_kb": used_kb, "used_external_kb": used_web,
                 "metadata": {"sources": sources, "confidence_score": confidence,
                              "used_internal_kb": used_kb, "used_external_kb": used_web,
@@ -349,31 +429,41 @@ def _final_response(options: dict[str, Any], context: Any, state: dict[str, Any]
                 parameters=RESPONSE_PARAMETERS, execute=run, kind="response")
 
 
-_URL = re.compile(r"^(https?://|offline:)\S+$")
-
-
-def _source(item: Any, state: dict[str, Any]) -> dict[str, Any]:
-    """One source as `{kind, title, url?, document_id?}`: marked web when it is a page
-    web_search returned (by address or title) or any address, else kb (a document
-    name, whether or not this turn's search returned it)."""
+def _source(item: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+    """One cited source as `{kind, title, url?, document_id?}`, if a tool of this
+    conversation returned it: a knowledge-base document (by title or id) or a
+    web page (by address or title).  None for anything else."""
     if isinstance(item, dict):
-        title = str(item.get("title") or item.get("url") or item.get("document_id") or "")
-        url = item.get("url")
-        kind = item.get("kind")
-        key = str(url or item.get("document_id") or title)
+        keys = [str(item[k]) for k in ("url", "document_id", "title") if item.get(k)]
+        wanted = item.get("kind")
     else:
-        key = title = str(item).strip()
-        url, kind = None, None
-    web = state["web"].get(key)
-    kb = state["kb"].get(key) or state["kb"].get(title)
-    if kind is None:       # a page the search returned, or any address, is the web
-        kind = "web" if (web and not kb) or url or _URL.match(key) else "kb"
-    out: dict[str, Any] = {"kind": kind, "title": (web or {}).get("title") or title}
-    if kind == "web":
-        out["url"] = url or (web or {}).get("url") or (key if _URL.match(key) else None)
-        if not out["url"]:
-            out.pop("url")
-    elif kb:
-        out["document_id"] = kb.get("document_id")
-        out["title"] = kb.get("title") or title
-    return out
+        keys, wanted = [clean_text(str(item)).strip()], None
+    for key in keys:
+        if wanted != "kb":
+            web = state["web"].get(key)
+            if web is not None:
+                return {"kind": "web", "title": web.get("title") or key, "url": web["url"]}
+        if wanted != "web":
+            kb = state["kb"].get(key)
+            if kb is not None:
+                return {"kind": "kb", "title": kb.get("title") or key,
+                        "document_id": kb.get("document_id")}
+    return None
+
+
+def _shown_source(item: Any) -> str:
+    if isinstance(item, dict):
+        item = item.get("url") or item.get("document_id") or item.get("title") or item
+    return repr(clean_text(str(item))[:120])
+
+
+def _real_sources(state: dict[str, Any]) -> str:
+    titles = sorted({str(meta.get("title")) for meta in state["kb"].values()
+                     if meta.get("title")})
+    urls = sorted({str(page["url"]) for page in state["web"].values() if page.get("url")})
+    parts = []
+    if titles:
+        parts.append("documents " + ", ".join(f"'{t}'" for t in titles[:20]))
+    if urls:
+        parts.append("web pages " + ", ".join(f"<{u}>" for u in urls[:20]))
+    return "; ".join(parts) if parts else "none (no tool has returned a source yet)"

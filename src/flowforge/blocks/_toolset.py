@@ -198,9 +198,8 @@ def _check_entry(entry: ToolEntry, context: Any, allow_private: bool) -> None:
     if entry.mcp is not None and entry.mcp.command is not None:
         policy.require("local_commands", "with.tools",
                        f"starting the local command '{entry.mcp.command}' (MCP over stdio)")
-    if entry.workflow is not None and looks_like_path(entry.workflow):
-        policy.require("server_files", "with.tools",
-                       f"using the workflow file '{entry.workflow}' as a tool")
+    if entry.workflow is not None:
+        policy.check_workflow_ref(entry.workflow, "with.tools")
 
 
 async def _build(entry: ToolEntry, context: Any, stack: AsyncExitStack,

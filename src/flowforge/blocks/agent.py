@@ -56,7 +56,8 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   setting)
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
                                           repair_message)
@@ -72,7 +73,7 @@ from flowforge.tools.validation import ToolValidation
 __all__ = ["AgentBlock", "AgentConfig", "run_agent"]
 
 
-class AgentConfig(BlockConfig):
+class AgentConfig(LLMBlockConfig):
     system: str | None = None
     """System prompt: who the agent is and how it must answer."""
     prompt: str | None = None
@@ -150,7 +151,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
     calls = ModelCalls(context, model,
                        fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
                        stream=bool(setting(context, config.stream, "stream", True)),
-                       api_key=config.api_key)
+                       api_key=config.api_key, config=config)
     temperature = setting(context, config.temperature, "temperature")
     max_tokens = setting(context, config.max_tokens, "max_tokens")
 
@@ -430,6 +431,7 @@ class AgentBlock(BlockType):
     """A model with a system prompt, a user prompt, memories and tools."""
 
     type_name = "agent"
+    seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = AgentConfig
 
     @classmethod

@@ -138,6 +138,9 @@ class BlockType:
     routes: ClassVar[bool] = False
     holds_slot: ClassVar[bool] = True      # counts against the run's concurrency limit
     raw_fields: ClassVar[frozenset[str]] = frozenset()
+    #: the seed systems' names of this block's fields that the camelCase rule cannot
+    #: guess (`systemPrompt` -> `system`); see `workflow.seed_fields`
+    seed_fields: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:

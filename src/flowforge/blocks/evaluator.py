@@ -27,7 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
@@ -62,7 +63,7 @@ class Metric(BaseModel):
         return value
 
 
-class EvaluatorConfig(BlockConfig):
+class EvaluatorConfig(LLMBlockConfig):
     content: Any
     """What to evaluate (text; other values are shown as JSON)."""
     metrics: list[Metric] = Field(min_length=1)
@@ -95,6 +96,20 @@ def metrics_schema(metrics: list[Metric]) -> dict[str, Any]:
             "additionalProperties": False}
 
 
+def _shown(content: Any) -> str:
+    """The content as the model reads it: objects, and text that is a JSON
+    object or list, pretty-printed alike; any other text as it is."""
+    if isinstance(content, str):
+        stripped = content.strip()
+        if not stripped.startswith(("{", "[")):
+            return content
+        try:
+            content = json.loads(stripped)
+        except ValueError:
+            return content
+    return json.dumps(content, ensure_ascii=False, indent=2, default=str)
+
+
 def _prompt(config: EvaluatorConfig, content: str) -> str:
     lines = "\n".join(f"- {metric_key(m.name)}: {m.name} - {m.description} "
                       f"(a number from {m.range[0]:g} to {m.range[1]:g})" for m in config.metrics)
@@ -113,6 +128,7 @@ class EvaluatorBlock(BlockType):
     """A model scores content on named metrics, each within its range."""
 
     type_name = "evaluator"
+    seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = EvaluatorConfig
 
     @classmethod
@@ -134,12 +150,11 @@ class EvaluatorBlock(BlockType):
 
     @classmethod
     async def run(cls, context: BlockContext, config: EvaluatorConfig) -> Any:
-        content = config.content if isinstance(config.content, str) else json.dumps(
-            config.content, ensure_ascii=False, default=str)
+        content = _shown(config.content)
         schema = metrics_schema(config.metrics)
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                           api_key=config.api_key)
+                           api_key=config.api_key, config=config)
         messages = [Message("system", _prompt(config, content)),
                     Message("user", "Evaluate the content given in the system prompt. "
                                     "Return only the JSON object of metric scores.")]

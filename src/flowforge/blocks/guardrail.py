@@ -7,7 +7,8 @@
         context: "{{search.results}}"     # text, or a list of passages / {content} results
         # or: knowledge_base: policies, query: "{{input.query}}", top_k: 5
         threshold: 3                       # pass when score >= threshold (0-10)
-      on_error: review                     # a failed check fails the block -> on_error runs
+        fail_on_reject: true               # optional: a failed check fails the block
+      on_error: review                     # ... and then on_error runs
 
 The model rates, at temperature 0, how well the reference context supports
 the text: a score from 0 (contradicted or invented) to 10 (fully supported),
@@ -15,11 +16,12 @@ with its reasoning, as JSON `{score, reasoning}` (schema-constrained; one
 repair).  Output: `passed` (score >= threshold), `score`, `reasoning`,
 `threshold`, `model`, `tokens`, `cost`.
 
-Decision: a failed check FAILS the block by default (`fail_on_reject: true`),
-with the score and reasoning in the error, so `on_error: <block>` routes the
-run to a fallback and nothing downstream uses an ungrounded answer by
-accident.  With `fail_on_reject: false` the block succeeds with
-`passed: false`, and a `condition` can route on `{{check.passed}}`.
+Decision: as in the block executor this comes from, a failed check is an
+answer, not an error: by default the block succeeds with `passed: false`, and
+a `condition` routes on `{{check.passed}}` (the seed's documents branch on
+it).  With `fail_on_reject: true` a failed check FAILS the block, with the
+score and reasoning in the error, so `on_error: <block>` routes the run to a
+fallback.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
@@ -47,7 +50,7 @@ GROUNDING_SCHEMA: dict[str, Any] = {
     "required": ["score", "reasoning"], "additionalProperties": False}
 
 
-class GuardrailConfig(BlockConfig):
+class GuardrailConfig(LLMBlockConfig):
     content: str
     """The text to check (e.g. an agent's answer)."""
     context: Any = None
@@ -59,8 +62,8 @@ class GuardrailConfig(BlockConfig):
     top_k: int = Field(5, ge=1, le=100)
     threshold: float = Field(3, ge=0, le=10)
     """Pass when the score (0-10) is at least this."""
-    fail_on_reject: bool = True
-    """Fail the block when the check does not pass (else output `passed: false`)."""
+    fail_on_reject: bool = False
+    """Fail the block when the check does not pass (default: succeed with `passed: false`)."""
     model: str | None = None
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
@@ -135,7 +138,7 @@ class GuardrailBlock(BlockType):
                                  f"knowledge_base '{config.knowledge_base}': {exc}") from None
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                           api_key=config.api_key)
+                           api_key=config.api_key, config=config)
         messages = [Message("system", _prompt(passages, config.content)),
                     Message("user", "Rate the text against the reference context. "
                                     "Return only the JSON object.")]

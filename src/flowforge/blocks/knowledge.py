@@ -53,6 +53,7 @@ class KnowledgeConfig(BlockConfig):
 @register_block
 class KnowledgeBlock(BlockType):
     type_name = "knowledge"
+    seed_fields = {"knowledgeBaseId": "knowledge_base", "tagFilters": "filters"}
     Config = KnowledgeConfig
 
     @classmethod
@@ -65,10 +66,10 @@ class KnowledgeBlock(BlockType):
     @classmethod
     async def run(cls, context: BlockContext, config: KnowledgeConfig) -> Any:
         from flowforge.knowledge.api import knowledge_for
+        policy = policy_of(context)
+        policy.check_kb_id(config.knowledge_base, "with.knowledge_base")
         if config.sources:
-            policy_of(context).require("server_files", "with.sources",
-                                       f"block '{context.block_id}' reading knowledge sources "
-                                       f"from the server")
+            policy.check_file(config.sources, "with.sources")
         try:
             knowledge = await knowledge_for(context)
             if config.sources:

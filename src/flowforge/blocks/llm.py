@@ -25,7 +25,8 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
@@ -64,7 +65,7 @@ def render_prompt(template: str, inputs: dict[str, Any]) -> str:
     return _PLACEHOLDER_RE.sub(value_of, template)
 
 
-class LLMConfig(BlockConfig):
+class LLMConfig(LLMBlockConfig):
     prompt: str
     """Template with `{placeholder}` fields filled from `inputs`."""
     inputs: dict[str, Any] = Field(default_factory=dict)
@@ -88,6 +89,7 @@ class LLMBlock(BlockType):
     """A prompt template filled from inputs; structured output by JSON Schema."""
 
     type_name = "llm"
+    seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = LLMConfig
 
     @classmethod
@@ -103,7 +105,7 @@ class LLMBlock(BlockType):
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
                            stream=bool(setting(context, config.stream, "stream", False)),
-                           api_key=config.api_key)
+                           api_key=config.api_key, config=config)
         messages = ([Message("system", system)] if system else []) + [Message("user", prompt)]
         options = {"temperature": setting(context, config.temperature, "temperature"),
                    "max_tokens": setting(context, config.max_tokens, "max_tokens")}

@@ -74,6 +74,7 @@ class DetachedContext:
     user: Mapping[str, Any] = field(default_factory=lambda: {"id": "default"})
     services: Mapping[str, Any] = field(default_factory=dict)
     node: Any = None
+    environ: Mapping[str, str] | None = None      # None: this process's environment
 
     @property
     def defaults(self) -> Mapping[str, Any]:
@@ -85,7 +86,7 @@ class DetachedContext:
 
     @property
     def env(self) -> Mapping[str, str]:
-        return os.environ
+        return os.environ if self.environ is None else self.environ
 
     def emit(self, event_type: str, **data: Any) -> None:
         if self.on_event is not None:
@@ -194,15 +195,16 @@ def _matches(expected: Any, actual: Any) -> bool:
 
 
 async def run_examples(definition: BlockDefinition, *, model: str | None = None,
-                          on_event: Callable[[dict[str, Any]], None] | None = None
-                          ) -> ExampleReport:
+                          on_event: Callable[[dict[str, Any]], None] | None = None,
+                          env: Mapping[str, str] | None = None) -> ExampleReport:
     """Run every example. Python blocks must reproduce the expected output
     fields exactly (floats approximately); LLM blocks must fill their
     template and answer valid against the output schema (wording varies)."""
     if not definition.examples:
         return ExampleReport(definition.id, False, [], "the block has no examples to test")
     results = []
-    context = DetachedContext(model=model, on_event=on_event, block_id=definition.id)
+    context = DetachedContext(model=model, on_event=on_event, block_id=definition.id,
+                              environ=env)
     for index, example in enumerate(definition.examples):
         try:
             output = await execute_definition(definition, dict(example.inputs), context)

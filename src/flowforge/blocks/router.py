@@ -19,8 +19,10 @@ Output: `prompt`, `model`, `tokens`, `cost`, `selectedPath {blockId,
 blockType, blockTitle}`, `selectedRoute` (the chosen id), and `targets`:
 every candidate as `{id, type, title, description, currentState}`, where
 `currentState` is the candidate's output at decision time (its blockData, as
-Sim's executor gives it; null when it has not run).  A candidate with a
-state shows it in the routing prompt too.
+Sim's executor gives it): inside a loop, what it gave in the pass before (Sim
+keeps one state per block across iterations, so a router in a loop sees what
+its branches did last time); null when it has not run yet.  A candidate with
+a state shows it in the routing prompt too.
 
 Strategies (`strategy:`): `llm` (above, the default); `semantic` embeds the
 text to route (`input`, default the prompt) and each candidate (its name and
@@ -39,12 +41,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowforge.blocks._llm import API_KEY_DOC, ModelCalls, choose_model, setting
+from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
+                                   provider_options, setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
+from flowforge.providers.registry import key_variables
 from flowforge.workflow.graph import DATA, Node
 
 __all__ = ["RouterBlock", "RouterConfig", "routing_prompt", "candidates_of"]
@@ -63,7 +67,7 @@ class RouteHint(BaseModel):
     """Things users say that belong to this route."""
 
 
-class RouterConfig(BlockConfig):
+class RouterConfig(LLMBlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
@@ -168,6 +172,7 @@ class RouterBlock(BlockType):
     """A model chooses one outgoing branch; the others are skipped."""
 
     type_name = "router"
+    seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = RouterConfig
     routes = True
 
@@ -187,7 +192,7 @@ class RouterBlock(BlockType):
                              f"{', '.join(node.id for node in candidates)})")
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
-                           api_key=config.api_key)
+                           api_key=config.api_key, config=config)
         scores: list[tuple[str, float]] | None = None
         chosen = None
         if config.strategy != "llm":
@@ -217,9 +222,13 @@ class RouterBlock(BlockType):
 
 
 def _current_states(context: BlockContext, candidates: list[Node]) -> dict[str, Any]:
-    """Each candidate's output so far (None: it has not run)."""
+    """Each candidate's output so far: in this pass, else in a loop's pass
+    before (None: it has not run)."""
     data = context.block_data()
-    return {node.id: data.get(node.id) for node in candidates}
+    loop = context.scope.get("loop")
+    previous = loop.get("previous") if isinstance(loop, dict) else None
+    previous = previous if isinstance(previous, dict) else {}
+    return {node.id: data.get(node.id, previous.get(node.id)) for node in candidates}
 
 
 async def _ask_model(context: BlockContext, config: RouterConfig, calls: ModelCalls,
@@ -254,8 +263,29 @@ async def _semantic_scores(context: BlockContext, config: RouterConfig,
                           "examples": hint.examples})
     services = getattr(context, "services", None) or {}
     try:
-        embedder = services.get("embedder") or get_embedder(config.embedding_model)
+        embedder = services.get("embedder") or _embedder(context, config.embedding_model)
         return await rank_routes(config.input or config.prompt, described, embedder)
     except Exception as exc:  # noqa: BLE001 - a missing model file, an unknown model name
         raise BlockError(context.block_id, RouterBlock.type_name,
                          f"semantic routing failed: {exc}") from None
+
+
+def _embedder(context: BlockContext, model: str | None) -> Any:
+    """The embedder for `model`, through the policy gate: on a server a hosted
+    embedding model is paid with the key the run carries (the user's own, or
+    the server's when it shares them), never with the process environment's."""
+    from flowforge.knowledge.embeddings import (DEFAULT_MODEL, OpenAIEmbedder, get_embedder,
+                                                normalise_model_name)
+
+    name = normalise_model_name(model)
+    policy = policy_of(context)
+    policy.check_model(name, "with.embedding_model")
+    if policy.trusted or name == DEFAULT_MODEL:
+        return get_embedder(model)
+    env = provider_options(context).env
+    key = next((env[k] for k in key_variables(name) if env.get(k)), None)
+    if key is None and not name.startswith("openai-compatible/"):
+        raise BlockError(context.block_id, RouterBlock.type_name,
+                         f"the embedding model '{name}' needs a key: store yours as the "
+                         f"secret {key_variables(name)[0]}")
+    return OpenAIEmbedder(name, api_key=key or "none")

@@ -74,9 +74,7 @@ class WebSearchBlock(BlockType):
         options: dict[str, Any] = {"backend": config.backend}
         if config.backend == "offline":
             if config.folder:
-                policy_of(context).require("server_files", "with.folder",
-                                           f"block '{context.block_id}' searching a folder "
-                                           f"on the server as the offline web")
+                policy_of(context).check_file(config.folder, "with.folder")
                 options["folder"] = config.folder
             if config.knowledge_base:
                 options["knowledge_base"] = config.knowledge_base

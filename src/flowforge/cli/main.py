@@ -225,6 +225,9 @@ def run_command(
 def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML or JSON).")) -> None:
     """Check a workflow without running it; lists every problem with its place."""
     from flowforge.service.loading import load
+    from rich.markup import escape
+
+    from flowforge.workflow.joins import join_warnings
 
     try:
         compiled = load(file)
@@ -232,6 +235,8 @@ def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML 
         fail(str(exc))
     count = sum(1 for _ in compiled.doc.iter_blocks())
     out.print(f"[green]ok[/] {file}: workflow '{compiled.id}', {count} block(s)")
+    for warning in join_warnings(compiled.graph):
+        err.print(f"[yellow]warning:[/] {escape(f'{file}: {warning}')}", highlight=False)
 
 
 @app.command("schema")

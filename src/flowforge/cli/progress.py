@@ -87,6 +87,10 @@ class LiveProgress:
             text = (row.get("stream", "") + str(event.get("text") or event.get("delta") or ""))
             row["stream"] = text[-200:]
             row["detail"] = text.replace("\n", " ")[-60:]
+        elif kind == "llm_restart":
+            # A cut stream is answered again from the start: drop what was shown.
+            row["stream"] = ""
+            row["detail"] = "answer restarted"
         elif kind == "tool_called":
             row["detail"] = f"tool {event.get('name', '')}"
         if not self.live and kind in ("block_succeeded", "block_failed", "block_skipped"):

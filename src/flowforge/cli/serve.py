@@ -48,7 +48,7 @@ def serve(
         "in a plain process held by seccomp and rlimits only (off: they fail, saying so; "
         "also FLOWFORGE_ALLOW_PROCESS_SANDBOX=1)."),
     share_provider_keys: bool = typer.Option(
-        False, "--share-provider-keys", help="Let every user's runs use the provider keys "
+        False, "--share-provider-keys", help="Let every user's runs and builds use the provider keys "
         "in this process's environment (OPENAI_API_KEY, ...), sent only to the providers' "
         "configured URLs (off: users store their own keys with `flowforge secrets set`; "
         "also FLOWFORGE_SHARE_PROVIDER_KEYS=1)."),

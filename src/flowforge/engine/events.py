@@ -25,8 +25,9 @@ log = logging.getLogger("flowforge.events")
 
 EVENT_TYPES = ("run_started", "block_started", "block_succeeded", "block_failed",
                "block_skipped", "block_cancelled", "block_waiting", "block_retrying",
-               "llm_delta", "tool_called", "progress", "budget_exceeded", "budget_downgrade",
-               "approval_requested", "approval_decided", "run_finished")
+               "llm_delta", "llm_restart", "tool_called", "progress", "budget_exceeded",
+               "budget_capped", "budget_downgrade", "approval_requested", "approval_decided",
+               "run_finished")
 TERMINAL_EVENT = "run_finished"
 
 Subscriber = Callable[[dict], None]

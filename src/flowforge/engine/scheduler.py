@@ -1,17 +1,33 @@
 """The scheduler: a ready queue over the compiled graph.
 
 A block starts the moment its last dependency settles (never level by level),
-up to the run's concurrency limit.  When a block settles, each outgoing edge
-is marked active or not — a data edge is active when its source succeeded
-(and, for a router or condition, was chosen); an `on_error` edge when its
-source failed — and a block whose dependencies have all settled runs if at
-least one incoming edge is active, else it is skipped and the skip
-propagates.  A block fed by a router or condition runs only if one of them
-chose it, whatever other edges it has: `{{answer.content}}` in a response
-does not make that response run when the router picked the other one.  An
-unhandled failure poisons its dependants: they are skipped
-"because X failed", even where another edge is active, so a join never runs
-on half its inputs.
+up to the run's concurrency limit.  What it then does is the rule users rely
+on, the same in every scope (the workflow, a loop pass, a parallel item, a
+nested workflow):
+
+- Every dependency of a block (each block it reads in a template or an
+  expression, each `after:` entry) is required: the block runs only if each
+  one *ran* - succeeded and, if it chooses routes (router, condition,
+  approval), chose this block.  Otherwise the block is skipped, with the
+  reason ("not on the chosen route", "dependency 'x' failed"), and so are the
+  blocks after it.  Reading an always-run block (the input, a price, a
+  setting) therefore never makes a block on a branch not taken run.
+- A join of alternatives (`after: {any: [a, b]}`, or a plain `after:` list of
+  two or more) runs once its required dependencies ran and at least one
+  member ran; reading a member that did not run gives None.
+- An unhandled failure skips every block downstream of it, joins included,
+  and fails the run.  With `on_error: h`, `h` runs (its edge is satisfied by
+  the failure) and the failed block's other dependants are not taken.  A
+  block that waits (an approval, a long wait) holds back every block
+  downstream of it until the run is resumed.
+- A block restored from a checkpoint counts as ran, with the routing
+  decision it stored.
+
+Each settled block walks its outgoing edges once (`Node.out`): a required
+edge that did not run blocks its dependant (`Scope.blocked`, with a rank so
+that a failure's reason wins over a route's), a join member that ran counts
+(`Scope.active`).  tests/engine/reference.py states the same rule plainly and
+a property test compares the two on thousands of generated graphs.
 
 The queue is drained by a loop, not by recursion, so a chain of thousands of
 blocks that finish inline never deepens the stack.
@@ -33,7 +49,7 @@ from flowforge.engine.eager import Finished, start_eagerly
 from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
 from flowforge.engine.result import BlockRecord
 from flowforge.workflow.compile import format_loc
-from flowforge.workflow.graph import DATA, Graph, Node
+from flowforge.workflow.graph import ALTERNATIVE, ON_FAILURE, Graph, Node
 
 __all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED", "WAITING"]
 
@@ -47,7 +63,7 @@ _EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "bl
 class Scope:
     """One graph being run: the workflow itself, a loop pass, a parallel item."""
 
-    __slots__ = ("graph", "values", "label", "pending", "active", "chosen", "poisoned",
+    __slots__ = ("graph", "values", "label", "pending", "active", "blocked", "missed",
                  "records", "outputs", "errors", "remaining", "done", "depth", "source")
 
     def __init__(self, graph: Graph, values: dict[str, Any], label: str | None,
@@ -56,11 +72,14 @@ class Scope:
         self.values = values                   # template roots visible to this graph
         self.label = label                     # None for the top scope, else e.g. "refine[2]"
         self.pending = graph.input_counts.copy()   # dependencies not yet settled
-        self.active = graph.zero_counts.copy()     # incoming edges that are active
+        self.active = graph.zero_counts.copy()     # members of its join that ran
         # Made on first use: most scopes never route, fail or get awaited by a
         # second task, and thousands of concurrent runs each build scopes.
-        self.chosen: set[str] | None = None        # blocks a router or condition picked
-        self.poisoned: dict[str, str] | None = None
+        # Block id -> (rank, reason) of a required dependency that did not run
+        # (rank 2: a failure, 1: waiting or cancelled, 0: not taken); a skipped
+        # block hands its entry down to the blocks after it.
+        self.blocked: dict[str, tuple[int, str]] | None = None
+        self.missed: dict[str, str] | None = None  # why a join's first member did not run
         self.records: dict[str, BlockRecord] = {}
         self.outputs: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
@@ -176,13 +195,14 @@ class Scheduler:
         if self.cancelled:
             self._settle(scope, nid, CANCELLED, None, "the run was cancelled")
             return
-        poisoned = scope.poisoned
-        if poisoned is not None and nid in poisoned:
-            self._settle(scope, nid, SKIPPED, None, None, reason=poisoned[nid])
+        blocked = scope.blocked
+        if blocked is not None and nid in blocked:
+            self._settle(scope, nid, SKIPPED, None, None, reason=blocked[nid][1])
             return
-        if (node.routed and (scope.chosen is None or nid not in scope.chosen)) \
-                or (node.inputs and not scope.active[nid]):
-            self._settle(scope, nid, SKIPPED, None, None, reason="not on the chosen route")
+        if node.joins and not scope.active[nid]:
+            reason = scope.missed[nid] if scope.missed else "no member of its join ran"
+            _block(scope, nid, 0, reason)
+            self._settle(scope, nid, SKIPPED, None, None, reason=reason)
             return
         if node.info.holds_slot:
             if self.running >= self.limit:
@@ -433,38 +453,63 @@ class Scheduler:
             bus.publish("block_cancelled", nid, reason=error, scope=scope.label,
                         block_type=node.type)
 
-        poison = None
-        if status == FAILED and node.spec.on_error is None:
-            poison = f"dependency '{nid}' failed"
-        elif status == WAITING:
-            poison = f"waiting for '{nid}'; runs when the run is resumed"
-        elif status == SKIPPED and reason is not None and scope.poisoned is not None \
-                and nid in scope.poisoned:
-            poison = reason
-        nodes = scope.graph.nodes
-        for dep_id in node.dependants:
-            dep = nodes[dep_id]
-            kind = dep.inputs[nid]
-            if kind == DATA:
-                if status == SUCCEEDED and (targets is None or dep_id in targets):
-                    scope.active[dep_id] += 1
-                    if targets is not None:
-                        if scope.chosen is None:
-                            scope.chosen = set()
-                        scope.chosen.add(dep_id)
-                elif poison is not None:
-                    if scope.poisoned is None:
-                        scope.poisoned = {}
-                    scope.poisoned.setdefault(dep_id, poison)
-            elif status == FAILED:
-                scope.active[dep_id] += 1
-            left = scope.pending[dep_id] - 1
-            scope.pending[dep_id] = left
-            if left == 0:
-                self.queue.append((scope, dep_id))
+        out = node.out
+        if out:
+            pending, queue = scope.pending, self.queue
+            if status == SUCCEEDED and targets is None:
+                for dep_id, mode in out:           # the common case: every edge ran
+                    if mode:
+                        if mode == ALTERNATIVE:
+                            scope.active[dep_id] += 1
+                        else:
+                            _miss(scope, dep_id, mode, 0, f"not needed: '{nid}' did not fail")
+                    left = pending[dep_id] - 1
+                    pending[dep_id] = left
+                    if left == 0:
+                        queue.append((scope, dep_id))
+            else:
+                self._mark_edges(scope, node, status, targets)
         scope.remaining -= 1
         if scope.remaining == 0 and scope.done is not None and not scope.done.done():
             scope.done.set_result(None)
+
+    def _mark_edges(self, scope: Scope, node: Node, status: str,
+                    targets: tuple[str, ...] | None) -> None:
+        """Settle the outgoing edges of a block that routed, failed, waited,
+        was skipped or cancelled: which dependants it ran for, and why not."""
+        nid = node.id
+        if status == SUCCEEDED:
+            why = (0, "not on the chosen route")
+        elif status == FAILED:
+            handler = node.spec.on_error
+            why = (2, f"dependency '{nid}' failed") if handler is None else \
+                (0, f"'{nid}' failed and its on_error block '{handler}' runs instead")
+        elif status == WAITING:
+            why = (1, f"waiting for '{nid}'; runs when the run is resumed")
+        elif status == SKIPPED:
+            blocked = scope.blocked
+            why = blocked[nid] if blocked is not None and nid in blocked \
+                else (0, "not on the chosen route")
+        else:
+            why = (1, f"dependency '{nid}' was cancelled")
+        pending, queue = scope.pending, self.queue
+        for dep_id, mode in node.out:
+            if mode & ON_FAILURE:
+                ran = status == FAILED
+                rank, reason = why if status != SUCCEEDED else \
+                    (0, f"not needed: '{nid}' did not fail")
+            else:
+                ran = status == SUCCEEDED and (targets is None or dep_id in targets)
+                rank, reason = why
+            if ran:
+                if mode & ALTERNATIVE:
+                    scope.active[dep_id] += 1
+            else:
+                _miss(scope, dep_id, mode, rank, reason)
+            left = pending[dep_id] - 1
+            pending[dep_id] = left
+            if left == 0:
+                queue.append((scope, dep_id))
 
     def _add_usage(self, nid: str, output: dict) -> None:
         tokens = output.get("tokens")
@@ -480,6 +525,30 @@ class Scheduler:
             cost = cost.get("total")
         if isinstance(cost, (int, float)):
             entry["cost"] += cost
+
+
+def _miss(scope: Scope, nid: str, mode: int, rank: int, reason: str) -> None:
+    """A dependency did not run for `nid`: a required one blocks it; a join
+    member only says why, should no member run - unless it failed or waits,
+    which holds back everything downstream."""
+    if mode & ALTERNATIVE and rank == 0:
+        if scope.missed is None:
+            scope.missed = {}
+        scope.missed.setdefault(nid, reason)
+    else:
+        _block(scope, nid, rank, reason)
+
+
+def _block(scope: Scope, nid: str, rank: int, reason: str) -> None:
+    """Record why `nid` will not run; a failure's reason outranks a wait's, a
+    wait's outranks a route's (the first one of a rank stays)."""
+    blocked = scope.blocked
+    if blocked is None:
+        scope.blocked = {nid: (rank, reason)}
+        return
+    held = blocked.get(nid)
+    if held is None or held[0] < rank:
+        blocked[nid] = (rank, reason)
 
 
 def _current_task() -> asyncio.Task | None:

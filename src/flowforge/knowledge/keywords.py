@@ -64,8 +64,10 @@ async def index_keywords(store: KnowledgeStore, keywords: Iterable[Any], query: 
         keywords = [keywords]
     valid, rejected = check_keywords(keywords)
     # A keyword already known keeps the form it was first written in.
+    known: set[str] = set()
     for norm, display, _kind, _value in await store.keywords_lookup(namespace, list(valid)):
         valid[norm] = display
+        known.add(norm)
     entries = []
     for norm, display in valid.items():
         if query and str(query).strip():
@@ -74,7 +76,8 @@ async def index_keywords(store: KnowledgeStore, keywords: Iterable[Any], query: 
             entries.append((norm, display, "result", str(result_id).strip()))
     if entries:
         await store.keywords_add(namespace, entries)
-    return {"indexed": list(valid), "rejected": rejected, "query": query, "resultId": result_id}
+    return {"indexed": list(valid), "rejected": rejected, "query": query, "resultId": result_id,
+            "already_known": [valid[norm] for norm in valid if norm in known]}
 
 
 async def lookup(store: KnowledgeStore, keywords: Iterable[Any], *,

@@ -55,7 +55,16 @@ class UserKnowledge:
         return mine + shared
 
     async def _resolve(self, name: str) -> str:
-        """The stored name of a base this owner may read: their own, else shared."""
+        """The stored name of a base this owner may read: their own, else shared.
+        `shared/NAME` names the shared one explicitly (for reading only: a name
+        that says whose base it is cannot be taken by another owner's)."""
+        if isinstance(name, str) and name.startswith(f"{SHARED}/"):
+            plain = name[len(SHARED) + 1:]
+            self._check(plain)
+            if plain and await self.store.get_base(name) is not None:
+                return name
+            raise NotFound(f"no shared knowledge base named '{plain}' - an administrator "
+                           f"creates it with `flowforge kb create {plain} --shared`")
         self._check(name)
         own = stored_name(self.owner, name)
         if await self.store.get_base(own) is not None:

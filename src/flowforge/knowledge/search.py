@@ -6,7 +6,10 @@
   0..1 as s / (1 + s), so `min_similarity` means something in this mode too.
 - `hybrid` (the default): both lists, fused by reciprocal rank
   (score = sum of 1 / (60 + rank)), so a chunk that either method ranks high
-  surfaces; `similarity` is its cosine similarity.
+  surfaces; `similarity` is its cosine similarity.  The fusion chooses which
+  `top_k` chunks come back; they come back sorted by the `similarity` they
+  report, as in every mode, since a reader (and the seed's clients) read the
+  list as best first by the score shown.
 
 Filters `{tag: value or [values]}` mean: for every tag, one of its values.
 They are applied inside each search, never to its results, so a filtered
@@ -100,6 +103,8 @@ async def search(store: KnowledgeStore, embedder: Embedder, base: KnowledgeBase,
     if min_similarity is not None:
         order = [i for i in order if similarity.get(i, 0.0) >= min_similarity]
     order = order[:top_k]
+    if mode == "hybrid":    # chosen by fusion, shown best first by the score they report
+        order.sort(key=lambda i: -similarity.get(i, 0.0))
     rows = await store.get_chunks(order)
     results = []
     for chunk_id in order:

@@ -12,9 +12,13 @@ It resolves the model string, sends the request, retries retryable failures
 the full model string that answered (a fallback's, if the first failed) and
 `response.attempts` lists every failed try, for the run record.
 
-Streaming and retries: once a text fragment has reached `on_delta`, a
-failure is raised as is (not retried, no fallback), because starting again
-would show the user the same text twice.
+Streaming and retries: a stream cut in the middle of the answer is a
+connection fault like any other - retried, then handed to the fallbacks -
+because an agent that streams by default must be as reliable as one that does
+not.  A consumer that already showed part of the answer is told first, through
+`on_restart(model, attempt, error)`, that the answer starts again, so it can
+clear what it showed instead of showing the same text twice.  A failure that is
+not retryable (a bad request, a bad key) is raised as is, streamed or not.
 """
 
 from __future__ import annotations
@@ -33,12 +37,15 @@ from flowforge.providers.registry import ProviderOptions, resolve_model, split_m
 from flowforge.providers.retry import (RetryPolicy, dropped_connection, request_timeout,
                                        timeout_error, unusable_answer)
 
-__all__ = ["call_model", "RetryCallback", "DEFAULT_RETRY"]
+__all__ = ["call_model", "RetryCallback", "RestartCallback", "DEFAULT_RETRY"]
 
 DEFAULT_RETRY = RetryPolicy()
 
 #: on_retry(model, attempt_number, error, delay_seconds) - e.g. to emit a progress event.
 RetryCallback = Callable[[str, int, ProviderError, float], Any]
+#: on_restart(model, attempt_number, error) - text already sent to `on_delta` is void: the
+#: answer starts again (a retry or a fallback model) after a stream was cut.
+RestartCallback = Callable[[str, int, ProviderError], Any]
 
 # Environment variables a provider reads: instances are cached per distinct values of these,
 # so a workflow with its own `env: {OPENAI_API_KEY: ...}` never reuses another's client.
@@ -100,7 +107,8 @@ async def call_model(model: str, request: LLMRequest, *,
                      fallback: Sequence[str] = (),
                      retry: RetryPolicy | None = None,
                      on_delta: DeltaCallback | None = None,
-                     on_retry: RetryCallback | None = None) -> LLMResponse:
+                     on_retry: RetryCallback | None = None,
+                     on_restart: RestartCallback | None = None) -> LLMResponse:
     """Send `request` to `model` (then to each `fallback` model) and return the
     first answer, with `cost` filled.  `request.model` is ignored: each model
     string decides the name sent.  Raises `ProviderError` (or its subclass
@@ -110,7 +118,11 @@ async def call_model(model: str, request: LLMRequest, *,
     failures: list[str] = []
     attempts: list[dict[str, Any]] = []
     last: ProviderError | None = None
+    void: list[tuple[str, int, ProviderError]] = []   # a cut stream not yet said void
     for candidate in [model, *fallback]:
+        if void and on_restart is not None:
+            on_restart(*void[-1])     # the fallback's answer replaces the cut one
+        void.clear()
         number = 0
         while True:
             number += 1
@@ -122,17 +134,22 @@ async def call_model(model: str, request: LLMRequest, *,
                 attempts.append({"model": candidate, "attempt": number, "error": str(error),
                                  "status": error.status, "start": started, "end": time.time()})
                 last = error
-                if streamed[0] or not error.retryable:
-                    # Not worth retrying or falling back: a bad request, a bad key, an unknown
-                    # model, or text the user has already seen.
+                if not error.retryable:
+                    # Not worth retrying or falling back: a bad request, a bad key, an
+                    # unknown model.
                     if failures:
                         raise _summary(failures, candidate, error, number) from error
                     raise
+                restart = streamed[0]
                 delay = retry.delay_for(error, number)
                 if delay is None:
                     failures.append(f"{candidate}: {error} ({number} attempt"
                                     f"{'s' if number > 1 else ''})")
+                    if restart:
+                        void.append((candidate, number, error))
                     break
+                if restart and on_restart is not None:
+                    on_restart(candidate, number, error)
                 if on_retry is not None:
                     on_retry(candidate, number, error, delay)
                 await retry.sleep(delay)

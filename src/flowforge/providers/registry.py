@@ -10,13 +10,13 @@ weights are reused across blocks and runs.
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
 from flowforge.errors import ProviderError
 from flowforge.providers.base import Provider
+from flowforge.workflow.policy import model_key_variables
 
 __all__ = ["PROVIDER_KEY_VARIABLES", "provider_keys_in", "ProviderOptions", "register_provider", "resolve_model", "split_model", "known_prefixes",
            "DEFAULT_MODEL", "clear_provider_cache", "key_variables"]
@@ -93,22 +93,13 @@ def resolve_model(model: str, options: ProviderOptions | None = None,
     return resolved
 
 
-#: The variables a provider reads its key from, first wins (openai-compatible: per server).
-_KEY_VARIABLES = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
-                  "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-                  "replicate": ("REPLICATE_API_TOKEN",)}
-
-
 def key_variables(model: str) -> tuple[str, ...]:
     """Where the provider of `model` looks for its API key (empty for
     providers without one: local, scripted): what a block's own `api_key`
-    overrides."""
-    prefix, name = split_model(model)
-    if prefix == "openai-compatible":
-        server = name.partition("/")[0]
-        return ("OPENAI_COMPATIBLE_" + re.sub(r"[^A-Za-z0-9]", "_", server).upper() +
-                "_API_KEY",)
-    return _KEY_VARIABLES.get(prefix, ())
+    overrides.  The table is the policy gate's (`model_key_variables`), so
+    what a key pays for and what the gate asks for are one list."""
+    split_model(model)
+    return model_key_variables(model)
 
 
 def clear_provider_cache() -> None:

@@ -149,6 +149,12 @@ def error_from_sdk(provider: str, exc: BaseException) -> ProviderError:
     if "APITimeoutError" in names:
         return timeout_error(provider, str(exc))
     if "APIConnectionError" in names:
+        # The SDK says "Connection error." both when nothing answered and when
+        # the answer was cut while it was read: the cause tells them apart.
+        cause = exc.__cause__ or exc.__context__
+        cause_names = {cls.__name__ for cls in type(cause).__mro__} if cause else set()
+        if cause_names & {"RemoteProtocolError", "ReadError"}:
+            return dropped_connection(provider, f"{type(cause).__name__}: {cause}")
         return connection_error(provider, str(exc))
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):

@@ -81,6 +81,17 @@ def _tokens(text: str | None) -> int:
     return len(text.split()) if text else 0
 
 
+def _within(text: str, max_tokens: int | None) -> tuple[str, bool]:
+    """The answer cut at `max_tokens` words (a scripted token is a word), as a
+    real model stops at its limit; and whether it was cut."""
+    if not max_tokens or not text:
+        return text, False
+    pieces = re.findall(r"\S+\s*", text)
+    if len(pieces) <= max_tokens:
+        return text, False
+    return "".join(pieces[:max_tokens]).rstrip(), True
+
+
 def _text_of(reply: Any) -> str:
     if reply is None:
         return ""
@@ -158,7 +169,7 @@ class ScriptedProvider(Provider):
             usage = rule.usage
         if latency:
             await asyncio.sleep(latency / 1000)
-        text = _text_of(reply)
+        text, cut = _within(_text_of(reply), request.max_tokens)
         tool_calls = [ToolCall(call.get("id") or f"call_{index}", call["name"],
                                dict(call.get("arguments") or {}))
                       for index, call in enumerate(calls)]
@@ -170,7 +181,8 @@ class ScriptedProvider(Provider):
         else:
             counted = Usage(sum(_tokens(m.content) for m in request.messages), _tokens(text))
         return LLMResponse(text=text, tool_calls=tool_calls, usage=counted, model=request.model,
-                           finish_reason="tool_calls" if tool_calls else "stop",
+                           finish_reason="tool_calls" if tool_calls else
+                           "length" if cut else "stop",
                            timing=Timing(start, time.time()))
 
 
@@ -199,12 +211,13 @@ class FunctionProvider(Provider):
                      for i, c in enumerate(answer.get("tool_calls") or [])]
         else:
             text, calls = _text_of(answer), []
+        text, cut = _within(text, request.max_tokens)
         if request.stream and on_delta is not None and text:
             for piece in re.findall(r"\S+\s*", text):
                 on_delta(piece)
         usage = Usage(sum(_tokens(m.content) for m in request.messages), _tokens(text))
         return LLMResponse(text=text, tool_calls=calls, usage=usage, model=request.model,
-                           finish_reason="tool_calls" if calls else "stop",
+                           finish_reason="tool_calls" if calls else "length" if cut else "stop",
                            timing=Timing(start, time.time()))
 
 

@@ -6,7 +6,8 @@ from flowforge.registry.model import (CATEGORIES, EXECUTION_TYPES, BlockDefiniti
                                       definition_from_data, schema_problems, template_fields)
 from flowforge.registry.registry import (LIBRARY_DIR, Registry, SearchResult, get_registry,
                                          library_definitions, read_definition_file,
-                                         set_registry, use_registry)
+                                         set_registry, use_registry, view_registry_as)
+from flowforge.registry.owned import registry_for
 from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
 from flowforge.registry.store import BlockStore
 
@@ -14,4 +15,5 @@ __all__ = ["BlockDefinition", "BlockMetadata", "BlockSearch", "BlockStore", "CAT
            "EXECUTION_TYPES", "Example", "KnowledgeSearch", "LIBRARY_DIR", "Registry",
            "SearchResult", "TextSearch", "check_definition", "definition_from_data",
            "get_registry", "library_definitions", "read_definition_file", "schema_problems",
-           "set_registry", "template_fields", "use_registry"]
+           "registry_for", "set_registry", "template_fields", "use_registry",
+           "view_registry_as"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowforge.errors import Problem
 from flowforge.workflow.schema_check import schema_problems
@@ -43,10 +43,18 @@ class Example(BaseModel):
 class BlockMetadata(BaseModel):
     model_config = ConfigDict(extra="allow")
 
+    @field_validator("tier", mode="before")
+    @classmethod
+    def _tier_as_text(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        return value
+
     created_by: str = "user"
     """`library` (bundled), `user`, or `thinker` (written and tested by the build path)."""
     tier: str = "community"
-    """`core` for the bundled library, else `community`."""
+    """`core` for the bundled library, else `community`; a number (the seed's
+    `tier: 2`) is kept as its text."""
     network: bool = False
     """Python blocks only: may call `httpx` (through the parent's SSRF guard)."""
     cpu_seconds: int | None = Field(None, ge=1, le=30)

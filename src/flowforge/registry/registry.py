@@ -31,6 +31,7 @@ from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
 from flowforge.registry.store import BlockStore
 
 __all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "use_registry",
+           "view_registry_as",
            "library_definitions", "LIBRARY_DIR", "read_definition_file"]
 
 LIBRARY_DIR = Path(__file__).with_name("library")
@@ -206,6 +207,17 @@ def use_registry(registry: Registry) -> Iterator[Registry]:
         _ACTIVE.reset(token)
 _LOCK = threading.Lock()
 
+#: The user whose view `get_registry()` gives (None: all of it): a server request's user.
+_VIEWER: contextvars.ContextVar[str | None] = contextvars.ContextVar("registry_viewer",
+                                                                     default=None)
+
+
+def view_registry_as(owner: str | None) -> None:
+    """For the rest of the current task and the tasks it starts, `get_registry()`
+    shows only what user `owner` may see (`registry.owned`); None: everything
+    (an administrator, the local user)."""
+    _VIEWER.set(owner)
+
 
 def set_registry(registry: Registry | None) -> None:
     """Make `registry` the one `uses:` blocks, the CLI and the server use
@@ -217,7 +229,21 @@ def set_registry(registry: Registry | None) -> None:
 
 def get_registry() -> Registry:
     """The explicit registry if one was set, else the default for the
-    current environment (one per database URL, opened on first use)."""
+    current environment (one per database URL, opened on first use); as the
+    current viewer sees it (`view_registry_as`)."""
+    viewer = _VIEWER.get()
+    registry = _current()
+    if viewer is None or isinstance(registry.store, _owned().OwnedStore):
+        return registry
+    return _owned().registry_for(registry, viewer)
+
+
+def _owned() -> Any:
+    from flowforge.registry import owned     # the view module imports this one
+    return owned
+
+
+def _current() -> Registry:
     active = _ACTIVE.get()
     if active is not None:
         return active

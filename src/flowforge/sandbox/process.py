@@ -3,12 +3,14 @@
 Two confinements, chosen once per process (`FLOWFORGE_SANDBOX=bwrap|process`
 forces one):
 
-- `bwrap`: bubblewrap with `--unshare-all` (no network, own PID/IPC/UTS
-  namespaces), only the interpreter and /usr mounted read-only, a tmpfs
-  scratch directory, no capabilities; plus the runner's rlimits and seccomp.
+- `bwrap` (bwrap.py): bubblewrap, the block as uid 65534 in its own user,
+  PID, network, IPC and UTS namespaces, no capabilities, read-only root,
+  /usr, /proc and /dev, a scratch tmpfs counted in its memory limit; plus
+  the runner's rlimits and seccomp.
 - `process`: a plain subprocess with the runner's rlimits, dropped to
-  `nobody` when started as root, and a seccomp filter that also denies
-  opening files (so there is no scratch directory in this mode).
+  `nobody` (empty bounding set) when started as root, in its own user and
+  network namespaces where the kernel allows, and a seccomp filter that also
+  denies opening files (so there is no scratch directory in this mode).
 
 Either way the parent counts wall time, kills the whole process group past
 it, caps what it reads, and answers the block's HTTP requests through the
@@ -28,13 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import functools
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -42,12 +42,15 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from flowforge.errors import RunError
+from flowforge.sandbox.bwrap import bwrap_works, start_bwrap
+from flowforge.sandbox.bwrap import interpreter as _interpreter
 from flowforge.sandbox.limits import Limits
 from flowforge.sandbox.runner import check_source
 
 __all__ = ["SandboxError", "SandboxResult", "run_python", "sandbox_mode", "HttpHandler"]
 
 RUNNER = Path(__file__).with_name("runner.py")
+CONFINE = Path(__file__).with_name("confine.py")            # loaded by the runner
 HttpHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -70,74 +73,41 @@ class SandboxResult:
     http_calls: list[str] = field(default_factory=list)
 
 
-def _interpreter() -> tuple[str, str]:
-    """The bare interpreter (not the venv's site-packages) and its prefix."""
-    prefix = sys.base_prefix
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (Path(prefix) / "bin" / version, Path(prefix) / "bin" / "python3"):
-        if candidate.exists():
-            return str(candidate), prefix
-    return sys.executable, prefix
-
-
-@functools.lru_cache(maxsize=1)
-def _bwrap_works() -> bool:
-    if shutil.which("bwrap") is None:
-        return False
-    try:
-        done = subprocess.run([*_bwrap_prefix(), "/bin/true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def sandbox_mode() -> str:
     """`bwrap` when bubblewrap runs here, else `process`."""
     forced = os.environ.get("FLOWFORGE_SANDBOX", "").strip().lower()
     if forced in ("bwrap", "process"):
         return forced
-    return "bwrap" if _bwrap_works() else "process"
-
-
-def _bwrap_prefix() -> list[str]:
-    python, prefix = _interpreter()
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
-            "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
-            "--clearenv", "--setenv", "PATH", "/usr/bin", "--setenv", "HOME", "/tmp"]
-    if not prefix.startswith("/usr/"):
-        args += ["--ro-bind", prefix, prefix]
-    if not str(Path(python).resolve()).startswith(("/usr/", prefix)):
-        args += ["--ro-bind", python, python]
-    return args
-
-
-def _command(mode: str) -> list[str]:
-    python, _ = _interpreter()
-    if mode == "bwrap":
-        # Modules are imported when the block asks (importing all of them up
-        # front costs more CPU than most blocks; back to back, that is latency).
-        return [*_bwrap_prefix(), "--ro-bind", str(RUNNER), "/sandbox/runner.py",
-                python, "-I", "-S", "-B", "/sandbox/runner.py"]
-    # No file may be opened once confined: the runner imports what blocks may use first.
-    return [python, "-I", "-S", "-B", str(RUNNER), "--preload"]
+    return "bwrap" if bwrap_works() else "process"
 
 
 _CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 class _Child:
-    """One sandbox process (started, not yet given its job) and its scratch folder."""
+    """One sandbox process (started, not yet given its job) and its scratch
+    folder: inside bubblewrap the runner mounts it (sized by the job), in the
+    plain-process confinement it is an empty directory the block may not open."""
 
     def __init__(self, mode: str) -> None:
         self.scratch = tempfile.mkdtemp(prefix="flowforge-sandbox-") if mode == "process" \
             else None
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+                 "start_new_session": True, "env": _CHILD_ENV}
+        python, _ = _interpreter()
         try:
-            self.proc = subprocess.Popen(
-                _command(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, cwd=self.scratch or "/",
-                env=_CHILD_ENV)
+            if mode == "bwrap":
+                # Modules are imported when the block asks (importing all of them up
+                # front costs more CPU than most blocks; back to back, that is latency).
+                self.proc = start_bwrap(["{python}", "-I", "-S", "-B", "/sandbox/runner.py"],
+                                        {str(RUNNER): "/sandbox/runner.py",
+                                         str(CONFINE): "/sandbox/confine.py"},
+                                        cwd="/", **pipes)
+            else:
+                # No file may be opened once confined: the runner imports what blocks
+                # may use first.
+                self.proc = subprocess.Popen([python, "-I", "-S", "-B", str(RUNNER), "--preload"],
+                                             cwd=self.scratch, **pipes)
         except OSError as exc:
             _cleanup(self.scratch)
             raise SandboxError("setup", f"cannot start the sandbox ({mode}): {exc}; install "
@@ -224,8 +194,9 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     process and return its dict. Raises SandboxError when a rule or limit
     stops it, naming the line when the block's own code failed.
 
-    `check=False` skips the source check: only the escape tests use it, to
-    prove the process boundary, rlimits and seccomp hold on their own.
+    `check=False` skips the source check: a trusted hook for the escape
+    tests and bench/sandbox_escapes.py only, to prove the OS layer holds on
+    its own; no block definition, document or server route passes it.
     `isolated_only` (a server running other people's blocks) refuses the
     plain-subprocess confinement: without bubblewrap a block shares the
     server's filesystem view and is held by seccomp and rlimits alone."""
@@ -243,8 +214,12 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     if network and http is None:
         from flowforge.sandbox.http_bridge import guarded_request
         http = guarded_request
+    scratch = mode == "bwrap"                       # a folder only where files may be opened
     job = {"source": source, "inputs": inputs, "context": context or {},
-           "limits": limits.to_dict(), "network": network,
+           "limits": {**limits.to_dict(), "address_space_mb": limits.address_space_mb(scratch),
+                      "scratch_bytes": limits.scratch_bytes if scratch else 0,
+                      "scratch_files": limits.scratch_files if scratch else 0},
+           "network": network,
            "deny_files": mode == "process", "drop_root": mode == "process", "check": check}
     started = time.monotonic()
     child = _POOL.take(mode)

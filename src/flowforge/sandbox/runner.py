@@ -6,11 +6,14 @@ flowforge and only the standard library.  The parent imports `check_source`
 and `ALLOWED_MODULES` from it too, so the rules are written once.
 
 Layers, outermost first (each one alone stops the escape tests):
-  1. the process boundary (bubblewrap namespaces: no network, no files but a
-     scratch tmpfs; or a subprocess run as `nobody`),
+  1. the process boundary (bubblewrap, see bwrap.py: uid 65534 in its own user
+     namespace, no capabilities, no network, read-only /proc and /dev, no files
+     but a scratch tmpfs counted in the memory limit; or a subprocess run as
+     `nobody` that may open no file at all),
   2. rlimits (CPU seconds, address space, file size, open files) and a
      seccomp filter (no sockets, no exec, no fork/clone, no rlimit changes;
-     in the plain-subprocess mode also no opening files at all),
+     in the plain-subprocess mode also no opening files at all), both set by
+     confine.py, which is loaded from next to this file,
   3. a source check (no names or attributes starting with `_`, no
      `getattr`-style reflection) and restricted builtins with a whitelist
      importer that hands out copies of modules without their private parts.
@@ -115,6 +118,20 @@ def check_source(source: str) -> list[str]:
                                                     ast.ClassDef)) else \
             [node.arg] if isinstance(node, ast.arg) else \
             [node.arg] if isinstance(node, ast.keyword) and node.arg else []
+        for name in _bound_names(node):
+            if name in _SELF_MATCHING:
+                problems.append(f"line {line}: '{name}' names a built-in type and cannot be "
+                                f"rebound in a sandboxed block (class patterns trust it); "
+                                f"choose another name")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "type" and (len(node.args) != 1 or node.keywords):
+            problems.append(f"line {line}: type() takes exactly one argument in a sandboxed "
+                            f"block (three-argument type() builds classes at run time); "
+                            f"use a class statement")
+        if isinstance(node, ast.ClassDef) and any(isinstance(base, ast.Name) and
+                                                  base.id == "type" for base in node.bases):
+            problems.append(f"line {line}: classes derived from type (metaclasses) are not "
+                            f"allowed in a sandboxed block")
         for name in defined:
             if name.startswith("__") and name not in _ORDINARY_DUNDERS:
                 problems.append(f"line {line}: '{name}' is not allowed in a sandboxed block "
@@ -150,6 +167,43 @@ def check_source(source: str) -> list[str]:
     if not found:
         problems.append("the block must define `async def execute(inputs, context) -> dict`")
     return problems
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+    """Names a node binds (assignment, def, argument, import alias, except, match)."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return [node.id]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.alias):
+        return [node.asname or node.name.partition(".")[0]]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    return []
+
+
+def _one_argument_type(real_type: type):
+    """The block's `type`: type(obj) only.  Three-argument type() builds a
+    class (or a metaclass, with `__instancecheck__` or `__match_args__`) from
+    a dict whose keys may be made at run time, around the source check; and
+    type(C) for a class would hand back the real type (or ABCMeta), so a
+    metaclass comes back as this same guard."""
+
+    def type(obj, *more, **keywords):                    # noqa: A001 - the block's `type`
+        if more or keywords:
+            raise TypeError("type() takes exactly one argument in a sandboxed block")
+        kind = real_type(obj)
+        return type if issubclass(kind, real_type) else kind
+
+    return type
 
 
 # -- the child process ---------------------------------------------------------------
@@ -194,13 +248,46 @@ def _http_module() -> types.ModuleType:
             raise RuntimeError(answer["error"])
         return _Response(answer)
 
-    async def get(url, **kwargs):
-        return await request("GET", url, **kwargs)
+    def verb(method):
+        async def call(url, **kwargs):
+            return await request(method, url, **kwargs)
+        call.__name__ = method.lower()
+        return call
 
-    async def post(url, **kwargs):
-        return await request("POST", url, **kwargs)
+    class AsyncClient:
+        """`async with httpx.AsyncClient(base_url=..., headers=...) as client:
+        await client.get(path)`, as blocks written for the seed do; each
+        request still goes to the parent through the SSRF guard."""
 
-    module.request, module.get, module.post, module.Response = request, get, post, _Response
+        def __init__(self, *, base_url="", headers=None, params=None, timeout=None,
+                     **_ignored):
+            self.base_url = str(base_url or "")
+            self.headers = dict(headers or {})
+            self.params = dict(params or {})
+
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return False
+
+        async def aclose(self):
+            return None
+
+        async def request(self, method, url, *, params=None, headers=None, **kwargs):
+            url = str(url)
+            if self.base_url and "://" not in url:
+                url = self.base_url.rstrip("/") + "/" + url.lstrip("/")
+            return await request(method, url, params={**self.params, **(params or {})},
+                                 headers={**self.headers, **(headers or {})}, **kwargs)
+
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        setattr(module, method.lower(), verb(method))
+
+        async def bound(self, url, _method=method, **kwargs):
+            return await self.request(_method, url, **kwargs)
+        setattr(AsyncClient, method.lower(), bound)
+    module.request, module.Response, module.AsyncClient = request, _Response, AsyncClient
     return module
 
 
@@ -225,95 +312,16 @@ def _public_copy(module: types.ModuleType, allowed: frozenset) -> types.ModuleTy
     return copy
 
 
-def _set_limits(limits: dict) -> None:
-    import resource
-    cpu = int(limits["cpu_seconds"])
-    memory = int(limits["memory_mb"]) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_mb"]) * 1024 * 1024,) * 2)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-
-
-#: What a confined block may ask of the kernel: memory, time, its inherited pipes,
-#: signals to itself, and nothing else.  Everything not listed fails with EPERM
-#: (io_uring, sockets, exec, fork/clone, ptrace, kill and queued signals to
-#: other processes, pidfd_*, bpf, keyrings, rlimit changes, mounts, ...).
-_ALLOWED_ALWAYS = (
-    "read", "write", "readv", "writev", "pread64", "pwrite64", "close", "fstat", "lseek",
-    "mmap", "munmap", "mremap", "mprotect", "brk", "madvise", "mincore",
-    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "rseq",
-    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack",
-    "clock_gettime", "clock_getres", "clock_nanosleep", "gettimeofday", "time", "nanosleep",
-    "getrandom", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid",
-    "getgroups", "getresuid", "getresgid", "getpgrp", "getpgid", "getsid",
-    "sched_yield", "sched_getaffinity", "getcpu", "uname", "sysinfo", "getrusage", "times",
-    "getrlimit", "exit", "exit_group", "ioctl", "fcntl", "dup", "dup2", "dup3",
-    "poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait",
-    "epoll_pwait", "pipe", "pipe2", "eventfd2", "restart_syscall", "prctl", "arch_prctl",
-    "membarrier", "newfstatat", "statx", "fstatfs", "getcwd",
-)
-#: With a filesystem of its own (bubblewrap: a scratch tmpfs and read-only /usr).
-_ALLOWED_FILES = (
-    "open", "openat", "openat2", "stat", "lstat", "access", "faccessat", "faccessat2",
-    "readlink", "readlinkat", "getdents64", "statfs", "creat", "unlink", "unlinkat",
-    "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir", "ftruncate", "truncate",
-    "fsync", "fdatasync", "chdir", "fchdir", "utimensat", "fadvise64",
-)
-#: The only signal calls allowed are aimed at the caller itself (argument 0 checked).
-_SELF_SIGNALS = ("kill", "tgkill")
-
-
-def _load_seccomp():
-    """libseccomp through ctypes (Debian `libseccomp2`), loaded while files
-    can still be opened."""
-    import ctypes
-    return ctypes, ctypes.CDLL("libseccomp.so.2", use_errno=True)
-
-
-def _install_seccomp(loaded, deny_files: bool) -> None:
-    """Allow the syscalls a block needs and nothing else (EPERM for the rest,
-    so Python raises a clear PermissionError)."""
+def _sibling(name: str) -> types.ModuleType:
+    """confine.py, which sits next to this file (in bubblewrap both are copied
+    to /sandbox); loaded by path, as `-I` puts no folder of ours on sys.path."""
+    import importlib.util
     import os
-    ctypes, lib = loaded
-
-    class ArgCmp(ctypes.Structure):
-        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int),
-                    ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
-
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
-                                     ctypes.c_uint]
-    lib.seccomp_rule_add_exact.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
-                                           ctypes.c_uint, ArgCmp]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    allow, deny = 0x7FFF0000, 0x00050000 | 1            # SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM)
-    ctx = lib.seccomp_init(deny)
-    if not ctx:
-        raise OSError("seccomp_init failed")
-    for name in _ALLOWED_ALWAYS + (() if deny_files else _ALLOWED_FILES):
-        number = lib.seccomp_syscall_resolve_name(name.encode())
-        if number >= 0 and lib.seccomp_rule_add(ctx, allow, number, 0) != 0:
-            raise OSError(f"seccomp_rule_add({name}) failed")
-    own = os.getpid()
-    for name in _SELF_SIGNALS:                          # kill(own pid, ...), tgkill(own, ...)
-        number = lib.seccomp_syscall_resolve_name(name.encode())
-        if number >= 0 and lib.seccomp_rule_add_exact(
-                ctx, allow, number, 1, ArgCmp(0, 4, own, 0)) != 0:   # SCMP_CMP_EQ = 4
-            raise OSError(f"seccomp_rule_add({name}) failed")
-    if lib.seccomp_load(ctx) != 0:                       # sets no_new_privs itself
-        raise OSError("seccomp_load failed")
-
-
-def _drop_root() -> None:
-    import os
-    if os.geteuid() == 0:
-        os.setgroups([])
-        os.setgid(65534)
-        os.setuid(65534)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"flowforge_sandbox_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _block_context(context):
@@ -379,11 +387,13 @@ def main() -> None:
         return modules[name]
 
     if preload:                  # all at once, before any confinement
-        for name in sorted(ALLOWED_MODULES):
+        for name in sorted(ALLOWED_MODULES, reverse=True):   # collections.abc before the
+            # copy of collections is made, so `import collections.abc` finds it there
             load(name)
         "x".encode("idna"), "x".encode("utf-16"), "x".encode("latin-1")
     try:
-        seccomp, seccomp_error = _load_seccomp(), None
+        confine = _sibling("confine")
+        seccomp, seccomp_error = confine.load_seccomp(), None
     except OSError as exc:
         seccomp, seccomp_error = None, exc
 
@@ -408,10 +418,14 @@ def main() -> None:
     try:
         if seccomp_error is not None:
             raise seccomp_error
-        _set_limits(limits)
+        if limits.get("scratch_bytes"):
+            confine.mount_scratch(seccomp, limits["scratch_bytes"], limits["scratch_files"])
+        confine.set_limits(limits)
         if job.get("drop_root"):
-            _drop_root()
-        _install_seccomp(seccomp, deny_files=deny_files)
+            confine.drop_root(seccomp)
+        else:                        # bubblewrap left two, for the scratch mount alone
+            confine.drop_capabilities(seccomp)
+        confine.install_seccomp(seccomp, deny_files=deny_files)
     except OSError as exc:
         write({"op": "result", "ok": False, "kind": "setup",
                "message": f"could not confine the block: {exc}"})
@@ -442,6 +456,7 @@ def main() -> None:
         if captured.tell() < log_budget:
             captured.write(sep.join(str(a) for a in args) + end)
 
+    safe.update(type=_one_argument_type(builtins.type))
     safe.update(__import__=importer, print=safe_print, __build_class__=builtins.__build_class__,
                 __name__="block")
     namespace = {"__builtins__": safe, "__name__": "block"}

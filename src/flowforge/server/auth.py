@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from flowforge.registry import view_registry_as
 from flowforge.server.errors import ApiError
 from flowforge.service.users import authenticate
 
@@ -32,6 +33,9 @@ async def current_user(request: Request,
     user = await authenticate(request.app.state.storage, credentials.credentials)
     if user is None:
         raise ApiError(401, "invalid or revoked API key", headers=_CHALLENGE)
+    # the rest of this request sees the block registry as this user may: another
+    # user's blocks are exactly like blocks that do not exist
+    view_registry_as(None if is_admin(user) else user["user_id"])
     return user
 
 

@@ -18,7 +18,7 @@ import yaml
 from flowforge.errors import CapabilityDenied, Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.graph import ERROR, CompiledWorkflow, Graph
 
-__all__ = ["locate", "graph_view", "check_text"]
+__all__ = ["locate", "located", "graph_view", "check_text"]
 
 _TOKEN = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 _AT_LINE = re.compile(r"at line (\d+)")
@@ -51,7 +51,8 @@ def locate(text: str, where: str) -> int | None:
     return line
 
 
-def _located(text: str, problem: Problem) -> dict[str, Any]:
+def located(text: str, problem: Problem) -> dict[str, Any]:
+    """`{where, message, line}`: a problem (or warning) at its line of `text`."""
     line = locate(text, problem.where) if problem.where else None
     if line is None:
         match = _AT_LINE.search(problem.message)
@@ -80,9 +81,9 @@ def check_text(text: str, *, policy: Any = None, model_override: str | None = No
         if policy is not None:
             check_policy(compiled, policy, model_override=model_override)
     except (ValidationFailed, CapabilityDenied) as exc:
-        return [_located(text, p) for p in exc.problems], None
+        return [located(text, p) for p in exc.problems], None
     except WorkflowError as exc:
-        return [_located(text, Problem(exc.where, exc.message))], None
+        return [located(text, Problem(exc.where, exc.message))], None
     return [], compiled
 
 

@@ -66,9 +66,11 @@ def _where(loc: tuple[Any, ...]) -> str:
 
 def _from_flowforge(exc: FlowforgeError) -> JSONResponse:
     if isinstance(exc, CapabilityDenied):
-        return _json(403, f"the workflow needs capabilities this user has not been granted: "
-                          f"{', '.join(exc.capabilities)}; an administrator grants them with "
-                          f"`flowforge users grant NAME CAPABILITY`", "capability_denied",
+        message = (f"the workflow needs capabilities this user has not been granted: "
+                   f"{', '.join(exc.capabilities)}; an administrator grants them with "
+                   f"`flowforge users grant NAME CAPABILITY`") if exc.capabilities else \
+            f"not allowed on this server: {exc.problems[0].message}"
+        return _json(403, message, "capability_denied",
                      [{"where": p.where, "message": p.message,
                        "capability": getattr(p, "capability", "")} for p in exc.problems])
     if isinstance(exc, NotFound):

@@ -85,6 +85,12 @@ class LiveRuns:
         webhook = webhook or compiled.doc.webhook
         if webhook:
             await self.check_webhook(webhook)
+        if budget is not None:            # a request's budget: its model passes the gate
+            on_exceed = budget.get("on_exceed") if isinstance(budget, dict) else \
+                getattr(budget, "on_exceed", None)
+            downgrade = on_exceed.get("downgrade") if isinstance(on_exceed, dict) else \
+                getattr(on_exceed, "downgrade", None)
+            (await self.policy(user)).check_model(downgrade, "budget.on_exceed.downgrade")
         run_id = run_id or new_run_id()
         if self.settings.workers == "celery":
             if run_secrets or services and set(services) - {"files_root",
@@ -269,8 +275,10 @@ class LiveRuns:
                             used_tokens_before=used["tokens"], used_cost_before=used["cost"])]
 
     async def policy(self, user: dict[str, Any]) -> Policy:
-        """What this user's documents may reach of the host (their grants)."""
-        return await policy_for(self.storage, user)
+        """What this user's documents and requests may reach of the host (their
+        grants, and the server's keys when it shares them): the policy gate."""
+        return await policy_for(self.storage, user,
+                                shared_keys=self.settings.share_provider_keys)
 
     async def check_webhook(self, url: str, where: str = "webhook") -> None:
         """Raise 422 naming `where` when the SSRF guard refuses `url`."""

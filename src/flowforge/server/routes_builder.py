@@ -12,8 +12,11 @@
     POST /api/automate                {intent, input, user_id?} -> build, then run
 
 Every route needs an API key (the app's `CurrentUser`).  The model that
-builds is the body's `model`, else the server's `--model`, else
-`FLOWFORGE_BUILD_MODEL`, else the default model.
+builds is the body's `model` (which passes the user's policy gate), else the
+server's `--model`, else `FLOWFORGE_BUILD_MODEL`, else the default model.  A
+build's model calls get the user's provider keys (and the server's only when
+it shares them), never the process environment; the blocks it writes are the
+user's (an administrator's: shared).
 """
 
 from __future__ import annotations
@@ -28,20 +31,47 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from flowforge.registry import get_registry
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
-from flowforge.service.build import automate, build_pipeline
-from flowforge.service.grants import policy_for
+from flowforge.service.build import automate, build_pipeline, provider_env_for
+from flowforge.service.secrets import load_secrets
 from flowforge.thinker import BuildEvents, clarify
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["builder"])
 
+_MODEL = {"type": "string", "description": (
+    "The model that builds (default: the server's).  It passes the policy gate: a "
+    "model that reads a server file or calls a loopback server needs that capability, "
+    "a hosted one the user's own key unless the server shares its keys.")}
 
-def _model(request: Request, body: dict[str, Any]) -> str | None:
+
+def _body(**properties: Any) -> dict[str, Any]:
+    """The documented fields of a builder request (it is read as a free object)."""
+    return {"requestBody": {"content": {"application/json": {"schema": {
+        "type": "object", "properties": {**properties, "model": _MODEL}}}}}}
+
+
+_INTENT = {"type": "string", "description": "One sentence of what to automate."}
+_BUILD = _body(intent=_INTENT)
+
+
+async def _model(request: Request, user: dict[str, Any], body: dict[str, Any]
+                 ) -> tuple[str | None, dict[str, Any]]:
+    """The model that builds for `user` (the body's passes the policy gate; the
+    server's own is the administrator's choice) and how the build runs: the
+    keys its calls may use (`env`) and whose the blocks it writes are."""
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(422, "`model` must be a model string such as openai/gpt-4o")
-    return model or getattr(request.app.state.settings, "model", None)
+    settings = request.app.state.settings
+    storage = request.app.state.storage
+    policy = await request.app.state.live.policy(user)
+    if model:
+        policy.check_model(model, "model")
+    env = provider_env_for(policy, await load_secrets(storage, user["user_id"]),
+                           settings.shared_provider_keys())
+    return model or getattr(settings, "model", None), \
+        {"env": env, "owner": None if is_admin(user) else user["user_id"]}
 
 
 def _intent(body: dict[str, Any]) -> str:
@@ -123,7 +153,8 @@ async def search_blocks(user: CurrentUser, body: dict[str, Any] = Body(
     return {"results": [h.to_dict() for h in hits], "mode": registry.search_mode}
 
 
-@router.post("/api/clarify", summary="One clarifier turn: a question, or the refined intent")
+@router.post("/api/clarify", summary="One clarifier turn: a question, or the refined intent",
+             openapi_extra=_body(conversation={"type": "array", "items": {"type": "object"}}))
 async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any] = Body(
         ..., examples=[{"conversation": [{"role": "user", "content": "summarise AI papers"}]}])
         ) -> dict[str, Any]:
@@ -133,28 +164,50 @@ async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any
     if not isinstance(conversation, list) or not conversation or not all(
             isinstance(m, dict) and isinstance(m.get("content"), str) for m in conversation):
         raise ApiError(422, "`conversation` must be a list of {role: user|assistant, content}")
-    result = await clarify(conversation, model=_model(request, body))
+    model, build = await _model(request, user, body)
+    result = await clarify(conversation, model=model, env=build["env"])
     return result.to_dict()
 
 
-@router.post("/api/create-agent", summary="Build a pipeline for an intent (blocking)")
+@router.post("/api/create-agent", summary="Build a pipeline for an intent (blocking)",
+             openapi_extra=_BUILD)
 async def create_agent(request: Request, user: CurrentUser,
                        body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    result = await build_pipeline(_intent(body), model=_model(request, body))
+    intent = _intent(body)
+    model, build = await _model(request, user, body)
+    result = await build_pipeline(intent, model=model, **build)
     complete = result.events[-1] if result.events else {}
     return {**result.to_dict(), "result": complete.get("result"), "events": result.events}
 
 
-@router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE")
+@router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE",
+             openapi_extra=_BUILD)
 async def create_agent_stream(request: Request, user: CurrentUser,
                               body: dict[str, Any] = Body(...)) -> EventSourceResponse:
-    intent, model = _intent(body), _model(request, body)
+    return await _build_stream(request, user, body)
+
+
+@router.get("/api/create-agent/stream", summary="Build a pipeline, progress as SSE (EventSource)")
+async def create_agent_stream_get(request: Request, user: CurrentUser,
+                                  intent: str = Query(..., min_length=1, max_length=4000),
+                                  model: str | None = Query(None, max_length=200)
+                                  ) -> EventSourceResponse:
+    """The same stream for a browser's `EventSource`, which can only GET: the
+    seed's clients open it as `?intent=...`; `model` passes the same gate."""
+    return await _build_stream(request, user,
+                               {"intent": intent, **({"model": model} if model else {})})
+
+
+async def _build_stream(request: Request, user: dict[str, Any],
+                        body: dict[str, Any]) -> EventSourceResponse:
+    intent = _intent(body)
+    model, build = await _model(request, user, body)
     events = BuildEvents()
     queue: asyncio.Queue[dict] = asyncio.Queue()
     events.bus.subscribe(queue.put_nowait)
 
     async def stream() -> Any:
-        task = asyncio.create_task(build_pipeline(intent, model=model, events=events))
+        task = asyncio.create_task(build_pipeline(intent, model=model, events=events, **build))
         try:
             while True:
                 event = await queue.get()
@@ -170,15 +223,18 @@ async def create_agent_stream(request: Request, user: CurrentUser,
     return EventSourceResponse(stream())
 
 
-@router.post("/api/automate", summary="Build a pipeline for an intent, then run it")
+@router.post("/api/automate", summary="Build a pipeline for an intent, then run it",
+             openapi_extra=_body(intent=_INTENT, input={"type": "object"}))
 async def automate_route(request: Request, user: CurrentUser,
                          body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     inputs = body.get("input") or body.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise ApiError(422, "`input` must be an object: the run's values for {{input.x}}")
     storage = request.app.state.storage
-    return await automate(_intent(body), inputs, model=_model(request, body),
+    intent = _intent(body)
+    model, build = await _model(request, user, body)
+    return await automate(intent, inputs, model=model, **build,
                           user=user["user_id"], storage=storage,
-                          policy=await policy_for(storage, user),
+                          policy=await request.app.state.live.policy(user),
                           services={"sandbox_isolated_only":
                                     not request.app.state.settings.allow_process_sandbox})

@@ -8,23 +8,48 @@ loaded and saved, the run stored) when the build succeeded.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import os
+from typing import Any, Callable, Mapping
 
 from flowforge.registry import Registry, get_registry
 from flowforge.service.pipeline import run_pipeline
 from flowforge.thinker import BuildEvents, BuildResult, build
+from flowforge.workflow.policy import Policy, is_provider_setting
 
-__all__ = ["build_pipeline", "automate"]
+__all__ = ["build_pipeline", "automate", "provider_env_for"]
 
 
 async def build_pipeline(intent: str, *, model: str | None = None,
                          registry: Registry | None = None,
                          on_event: Callable[[dict], None] | None = None,
-                         events: BuildEvents | None = None) -> BuildResult:
+                         events: BuildEvents | None = None,
+                         env: Mapping[str, str] | None = None,
+                         owner: str | None = None) -> BuildResult:
+    """`env`: where the build's model calls find keys (None: this process's
+    environment); `owner`: whose the blocks it writes are (None: shared)."""
     events = events or BuildEvents()
     if on_event is not None:
         events.bus.observe(on_event)
-    return await build(intent, model=model, registry=registry or get_registry(), events=events)
+    return await build(intent, model=model, registry=registry or get_registry(), events=events,
+                       env=env, owner=owner)
+
+
+def provider_env_for(policy: Policy, secrets: Mapping[str, str] | None = None,
+                     provider_keys: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where model calls made for a user outside a run (the builder's stages)
+    find keys and settings, by the rule a run follows (`Run.provider_env`):
+    trusted, this process's environment and the user's secrets; otherwise the
+    host's provider *settings*, the keys the server shares (`provider_keys`),
+    then the user's secrets (settings among them only with
+    `provider_endpoints`), and never another key of the host."""
+    if policy.trusted or policy.allows("server_env"):
+        return {**os.environ, **(secrets or {})}
+    env = {name: value for name, value in os.environ.items() if is_provider_setting(name)}
+    env.update(provider_keys or {})
+    may_choose = policy.allows("provider_endpoints")
+    env.update({name: value for name, value in (secrets or {}).items()
+                if may_choose or not is_provider_setting(name)})
+    return env
 
 
 async def automate(intent: str, inputs: dict[str, Any] | None = None, *,
@@ -32,13 +57,15 @@ async def automate(intent: str, inputs: dict[str, Any] | None = None, *,
                    user: str | dict[str, Any] | None = None, storage: Any = None,
                    registry: Registry | None = None,
                    on_event: Callable[[dict], None] | None = None,
-                   policy: Any = None, services: dict[str, Any] | None = None
+                   policy: Any = None, services: dict[str, Any] | None = None,
+                   env: Mapping[str, str] | None = None, owner: str | None = None
                    ) -> dict[str, Any]:
     """Build a pipeline for `intent`, then run it with `inputs`.
     `run_model` (default: `model`) answers the pipeline's LLM blocks; `policy`
     (None: trusted) limits what the generated pipeline may reach of the host."""
     registry = registry or get_registry()
-    result = await build_pipeline(intent, model=model, registry=registry, on_event=on_event)
+    result = await build_pipeline(intent, model=model, registry=registry, on_event=on_event,
+                                  env=env, owner=owner)
     answer: dict[str, Any] = {"build": result.to_dict(), "run": None}
     if result.ok and result.pipeline is not None:
         run = await run_pipeline(result.pipeline, inputs or {}, user=user, storage=storage,

@@ -140,7 +140,7 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
               model: str | None = None, workflow: str | Path | None = None,
               user: str | dict[str, Any] | None = None, storage: Any = None,
               web_backend: str | None = None, web_source: str | None = None,
-              services: dict[str, Any] | None = None,
+              web_tool: str | None = None, services: dict[str, Any] | None = None,
               on_event: Callable[[dict], None] | None = None,
               policy: Policy = TRUSTED, run_options: dict[str, Any] | None = None
               ) -> ChatAnswer:
@@ -148,7 +148,9 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
 
     `run_options` go to `start_run` (the server passes `run_id`, `secrets`,
     `provider_keys`); `web_backend` defaults to FLOWFORGE_WEB_SEARCH, else the
-    workflow's own default (offline)."""
+    workflow's own default (offline); `web_tool` (the web tool's name: the seed's
+    clients call it `perplexity_search`) to FLOWFORGE_CHAT_WEB_TOOL, else
+    `web_search`."""
     if not isinstance(query, str) or not query.strip():
         raise InputError(["query: the question is empty: ask something"])
     session_id = _check_session_id(session_id) if session_id else uuid.uuid4().hex
@@ -162,16 +164,25 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
                    for m in (found or {}).get("messages", [])
                    if m.get("role") in ("user", "assistant")][-HISTORY_MESSAGES:]
         inputs: dict[str, Any] = {"query": query.strip(), "history": history}
+        # a folder is the server's files: without `server_files` a name is only a name
+        folders = policy.allows("server_files")
         if kb:
-            inputs["kb"] = await knowledge_base_for(kb, user=user, services=services)
+            policy.check_kb_id(kb, "kb_id")
+            inputs["kb"] = await knowledge_base_for(kb, user=user, services=services) \
+                if folders else kb
         if workflow is None:        # the shipped chat cannot work without its first base
             await _check_base(inputs.get("kb") or "default_kb", user=user, services=services)
         web_backend = web_backend or os.environ.get("FLOWFORGE_WEB_SEARCH") or None
         if web_backend:
             inputs["web_backend"] = web_backend
+        web_tool = web_tool or os.environ.get("FLOWFORGE_CHAT_WEB_TOOL") or None
+        if web_tool:
+            inputs["web_tool"] = web_tool
         if web_source:
+            policy.check_kb_id(web_source, "web_source")
             inputs["web_source"] = await knowledge_base_for(web_source, user=user,
-                                                            services=services, prefix="web-")
+                                                            services=services, prefix="web-") \
+                if folders else web_source
         handle = await start_run(_compiled(workflow or CHAT_WORKFLOW), inputs, user=user,
                                  storage=opened,
                                  model=model, services=services, on_event=on_event,

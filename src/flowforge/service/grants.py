@@ -57,6 +57,12 @@ async def grants_of(storage: Storage, user: dict[str, Any]) -> set[str]:
     return {row["capability"] for row in rows if row["capability"] in CAPABILITIES}
 
 
-async def policy_for(storage: Storage, user: dict[str, Any]) -> Policy:
-    """The policy a server applies to this user's documents."""
-    return Policy(await grants_of(storage, user), subject=user.get("name", ""))
+async def policy_for(storage: Storage, user: dict[str, Any], *,
+                     shared_keys: bool = False) -> Policy:
+    """The policy a server applies to this user's documents and requests:
+    their grants, whether the server shares its provider keys with them
+    (`shared_keys`), and the names of their secrets (their own keys)."""
+    secrets = await storage.list_secrets(user["user_id"]) if user.get("user_id") else []
+    return Policy(await grants_of(storage, user), subject=user.get("name", ""),
+                  shared_keys=shared_keys,
+                  own_keys={row["name"] for row in secrets if row.get("name")})

@@ -102,8 +102,7 @@ def guarded_resolver(policy: Policy, stored: Callable[[str], Any] | None = None,
     Every nested workflow meets the same capability check as the run's own."""
     async def resolve(reference: str, base: Any) -> CompiledWorkflow:
         if looks_like_path(reference):
-            policy.require("server_files", "with.workflow",
-                           f"running the workflow file '{reference}'")
+            policy.check_workflow_ref(reference, "with.workflow")
             nested = resolve_workflow(reference, base)
         else:
             nested = registered_workflow(reference)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from flowforge.thinker.events import BuildEvents
 from flowforge.thinker.llm import ThinkerError, ThinkerLLM, default_build_model
@@ -119,7 +119,8 @@ def _transcript(conversation: list[dict[str, Any]]) -> str:
 
 
 async def clarify(conversation: list[dict[str, Any]] | str, *, model: str | None = None,
-                  events: BuildEvents | None = None) -> ClarifyResult:
+                  events: BuildEvents | None = None,
+                  env: Mapping[str, str] | None = None) -> ClarifyResult:
     """One clarifier turn. A plain string is a one-message conversation."""
     if isinstance(conversation, str):
         conversation = [{"role": "user", "content": conversation}]
@@ -127,7 +128,7 @@ async def clarify(conversation: list[dict[str, Any]] | str, *, model: str | None
     user_messages = sum(1 for m in conversation if m.get("role", "user") == "user")
     forced = user_messages >= MAX_USER_MESSAGES
     events.stage("clarify", user_messages=user_messages, forced=forced)
-    llm = ThinkerLLM(model or default_build_model(), events)
+    llm = ThinkerLLM(model or default_build_model(), events, env=env)
     system = SYSTEM + (FORCED if forced else "")
 
     def check(value: dict[str, Any]) -> list[str]:

@@ -69,7 +69,8 @@ def _brief(need: RequiredBlock) -> str:
             f"Output schema: {json.dumps(need.output_schema)}")
 
 
-def _definition_data(need: RequiredBlock, answer: dict[str, Any]) -> dict[str, Any]:
+def _definition_data(need: RequiredBlock, answer: dict[str, Any],
+                     owner: str | None = None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": need.name, "name": answer.get("name") or need.name.replace("_", " ").capitalize(),
         "description": need.description, "category": need.category,
@@ -78,7 +79,8 @@ def _definition_data(need: RequiredBlock, answer: dict[str, Any]) -> dict[str, A
         "use_when": answer.get("use_when") or need.use_when,
         "tags": [str(t) for t in answer.get("tags") or []],
         "examples": answer.get("examples") or [],
-        "metadata": {"created_by": "thinker", "tier": "community"},
+        "metadata": {"created_by": "thinker", "tier": "community",
+                     **({"owner": owner} if owner else {})},
     }
     if need.execution_type == "python":
         data["source_code"] = answer.get("source_code")
@@ -106,8 +108,10 @@ def _forward(events: BuildEvents, name: str, event: dict[str, Any]) -> None:
 
 
 async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents,
-                       registry: Registry) -> BlockDefinition | None:
-    """Write, test and save one block; None after MAX_ATTEMPTS failures."""
+                       registry: Registry, *, owner: str | None = None
+                       ) -> BlockDefinition | None:
+    """Write, test and save one block (`owner`'s; None: a shared block); None
+    after MAX_ATTEMPTS failures."""
     python = need.execution_type == "python"
     system, schema = (PYTHON_SYSTEM, PYTHON_SCHEMA) if python else (LLM_SYSTEM, LLM_SCHEMA)
     error, previous = "", ""
@@ -132,12 +136,13 @@ async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents
             continue
         previous = json.dumps(answer, ensure_ascii=False)[:6000]
         try:
-            definition = definition_from_data(_definition_data(need, answer), need.name)
+            definition = definition_from_data(_definition_data(need, answer, owner),
+                                              need.name)
         except ValidationFailed as exc:
             error = "; ".join(str(p) for p in exc.problems)
             failed(attempt, error)
             continue
-        report = await run_examples(definition, model=llm.model,
+        report = await run_examples(definition, model=llm.model, env=llm.env,
                                     on_event=lambda event: _forward(events, need.name, event))
         if not report.passed:
             error = report.first_error

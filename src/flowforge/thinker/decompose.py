@@ -136,7 +136,18 @@ async def decompose(intent: str, llm: ThinkerLLM, events: BuildEvents,
     events.stage("decompose")
     catalogue = await _catalogue(registry, intent)
     user = f"Task:\n{intent}\n\nExisting blocks that may fit:\n{catalogue or '(none)'}"
-    answer = await llm.ask("decompose", SYSTEM, user, SCHEMA, check=_check)
+    attempts = [0]
+
+    def check(value: dict[str, Any]) -> list[str]:
+        # Told at the stage that makes the plan, as each answer is checked (the
+        # seed's clients show it there, not only when the pipeline is wired).
+        attempts[0] += 1
+        problems = _check(value)
+        events.emit("validation", stage="decompose", valid=not problems, ok=not problems,
+                    attempt=attempts[0], problems=problems)
+        return problems
+
+    answer = await llm.ask("decompose", SYSTEM, user, SCHEMA, check=check)
     blocks = [RequiredBlock(name=re.sub(r"[^a-z0-9_]", "_", _id_of(b).lower()),
                             description=b["description"], execution_type=b["execution_type"],
                             input_schema=b["input_schema"], output_schema=b["output_schema"],

@@ -2,8 +2,9 @@
 the CLI prints, the server sends as SSE and tests assert on.
 
 Names and shapes are the intent-to-pipeline contract that clients of that
-system already parse; every event carries `ts` (ISO 8601, UTC).  In the
-order a build emits them:
+system already parse; every event carries `ts`, epoch seconds as those
+clients read it (canonical), and `time`, the same instant as ISO 8601 in UTC.
+In the order a build emits them:
 
 - `start {intent, model}`
 - `stage {stage, status: running}` (clarify, decompose, search, create, wire,
@@ -12,12 +13,13 @@ order a build emits them:
   elapsed}`: exactly what the model was sent and answered (`prompts` and
   `messages` are the same list; `text` is `response`); between them
   `llm_progress {stage, tokens}` at most twice a second while the answer streams
+- `validation {stage: decompose, valid, problems}` for each answer of the plan
 - `decompose_blocks {blocks: [{suggested_id, depends_on, ...}]}`
 - `search_found {suggested_id, block_id}`, `search_missing {suggested_id}`
 - `creating_block {suggested_id, attempt}`, `block_test_failed {block_id,
   error, retry}`, `block_test_passed {block_id}`, `block_created {block}`,
   `block_create_failed {block_id, error}`
-- `validation {stage, valid, problems}`
+- `validation {stage: wire, valid, problems}` for each answer of the wiring
 - last, `complete {result: {pipeline_json, status, log}, ok, error}`:
   `status` is `done` or `error`, `log` one entry per finished stage.
 """
@@ -54,7 +56,11 @@ class BuildEvents:
             self.bus.run_id = self.build_id
 
     def emit(self, event_type: str, **data: Any) -> dict[str, Any]:
-        data.setdefault("ts", utc_timestamp())
+        if "ts" not in data:
+            now = datetime.now(timezone.utc)
+            data["ts"] = round(now.timestamp(), 3)
+            data.setdefault("time", now.isoformat(timespec="milliseconds")
+                            .replace("+00:00", "Z"))
         return self.bus.publish(event_type, data.pop("block_id", None), **data)
 
     def stage(self, name: str, **data: Any) -> None:

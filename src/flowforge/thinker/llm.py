@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from flowforge.blocks._structured import extract_json
 from flowforge.errors import FlowforgeError
@@ -54,8 +54,12 @@ PROGRESS_EVERY = 0.5
 
 class ThinkerLLM:
     def __init__(self, model: str, events: BuildEvents, *, temperature: float = 0.0,
-                 max_tokens: int | None = 4096) -> None:
+                 max_tokens: int | None = 4096, env: Mapping[str, str] | None = None) -> None:
         self.model = model
+        # Where the providers find keys and settings: the caller's (a server gives
+        # the user's own keys, and its own only when it shares them), else this
+        # process's environment (the CLI's user owns it).
+        self.env = env
         self.events = events
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -72,9 +76,9 @@ class ThinkerLLM:
         self.events.emit("llm_prompt", stage=stage, model=self.model, prompts=sent,
                          messages=sent, response_format=schema)
         started = time.monotonic()
+        env = dict(os.environ if self.env is None else self.env)
         try:
-            response = await call_model(self.model, request,
-                                        options=ProviderOptions(env=dict(os.environ)),
+            response = await call_model(self.model, request, options=ProviderOptions(env=env),
                                         on_delta=self._progress(stage))
         except FlowforgeError as exc:
             self.events.emit("llm_response", stage=stage, model=self.model, response=None,

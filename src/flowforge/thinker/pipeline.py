@@ -163,6 +163,8 @@ def workflow_to_pipeline(doc: dict[str, Any]) -> dict[str, Any]:
         nodes.append({"id": block["id"], "block_id": block["uses"],
                       "inputs": dict(block.get("with") or {})})
         after = block.get("after") or []
+        if isinstance(after, dict):          # {all: [...], any: [...]}: a pipeline's edges are plain
+            after = [*(after.get("all") or []), *(after.get("any") or [])]
         for source in [after] if isinstance(after, str) else after:
             edges.append({"from": source, "to": block["id"]})
     return {"id": doc["id"], "name": doc.get("name") or doc["id"],

@@ -18,7 +18,7 @@ ends with `complete`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from flowforge.errors import FlowforgeError
 from flowforge.registry import BlockDefinition, Registry, get_registry
@@ -52,11 +52,15 @@ class BuildResult:
 
 
 async def build(intent: str, *, model: str | None = None, registry: Registry | None = None,
-                events: BuildEvents | None = None) -> BuildResult:
-    """Plan, find, write and test, and wire a pipeline for `intent`."""
+                events: BuildEvents | None = None, env: Mapping[str, str] | None = None,
+                owner: str | None = None) -> BuildResult:
+    """Plan, find, write and test, and wire a pipeline for `intent`.  `env`:
+    where the model calls find their keys (default: this process's
+    environment); `owner`: the user the blocks it writes belong to (None:
+    shared blocks, which only an administrator or the local user writes)."""
     events = events or BuildEvents()
     registry = registry or get_registry()
-    llm = ThinkerLLM(model or default_build_model(), events)
+    llm = ThinkerLLM(model or default_build_model(), events, env=env)
     result = BuildResult(False, intent, build_id=events.build_id)
     log: list[dict[str, Any]] = []
     events.emit("start", intent=intent, model=llm.model, build_id=events.build_id)
@@ -72,7 +76,7 @@ async def build(intent: str, *, model: str | None = None, registry: Registry | N
         if missing:
             events.stage("create", missing=[m.name for m in missing])
         for need in missing:
-            created = await create_block(need, llm, events, registry)
+            created = await create_block(need, llm, events, registry, owner=owner)
             if created is None:
                 result.failed.append(need.name)
             else:

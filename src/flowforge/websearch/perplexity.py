@@ -40,7 +40,9 @@ class PerplexitySearch:
             raise ToolError("web_search (perplexity): no API key - set PERPLEXITY_API_KEY (or "
                             "choose `backend: offline` or `tavily`)")
         self.model = model
-        self.base_url = (base_url or BASE_URL).rstrip("/")
+        # PERPLEXITY_BASE_URL comes from this process's own environment (an operator's or a
+        # CLI user's), never from a run's: a tenant must not send a shared key elsewhere.
+        self.base_url = (base_url or os.environ.get("PERPLEXITY_BASE_URL") or BASE_URL).rstrip("/")
         self.timeout, self.retry, self.transport = timeout, retry, transport
 
     async def search(self, query: str, *, context: str | None = None,

@@ -39,7 +39,9 @@ class TavilySearch:
             raise ToolError(f"web_search (tavily): search_depth must be basic or advanced, "
                             f"not {search_depth!r}")
         self.search_depth = search_depth
-        self.base_url = (base_url or BASE_URL).rstrip("/")
+        # TAVILY_BASE_URL comes from this process's own environment (an operator's or a
+        # CLI user's), never from a run's: a tenant must not send a shared key elsewhere.
+        self.base_url = (base_url or os.environ.get("TAVILY_BASE_URL") or BASE_URL).rstrip("/")
         self.timeout, self.retry, self.transport = timeout, retry, transport
 
     async def search(self, query: str, *, context: str | None = None,

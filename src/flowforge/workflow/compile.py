@@ -16,8 +16,10 @@ from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow import expressions, templates
-from flowforge.workflow.graph import DATA, ERROR, NAMESPACES, Graph, Node
-from flowforge.workflow.model import BlockSpec, Workflow
+from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
+                                      REQUIRED, Graph, Node)
+from flowforge.workflow.model import BlockSpec, Join, Workflow
+from flowforge.workflow.seed_fields import canonical_fields
 
 __all__ = ["compile_workflow", "format_loc"]
 
@@ -104,6 +106,7 @@ class _Compiler:
             self.add(f"{where}.type", f"unknown block type '{type_name}'{hint}; known types: "
                      f"{', '.join(sorted(self.types))}")
             return None
+        self.canonical_names(spec, info, where)
         node = Node(id=spec.id, type=type_name, spec=spec, where=where, info=info,
                     retry=spec.retry_policy(), timeout=spec.timeout,
                     alias=templates.normalize_name(spec.name) if spec.name else None)
@@ -151,13 +154,20 @@ class _Compiler:
             if target is not None:
                 node.inputs[target] = DATA
         node.env_refs = frozenset(env_refs)
-        for dep in spec.after:
+        if isinstance(spec.after, Join):
+            both = sorted(set(spec.after.all) & set(spec.after.any))
+            if both:
+                self.add(f"{where}.after", f"'{both[0]}' is listed under both `all` and `any`: "
+                         f"keep it in one (`all`: it must run; `any`: one of them must)")
+        for dep in spec.after_ids():
             if dep not in visible:
                 self.add(f"{where}.after", f"unknown block '{dep}' in after{self.hint(dep, visible)}")
             elif dep == spec.id:
                 self.add(f"{where}.after", f"block '{dep}' cannot come after itself")
             else:
                 node.inputs[visible[dep]] = DATA
+        node.joins = frozenset(visible[dep] for dep in spec.join_ids()
+                               if dep in visible and dep != spec.id)
         if node.children is not None:
             for ref_id in node.children.outer_refs:
                 if ref_id in local:
@@ -168,7 +178,21 @@ class _Compiler:
             if target not in local:
                 graph.outer_refs.add(target)
         node.inputs = {k: v for k, v in node.inputs.items() if k in local}
+        node.joins = frozenset(j for j in node.joins if j in node.inputs)
         return node
+
+    def canonical_names(self, spec: BlockSpec, info: Any, where: str) -> None:
+        """Seed systems' field names (`systemPrompt`, `maxTokens`, ...) become
+        the canonical ones in `spec.with_` before anything reads it."""
+        config_model = getattr(info, "Config", None)
+        fields = getattr(config_model, "model_fields", None)
+        if not fields or not spec.with_:
+            return
+        with_, problems = canonical_fields(spec.with_, fields,
+                                           getattr(info, "seed_fields", None))
+        for key, message in problems:
+            self.add(f"{where}.with.{key}", message)
+        spec.with_ = with_
 
     def hook(self, method: Any, *args: Any, default: Any) -> Any:
         """Call a block type's check hook; a hook that trips on a document is a
@@ -319,8 +343,9 @@ class _Compiler:
             for source, kind in node.inputs.items():
                 if source in graph.nodes:
                     graph.nodes[source].dependants.append(node_id)
-                    if kind == DATA and graph.nodes[source].info.routes:
-                        node.routed = True
+                    mode = (ON_FAILURE if kind == ERROR else REQUIRED) | \
+                        (ALTERNATIVE if source in node.joins else REQUIRED)
+                    graph.nodes[source].out.append((node_id, mode))
 
     def check_cycles(self, graph: Graph, prefix: str) -> None:
         # Iterative depth-first search (a chain of thousands of blocks must not

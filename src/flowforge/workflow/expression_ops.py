@@ -444,6 +444,36 @@ def _contains_function(container: Any, item: Any) -> bool:
     return container is not None and _contains(container, item)
 
 
+def _pluck(items: Any, field: Any) -> list:
+    """`pluck(results, "documentName")`: each item's field (None where it has
+    none), the bounded stand-in for `results.map(r => r.documentName)` and a
+    list comprehension, which the evaluator does not run."""
+    _called()
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"pluck() takes a list, not {type(items).__name__}")
+    _copied(items)
+    _iterated(items)
+    key = field if isinstance(field, int) and not isinstance(field, bool) else _str(field)
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            out.append(item.get(key))
+        elif isinstance(item, (list, tuple)) and isinstance(key, int) and -len(item) <= key \
+                < len(item):
+            out.append(item[key])
+        else:
+            out.append(None)
+    return out
+
+
+def _now() -> str:
+    """The time of evaluation, ISO 8601 in UTC with milliseconds (a response's
+    `timestamp`)."""
+    _called()
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "len": _len,
     "str": _str,
@@ -465,6 +495,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "tuple": _tuple,
     "set": _set,
     "dict": _dict,
+    "pluck": _pluck,
+    "now": _now,
 }
 for _name, _function in FUNCTIONS.items():
     _function._expression_function = True      # type: ignore[attr-defined]

@@ -273,7 +273,10 @@ def compile_expression(source: str) -> Expression:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Lambda, ast.ListComp, ast.DictComp, ast.SetComp,
                              ast.GeneratorExp, ast.NamedExpr, ast.Await, ast.Yield)):
-            raise ExpressionError(f"`{source}`: {type(node).__name__} is not allowed in expressions")
+            hint = (": to take a field of each item use pluck(items, 'field')"
+                    if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.Lambda)) else "")
+            raise ExpressionError(f"`{source}`: {type(node).__name__} is not allowed in "
+                                  f"expressions{hint}")
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise ExpressionError(f"`{source}`: access to '{node.attr}' is not allowed")
         if isinstance(node, ast.Constant) and type(node.value) is int \

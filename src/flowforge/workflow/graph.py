@@ -18,13 +18,21 @@ from pydantic import BaseModel
 from flowforge.errors import Problem
 from flowforge.workflow.model import BlockSpec, RetryPolicy
 
-__all__ = ["BlockTypeInfo", "CompiledWorkflow", "Node", "Graph", "NAMESPACES", "DATA", "ERROR"]
+__all__ = ["BlockTypeInfo", "CompiledWorkflow", "Node", "Graph", "NAMESPACES", "DATA", "ERROR",
+           "REQUIRED", "ALTERNATIVE", "ON_FAILURE"]
 
 #: Template roots that are not blocks.
 NAMESPACES = frozenset({"input", "vars", "env", "secrets", "memory", "user", "loop", "run"})
 
 DATA = "data"      # a template reference or `after`: active when the source succeeds
 ERROR = "error"    # an `on_error` edge: active only when the source fails
+
+# How an edge counts for the block it leads to (`Node.out`, what the scheduler
+# reads): two flags.  Without ALTERNATIVE the edge is required; with it, it is a
+# member of the block's join (`after: {any: [...]}`), of which one must run.
+REQUIRED = 0       # the source must have run (succeeded and, if it routes, chosen this block)
+ALTERNATIVE = 1    # a join member: one member must have run
+ON_FAILURE = 2     # an `on_error` edge: it runs for its handler by failing
 
 
 class BlockTypeInfo(Protocol):
@@ -73,7 +81,8 @@ class Node:
     retry: RetryPolicy | None = None
     timeout: float | None = None
     env_refs: frozenset[str] = frozenset()     # env variables its templates read
-    routed: bool = False                       # a router/condition feeds it: it runs only if chosen
+    joins: frozenset[str] = frozenset()        # its join of alternatives: one of them must run
+    out: list[tuple[str, int]] = field(default_factory=list)  # (dependant, ALTERNATIVE/ON_FAILURE flags)
     alias: str | None = None                   # normalised name, another template root for its output
     config_ok: bool = True                     # `with` fits the block's config (hooks may read it)
 

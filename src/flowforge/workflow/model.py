@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
     model_validator
 
-__all__ = ["RetryPolicy", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow"]
+__all__ = ["RetryPolicy", "Join", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 
@@ -74,6 +74,37 @@ class Budget(BaseModel):
         return self
 
 
+class Join(BaseModel):
+    """`after:` written as a mapping: says which dependencies a block needs.
+
+    Every dependency (each `after:` entry and each block the templates read)
+    is required unless it is listed under `any`: the block then runs once
+    every required one ran and at least one of `any` ran (a join of
+    alternatives; reading a member that did not run gives None)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    all: list[str] = Field(default_factory=list)
+    """Blocks that must all have run (the default for every dependency)."""
+    any: list[str] = Field(default_factory=list)
+    """Alternatives: at least one must have run; the others may have been skipped."""
+
+    @field_validator("all", "any", mode="before")
+    @classmethod
+    def _one_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _something(self) -> "Join":
+        if not self.all and not self.any:
+            raise ValueError("write `after: {any: [a, b]}` (runs once one of them ran) or "
+                             "`after: {all: [a, b]}` (runs once every one ran)")
+        if len(self.any) == 1:
+            raise ValueError(f"`any` needs two or more alternatives; a single one is a "
+                             f"requirement: write `after: {{all: [{self.any[0]}]}}`")
+        return self
+
+
 class BlockSpec(BaseModel):
     """One block of a workflow, as written."""
 
@@ -89,8 +120,11 @@ class BlockSpec(BaseModel):
     """What the block is for; routers show it to the model when choosing a branch."""
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     """The block's configuration; values may hold `{{templates}}` and `{expr: ...}`."""
-    after: list[str] = Field(default_factory=list)
-    """Blocks that must settle first, beyond those the templates reference."""
+    after: list[str] | Join = Field(default_factory=list)
+    """Blocks that must run first, beyond those the templates reference: one id or a
+    list of one (a requirement); a list of two or more is a join of alternatives (runs
+    once one of them ran, like `{any: [...]}`); `{all: [...], any: [...]}` says it
+    explicitly."""
     on_error: str | None = None
     """Id of a block that runs instead of this block's dependants if this block fails."""
     timeout: float | None = Field(None, gt=0)
@@ -106,6 +140,19 @@ class BlockSpec(BaseModel):
     @classmethod
     def _after_as_list(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    def after_ids(self) -> list[str]:
+        """Every block named in `after:`, in the order written."""
+        if isinstance(self.after, Join):
+            return list(dict.fromkeys(self.after.all + self.after.any))
+        return list(self.after)
+
+    def join_ids(self) -> list[str]:
+        """The alternatives of `after:` (at least one must run): `any`, or a plain
+        list of two or more entries (its meaning before joins were explicit)."""
+        if isinstance(self.after, Join):
+            return list(self.after.any)
+        return list(dict.fromkeys(self.after)) if len(set(self.after)) >= 2 else []
 
     @field_validator("with_", mode="before")
     @classmethod

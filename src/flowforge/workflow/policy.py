@@ -16,18 +16,29 @@ uses), and again by the code that does the thing at run time
 (`Policy.require`), so a document that slips past the first check, a grant
 revoked between save and run, or a nested workflow loaded later still meets
 the second.
+
+Names a user sends are a way in too, whatever carries them (a document, a
+request body, a budget, a route's parameter): a model name can name a file
+(`scripted/<rules>`), a loopback server (`openai-compatible/ollama/...`) or a
+hosted provider paid with the server's keys; a knowledge-base id can be a
+folder (`.`); a workflow reference can be a path.  `Policy.check_model`,
+`check_kb_id`, `check_workflow_ref` and `check_file` are the one gate every
+route, block, tool, budget and builder stage asks, so one rule decides them.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 from flowforge.errors import CapabilityDenied, Problem
 
 __all__ = ["CAPABILITIES", "CapabilityProblem", "CapabilityUse", "Policy", "TRUSTED",
            "policy_problems", "check_policy", "looks_like_path", "ENDPOINT_OPTIONS",
-           "is_provider_setting", "model_capability"]
+           "is_provider_setting", "model_capability", "model_key_variables",
+           "LOOPBACK_SERVERS"]
 
 #: capability -> what it lets a document do (shown in refusals and `users grants`)
 CAPABILITIES: dict[str, str] = {
@@ -57,16 +68,53 @@ def is_provider_setting(name: str) -> bool:
     return name.endswith(_SETTING_SUFFIXES) or name.startswith("FLOWFORGE_")
 
 
+#: `openai-compatible/<server>` presets whose default URL is on this machine
+#: (providers/openai_compatible.PRESETS; a test keeps the two in step)
+LOOPBACK_SERVERS = frozenset({"ollama", "lmstudio", "lm-studio", "vllm", "llamacpp",
+                              "llama-cpp"})
+#: provider -> the variables its key is read from, first wins (openai-compatible: per server)
+_KEY_VARIABLES = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
+                  "google": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+                  "replicate": ("REPLICATE_API_TOKEN",)}
+#: openai-compatible servers that need a key, and the variable that may hold it
+_COMPATIBLE_KEYS = {"openrouter": "OPENROUTER_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}
+
+
+def _compatible_prefix(server: str) -> str:
+    return "OPENAI_COMPATIBLE_" + re.sub(r"[^A-Za-z0-9]", "_", server).upper() + "_"
+
+
+def model_key_variables(model: str) -> tuple[str, ...]:
+    """Where the provider of `model` looks for its API key (empty for
+    providers without one: local, scripted)."""
+    prefix, _, name = model.partition("/")
+    if prefix == "openai-compatible":
+        server = name.partition("/")[0]
+        own = _compatible_prefix(server) + "API_KEY"
+        return (own, _COMPATIBLE_KEYS[server]) if server in _COMPATIBLE_KEYS else (own,)
+    return _KEY_VARIABLES.get(prefix, ())
+
+
 def model_capability(model: Any) -> tuple[str, str] | None:
-    """A model string that reads a server file: `scripted/<rules file>`, or
-    `local/<path to a GGUF file>` (the bundled `local/smollm2` reads none)."""
+    """What a model string reaches of the host, as (capability, description):
+    `scripted/<rules file>` or `local/<path to a GGUF file>` read a server file
+    (the bundled `local/smollm2` reads none); `openai-compatible/<preset>` of a
+    server on loopback (Ollama, vLLM, LM Studio, llama.cpp) calls this machine's
+    ports, unless the administrator configured that server's URL
+    (`OPENAI_COMPATIBLE_<NAME>_BASE_URL` in the server's environment)."""
     if not isinstance(model, str) or "{{" in model:
         return None
     prefix, _, name = model.partition("/")
     if prefix == "scripted" and name:
         return "server_files", f"the scripted model '{model}' (a rules file on the server)"
-    if prefix == "local" and ("/" in name or name.endswith(".gguf")):
+    if prefix == "local" and ("/" in name or name.endswith(".gguf") or name.startswith(".")):
         return "server_files", f"the local model file '{name}'"
+    if prefix == "openai-compatible":
+        server = name.partition("/")[0].lower()
+        if server in LOOPBACK_SERVERS and not os.environ.get(
+                _compatible_prefix(server) + "BASE_URL"):
+            return "private_network", (f"the model '{model}' (a server on this machine's "
+                                       f"loopback port)")
     return None
 
 
@@ -94,16 +142,21 @@ def looks_like_path(reference: str) -> bool:
 
 
 class Policy:
-    """The capabilities one run (or one save) has.  `subject` names the user
-    in refusals; `grant_hint` is how an administrator grants a capability."""
+    """The capabilities one run (or one save, or one request) has.  `subject`
+    names the user in refusals; `shared_keys`: the server lets this user's
+    calls use its own provider keys (`--share-provider-keys`); `own_keys`: the
+    names of the user's secrets (their own provider keys among them)."""
 
-    __slots__ = ("granted", "trusted", "subject")
+    __slots__ = ("granted", "trusted", "subject", "shared_keys", "own_keys")
 
     def __init__(self, granted: Iterable[str] = (), *, trusted: bool = False,
-                 subject: str = "") -> None:
+                 subject: str = "", shared_keys: bool = False,
+                 own_keys: Collection[str] = ()) -> None:
         self.trusted = trusted
         self.granted = frozenset(CAPABILITIES) if trusted else frozenset(granted)
         self.subject = subject
+        self.shared_keys = trusted or shared_keys
+        self.own_keys = frozenset(own_keys)
 
     def __repr__(self) -> str:
         return "Policy(trusted)" if self.trusted else \
@@ -125,6 +178,61 @@ class Policy:
         if not self.allows(capability):
             raise CapabilityDenied([self.refusal(capability, where, what)], self.subject)
 
+    # -- the gate: every name a user sends that could reach the host -------------------
+    def model_problem(self, model: Any, where: str = "model", *, own_key: bool = False
+                      ) -> CapabilityProblem | None:
+        """Why this user may not use `model` here, or None: the one decision on
+        model names, for documents (`policy_problems`) and requests alike.  A
+        model that reads a server file or calls a loopback server needs its
+        capability; a hosted provider would be paid with the server's keys, so
+        it needs the server to share them or the user to hold a key of their own
+        (`own_key`: the caller brings one, e.g. a block's `api_key`).  A
+        templated name is checked when it is resolved."""
+        if self.trusted or not isinstance(model, str) or "{{" in model:
+            return None
+        if (use := model_capability(model)) and not self.allows(use[0]):
+            return self.refusal(use[0], where, f"using {use[1]}")
+        if own_key or self.shared_keys:
+            return None
+        names = model_key_variables(model)
+        if not names or any(name in self.own_keys for name in names) or (
+                model.startswith("openai-compatible/") and len(names) == 1):
+            return None               # no key, the user's own, or an administrator's server
+        prefix = model.partition("/")[0]
+        return CapabilityProblem(
+            where, f"the model '{model}' is paid with a {prefix} key, and this server does "
+                   f"not share its own: store yours as the secret {names[-1]} (`flowforge "
+                   f"secrets set {names[-1]}`, or POST /api/secrets), or an administrator "
+                   f"starts the server with --share-provider-keys")
+
+    def check_model(self, model: Any, where: str = "model", *, own_key: bool = False) -> None:
+        """Raise CapabilityDenied when `model_problem` refuses `model`."""
+        if (problem := self.model_problem(model, where, own_key=own_key)) is not None:
+            raise CapabilityDenied([problem], self.subject)
+
+    def check_kb_id(self, kb_id: Any, where: str = "kb_id") -> None:
+        """Refuse a knowledge-base id that names a server folder (`.`, `..`,
+        `docs/`, `~/x`) without `server_files`; a plain name is the user's own
+        base (or a shared one), `shared/NAME` the shared one by name."""
+        if not isinstance(kb_id, str):
+            return
+        name = kb_id[len("shared/"):] if kb_id.startswith("shared/") else kb_id
+        if "/" in name or "\\" in name or name.startswith((".", "~")):
+            self.require("server_files", where,
+                         f"the knowledge base '{kb_id}' (a folder on the server)")
+
+    def check_workflow_ref(self, reference: Any, where: str = "workflow") -> None:
+        """Refuse a nested workflow reference that is a file path without
+        `server_files`; an id names one of the user's stored workflows."""
+        if isinstance(reference, str) and "{{" not in reference and \
+                looks_like_path(reference):
+            self.require("server_files", where, f"the workflow file '{reference}'")
+
+    def check_file(self, path: Any, where: str = "path") -> None:
+        """Refuse reading a file or folder of the server without `server_files`."""
+        if path is not None and not self.trusted:
+            self.require("server_files", where, f"reading the server's file '{path}'")
+
 
 TRUSTED = Policy(trusted=True)
 
@@ -144,28 +252,39 @@ def policy_problems(compiled: Any, policy: Policy, model_override: str | None = 
         if not policy.allows(capability):
             problems.append(policy.refusal(capability, where, what))
 
+    def model(value: Any, where: str) -> None:
+        # a document's keys are checked when it runs (it may bring its own `api_key`)
+        if (problem := policy.model_problem(value, where, own_key=True)) is not None:
+            problems.append(problem)
+
     doc = compiled.doc
     for key in ENDPOINT_OPTIONS:
         if key in (doc.defaults.get("provider_options") or {}):
             need("provider_endpoints", f"defaults.provider_options.{key}",
                  f"setting the model provider's `{key}`")
     models = not model_override
-    if models and (use := model_capability(doc.defaults.get("model"))):
-        need(use[0], "defaults.model", f"using {use[1]}")
-    _scan(compiled.graph, set(doc.env), need, models)
+    if models:
+        model(doc.defaults.get("model"), "defaults.model")
+    on_exceed = getattr(getattr(doc, "budget", None), "on_exceed", None)
+    model(getattr(on_exceed, "downgrade", None), "budget.on_exceed.downgrade")
+    _scan(compiled.graph, set(doc.env), need, model if models else None)
     return problems
 
 
-def _scan(graph: Any, own_env: set[str], need: Any, models: bool) -> None:
+def _scan(graph: Any, own_env: set[str], need: Any, model: Any) -> None:
     for node in graph.nodes.values():
         with_ = node.spec.with_
-        if models:
+        if model is not None:
             for key, value in [("model", with_.get("model")),
+                               ("embedding_model", with_.get("embedding_model")),
                                *((f"fallback[{i}]", m) for i, m in enumerate(
                                    with_.get("fallback") or [] if isinstance(
                                        with_.get("fallback"), list) else []))]:
-                if use := model_capability(value):
-                    need(use[0], f"{node.where}.with.{key}", f"using {use[1]}")
+                model(value, f"{node.where}.with.{key}")
+        for field in ("azure_endpoint", "azure_api_version"):      # an LLM block's own endpoint
+            if with_.get(field):
+                need("provider_endpoints", f"{node.where}.with.{field}",
+                     f"setting the model provider's `{field}`")
         for name in sorted(node.env_refs):
             if name not in own_env:
                 need("server_env", f"{node.where}.with",
@@ -175,7 +294,7 @@ def _scan(graph: Any, own_env: set[str], need: Any, models: bool) -> None:
             need(use.capability, f"{node.where}.with.{use.where}" if use.where
                  else f"{node.where}.with", use.what)
         if node.children is not None:
-            _scan(node.children, own_env, need, models)
+            _scan(node.children, own_env, need, model)
 
 
 def check_policy(compiled: Any, policy: Policy, source: str | None = None,

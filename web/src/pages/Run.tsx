@@ -272,10 +272,11 @@ function apply(blocks: Record<string, Live>, event: RunEvent): void {
                       timed_out: event.timed_out };
   } else if (event.type === "llm_request") {
     block.calls = [...block.calls, { call: event.call, model: event.model, request: event.request, streamed: "" }];
-  } else if (event.type === "llm_delta" || event.type === "llm_response") {
+  } else if (event.type === "llm_delta" || event.type === "llm_restart" || event.type === "llm_response") {
     const call = block.calls.find((c) => c.call === event.call) ?? block.calls[block.calls.length - 1];
     if (!call) return;
     if (event.type === "llm_delta") call.streamed += event.text ?? "";
+    else if (event.type === "llm_restart") call.streamed = "";   // a cut stream: the answer starts again
     else { call.response = event.response; call.error = event.error; }
     block.calls = [...block.calls];
   }

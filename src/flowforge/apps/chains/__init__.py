@@ -51,7 +51,10 @@ def workflow_data_if_agent(target: Any) -> dict[str, Any] | None:
     """The workflow document for an Agent given as a dict or a JSON/YAML file;
     None for anything else (so `load()` and `flowforge run` take both)."""
     agent, source = _agent_data(target)
-    return None if agent is None else agent_to_workflow(agent, source=source)
+    # load() and `flowforge run` run the Agent as given, on the caller's own
+    # machine: a key written in it is used as a run secret (`agent_keys`).
+    return None if agent is None else agent_to_workflow(agent, source=source,
+                                                        literal_keys=True)
 
 
 def agent_keys(target: Any) -> dict[str, str]:

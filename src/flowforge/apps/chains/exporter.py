@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from flowforge.apps.chains.importer import LLM_PROVIDERS
+from flowforge.apps.chains.importer import _ID_RE, LLM_PROVIDERS
 from flowforge.apps.chains.templates import NATIVE_REF_RE, native_to_chain
 from flowforge.blocks._notation import NotationError, schema_to_notation
 from flowforge.errors import Problem, ValidationFailed
@@ -48,6 +48,16 @@ def workflow_to_agent(document: Any) -> dict[str, Any]:
     return _Exporter(doc).convert()
 
 
+
+def original_id(workflow_id: str) -> str:
+    """The Agent id a workflow id was imported from: the importer prefixes
+    `agent-` only to an id that is not a valid workflow id alone (a UUID that
+    starts with a digit), so the prefix comes off exactly then.  (An Agent whose
+    own id is `agent-` and a digit-led rest comes back without its prefix: the
+    one id the two forms share.)"""
+    rest = workflow_id[len("agent-"):] if workflow_id.startswith("agent-") else ""
+    return rest if rest and not _ID_RE.match(rest) else workflow_id
+
 class _Exporter:
     def __init__(self, doc: Workflow) -> None:
         self.doc = doc
@@ -57,6 +67,7 @@ class _Exporter:
         self.nodes: list[dict[str, Any]] = []
         self.node_of: dict[str, dict[str, Any]] = {}  # block id -> its node
         self.refused: set[str] = set()    # blocks already reported: reading them is no news
+        self.earlier: set[str] = set()    # ids of the blocks before the one being exported
 
     def add(self, where: str, message: str) -> None:
         self.problems.append(Problem(where, message))
@@ -80,9 +91,10 @@ class _Exporter:
             self.variable_of[f"secrets.{name}"] = name
         for index, spec in enumerate(doc.blocks):
             self._block(f"blocks[{index}]", spec)
+            self.earlier.add(spec.id)
         if self.problems:
             raise ValidationFailed(self.problems, source=f"export of '{doc.id}'")
-        agent: dict[str, Any] = {"id": doc.id, "name": doc.name or doc.id}
+        agent: dict[str, Any] = {"id": original_id(doc.id), "name": doc.name or doc.id}
         if doc.description:
             agent["description"] = doc.description
         agent["variables"] = self.variables
@@ -112,8 +124,10 @@ class _Exporter:
             self.refused.add(spec.id)
             return
         for field in ("blocks", "after", "on_error", "uses", "retry", "timeout"):
-            if field == "after" and kind in ("http", "response"):
-                continue        # an event or a return waits for every earlier node anyway
+            after = spec.after if isinstance(spec.after, list) else None
+            if field == "after" and (kind in ("http", "response") or
+                                     (after is not None and set(after) <= self.earlier)):
+                continue        # a chain runs each node after every earlier one anyway
             if getattr(spec, field):
                 self.add(where, f"block '{spec.id}': a chain node has no `{field}`")
         extra = sorted(set(spec.with_) - _KEYS[kind])

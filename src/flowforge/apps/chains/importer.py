@@ -58,13 +58,15 @@ LLM_PROVIDERS = {"claude": "anthropic", "replicate": "replicate"}
 
 _COMMON = {"type", "name", "output", "id", "description"}
 NODE_FIELDS: dict[str, set[str]] = {
-    "prompt": _COMMON | {"system", "user", "apiKey", "apikey", "llm", "model", "temperature",
-                         "maxTokens", "maxToken", "field"},
+    "prompt": _COMMON | {"system", "user", "systemPrompt", "userPrompt", "apiKey", "apikey",
+                         "llm", "model", "temperature", "maxTokens", "maxToken", "field"},
     "parser": _COMMON | {"rawData", "parser", "schema", "field"},
     "event": _COMMON | {"endPoint", "method", "data", "field", "param", "params"},
     "return": _COMMON,
 }
 _OUTPUT_OF = {"prompt": "content", "parser": "data", "event": "data"}
+#: canonical prompt field -> the name the seed's own example writes; both are read
+_SEED_NAMES = {"system": "systemPrompt", "user": "userPrompt"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
@@ -75,14 +77,24 @@ def is_agent(data: Any) -> bool:
 
 
 def agent_to_workflow(agent: dict[str, Any], *, base_url: str | None = None,
-                      source: str | None = None) -> dict[str, Any]:
+                      source: str | None = None, literal_keys: bool = False) -> dict[str, Any]:
     """The native workflow document (plain data) equivalent to `agent`.
 
     `base_url` resolves relative event endpoints (default: the environment's
-    FLOWFORGE_CHAIN_BASE_URL).  Raises ValidationFailed listing every problem."""
+    FLOWFORGE_CHAIN_BASE_URL).  `literal_keys`: a key written as text in a
+    node's `apiKey` (the seed allows it) is read as the run secret
+    `apiKey_node<N>` (`key_values` gives its value, for the caller to pass as a
+    run secret: masked everywhere, never stored); only a caller that runs the
+    Agent it was given, and stores nothing, sets it.  Raises ValidationFailed
+    listing every problem."""
     if base_url is None:
         base_url = os.environ.get(BASE_URL_VARIABLE) or None
-    return _Importer(agent, base_url, source).convert()
+    return _Importer(agent, base_url, source, literal_keys).convert()
+
+
+def literal_key_name(index: int) -> str:
+    """The run secret that holds the key written as text in node `index`."""
+    return f"apiKey_node{index + 1}"
 
 
 def key_variables(nodes: Any) -> set[str]:
@@ -98,13 +110,23 @@ def key_variables(nodes: Any) -> set[str]:
 
 
 def key_values(agent: Any) -> dict[str, str]:
-    """The API keys written in an Agent's own `variables` (the importer leaves
-    them out of the workflow): a run passes them as secrets."""
-    if not is_agent(agent) or not isinstance(agent.get("variables"), dict):
+    """The API keys written in an Agent: in its own `variables`, and as text in a
+    node's `apiKey` (under `literal_key_name`); the importer leaves them out of
+    the workflow, and a run passes them as secrets."""
+    if not is_agent(agent):
         return {}
-    names = key_variables(agent.get("promptChain"))
-    return {name: str(value) for name, value in agent["variables"].items()
-            if name in names and isinstance(value, str) and value}
+    found: dict[str, str] = {}
+    chain = agent.get("promptChain")
+    for index, node in enumerate(chain if isinstance(chain, list) else []):
+        key = node.get("apiKey", node.get("apikey")) if isinstance(node, dict) else None
+        if isinstance(key, str) and key.strip() and \
+                chain_templates.REF_RE.fullmatch(key.strip()) is None:
+            found[literal_key_name(index)] = key.strip()
+    if isinstance(agent.get("variables"), dict):
+        names = key_variables(chain)
+        found.update({name: str(value) for name, value in agent["variables"].items()
+                      if name in names and isinstance(value, str) and value})
+    return found
 
 
 def _slug(text: str) -> str:
@@ -112,8 +134,11 @@ def _slug(text: str) -> str:
 
 
 class _Importer:
-    def __init__(self, agent: dict[str, Any], base_url: str | None, source: str | None):
+    def __init__(self, agent: dict[str, Any], base_url: str | None, source: str | None,
+                 literal_keys: bool = False):
         self.agent = agent
+        self.literal_keys = literal_keys
+        self.index = 0                          # the node being converted
         self.base_url = base_url
         self.source = source
         self.problems: list[Problem] = []
@@ -159,6 +184,7 @@ class _Importer:
         for name in self.secrets - set(self.declared):
             self.env[name] = f"{{{{secrets.{name}}}}}"
         for index, node in enumerate(chain):
+            self.index = index
             self._node(index, node)
         if self.problems:
             raise ValidationFailed(self.problems, source=self.source)
@@ -228,10 +254,14 @@ class _Importer:
         self._outputs(label, node.get("output"), local, result)
 
     def _order(self, block: dict[str, Any], side_effect: bool) -> None:
-        """Blocks run as soon as what they read is ready, so independent prompts
-        run at once; an event (a call with effects outside the run) and a return
-        wait for every earlier node, as in the chain: an event fires, and a
-        result is returned, only when every node before it succeeded."""
+        """Each node waits for every earlier node, as the seed runs the chain: in
+        order (its logs, and prompts whose cost or rate limits assume one call at
+        a time, rely on it).  With `parallel: true` on the Agent, prompts run as
+        soon as what they read is ready, so independent ones run at once; an
+        event (a call with effects outside the run) and a return still wait for
+        every earlier node: an event fires, and a result is returned, only when
+        every node before it succeeded."""
+        side_effect = side_effect or self.agent.get("parallel") is not True
         found = {m.group(1).split(".", 1)[0]
                  for m in chain_templates.NATIVE_REF_RE.finditer(json.dumps(block["with"]))}
         reached: set[str] = set()
@@ -331,6 +361,14 @@ class _Importer:
     def _text(self, label: str, node: dict[str, Any], key: str,
               required: bool = False) -> str | None:
         value = node.get(key)
+        seed = _SEED_NAMES.get(key)           # the seed example's `systemPrompt`/`userPrompt`
+        if seed is not None and seed in node:
+            if value is not None:
+                self.add(label, f"`{seed}` and `{key}` are the same field (`{key}` is the "
+                                f"canonical name): keep one")
+                return None
+            value = node[seed]
+            key = seed
         if value is None:
             if required:
                 self.add(label, f"`{key}` is required")
@@ -379,10 +417,17 @@ class _Importer:
         key = node.get("apiKey", node.get("apikey"))
         if isinstance(key, str) and key.strip():
             whole = chain_templates.REF_RE.fullmatch(key.strip())
-            if whole is None:
+            if whole is None and self.literal_keys:
+                # Run as given, never stored: the key becomes a run secret.
+                config["api_key"] = f"{{{{secrets.{literal_key_name(self.index)}}}}}"
+            elif whole is None:
                 self.add(label, "`apiKey` must be a variable reference such as \"{apiKey}\" "
                                 "(the key then arrives with the run's variables and is never "
-                                "stored); a key written in the chain would be stored with it")
+                                "stored): a key written in a chain that is saved or imported "
+                                "would be stored with it. Run the chain file itself "
+                                "(`flowforge run agent.json`, POST /api/agent with the Agent), "
+                                "where a written key is used as a run secret, or keep the key "
+                                "as your secret and write \"{NAME}\"")
             else:
                 config["api_key"] = f"{{{{secrets.{whole.group(1)}}}}}"
         elif key is not None and not isinstance(key, str):

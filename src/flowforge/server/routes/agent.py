@@ -92,7 +92,9 @@ async def _start(request: Request, user: dict[str, Any], body: dict[str, Any],
         if not is_agent(agent):
             raise ApiError(422, "`agent` must be an Agent definition with `promptChain`")
         agent_given = agent
-        data = agent_to_workflow(agent, base_url=settings.chain_base_url, source="agent")
+        # Run as given and never stored: a key written in it is a run secret.
+        data = agent_to_workflow(agent, base_url=settings.chain_base_url, source="agent",
+                                 literal_keys=True)
         compiled = compile_document(document_from_data(data, "agent"))
     elif isinstance(body.get("workflow_id"), str) and body["workflow_id"]:
         row, compiled = await live.workflows.compiled(user["user_id"], body["workflow_id"])

@@ -28,7 +28,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/api/chat", tags=["chat"])
 
 #: Event types a streaming client receives while the chat works (then `answer` or `error`).
-STREAMED = ("run_started", "block_started", "llm_delta", "tool_called", "block_failed",
+STREAMED = ("run_started", "block_started", "llm_delta", "llm_restart", "tool_called",
+            "block_failed",
             "run_finished")
 
 
@@ -40,8 +41,10 @@ class ChatQuery(BaseModel):
     session_id: str | None = Field(None, min_length=1, max_length=100,
                                    pattern=r"^[A-Za-z0-9_.-]+$")
     """Continue this session (yours); a new one is made when absent."""
-    kb_id: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[^/\\]+$")
-    """Knowledge base searched first (yours or a shared one; default `default_kb`)."""
+    kb_id: str | None = Field(None, min_length=1, max_length=107,
+                              pattern=r"^(shared/)?[^/\\]+$")
+    """Knowledge base searched first (yours or a shared one, `shared/NAME` to name the
+    shared one explicitly; default `default_kb`)."""
 
 
 class ChatSource(BaseModel):
@@ -60,6 +63,8 @@ class ChatReply(BaseModel):
     used_external_kb: bool
     session_id: str
     run_id: str
+    formatted_response: str = ""
+    """The answer followed by its sources, one per line, marked [KB] or [WEB]."""
 
 
 def _options(request: Request, user: dict[str, Any], body: ChatQuery) -> dict[str, Any]:
@@ -108,6 +113,8 @@ async def query(request: Request, body: ChatQuery, user: CurrentUser) -> dict[st
 async def query_stream(request: Request, body: ChatQuery, user: CurrentUser
                        ) -> EventSourceResponse:
     storage = request.app.state.storage
+    # refused before the stream starts: a 403, not an error event
+    (await request.app.state.live.policy(user)).check_kb_id(body.kb_id, "kb_id")
     run_id = new_run_id()
     task = asyncio.create_task(_ask(request, user, body, run_id=run_id))
 

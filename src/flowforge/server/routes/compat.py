@@ -156,6 +156,9 @@ async def start_session(request: Request, body: AgentWorkflowRequest, user: Curr
 
     async def start(idempotency: tuple[str, str] | None) -> JSONResponse:
         if body.question is not None:
+            policy = await live.policy(user)          # names of bases, never folders
+            policy.check_kb_id(body.kb, "kb")
+            policy.check_kb_id(body.web_source, "web_source")
             inputs = research_inputs(body.question, threshold=body.threshold,
                                      max_iterations=body.max_iterations, kb=body.kb,
                                      web_backend=body.web_backend, web_source=body.web_source)

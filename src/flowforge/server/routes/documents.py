@@ -10,9 +10,10 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from flowforge.server.auth import CurrentUser
-from flowforge.server.document_view import check_text, graph_view
+from flowforge.server.document_view import check_text, graph_view, located
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
+from flowforge.workflow.joins import join_warnings
 
 __all__ = ["router"]
 
@@ -30,7 +31,9 @@ _TEXT_BODY = {"requestBody": {"required": True, "content": {
 async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
     """The same problems as `flowforge validate` (and what this user's grants
     would refuse at save time), each with `where`, `message` and the 1-based
-    `line` of the text; `graph` is the compiled graph when there are none."""
+    `line` of the text; `graph` is the compiled graph when there are none, and
+    `warnings` (located the same way) the blocks whose outcome the explicit-join
+    rule changed (workflow/joins.py)."""
     body = await request.body()
     try:
         text = body.decode("utf-8")
@@ -44,8 +47,11 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
     problems, compiled = check_text(text, policy=await live.policy(user),
                                     model_override=live.settings.model,
                                     chain_base_url=live.settings.chain_base_url)
+    warnings = [] if compiled is None else \
+        [located(text, warning) for warning in join_warnings(compiled.graph)]
     return {"valid": not problems, "problems": problems,
-            "graph": graph_view(compiled) if compiled is not None else None}
+            "graph": graph_view(compiled) if compiled is not None else None,
+            "warnings": warnings}
 
 
 @router.get("/api/workflows/{workflow_id}/graph",

@@ -87,6 +87,7 @@ async def list_bases(request: Request, user: CurrentUser) -> dict[str, Any]:
 
 @router.post("", status_code=201, summary="Create a knowledge base of your own")
 async def create_base(request: Request, body: NewBase, user: CurrentUser) -> dict[str, Any]:
+    (await request.app.state.live.policy(user)).check_kb_id(body.name, "name")
     knowledge = await _knowledge(user)
     try:
         base = await knowledge.create(body.name, description=body.description)

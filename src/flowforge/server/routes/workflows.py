@@ -94,12 +94,18 @@ def _imported(request: Request, document: Any, workflow_id: str | None = None) -
 def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str
                    ) -> dict[str, Any]:
     """Saved, but a relative knowledge source is missing under the server's
-    files root: say so now rather than at the first run."""
+    files root, or a block runs less often than under the old any-edge rule
+    (workflow/joins.py): say so now rather than at the first run."""
     from pathlib import Path
 
+    from flowforge.service.loading import load
+    from flowforge.workflow.joins import join_warnings
     from flowforge.workflow.model import Workflow
 
-    warnings = []
+    try:
+        warnings = [str(problem) for problem in join_warnings(load(row["document"]).graph)]
+    except WorkflowError:              # saved by an earlier version; runs will say what is wrong
+        warnings = []
     for where, spec in Workflow.model_validate(row["document"]).iter_blocks():
         sources = spec.with_.get("sources") if spec.type == "knowledge" else None
         for index, source in enumerate(sources if isinstance(sources, list) else []):

@@ -116,7 +116,8 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
             await storage.update_run(run_id, status="failed", finished_at=time.time(),
                                      error=f"the user {row['user_id']} no longer exists")
             return "ended"
-        policy = await policy_for(storage, user)
+        policy = await policy_for(storage, user,
+                                  shared_keys=bool(how.get("share_provider_keys")))
     services = {"files_root": how.get("files_root")} if how.get("files_root") else None
     keys = None
     if how.get("share_provider_keys"):       # the keys of this worker's environment
