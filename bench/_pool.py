@@ -61,15 +61,18 @@ class Workers:
         self.processes: list[subprocess.Popen] = []
         self.expected = 0                   # Celery worker processes started
 
-    def start(self, concurrency: int = 1, processes: int = 1) -> subprocess.Popen:
-        """`flowforge worker`: `processes` processes, `concurrency` runs at once each."""
+    def start(self, concurrency: int = 1, processes: int = 1,
+              host: str | None = None) -> subprocess.Popen:
+        """`flowforge worker`: `processes` processes, `concurrency` runs at once each;
+        `host`: the machine its leases name (FLOWFORGE_HOST), as if it ran on another
+        one (its dead processes are then found by the lease's expiry only)."""
         log = open(self.folder / f"worker-{len(self.processes)}.log", "w")
         process = subprocess.Popen(
             [sys.executable, "-m", "flowforge.cli.main", "worker", "--concurrency",
              str(concurrency), "--processes", str(processes), "--import", str(self.plugin),
              "--loglevel", "info"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            cwd=ROOT, env={**self.env, **({"FLOWFORGE_HOST": host} if host else {})},
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.processes.append(process)
         self.expected += processes

@@ -3,6 +3,7 @@ machine) at random moments while runs go on, then every run is checked.
 
     .venv/bin/python bench/chaos.py [--runs 200] [--kills 100] [--workers 3] [--blocks 10]
                                     [--sleep 0.5] [--server-restarts 30 --clients 20]
+                                    [--redis-restarts 3] [--distinct-hosts] [--lease 3]
 
 Each run is a chain of `--blocks` blocks that sleep `--sleep` s and append to the
 run's own side-effect log (`start`/`end`, with the idempotency key they were
@@ -16,10 +17,27 @@ At the end, for every run:
             whose worker was killed before its success was stored, which is
             in flight and runs again, with its key (`returned but unstored`)
   key       a block that started twice did not get the same key both times
+and, from every run's stored events:
+  missing      a gap in the run's event numbers
+  duplicated   a block that succeeded twice (not counting a resumed run's replay of
+               its checkpoints, `resumed: true`), or one event number twice
+  out of order an event numbered below the one before it, or any event after the
+               run's first `run_finished`
+  finished twice  runs with more than one `run_finished`
 and, for every run a kill caught running, the takeover time: from the kill to
 the run's next stored event (another worker resumed it).  The lease is
-FLOWFORGE_LEASE_SECONDS (3 s here): the takeover is bounded by it plus the
-reaper's period (2 s).
+`--lease` (FLOWFORGE_LEASE_SECONDS, 3 s by default here).  On one host a dead
+worker's lease is taken at once; with `--distinct-hosts` every worker (and every
+one started after a kill) names a host of its own (FLOWFORGE_HOST), as on
+separate machines, so a takeover waits for the lease to lapse: the target is
+p99 <= lease + 10 s.
+
+With `--redis-restarts K`, the broker (Redis, no persistence) is killed with
+SIGKILL K times at random moments (every `--redis-every` s on average), stays
+down `--redis-down` s and starts again empty on the same port: every message
+it held is lost, and the workers must reconnect and the reapers send again
+what was lost.  The workers' exits are counted (`workers_exited`: a worker
+that died by itself, not by the bench's kill).
 
 With `--server-restarts K`, a `flowforge serve --workers celery` process serves
 the runs' events while the workers run them, and `--clients` SSE clients follow
@@ -48,21 +66,29 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 from _pool import Workers, chain, pct, redis_server
 from _sse import Followed, ServerProcess, check_events, follow_run
 
-from flowforge.service.queue import celery_app, enqueue  # noqa: E402
+from flowforge.service.pool import celery_app, enqueue  # noqa: E402
 from flowforge.service.users import create_user  # noqa: E402
 from flowforge.storage import storage_from_url  # noqa: E402
 
 
-async def chaos(folder: Path, broker: str, args: argparse.Namespace) -> dict:
+async def chaos(folder: Path, redis: Any, args: argparse.Namespace) -> dict:
+    broker = redis.url
     database = f"sqlite:///{folder / 'chaos.db'}"
     queue = f"chaos-{uuid.uuid4().hex[:6]}"
     workers = Workers(folder, broker, database, queue, lease=args.lease)
-    pool = [workers.start(concurrency=args.concurrency) for _ in range(args.workers)]
+    hosts = iter(f"host-{n}" for n in range(10**6))
+
+    def start() -> Any:
+        return workers.start(concurrency=args.concurrency,
+                             host=next(hosts) if args.distinct_hosts else None)
+
+    pool = [start() for _ in range(args.workers)]
     workers.wait_ready()
     storage = storage_from_url(database)
     await storage.open()
@@ -95,10 +121,21 @@ async def chaos(folder: Path, broker: str, args: argparse.Namespace) -> dict:
                     return
                 victim = rng.randrange(len(pool))
                 kills.append((time.time(), pool[victim].pid))
+                killed.add(pool[victim].pid)
                 workers.kill(pool[victim])
-                pool[victim] = workers.start(concurrency=args.concurrency)
+                pool[victim] = start()
 
-        tasks = [asyncio.create_task(kill_workers())]
+        async def restart_redis() -> None:
+            for _ in range(args.redis_restarts):
+                await asyncio.sleep(rng.uniform(0.5, 2 * args.redis_every - 0.5))
+                if await all_ended():
+                    return
+                restarts.append(time.time())
+                await asyncio.to_thread(redis.restart, args.redis_down)
+
+        killed: set[int] = set()
+        restarts: list[float] = []
+        tasks = [asyncio.create_task(kill_workers()), asyncio.create_task(restart_redis())]
         if server is not None:
             tasks.append(asyncio.create_task(_restart_server(server, rng, args, all_ended,
                                                              sse)))
@@ -112,6 +149,10 @@ async def chaos(folder: Path, broker: str, args: argparse.Namespace) -> dict:
         while time.monotonic() < deadline and not await all_ended():
             await asyncio.sleep(0.5)
         report = await _check(storage, runs, kills, args.blocks, args.sleep)
+        report.update(await _check_streams(storage, list(runs)))
+        report["workers_exited"] = sum(1 for process in workers.processes
+                                       if process.poll() is not None
+                                       and process.pid not in killed)
         if server is not None:
             report.update(await _check_sse(storage, sse))
     finally:
@@ -121,8 +162,32 @@ async def chaos(folder: Path, broker: str, args: argparse.Namespace) -> dict:
         workers.stop()
     report.update({"runs": args.runs, "blocks": args.blocks, "block_sleep_s": args.sleep,
                    "workers": args.workers, "concurrency": args.concurrency,
-                   "kills": len(kills), "lease_s": args.lease})
+                   "kills": len(kills), "redis_restarts": len(restarts),
+                   "distinct_hosts": args.distinct_hosts, "lease_s": args.lease,
+                   "takeover_target_s": args.lease + 10})
     return report
+
+
+async def _check_streams(storage, run_ids: list[str]) -> dict:
+    """Each run's stored events, as a follower reads them: numbered without a gap
+    or a repeat, nothing after `run_finished`, one `run_finished`, no block that
+    succeeded twice."""
+    missing = duplicated = out_of_order = finished_twice = 0
+    for run_id in run_ids:
+        events = await storage.get_events(run_id)
+        seqs = [event["seq"] for event in events]
+        missing += len(set(range(1, max(seqs, default=0) + 1)) - set(seqs))
+        duplicated += len(seqs) - len(set(seqs))
+        succeeded = [(event.get("scope"), event.get("block_id")) for event in events
+                     if event["type"] == "block_succeeded" and not event.get("resumed")]
+        duplicated += len(succeeded) - len(set(succeeded))
+        out_of_order += sum(1 for a, b in zip(seqs, seqs[1:]) if b <= a)
+        finishes = [n for n, event in enumerate(events) if event["type"] == "run_finished"]
+        finished_twice += len(finishes) > 1
+        if finishes:                 # anything after the first end
+            out_of_order += len(events) - 1 - finishes[0]
+    return {"events_missing": missing, "events_duplicated": duplicated,
+            "events_out_of_order": out_of_order, "runs_finished_twice": finished_twice}
 
 
 async def _restart_server(server: ServerProcess, rng: random.Random,
@@ -247,6 +312,14 @@ def main() -> None:
     parser.add_argument("--server-every", type=float, default=8.0,
                         help="Mean seconds between server kills.")
     parser.add_argument("--clients", type=int, default=20, help="SSE clients following runs.")
+    parser.add_argument("--redis-restarts", type=int, default=0,
+                        help="kill -9 Redis and start it again empty this many times.")
+    parser.add_argument("--redis-every", type=float, default=10.0,
+                        help="Mean seconds between Redis restarts.")
+    parser.add_argument("--redis-down", type=float, default=1.0,
+                        help="Seconds Redis stays down at each restart.")
+    parser.add_argument("--distinct-hosts", action="store_true",
+                        help="Every worker names a host of its own (takeovers across hosts).")
     parser.add_argument("--lease", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--seed", type=int, default=7)
@@ -258,7 +331,7 @@ def main() -> None:
         if args.keep:
             print(f"keeping {name}", file=sys.stderr)
         celery_app.cache_clear()
-        print(json.dumps(asyncio.run(chaos(Path(name), redis.url, args))))
+        print(json.dumps(asyncio.run(chaos(Path(name), redis, args))))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Any
 from _pool import Workers, chain, pct, redis_server
 
 import flowforge  # noqa: E402  (bench/_pool puts src on the path)
-from flowforge.service.queue import celery_app, enqueue  # noqa: E402
+from flowforge.service.pool import celery_app, enqueue  # noqa: E402
 from flowforge.storage import storage_from_url  # noqa: E402
 
 

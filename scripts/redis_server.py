@@ -2,6 +2,10 @@
 pool's broker): started on a free port with no persistence, stopped by PID.
 
     with RedisServer() as redis: redis.url      # redis://127.0.0.1:PORT/0
+    redis.restart()                             # kill -9, then again on the same port
+
+A restart loses every message (no persistence), as a broker that restarted
+empty: what the worker pool must survive.
 
 Debian's redis-server is installed by scripts/install_system_deps.sh.
 """
@@ -54,6 +58,18 @@ class RedisServer:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def kill(self) -> None:
+        """kill -9 the server (a crash): it is gone, with every message it held."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self, down: float = 0.0) -> "RedisServer":
+        """kill -9, stay down `down` seconds, start again on the same port."""
+        self.kill()
+        time.sleep(down)
+        return self.start()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -10,7 +10,8 @@ import flowforge
 
 PACKAGES = ["flowforge", "flowforge.workflow", "flowforge.engine", "flowforge.blocks",
             "flowforge.providers", "flowforge.storage", "flowforge.service", "flowforge.tools",
-            "flowforge.errors", "flowforge.apps.chains"]
+            "flowforge.errors", "flowforge.apps.chains",
+            "flowforge.service.pool"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

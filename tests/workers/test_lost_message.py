@@ -7,7 +7,7 @@ is empty and the run has waited a lease with no worker taking it."""
 
 from __future__ import annotations
 
-from flowforge.service.queue import celery_app, enqueue
+from flowforge.service.pool import celery_app, enqueue
 from flowforge.storage import storage_from_url
 from tests.workers.test_pool import chain, ended, wait_for
 

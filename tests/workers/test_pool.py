@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flowforge.service.queue import QueueError, enqueue, work
+from flowforge.service.pool import QueueError, enqueue, work
 from flowforge.service.runs import cancel_run
 from flowforge.storage import storage_from_url
 from tests.workers.conftest import PLUGIN, ROOT
@@ -123,7 +123,7 @@ async def test_a_lost_worker_is_taken_over_and_nothing_that_succeeded_runs_again
 
 async def test_without_a_broker_the_queue_says_how_to_configure_one(monkeypatch, tmp_path):
     monkeypatch.delenv("FLOWFORGE_BROKER_URL", raising=False)
-    from flowforge.service.queue import celery_app
+    from flowforge.service.pool import celery_app
 
     celery_app.cache_clear()
     with pytest.raises(QueueError, match="set FLOWFORGE_BROKER_URL"):

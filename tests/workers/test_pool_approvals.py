@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flowforge.service.queue import decide_on_pool, enqueue
+from flowforge.service.pool import decide_on_pool, enqueue
 from flowforge.storage import storage_from_url
 from tests.workers.conftest import ROOT
 from tests.workers.test_pool import ended, wait_for
@@ -148,7 +148,7 @@ async def test_a_decision_the_broker_cannot_take_leaves_the_run_waiting(tmp_path
     import flowforge
     import pytest
 
-    from flowforge.service.queue import QueueError
+    from flowforge.service.pool import QueueError
 
     database = f"sqlite:///{tmp_path / 'runs.db'}"
     doc = {"id": "ask", "blocks": [{"id": "ok", "type": "approval",

@@ -4,7 +4,7 @@ behind each other, and each still ends with its events stored."""
 
 from __future__ import annotations
 
-from flowforge.service.queue import enqueue
+from flowforge.service.pool import enqueue
 from flowforge.storage import storage_from_url
 from tests.workers.test_pool import chain, ended, wait_for
 
@@ -50,7 +50,7 @@ async def test_a_copy_of_a_message_for_a_run_this_process_runs_does_not_run_it_t
     """Every run of a process holds the process's lease, so a second message for a
     run the process is running (the reaper's, one back from a lost worker) must
     be dropped by the process itself, not run beside the first."""
-    from flowforge.service.queue import TASK_NAME, celery_app
+    from flowforge.service.pool import TASK_NAME, celery_app
 
     worker = pool.start(concurrency=4)
     pool.wait_ready(worker)

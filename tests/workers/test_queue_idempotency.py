@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from flowforge.service.queue import enqueue
+from flowforge.service.pool import enqueue
 from flowforge.storage import storage_from_url
 from flowforge.storage.base import IdempotencyKeyTaken
 

@@ -108,7 +108,7 @@ async def test_a_server_with_resuming_off_has_its_pool_runs_failed_by_any_worker
 async def test_a_run_queued_with_resuming_off_carries_the_choice(pool, tmp_path, monkeypatch):
     """`flowforge run --queue` (any `enqueue`) with FLOWFORGE_RESUME_CUT_OFF=0: the
     run's stored request says so, which is what every worker reads."""
-    from flowforge.service.queue import enqueue
+    from flowforge.service.pool import enqueue
 
     storage = storage_from_url(pool.database)
     await storage.open()

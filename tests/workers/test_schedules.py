@@ -7,18 +7,22 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from flowforge.errors import ValidationFailed
 from flowforge.service.loading import load
-from flowforge.service.schedules import GRACE, due_time, fire_due
+from flowforge.service.pool import GRACE, fire_due
+from flowforge.service.pool.schedules import due_time
 from flowforge.service.users import create_user
 from flowforge.storage import storage_from_url
 from tests.workers.conftest import ROOT
 
-SEVEN = datetime(2026, 11, 23, 7, 0, tzinfo=timezone.utc).timestamp()
+#: 07:00 UTC, a day or two ahead: after the test's workflows are saved (a trigger
+#: never fires a time older than itself)
+SEVEN = (datetime.now(timezone.utc) + timedelta(days=2)).replace(
+    hour=7, minute=0, second=0, microsecond=0).timestamp()
 
 
 def scheduled(cron: str = "0 7 * * *", **trigger) -> dict:
@@ -94,3 +98,43 @@ async def test_a_scheduled_run_runs_on_the_pool_as_its_owner(pool, tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert "daily[0]  0 7 * * * (UTC)  next " in listed.stdout
     assert f"run {run_id}" in listed.stdout
+
+
+async def test_a_trigger_never_fires_a_time_before_it_existed(tmp_path):
+    """Saved at 07:00:05 with `* * * * *`: the 07:00:00 firing is not its own,
+    though within the grace; 07:01:00 is.  Saving an unrelated change keeps the
+    trigger's age; changing the trigger makes a new one."""
+    storage = storage_from_url(f"sqlite:///{tmp_path / 'runs.db'}")
+    await storage.open()
+    user, _ = await create_user(storage, "ana", "user")
+    owner = user["user_id"]
+    fired: list[float] = []
+
+    async def start(storage, row, trigger, run_id):
+        fired.append(run_id)
+
+    async def save(document, at):
+        version = await storage.save_workflow(owner, "minutely", document)
+        await storage._sql_change("UPDATE workflow_versions SET created_at = ? WHERE owner = ? "
+                                  "AND workflow_id = ? AND version = ?",
+                                  (at, owner, "minutely", version))
+
+    async def fire(at):
+        return len(await fire_due(storage, now=at, start=start))
+
+    try:
+        await save(scheduled(cron="* * * * *"), SEVEN + 5)
+        assert await fire(SEVEN + 6) == 0                   # 07:00 is older than it
+        assert await fire(SEVEN + 61) == 1                  # 07:01
+        await save({**scheduled(cron="* * * * *"), "name": "renamed"}, SEVEN + 125)
+        assert await fire(SEVEN + 126) == 1                 # 07:02: the trigger is 07:00:05's
+        await save(scheduled(cron="* * * * *", timezone="Europe/Paris"), SEVEN + 185)
+        assert await fire(SEVEN + 186) == 0                 # 07:03 is older than the new one
+        assert await fire(SEVEN + 241) == 1                 # 07:04
+        await save(scheduled(cron="* * * * *", timezone="Europe/Paris", enabled=False),
+                   SEVEN + 290)
+        await save(scheduled(cron="* * * * *", timezone="Europe/Paris"), SEVEN + 305)
+        assert await fire(SEVEN + 306) == 0                 # enabled again at 07:05:05
+        assert len(fired) == 3
+    finally:
+        await storage.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from flowforge.service.queue import enqueue
+from flowforge.service.pool import enqueue
 from flowforge.storage import storage_from_url
 from tests.workers.test_pool import chain, ended, wait_for
 

@@ -347,7 +347,7 @@ async def _on_pool(storage: Any, run_id: str) -> bool:
     """A queued run, with a broker configured: its decision sends it back to the pool."""
     import os
 
-    from flowforge.service.queue import BROKER_ENV, born_on_pool
+    from flowforge.service.pool import BROKER_ENV, born_on_pool
     return bool(os.environ.get(BROKER_ENV)) and await born_on_pool(storage, run_id)
 
 
@@ -370,7 +370,7 @@ def _decide(decision: str, run_id: str, block: str, comment: str | None, by: str
                                     f"/api/runs/{row['run_id']}/approvals/{block}), which "
                                     f"resumes it with its owner's rights")
             if await _on_pool(storage, row["run_id"]):      # it goes on on a worker
-                from flowforge.service.queue import QueuedHandle, decide_on_pool
+                from flowforge.service.pool import QueuedHandle, decide_on_pool
                 events = await storage.get_events(row["run_id"])
                 await decide_on_pool(row["run_id"], block, decision,
                                      by=by or getpass.getuser(), comment=comment,
@@ -428,7 +428,7 @@ def runs_resume_due(db: Optional[str] = db_option(),
     import os
     import time
 
-    from flowforge.service.queue import BROKER_ENV
+    from flowforge.service.pool import BROKER_ENV
     from flowforge.service.resuming import resume_due
 
     import_plugins(imports)
@@ -451,7 +451,7 @@ def runs_resume_due(db: Optional[str] = db_option(),
 
 
 async def _requeue_due(db: str | None) -> list[tuple[str, str]]:
-    from flowforge.service.queue import requeue_due
+    from flowforge.service.pool import requeue_due
     from flowforge.service.runs import open_storage
 
     async with open_storage(db) as storage:
@@ -460,7 +460,7 @@ async def _requeue_due(db: str | None) -> list[tuple[str, str]]:
 
 async def _born_on_pool(storage: Any, run_id: str) -> bool:
     """A queued run that came due after the pool's pass: the next pass sends it."""
-    from flowforge.service.queue import born_on_pool
+    from flowforge.service.pool import born_on_pool
     return await born_on_pool(storage, run_id)
 
 

@@ -145,7 +145,7 @@ def serve(
             raise typer.Exit(INVALID)
         settings.workers = workers
     if settings.workers == "celery":
-        from flowforge.service.queue import QueueError, celery_app
+        from flowforge.service.pool import QueueError, celery_app
         try:
             celery_app()
         except QueueError as exc:

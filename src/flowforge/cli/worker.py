@@ -67,13 +67,14 @@ def worker_command(
     threads pool feeding it); a message is acknowledged when its run ends or
     waits, so a killed process's runs go back to the queue and are resumed."""
     from flowforge.cli.main import import_plugins
-    from flowforge.service.queue import QueueError, celery_app, default_queue, start_reaper
+    from flowforge.service.pool import QueueError, default_queue, start_reaper, worker_app
     from flowforge.service.resuming import RESUME_CUT_OFF_ENV
 
     import_plugins(imports)
+    _log_to_stderr(loglevel)
     queues = queues or default_queue()
     try:
-        app = celery_app(broker)
+        app = worker_app(broker)
     except QueueError as exc:
         _fail(str(exc))
     if db:
@@ -83,21 +84,57 @@ def worker_command(
     stop = start_reaper(db, broker=broker, queue=queues.split(",")[0]) if reap else None
     try:
         if processes > 1:
-            _supervise(processes, concurrency, queues, broker, loglevel, imports)
+            code = _supervise(processes, concurrency, queues, broker, loglevel, imports)
         else:
-            app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}",
-                             "-Q", queues, f"--loglevel={loglevel}", "--without-gossip",
-                             "--without-mingle", "-n", f"flowforge-{os.getpid()}@%h"])
+            code = _celery_worker(app, [
+                "worker", "--pool=threads", f"--concurrency={concurrency}", "-Q", queues,
+                f"--loglevel={loglevel}", "--without-gossip", "--without-mingle", "-n",
+                f"flowforge-{os.getpid()}@%h"])
     finally:
         if stop is not None:
             stop.set()
+    if code:
+        err.print(f"[bold red]error:[/] the worker stopped on an error (exit status {code}); "
+                  f"its log above says why", highlight=False)
+        raise typer.Exit(code if isinstance(code, int) else 1)
+
+
+def _log_to_stderr(level: str) -> None:
+    """flowforge's own log lines (the reaper's takeovers, dropped messages) beside
+    Celery's, at the worker's --loglevel: Celery leaves the root logger alone."""
+    import logging
+
+    logger = logging.getLogger("flowforge")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter(
+            "[%(asctime)s: %(levelname)s/%(processName)s] %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(level.upper() if level.upper() in logging.getLevelNamesMapping()
+                    else logging.WARNING)
+    logger.propagate = False
+
+
+def _celery_worker(app: Any, argv: list[str]) -> int:
+    """`celery worker ...` on `app` in this process; its exit status.  (Not
+    `app.worker_main` or `app.start`: both drop the status, so a worker that
+    stopped on an unrecoverable error exited 0 and nothing restarted it.)"""
+    from celery.bin.celery import celery
+
+    celery.params[0].default = app
+    try:
+        code = celery.main(args=argv, standalone_mode=False)
+    finally:
+        celery.params[0].default = None
+    return code if isinstance(code, int) else 0
 
 
 def _supervise(processes: int, concurrency: int, queues: str, broker: str | None,
-               loglevel: str, imports: list[str]) -> None:
+               loglevel: str, imports: list[str]) -> int:
     """Start `processes` single-process workers (this process reaps for them) and
     keep them running: one that dies is started again; SIGTERM or Ctrl-C stops
-    them all (each finishes or hands back its runs as a worker does)."""
+    them all (each finishes or hands back its runs as a worker does).  The exit
+    status: the first non-zero one of the workers as they stopped, else 0."""
     import signal
     import subprocess
     import sys
@@ -127,11 +164,15 @@ def _supervise(processes: int, concurrency: int, queues: str, broker: str | None
                 time.sleep(1)
                 children[index] = subprocess.Popen(command)
         time.sleep(0.5)
+    codes = []
     for child in children:
         try:
-            child.wait()
+            codes.append(child.wait())
         except KeyboardInterrupt:
             child.kill()
+    # a child stopped by our SIGTERM exits 0 (a warm shutdown); one killed meanwhile
+    # by a signal has a negative status: the supervisor was asked to stop, so 0
+    return next((code for code in codes if code > 0), 0)
 
 
 def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str | None,
@@ -140,7 +181,7 @@ def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str
     from flowforge.cli.exits import run_exit_code
     from flowforge.cli.progress import LiveProgress
     from flowforge.cli.runs_view import show_run
-    from flowforge.service.queue import enqueue
+    from flowforge.service.pool import enqueue
     from flowforge.service.runs import open_storage
 
     async def go(progress: Any) -> str:
@@ -191,7 +232,7 @@ def schedules_list(
                                        "workflows (their id)."),
 ) -> None:
     """Every trigger of the stored workflows: cron, zone, next time, last firing."""
-    from flowforge.service.schedules import list_schedules
+    from flowforge.service.pool import list_schedules
 
     try:
         found = asyncio.run(list_schedules(db, owner=user))

@@ -131,7 +131,7 @@ async def run_result(request: Request, run_id: str) -> tuple[Any, Any]:
         if handle.recorder is not None:
             return result, handle.recorder.redact
         return result, _same
-    from flowforge.service.queue import QueuedHandle
+    from flowforge.service.pool import QueuedHandle
     return await QueuedHandle(request.app.state.storage, run_id).wait(), _same
 
 

@@ -22,7 +22,8 @@ from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
 from flowforge.server.errors import ApiError
 from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
-from flowforge.service.webhooks import deliver_owed, delivery_options
+from flowforge.service.pool import deliver_owed
+from flowforge.service.webhooks import delivery_options
 from flowforge.service.approvals import check_decision, start_decision
 from flowforge.service.grants import policy_for
 from flowforge.service.resuming import start_resume
@@ -97,7 +98,7 @@ class LiveRuns:
                 raise ApiError(501, "this kind of run needs the server's own process (it "
                                     "carries live objects a worker cannot receive); start "
                                     "the server without --workers celery to run it")
-            from flowforge.service.queue import start_queued
+            from flowforge.service.pool import start_queued
             user_ref = {"id": user["user_id"], "name": user["name"], "role": user["role"]}
             queued = await start_queued(compiled, inputs, storage=self.storage,
                                         user=user_ref, model=self.settings.model,
@@ -135,7 +136,7 @@ class LiveRuns:
             raise ApiError(409, f"run '{run_id}' belongs to no known user: it cannot be "
                                 f"resumed on this server")
         if await self._on_pool(run_id):
-            from flowforge.service.queue import QueuedHandle, QueueError, decide_on_pool
+            from flowforge.service.pool import QueuedHandle, QueueError, decide_on_pool
             events = await self.storage.get_events(run_id)
             try:
                 await decide_on_pool(run_id, block_id, decision, by=by["name"],
@@ -157,7 +158,7 @@ class LiveRuns:
         celery`, a run that was queued (one this process started runs here)."""
         if self.settings.workers != "celery":
             return False
-        from flowforge.service.queue import born_on_pool
+        from flowforge.service.pool import born_on_pool
         return await born_on_pool(self.storage, run_id)
 
     def delivery_options(self) -> dict[str, Any]:
@@ -212,7 +213,7 @@ class LiveRuns:
             if run_id in self.handles:
                 continue
             if await self._on_pool(run_id):
-                from flowforge.service.queue import requeue_waiting
+                from flowforge.service.pool import requeue_waiting
                 if await requeue_waiting(self.storage, run_id):
                     started.append(run_id)
                 continue

@@ -29,11 +29,18 @@ from flowforge.errors import StorageError
 from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run",
+__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run", "host_name",
            "PROCESS", "LEASE_SECONDS", "lease_holder_alive", "lease_lapsed", "process_id"]
 
+def host_name() -> str:
+    """This machine, as leases name it: FLOWFORGE_HOST, else the hostname.  (Set it
+    where two machines share a hostname, e.g. containers with their own process
+    ids: a lease is taken from a dead process at once only on its own host.)"""
+    return os.environ.get("FLOWFORGE_HOST") or socket.gethostname()
+
+
 def _this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{host_name()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 #: This process, as a lease owner: host, pid and a random part (pids are reused).
@@ -72,7 +79,7 @@ def lease_holder_alive(owner: str | None) -> bool | None:
         return False
     host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
+    if host != host_name() or not pid.isdigit():
         return None
     if owner == PROCESS:
         return True

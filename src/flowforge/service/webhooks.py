@@ -15,7 +15,7 @@ saved workflow: 422) and again before delivery (its host may resolve
 differently by then): loopback, private and link-local addresses are refused
 unless the server allows them (`--allow-private-webhooks`).
 
-A pool run's webhook is durable (`deliver_owed`): the run row says it is owed
+A pool run's webhook is durable (`pool.owed.deliver_owed`): the run row says it is owed
 (`webhook_state`), and whoever sees the run ended first (the worker that
 finished it, the server that queued it, any worker's or server's reaper) takes
 the delivery with a compare-and-set on the row, so one process posts it, and
@@ -33,22 +33,19 @@ import asyncio
 import hashlib
 import hmac
 import json
-import logging
 import time
 from typing import Any
 
 import httpx
 
 from flowforge.engine.result import RunResult
-from flowforge.errors import StorageError, ToolError
+from flowforge.errors import ToolError
 from flowforge.storage.base import Storage
 from flowforge.tools.network import check_url
 
 __all__ = ["sign", "verify", "webhook_payload", "deliver_webhook", "webhook_refusal",
-           "deliver_owed", "deliver_when_ended", "deliver_owed_webhooks", "delivery_options",
-           "SIGNATURE_HEADER", "TIMESTAMP_HEADER"]
+           "delivery_options", "SIGNATURE_HEADER", "TIMESTAMP_HEADER"]
 
-log = logging.getLogger("flowforge.webhooks")
 
 SIGNATURE_HEADER = "X-Flowforge-Signature"
 TIMESTAMP_HEADER = "X-Flowforge-Timestamp"
@@ -142,90 +139,3 @@ def delivery_options(attempts: int = 5, backoff: float = 1.0, timeout: float = 1
     queued (the server's settings: the process that delivers may be a worker)."""
     return {"attempts": attempts, "backoff": backoff, "timeout": timeout,
             "allow_private": allow_private}
-
-
-async def deliver_owed(storage: Storage, run_id: str, *,
-                       client: httpx.AsyncClient | None = None) -> bool | None:
-    """Deliver an ended run's owed webhook if no other process is delivering
-    it (the compare-and-set `claim_webhook`), then mark it delivered or failed:
-    True delivered, False every attempt failed, None nothing to do here (not
-    owed, not ended, or another process has it)."""
-    options = delivery_options(**_stored_options(await storage.get_events(run_id)))
-    attempts, backoff, timeout = options["attempts"], options["backoff"], options["timeout"]
-    # the claim outlives every attempt and wait of one delivery
-    ttl = attempts * (timeout + 5) + backoff * 2 ** attempts + 30
-    if not await storage.claim_webhook(run_id, ttl):
-        return None
-    settled = "failed"
-    try:
-        row = await storage.get_run(run_id) or {}
-        url = row.get("webhook")
-        owner = await storage.get_user(row["user_id"]) if row.get("user_id") else None
-        first = len(await storage.list_deliveries(run_id)) + 1
-        if not url or owner is None:
-            await storage.add_delivery({
-                "run_id": run_id, "attempt": first, "url": url or "", "status_code": None,
-                "error": "no webhook URL" if not url else f"the run's owner "
-                f"{row.get('user_id')} no longer exists: nothing signs the webhook",
-                "succeeded": False, "created_at": time.time(), "duration_ms": 0.0})
-            settled = "failed"
-            return False
-        from flowforge.service.queue_follow import stored_result
-        payload = webhook_payload(await stored_result(storage, run_id), row)
-        http = client or httpx.AsyncClient(timeout=timeout)
-        try:
-            delivered = await deliver_webhook(
-                storage, http, run_id, url, payload, owner["webhook_secret"],
-                attempts=attempts, backoff=backoff, allow_private=options["allow_private"],
-                first_attempt=first)
-        finally:
-            if client is None:
-                await http.aclose()
-        settled = "delivered" if delivered else "failed"
-        return delivered
-    except (asyncio.CancelledError, StorageError):
-        settled = "pending"       # stopped (a shutdown, the database): another process will
-        raise
-    finally:
-        await storage.settle_webhook(run_id, settled)
-
-
-def _stored_options(events: list[dict[str, Any]]) -> dict[str, Any]:
-    for event in events:
-        if event["type"] == "run_queued":
-            return dict(event.get("webhook_delivery") or {})
-    return {}
-
-
-#: Deliveries under way in this process (a reference keeps each task alive).
-_DELIVERING: set[asyncio.Task] = set()
-
-
-async def deliver_when_ended(storage: Storage, run_id: str, *, later: bool) -> None:
-    """`deliver_owed`, errors logged: `later`, in the background on this loop
-    (the storage must stay open: a worker process's), so a run's queue message
-    is acknowledged without waiting on the receiver; a process that dies
-    meanwhile leaves the delivery to a reaper once its claim lapses."""
-    async def deliver() -> None:
-        try:
-            await deliver_owed(storage, run_id)
-        except Exception:  # noqa: BLE001 - a reaper tries again once the claim lapses
-            log.exception("run %s: delivering its webhook failed", run_id)
-
-    if not later:
-        await deliver()
-        return
-    task = asyncio.get_running_loop().create_task(deliver())
-    _DELIVERING.add(task)
-    task.add_done_callback(_DELIVERING.discard)
-
-
-async def deliver_owed_webhooks(storage: Storage, limit: int = 100) -> list[str]:
-    """Start delivering, in the background on this loop, the webhooks owed by
-    ended runs that no process is delivering (the one that finished the run
-    died, or the server that queued it); the ids.  Each is claimed first, so
-    however many reapers look, one posts it."""
-    found = await storage.owed_webhooks(time.time(), limit)
-    for run_id in found:
-        await deliver_when_ended(storage, run_id, later=True)
-    return found

@@ -9,6 +9,8 @@ import asyncio
 from typing import Any
 
 from flowforge.errors import StorageError
+from flowforge.service.cancel import request_cancel
+from flowforge.service.pool.enqueue import enqueue
 from flowforge.storage.base import TERMINAL_STATUSES
 
 __all__ = ["QueuedHandle", "start_queued", "stored_result"]
@@ -64,7 +66,6 @@ class QueuedHandle:
         return await stored_result(self.storage, self.run_id)
 
     def cancel(self) -> None:
-        from flowforge.service.cancel import request_cancel
         asyncio.get_running_loop().create_task(request_cancel(self.storage, self.run_id))
 
     async def wait(self) -> Any:
@@ -74,7 +75,5 @@ class QueuedHandle:
 async def start_queued(workflow: Any, inputs: dict[str, Any], *, storage: Any,
                        **options: Any) -> QueuedHandle:
     """`enqueue` for a server: the run goes to the pool; the handle follows it."""
-    from flowforge.service.queue import enqueue
-
     run_id = await enqueue(workflow, inputs, storage=storage, **options)
     return QueuedHandle(storage, run_id)

@@ -2,8 +2,9 @@
 
 Every worker's scheduler looks at the clock (`fire_due`, on the reaper's
 thread): for each trigger of each stored workflow, the latest time its cron
-names that is not in the future and not older than `GRACE` seconds is a
-firing; the firing is claimed in the storage (a row keyed by workflow,
+names that is not in the future, not older than `GRACE` seconds and not
+older than the trigger itself (`trigger_since`: a workflow saved at 21:24:05
+with `* * * * *` first fires at 21:25:00) is a firing; the firing is claimed in the storage (a row keyed by workflow,
 trigger and time), and only the scheduler whose claim went in starts the
 run.  So each firing happens exactly once with any number of schedulers; a
 firing missed by more than `GRACE` (every scheduler was down) is skipped, not
@@ -20,10 +21,12 @@ from zoneinfo import ZoneInfo
 
 from flowforge.engine.ids import new_run_id
 from flowforge.errors import FlowforgeError
+from flowforge.service.grants import policy_for
+from flowforge.service.pool.enqueue import enqueue
 from flowforge.service.runs import open_storage
 from flowforge.workflow.loader import document_from_data
 
-__all__ = ["GRACE", "fire_due", "list_schedules", "due_time", "next_time"]
+__all__ = ["GRACE", "fire_due", "list_schedules", "due_time", "next_time", "trigger_since"]
 
 #: Seconds after its time that a firing may still start (a scheduler's tick, a restart).
 GRACE = 120.0
@@ -82,6 +85,9 @@ async def fire_due(database: Any = None, *, now: float | None = None,
                 fire_at = due_time(trigger.cron, trigger.timezone, now)
                 if now - fire_at > GRACE:
                     continue
+                if fire_at < stored["created_at"] and \
+                        fire_at < await trigger_since(storage, stored, index):
+                    continue                        # the trigger did not exist yet
                 run_id = new_run_id()
                 if not await storage.claim_firing(stored["owner"], stored["workflow_id"],
                                                   index, fire_at, run_id):
@@ -91,11 +97,25 @@ async def fire_due(database: Any = None, *, now: float | None = None,
     return started
 
 
+async def trigger_since(storage: Any, stored: dict[str, Any], index: int) -> float:
+    """When the workflow's trigger `index`, as it is in `stored` (its latest
+    version), began: the saving time of the oldest version, going back without
+    a gap, whose document has the very same trigger there.  (Saving an
+    unrelated change keeps a trigger's age; changing its cron, zone, inputs or
+    `enabled` makes a new trigger.)"""
+    trigger = ((stored["document"] or {}).get("triggers") or [])[index]
+    since = stored["created_at"]
+    for version in range(stored["version"] - 1, 0, -1):
+        older = await storage.get_workflow(stored["owner"], stored["workflow_id"], version)
+        triggers = ((older or {}).get("document") or {}).get("triggers") or []
+        if older is None or index >= len(triggers) or triggers[index] != trigger:
+            break
+        since = older["created_at"]
+    return since
+
+
 async def _start_on_pool(storage: Any, stored: dict[str, Any], trigger: Any,
                          run_id: str) -> None:
-    from flowforge.service.grants import policy_for
-    from flowforge.service.queue import enqueue
-
     user = await storage.get_user(stored["owner"])
     if user is None:
         return                                      # the owner is gone: nothing to run as

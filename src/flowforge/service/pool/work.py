@@ -1,0 +1,140 @@
+"""A worker runs a queued run: Celery's task hands the run's id to the
+process's one event loop (`loop.process_loop`) and waits, so one process runs
+many runs at once; the run's lease (a compare-and-set on its row) stops two
+processes from running one run, and `work` drops a second message for a run
+this process is running already.  The run goes through `resume`: checkpointed
+blocks are not run again, whether the run is new or taken over.
+
+A message a reaper sent for a run whose lease lapsed carries the handoff
+token the reaper left on the row: the worker that takes the message takes the
+lease from the token (`claim_run(expected_owner=token)`), so the takeover
+does not wait for the token to lapse, and a stale copy of the message, whose
+token was replaced, is dropped at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from flowforge.errors import WorkflowError
+from flowforge.service.cancel import LEASE_SECONDS, lease_lapsed, process_id
+from flowforge.service.pool.broker import TASK_NAME, celery_app
+from flowforge.service.pool.loop import process_loop
+from flowforge.service.pool.owed import deliver_when_ended
+from flowforge.service.pool.queued import fail_cut_off_run, how_queued, resumes
+from flowforge.service.pool.redis_channel import fail_as_connection_loss
+from flowforge.service.resuming import resume
+from flowforge.service.runs import RunStateError, open_storage
+from flowforge.workflow.paths import DOCUMENT_DIR, FILES_ROOT
+from flowforge.workflow.policy import TRUSTED
+
+__all__ = ["work", "worker_app"]
+
+log = logging.getLogger("flowforge.queue")
+
+
+def worker_app(url: str | None = None) -> Any:
+    """`celery_app` with the task that runs a run: what `flowforge worker` runs
+    (with Redis as the broker, made to survive the broker: `redis_channel`)."""
+    app = celery_app(url)
+    if app.conf.broker_url.startswith(("redis://", "rediss://")):
+        fail_as_connection_loss()
+    if TASK_NAME not in app.tasks:
+        app.task(name=TASK_NAME, bind=True, ignore_result=True)(_run_task)
+    return app
+
+
+def _run_task(task: Any, run_id: str, database: str | None = None,
+              handoff: str | None = None) -> str:
+    """The Celery task: run (or finish) one stored run on this worker process's
+    shared loop, returning when the run ends or waits: the message is
+    acknowledged then.  Many tasks (threads) share the loop, so one process
+    runs many runs at once."""
+    return process_loop().call(lambda storage: work(run_id, storage, handoff=handoff),
+                               database)
+
+
+async def work(run_id: str, database: str | Any = None, *, handoff: str | None = None) -> str:
+    """Run (or resume) a stored run here (`database`: a URL or an open storage);
+    what happened: `done`, `busy` (a live process holds its lease), `ended`
+    (nothing to do) or `cancelled`.  `handoff`: the token of a reaper's
+    takeover message."""
+    if run_id in _WORKING:
+        # A copy of its message (the reaper's, or one back from a lost worker) while
+        # this process runs it: the lease cannot tell, it is this process's own.
+        log.info("run %s: dropped a copy of its message (this process runs it)", run_id)
+        return "busy"
+    _WORKING.add(run_id)
+    try:
+        return await _work(run_id, database, handoff)
+    finally:
+        _WORKING.discard(run_id)
+
+
+#: The runs `work` is running in this process (many at once on its loop).
+_WORKING: set[str] = set()
+
+
+async def _work(run_id: str, database: str | Any, handoff: str | None) -> str:
+    async with open_storage(database) as storage:
+        row = await storage.get_run(run_id)
+        if row is None or row["status"] not in ("queued", "running"):
+            log.info("run %s: dropped its message (the run is %s)", run_id,
+                     row["status"] if row else "unknown")
+            return "ended"      # a `waiting` run is sent again when it is due or decided
+        if handoff and not await storage.claim_run(run_id, process_id(), LEASE_SECONDS,
+                                                   expected_owner=handoff,
+                                                   expected_status=row["status"]):
+            log.info("run %s: dropped a stale takeover message (its handoff was replaced "
+                     "or the run moved on)", run_id)
+            return "busy"
+        try:
+            return await _work_on(storage, run_id, row)
+        finally:
+            if row.get("webhook_state") == "pending":
+                await deliver_when_ended(storage, run_id, later=storage is database)
+
+
+async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
+    """`_work` on the run's row, read once it was found queued or running."""
+    how = await how_queued(storage, run_id)
+    if row["status"] == "running" and not resumes(how) and lease_lapsed(row):
+        # a message back from a lost worker: with resuming off, the run fails, saying so
+        await fail_cut_off_run(storage, run_id)
+        return "ended"
+    if row["status"] == "queued" and row.get("cancel_requested_at"):
+        await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
+                                 error="cancelled before a worker started it")
+        return "cancelled"
+    policy = TRUSTED
+    if not how.get("trusted"):
+        from flowforge.service.grants import policy_for
+        user = await storage.get_user(row["user_id"])
+        if user is None:
+            await storage.update_run(run_id, status="failed", finished_at=time.time(),
+                                     error=f"the user {row['user_id']} no longer exists")
+            return "ended"
+        policy = await policy_for(storage, user,
+                                  shared_keys=bool(how.get("share_provider_keys")))
+    # A server's run resolves relative paths against its files root (None: refused),
+    # a CLI's against its document's folder (workflow.paths).
+    services = {FILES_ROOT: how.get("files_root")} if not how.get("trusted") else \
+        {DOCUMENT_DIR: how[DOCUMENT_DIR]} if how.get(DOCUMENT_DIR) else None
+    keys = None
+    if how.get("share_provider_keys"):       # the keys of this worker's environment
+        from flowforge.providers.registry import provider_keys_in
+        keys = provider_keys_in(os.environ)
+    try:
+        await resume(run_id, storage=storage, model=how.get("model"), services=services,
+                     policy=policy, **({"provider_keys": keys} if keys else {}))
+    except RunStateError as exc:
+        log.info("run %s: %s", run_id, exc)
+        return "busy"
+    except WorkflowError as exc:     # the stored document no longer loads: say so
+        await storage.update_run(run_id, status="failed", finished_at=time.time(),
+                                 error=str(exc))
+        return "ended"
+    return "done"
