@@ -237,15 +237,27 @@ async def test_a_missing_knowledge_base_is_said_before_any_model_call(plan, know
 
 async def test_a_mandatory_tool_that_keeps_failing_is_named_with_its_error(
         plan, knowledge, storage_url):
-    model, _ = plan(call("knowledge_base_search", query="warranty", kb_id="nope"),
+    # (a made-up kb_id no longer fails: the chat's own base is searched instead)
+    model, _ = plan(call("knowledge_base_search", query="\x00\x01"),
                     {"reply": "Two years."},
-                    call("knowledge_base_search", query="warranty", kb_id="nope"),
+                    call("knowledge_base_search", query="\x00\x01"),
                     {"reply": "Two years."})
     with pytest.raises(ChatError) as caught:
         await chat("How long is the warranty?", model, knowledge, storage_url)
     message = str(caught.value)
     assert "required tool 'knowledge_base_search'; it was called but failed" in message
-    assert "no knowledge base named 'nope'" in message
+    assert "the query is empty once control characters are removed" in message
+
+
+async def test_a_knowledge_base_the_model_made_up_falls_back_to_the_chats_own(
+        plan, knowledge, storage_url):
+    model, script = plan(call("knowledge_base_search", query="warranty", kb_id="1234567890"),
+                         respond())
+    answer = await chat("How long is the warranty?", model, knowledge, storage_url)
+    searched = json.loads(tool_results(script.seen[1])[-1].content)
+    assert searched["kb_id"] == "policies" and searched["chunks"]
+    assert "there is no knowledge base '1234567890'" in searched["note"]
+    assert answer.sources[0]["title"] == "Warranty"
 
 
 async def test_keywords_before_any_web_search_are_refused_with_the_next_step(

@@ -29,6 +29,7 @@ anywhere.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flowforge.errors import FlowforgeError, ToolError
+from flowforge.errors import FlowforgeError, NotFound, ToolError
 from flowforge.tools.spec import Tool, ToolContext
 
 __all__ = ["RAG_TOOL_KINDS", "build_rag_tool", "GENERIC_KEYWORDS", "RESPONSE_PARAMETERS",
@@ -211,12 +212,26 @@ def _rag_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
             raise ToolError("knowledge_base_search: the query is empty once control "
                             "characters are removed; send the question's key terms")
         knowledge = await _knowledge(tool_ctx.block_context or context)
+        note = None
+
+        async def search(base: str) -> Any:
+            return await knowledge.search(base, query,
+                                          top_k=int(arguments.get("top_k") or default_top),
+                                          mode=options.get("mode") or "hybrid",
+                                          filters=options.get("filters"),
+                                          min_similarity=options.get("min_similarity"))
         try:
-            found = await knowledge.search(kb_id, query,
-                                           top_k=int(arguments.get("top_k") or default_top),
-                                           mode=options.get("mode") or "hybrid",
-                                           filters=options.get("filters"),
-                                           min_similarity=options.get("min_similarity"))
+            try:
+                found = await search(kb_id)
+            except NotFound:
+                if kb_id == default_kb:
+                    raise
+                # A base the model made up (small models invent ids): the chat's own
+                # base is searched, and the result says so.
+                note = (f"there is no knowledge base '{kb_id}'; searched '{default_kb}', "
+                        f"this chat's knowledge base")
+                kb_id = default_kb
+                found = await search(kb_id)
         except FlowforgeError as exc:
             raise ToolError(f"knowledge_base_search: {exc}") from None
         chunks, scores, metadata = [], [], []
@@ -233,8 +248,12 @@ def _rag_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
             if hit.get("documentId"):
                 state["kb"][str(hit["documentId"])] = meta
         state["kb_searched"] = True
-        return {"chunks": chunks, "scores": scores, "metadata": metadata,
-                "kb_id": kb_id, "query": query}
+        _narrow(state)
+        answer = {"chunks": chunks, "scores": scores, "metadata": metadata,
+                  "kb_id": kb_id, "query": query}
+        if note:
+            answer["note"] = note
+        return answer
 
     return Tool(name="knowledge_base_search",
                 description=("Search the knowledge base. Call it first for every question, "
@@ -285,6 +304,7 @@ def _web_search(options: dict[str, Any], context: Any, state: dict[str, Any]) ->
             state["web"][citation["url"]] = citation
             state["web"].setdefault(citation["title"], citation)
         state["last_web"] = {"query": query, **result}
+        _narrow(state)
         return result
 
     if (options.get("backend") or "offline") == "offline" and options.get("folder"):
@@ -423,10 +443,27 @@ def _final_response(options: dict[str, Any], context: Any, state: dict[str, Any]
                              "source_kinds": sorted(kinds), "corrected": corrected,
                              "keywords": state.get("keywords") or []}}
 
-    return Tool(name="generate_response",
+    tool = Tool(name="generate_response",
                 description=("Give the final answer. This is the only way to answer the user; "
                              "call it once, last."),
-                parameters=RESPONSE_PARAMETERS, execute=run, kind="response")
+                parameters=copy.deepcopy(RESPONSE_PARAMETERS), execute=run, kind="response")
+    state.setdefault("answer_tools", []).append(tool)
+    return tool
+
+
+def _narrow(state: dict[str, Any]) -> None:
+    """Once the tools have returned documents or pages, the answer tool's
+    `sources` accepts exactly those, by title or address: a model whose output
+    follows the schema (the local model's grammar does) cannot cite anything
+    else, and any other model is told the list when it tries."""
+    titles = sorted({str(meta["title"]) for meta in state["kb"].values() if meta.get("title")})
+    urls = sorted({str(page["url"]) for page in state["web"].values() if page.get("url")})
+    real = (titles + urls)[:100]
+    if not real:
+        return
+    for tool in state.get("answer_tools") or []:
+        sources = tool.parameters["properties"]["sources"]
+        sources["items"] = {"enum": real}
 
 
 def _source(item: Any, state: dict[str, Any]) -> dict[str, Any] | None:

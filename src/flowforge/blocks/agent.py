@@ -208,6 +208,9 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 # tool last, so a model that wanders still ends with an answer
                 pending = [name for name in required if name not in succeeded]
                 choice = pending[0] if pending else None
+            # Rebuilt each turn: a tool may narrow its parameters as the conversation
+            # goes (the RAG chat's answer tool accepts only the sources found so far).
+            specs = [tool.spec() for tool in tools.values()]
             response = await calls(messages, tools=specs or None, response_format=config.response_format,
                                    temperature=temperature, max_tokens=max_tokens,
                                    tool_choice=choice, purpose=f"turn {iterations}")

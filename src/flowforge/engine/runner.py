@@ -17,6 +17,7 @@ import asyncio
 import inspect
 import os
 import time
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -30,6 +31,7 @@ from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
 from flowforge.errors import BlockError, FlowforgeError, InputError, Problem
 from flowforge.providers.registry import ProviderOptions, check_models
 from flowforge.workflow.graph import CompiledWorkflow, Graph, Node
+from flowforge.workflow.paths import document_root
 from flowforge.workflow.policy import TRUSTED, Policy, is_provider_setting
 
 __all__ = ["Run", "MAX_NESTING", "WorkflowResolver"]
@@ -175,19 +177,24 @@ class Run:
         from `provider_env`, a model file that does not exist): found before
         the first block runs, not after earlier blocks ran and spent."""
         models = self.doc.models()
+        override: list[tuple[str, str, bool]] = []
         if self.model_override:            # --model replaces every block's model
-            models = [("--model", self.model_override, False)] + \
-                [entry for entry in models if entry[0].startswith("budget.")]
-        if not models:
+            override = [("--model", self.model_override, False)]
+            models = [entry for entry in models if entry[0].startswith("budget.")]
+        if not models and not override:
             return []
-        source = self.workflow.source
-        options = ProviderOptions(env=self.provider_env(),
-                                  base_dir=source.parent if source is not None else None)
+        env = self.provider_env()
         files = self.policy is TRUSTED or self.policy.allows("server_files")
+        # The document's models resolve their files as its other paths do; `--model`
+        # names no document's file: relative to the working directory, as when called.
+        options = ProviderOptions(env=env, base_dir=document_root(self.workflow.source,
+                                                                  self.services))
         first: dict[tuple[str, bool], tuple[str, str, bool]] = {}
         for entry in models:                      # each model once, where it first appears
             first.setdefault(entry[1:], entry)
-        return check_models(list(first.values()), options, files=files)
+        problems = check_models(override, ProviderOptions(env=env, base_dir=Path.cwd())
+                                ) if override else []     # the caller's own choice
+        return problems + check_models(list(first.values()), options, files=files)
 
     def cancel(self) -> None:
         """Cancel in-flight blocks; finished results are kept, the rest marked cancelled."""
