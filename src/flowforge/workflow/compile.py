@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed
-from flowforge.workflow import expressions, templates
+from flowforge.workflow import expressions, safe_regex, templates
 from flowforge.workflow.graph import DATA, ERROR, NAMESPACES, Graph, Node
 from flowforge.workflow.model import BlockSpec, Workflow
 
@@ -395,6 +395,8 @@ def _input_schema_problems(inputs: dict[str, Any]) -> list[Problem]:
             problems.append(Problem(where + path, message))
         except (RecursionError, ValueError, TypeError) as exc:
             problems.append(Problem(where, f"not a usable JSON Schema: {exc}"))
+        else:
+            problems.extend(safe_regex.pattern_problems(schema, where))
     return problems
 
 
