@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
+from flowforge.blocks._passes import pass_cap, too_many
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome
 from flowforge.blocks.registry import register_block
 from flowforge.workflow.model import BlockSpec
@@ -41,6 +42,9 @@ class ParallelBlock(BlockType):
             items = list(items.items())
         if not isinstance(items, (list, tuple)):
             raise ValueError(f"for_each must be a list, got {type(items).__name__}")
+        cap = pass_cap(context)
+        if cap is not None and len(items) > cap:
+            raise too_many(context, len(items), "items")
         gate = asyncio.Semaphore(config.max_concurrency)
 
         async def one(index: int, item: Any) -> ChildOutcome:

@@ -197,6 +197,9 @@ class Scheduler:
         nid = node.id
         now = time.time()
         scope.records[nid] = BlockRecord("running", now, type=node.type)
+        if self.bus.limit is not None and self.bus.over_limit():     # a server's cap
+            self._finish(scope, node, FAILED, None, self.bus.over_limit(), None)
+            return
         if node.resolve is None:
             config, inputs = node.config, node.spec.with_
         else:

@@ -136,5 +136,7 @@ _ERROR_RESPONSES = {
     "413": "The request body is larger than the server's limit",
     "415": "Unsupported Content-Type",
     "422": "Invalid input, each problem located",
+    "429": "This user is at one of the server's limits (runs in progress); retry after "
+           "the Retry-After seconds",
     "503": "The database is unreachable",
 }

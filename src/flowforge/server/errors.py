@@ -27,7 +27,8 @@ log = logging.getLogger("flowforge.server")
 
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-          415: "unsupported_media_type", 422: "invalid", 500: "internal_error",
+          415: "unsupported_media_type", 422: "invalid", 429: "too_many_requests",
+          500: "internal_error",
           503: "unavailable"}
 
 

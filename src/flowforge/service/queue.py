@@ -147,7 +147,8 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   share_provider_keys: bool = False, budget: Any = None,
                   resume_cut_off: bool | None = None, webhook: str | None = None,
                   webhook_delivery: dict[str, Any] | None = None,
-                  idempotency: tuple[str, str] | None = None) -> str:
+                  idempotency: tuple[str, str] | None = None,
+                  limits: dict[str, int] | None = None) -> str:
     """Store the run as `queued` and hand it to the pool; its id.
 
     `resume_cut_off` (default: this process's `FLOWFORGE_RESUME_CUT_OFF`) is the
@@ -161,7 +162,10 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
 
     `idempotency` (key, request fingerprint) is stored in the row: when the
     user already has a run with that key, IdempotencyKeyTaken and nothing is
-    queued."""
+    queued.
+
+    `limits` (a server's `max_run_events`, `max_loop_passes`) travel with the
+    run: the worker gives them to it as services."""
     from flowforge.service.resuming import resume_cut_off as resuming_here
     from flowforge.engine.inputs import validate_inputs
 
@@ -191,6 +195,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
             "files_root": files_root, "share_provider_keys": share_provider_keys,
             "resume_cut_off": resuming_here() if resume_cut_off is None else resume_cut_off,
             **({"webhook_delivery": webhook_delivery or {}} if webhook else {}),
+            **({"limits": limits} if limits else {}),
             "by": process_id()}], [])
         database = opened.url
     app.send_task(TASK_NAME, args=[run_id, database], queue=queue, priority=QUEUED_PRIORITY)
@@ -268,13 +273,14 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
                                      error=f"the user {row['user_id']} no longer exists")
             return "ended"
         policy = await policy_for(storage, user)
-    services = {"files_root": how.get("files_root")} if how.get("files_root") else None
+    services = {"files_root": how.get("files_root")} if how.get("files_root") else {}
+    services.update(how.get("limits") or {})           # the submitting server's caps
     keys = None
     if how.get("share_provider_keys"):       # the keys of this worker's environment
         from flowforge.providers.registry import provider_keys_in
         keys = provider_keys_in(os.environ)
     try:
-        await resume(run_id, storage=storage, model=how.get("model"), services=services,
+        await resume(run_id, storage=storage, model=how.get("model"), services=services or None,
                      policy=policy, **({"provider_keys": keys} if keys else {}))
     except RunStateError as exc:
         log.info("run %s: %s", run_id, exc)
