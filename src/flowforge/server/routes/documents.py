@@ -5,6 +5,7 @@ use only these, so the picture and the messages are the engine's own."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -41,9 +42,12 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
             {"where": "", "message": "the document is empty: write `id:` and `blocks:`",
              "line": 1}]}
     live = request.app.state.live
-    problems, compiled = check_text(text, policy=await live.policy(user),
-                                    model_override=live.settings.model,
-                                    chain_base_url=live.settings.chain_base_url)
+    # Off the event loop: checking a document of the body limit's size takes
+    # its time (YAML is read in Python), and /health and every stream must
+    # not wait for it.
+    problems, compiled = await asyncio.to_thread(
+        check_text, text, policy=await live.policy(user), model_override=live.settings.model,
+        chain_base_url=live.settings.chain_base_url)
     return {"valid": not problems, "problems": problems,
             "graph": graph_view(compiled) if compiled is not None else None}
 
