@@ -431,6 +431,7 @@ class AgentBlock(BlockType):
 
     type_name = "agent"
     Config = AgentConfig
+    credential_fields = ("tools.*.http.headers.*", "tools.*.mcp.headers.*", "tools.*.mcp.env.*")
 
     @classmethod
     def capabilities(cls, spec: Any) -> list[Any]:

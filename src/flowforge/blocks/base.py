@@ -138,6 +138,9 @@ class BlockType:
     routes: ClassVar[bool] = False
     holds_slot: ClassVar[bool] = True      # counts against the run's concurrency limit
     raw_fields: ClassVar[frozenset[str]] = frozenset()
+    # Where a `{{secrets.NAME}}` may be written (workflow.secret_sinks): dotted
+    # paths in `with`, `*` for any key or index; `api_key` needs no mention.
+    credential_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
