@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 from flowforge.blocks._passes import pass_cap, too_many
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
-from flowforge.errors import Problem
+from flowforge.errors import Problem, RunError
 from flowforge.workflow import expressions
 from flowforge.workflow.model import BlockSpec
 
@@ -97,7 +97,7 @@ class LoopBlock(BlockType):
                 context.node.children, {"loop": loop_scope}, f"{context.block_id}[{index}]")
             if outcome.failed:
                 detail = "; ".join(f"{cid}: {err}" for cid, err in outcome.errors.items())
-                raise RuntimeError(f"pass {index} failed: {detail}")
+                raise RunError(f"pass {index} failed: {detail}")
             previous = outcome.outputs
             iterations.append(outcome.outputs)
             if until is not None:

@@ -14,6 +14,7 @@ from pydantic import Field
 from flowforge.blocks._passes import pass_cap, too_many
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome
 from flowforge.blocks.registry import register_block
+from flowforge.errors import RunError
 from flowforge.workflow.model import BlockSpec
 
 
@@ -57,6 +58,6 @@ class ParallelBlock(BlockType):
         failures = [f"item {i}: " + "; ".join(f"{cid}: {err}" for cid, err in o.errors.items())
                     for i, o in enumerate(outcomes) if o.failed]
         if failures:
-            raise RuntimeError(f"{len(failures)} of {len(items)} item(s) failed - "
+            raise RunError(f"{len(failures)} of {len(items)} item(s) failed - "
                                + " | ".join(failures))
         return {"results": [o.outputs for o in outcomes], "count": len(outcomes)}
