@@ -17,6 +17,7 @@ from fastapi.openapi.utils import get_openapi
 
 from flowforge.errors import StorageError
 from flowforge.server.errors import ApiError, install_error_handlers
+from flowforge.server import log_redaction
 from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
 from flowforge.server.routes import (agent, chat, compat, documents, knowledge, pipeline,
@@ -50,6 +51,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log_redaction.install()      # after the ASGI server configured its loggers
         store = storage or storage_from_url(settings.database_url)
         await store.open()
         app.state.storage = store
@@ -67,6 +69,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
     app = FastAPI(title="flowforge", version=version, description=_DESCRIPTION,
                   lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    log_redaction.install()
     install_error_handlers(app)
 
     @app.get("/health", tags=["health"], summary="Liveness and database reachability (no key)")
