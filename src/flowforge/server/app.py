@@ -136,6 +136,7 @@ _ERROR_RESPONSES = {
     "403": "Not allowed: an admin route, another owner, or a capability not granted",
     "404": "No such run, workflow, user, secret or block (another user's ids too)",
     "409": "Conflict: a name already taken, or a run in the wrong state",
+    "405": "The path takes other methods (listed in the Allow header)",
     "413": "The request body is larger than the server's limit",
     "415": "Unsupported Content-Type",
     "422": "Invalid input, each problem located",

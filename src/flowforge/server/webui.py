@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import Match
 
 from flowforge.server.errors import ApiError
 
@@ -32,6 +33,19 @@ _NOT_BUILT = ("<!doctype html><title>flowforge</title><p>The web app is not buil
               "<a href=\"/docs\">/docs</a>.</p>")
 
 
+def _methods_of(app: FastAPI, path: str) -> list[str]:
+    """The methods the API's routes take at `path` (empty: no API route there).
+    This catch-all GET would otherwise answer 404 for a GET on a POST-only route."""
+    scope = {"type": "http", "path": path, "method": "GET"}
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if route.path_format == "/{path}" or not hasattr(route, "methods"):
+            continue
+        if route.matches(scope)[0] is not Match.NONE:
+            methods.update(route.methods or ())
+    return sorted(methods - {"HEAD"})
+
+
 def install_web_app(app: FastAPI) -> None:
     """Add the app's routes last, after every API route."""
 
@@ -47,6 +61,10 @@ def install_web_app(app: FastAPI) -> None:
     @app.get("/{path:path}", include_in_schema=False)
     async def page(path: str) -> Response:
         if path.startswith(_API_PREFIXES):
+            allowed = _methods_of(app, f"/{path}")
+            if allowed:              # an API route that takes other methods: not a page
+                raise ApiError(405, f"'/{path}' does not answer GET; it takes "
+                                    f"{', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
             raise ApiError(404, f"no route '/{path}' (the API's routes are listed at /docs)")
         index = STATIC / "index.html"
         if not index.is_file():

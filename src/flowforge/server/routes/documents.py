@@ -19,7 +19,9 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["workflows"])
 
-_TEXT_BODY = {"requestBody": {"required": True, "content": {
+#: Optional: an empty text is a document too, answered 200 like any other
+#: ("the document is empty"), as an editor checking as the user types needs.
+_TEXT_BODY = {"requestBody": {"required": False, "content": {
     "application/yaml": {"schema": {"type": "string"}},
     "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDocument"}},
     "text/plain": {"schema": {"type": "string"}}}}}
