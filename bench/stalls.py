@@ -32,9 +32,8 @@ EVIL = "^(a+)+$"
 FLOOD = {"id": "flood", "blocks": [
     {"id": "spin", "type": "loop", "with": {"times": 100_000, "max_iterations": 100_000},
      "blocks": [{"id": "step", "type": "set", "with": {"i": "{{loop.index}}"}}]}]}
-BUSY = {"id": "busy", "blocks": [
-    {"id": "spin", "type": "loop", "with": {"times": 1000, "max_iterations": 1000},
-     "blocks": [{"id": "step", "type": "set", "with": {"i": "{{loop.index}}"}}]}]}
+#: a long run that holds its slot while idle (a `wait` under 30 s sleeps in the run)
+BUSY = {"id": "busy", "blocks": [{"id": "hold", "type": "wait", "with": {"seconds": 20}}]}
 BLOCK = {"id": "slow_example", "name": "Slow example", "description": "checks a code",
          "execution_type": "python",
          "source_code": "async def execute(inputs, context):\n    return {'ok': True}\n",
@@ -82,10 +81,12 @@ async def events(clients):
 
 
 async def runs(clients):
-    """One user starts 500 runs at once (was: all accepted)."""
+    """One user starts 500 long runs at once (was: all accepted), then keeps
+    them running while /health is polled for 3 s more."""
     answers = await asyncio.gather(*(clients[0].post("/api/workflows/busy/runs", json={})
                                      for _ in range(500)))
     codes = [a.status_code for a in answers]
+    await asyncio.sleep(3)
     return {code: codes.count(code) for code in sorted(set(codes))}
 
 

@@ -62,6 +62,7 @@ class LiveRuns:
         are checked first, so a bad request is refused (InputError) instead of
         becoming a failed run.  Returns the handle and the version that runs.
         `idempotency`: see `start`."""
+        self.slots.check(user)                      # 429 before loading anything
         row, compiled = await self.workflows.compiled(owner, workflow_id, version)
         validate_inputs(compiled.doc.inputs, inputs)
         handle = await self.start(compiled, inputs, user=user, version=row["version"],

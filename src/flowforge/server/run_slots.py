@@ -22,8 +22,19 @@ class RunSlots:
         self.in_progress: Counter[str] = Counter()
         self.owner_of: dict[str, str] = {}
 
+    def check(self, user: dict) -> None:
+        """Answer 429 now if `user` has no slot left: before any work on the
+        request (loading, compiling), so a refused flood costs little."""
+        self._refuse_if_full(user)
+
     def claim(self, user: dict) -> str:
         """Take a slot for `user` (a user row) or answer 429; the user id."""
+        self._refuse_if_full(user)
+        owner = user["user_id"]
+        self.in_progress[owner] += 1
+        return owner
+
+    def _refuse_if_full(self, user: dict) -> None:
         owner = user["user_id"]
         if self.limit and self.in_progress[owner] >= self.limit:
             raise ApiError(429, f"user '{user['name']}' already has {self.limit} runs in "
@@ -31,8 +42,6 @@ class RunSlots:
                                 f"`flowforge serve --max-user-runs`): wait for one to end "
                                 f"or cancel one", code="too_many_runs",
                            headers={"Retry-After": "5"})
-        self.in_progress[owner] += 1
-        return owner
 
     def bind(self, run_id: str, owner: str) -> None:
         self.owner_of[run_id] = owner
