@@ -111,7 +111,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
             for status, description in _ERROR_RESPONSES.items():
-                if path == "/health" and status not in ("503",):
+                if path == "/health" and status not in ("405", "503"):
                     continue
                 responses.setdefault(status, {
                     "description": description,

@@ -8,11 +8,12 @@ an unknown `/api/...`, `/ws/...` path still answers the API's JSON 404.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, Response
-from starlette.routing import Match
 
 from flowforge.server.errors import ApiError
 
@@ -34,16 +35,20 @@ _NOT_BUILT = ("<!doctype html><title>flowforge</title><p>The web app is not buil
 
 
 def _methods_of(app: FastAPI, path: str) -> list[str]:
-    """The methods the API's routes take at `path` (empty: no API route there).
-    This catch-all GET would otherwise answer 404 for a GET on a POST-only route."""
-    scope = {"type": "http", "path": path, "method": "GET"}
+    """The methods the API document declares at `path` (empty: no API route
+    there).  This catch-all GET would otherwise answer 404 for a GET on a
+    POST-only route."""
     methods: set[str] = set()
-    for route in app.router.routes:
-        if route.path_format == "/{path}" or not hasattr(route, "methods"):
-            continue
-        if route.matches(scope)[0] is not Match.NONE:
-            methods.update(route.methods or ())
-    return sorted(methods - {"HEAD"})
+    for template, operations in app.openapi().get("paths", {}).items():
+        if _template(template).fullmatch(path):
+            methods.update(method.upper() for method in operations)
+    return sorted(methods)
+
+
+@lru_cache(maxsize=512)
+def _template(path: str) -> re.Pattern:
+    """`/api/runs/{run_id}/cancel` as a pattern of the paths it stands for."""
+    return re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path)))
 
 
 def install_web_app(app: FastAPI) -> None:
