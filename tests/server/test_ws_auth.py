@@ -49,7 +49,8 @@ async def test_a_browser_authenticates_with_the_subprotocol(server):
 def test_credentials_in_query_strings_are_cut_from_log_lines():
     assert redact_query('GET /ws/runs/r1?after=3&token=ff_abc-DEF_1 HTTP/1.1') == \
         'GET /ws/runs/r1?after=3&token=*** HTTP/1.1'
-    assert redact_query("/x?ticket=t1&api_key=k&q=1&key=z") == "/x?ticket=***&api_key=***&q=1&key=***"
+    assert redact_query("/x?ticket=t1&api_key=k&q=1&key=z") == \
+        "/x?ticket=***&api_key=***&q=1&key=***"
     assert redact_query("/health?monkey=1") == "/health?monkey=1"
 
 

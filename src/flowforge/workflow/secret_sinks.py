@@ -11,9 +11,10 @@ tool's HTTP or MCP `headers` and an MCP server's `env`.  Any other use (a
 `set` value, a prompt, a URL, a function argument, memory) is refused when
 the document is checked, located, saying where it may go.
 
-A block type names its credential fields in `credential_fields` (dotted paths
-relative to `with`, `*` for any one key or list index: `tools.*.mcp.env.*`); a config with an `api_key`
-field has that one without saying so.  On a server, the values of the
+A block type names its credential fields in `credential_fields` (dotted
+paths relative to `with`, `*` for any one key or list index:
+`tools.*.mcp.env.*`); a config with an `api_key` field has that one without
+saying so.  On a server, the values of the
 server's environment (`{{env.NAME}}` of a variable the document does not
 define, read with the `server_env` capability) follow the same rule
 (`env_sink_problems`).
