@@ -106,6 +106,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for name, definition in workflow.pop("$defs", {}).items():
         components.setdefault(name, definition)
     components["WorkflowDocument"] = workflow
+    properties = dict(workflow.get("properties", {}))
+    if "id" in properties:                  # absent or null: the path's id
+        properties["id"] = {"anyOf": [properties["id"], {"type": "null"}]}
+    components["WorkflowDocumentWithoutId"] = {   # a PUT names the id in its path
+        **workflow, "properties": properties,
+        "required": [name for name in workflow.get("required", []) if name != "id"]}
     components["Error"] = _ERROR_SCHEMA
     for path, operations in schema.get("paths", {}).items():
         for operation in operations.values():
@@ -117,6 +123,11 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                     "description": description,
                     "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/Error"}}}})
+            for parameter in operation.get("parameters", ()):
+                if parameter.get("name", "").lower() == "idempotency-key":
+                    # what server/idempotency.py accepts, so clients can know it
+                    parameter["schema"] = {"type": "string", "minLength": 1,
+                                           "maxLength": 255, "pattern": "^[!-~][ -~]*$"}
     app.openapi_schema = schema
     return schema
 

@@ -115,9 +115,20 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = getattr(exc, "headers", None)
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.method} {request.url.path} (see /docs)"
-        return _json(exc.status_code, message, headers=getattr(exc, "headers", None))
+        if exc.status_code == 405:
+            # The router names one route's methods; the path may have several
+            # routes (GET and POST /api/workflows): Allow lists them all.
+            from flowforge.server.webui import methods_at
+
+            allowed = methods_at(request.app, request.url.path)
+            if allowed:
+                headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+                message = (f"{request.url.path} does not answer {request.method}; it takes "
+                           f"{', '.join(allowed)}")
+        return _json(exc.status_code, message, headers=headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

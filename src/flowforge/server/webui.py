@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from flowforge.server.errors import ApiError
 
-__all__ = ["STATIC", "install_web_app"]
+__all__ = ["STATIC", "install_web_app", "methods_at"]
 
 STATIC = Path(__file__).parent / "static"
 _API_PREFIXES = ("api/", "api", "ws/", "docs", "redoc", "openapi.json", "health", "agent-workflow")
@@ -34,12 +34,15 @@ _NOT_BUILT = ("<!doctype html><title>flowforge</title><p>The web app is not buil
               "<a href=\"/docs\">/docs</a>.</p>")
 
 
-def _methods_of(app: FastAPI, path: str) -> list[str]:
+def methods_at(app: FastAPI, path: str) -> list[str]:
     """The methods the API document declares at `path` (empty: no API route
     there).  This catch-all GET would otherwise answer 404 for a GET on a
     POST-only route."""
+    paths = app.openapi().get("paths", {})
+    if path in paths:                      # `/api/blocks/search` before `/api/blocks/{id}`
+        return sorted(method.upper() for method in paths[path])
     methods: set[str] = set()
-    for template, operations in app.openapi().get("paths", {}).items():
+    for template, operations in paths.items():
         if _template(template).fullmatch(path):
             methods.update(method.upper() for method in operations)
     return sorted(methods)
@@ -66,7 +69,7 @@ def install_web_app(app: FastAPI) -> None:
     @app.get("/{path:path}", include_in_schema=False)
     async def page(path: str) -> Response:
         if path.startswith(_API_PREFIXES):
-            allowed = _methods_of(app, f"/{path}")
+            allowed = methods_at(app, f"/{path}")
             if allowed:              # an API route that takes other methods: not a page
                 raise ApiError(405, f"'/{path}' does not answer GET; it takes "
                                     f"{', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})

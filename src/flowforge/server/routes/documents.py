@@ -21,10 +21,12 @@ router = APIRouter(tags=["workflows"])
 
 #: Optional: an empty text is a document too, answered 200 like any other
 #: ("the document is empty"), as an editor checking as the user types needs.
+#: Any text is a document to check (its problems are the answer), and any JSON
+#: object: one that breaks the workflow schema is what this route reports on.
 _TEXT_BODY = {"requestBody": {"required": False, "content": {
-    "application/yaml": {"schema": {"type": "string"}},
-    "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDocument"}},
-    "text/plain": {"schema": {"type": "string"}}}}}
+    "application/yaml": {"schema": {}},
+    "application/json": {"schema": {"type": "object"}},
+    "text/plain": {"schema": {}}}}}
 
 
 @router.post("/api/validate", openapi_extra=_TEXT_BODY,
@@ -39,6 +41,10 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "the request body is not UTF-8 text") from None
+    if "json" in request.headers.get("content-type", "") and text.lstrip()[:1] not in ("{", ""):
+        # the declared JSON body is a document: a mapping (YAML and text may be anything)
+        raise ApiError(422, "a JSON workflow document is an object with `id` and `blocks`",
+                       details=[{"where": "body", "message": "expected a JSON object"}])
     if not text.strip():
         return {"valid": False, "graph": None, "problems": [
             {"where": "", "message": "the document is empty: write `id:` and `blocks:`",
