@@ -11,6 +11,7 @@ from flowforge.engine.runner import Run
 from flowforge.errors import CapabilityDenied
 from flowforge.service.loading import load
 from flowforge.workflow.policy import CAPABILITIES, TRUSTED, Policy, policy_problems
+from tests.echo_server import echo_server, sending
 
 NOBODY = Policy(subject="mallory")
 
@@ -112,10 +113,12 @@ def test_provider_keys_follow_the_policy(monkeypatch):
 
 
 async def test_secrets_reach_templates_and_never_the_result():
-    document = _doc({"id": "a", "type": "set", "with": {"auth": "Bearer {{secrets.TOKEN}}"}},
-                    {"id": "b", "type": "set", "with": {"raw": "{{secrets.TOKEN}}"}})
-    seen: list[dict] = []
-    result = await flowforge.run(document, storage=False, secrets={"TOKEN": "tok-123456"},
-                                 on_event=seen.append)
-    assert result.results == {"a": {"auth": "Bearer ***"}, "b": {"raw": "***"}}
+    with echo_server() as url:
+        document = _doc(sending("a", url, "Bearer {{secrets.TOKEN}}"),
+                        sending("b", url, "{{secrets.TOKEN}}"))
+        seen: list[dict] = []
+        result = await flowforge.run(document, storage=False, secrets={"TOKEN": "tok-123456"},
+                                     on_event=seen.append)
+    assert result.results["a"]["data"] == {"auth": "Bearer ***"}        # sent, then redacted
+    assert result.results["b"]["data"] == {"auth": "***"}
     assert "tok-123456" not in repr(result.to_dict())

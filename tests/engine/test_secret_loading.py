@@ -10,9 +10,12 @@ from cryptography.fernet import Fernet
 import flowforge
 from flowforge.service.secrets import delete_secret, set_secret
 from flowforge.storage.sqlite import SQLiteStorage
+from tests.echo_server import echo_server, sending
 
-DOCUMENT = {"id": "echo", "blocks": [
-    {"id": "a", "type": "set", "with": {"seen": "got {{secrets.TOKEN}}"}}]}
+def document(url: str) -> dict:
+    """The secret goes where a credential goes (an http block's header), which
+    the echo server sends back: what the run loaded."""
+    return {"id": "echo", "blocks": [sending("a", url, "got-{{secrets.TOKEN}}")]}
 
 
 async def test_runs_starting_together_read_the_secrets_once_and_see_changes(
@@ -30,14 +33,15 @@ async def test_runs_starting_together_read_the_secrets_once_and_see_changes(
 
     monkeypatch.setattr(storage, "secret_ciphertexts", counted)
     await set_secret(storage, "ann", "TOKEN", "tok-first-value")
-    results = await asyncio.gather(*(flowforge.run(DOCUMENT, user="ann", storage=storage)
-                                     for _ in range(50)))
-    assert reads == 1
-    assert {r.results["a"]["seen"] for r in results} == {"got ***"}     # loaded, redacted
+    with echo_server() as url:
+        results = await asyncio.gather(*(flowforge.run(document(url), user="ann",
+                                                       storage=storage) for _ in range(50)))
+        assert reads == 1
+        assert {r.results["a"]["data"]["auth"] for r in results} == {"got-***"}  # redacted
 
-    await delete_secret(storage, "ann", "TOKEN")
-    after = await flowforge.run(DOCUMENT, user="ann", storage=storage)
-    assert after.results["a"]["seen"] == "got " and reads == 2
-    other = await flowforge.run(DOCUMENT, user="bob", storage=storage)
-    assert other.results["a"]["seen"] == "got " and reads == 3
+        await delete_secret(storage, "ann", "TOKEN")
+        after = await flowforge.run(document(url), user="ann", storage=storage)
+        assert after.results["a"]["data"]["auth"] == "got-" and reads == 2
+        other = await flowforge.run(document(url), user="bob", storage=storage)
+        assert other.results["a"]["data"]["auth"] == "got-" and reads == 3
     await storage.close()

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.echo_server import echo_server, sending
 from tests.server.conftest import serve_asgi, start_server
 
 SERVER_SECRET = "srv-secret-0123456789abcdef"
@@ -256,32 +257,36 @@ async def test_user_secrets_are_encrypted_private_and_redacted(server, tmp_path)
         assert value not in listed.text
         bad = await alice.post("/api/secrets", json={"name": "has space", "value": "x"})
         assert bad.status_code == 422
-    document = {"id": "uses-secret", "blocks": [
-        {"id": "header", "type": "set", "with": {"auth": "Bearer {{secrets.TEAM_KEY}}"}},
-        {"id": "done", "type": "response", "with": {"message": "{{header.auth}}"}}]}
-    assert (await _save(server, "alice", document)).status_code == 201
-    async with server.client("alice") as alice:
-        answer = await alice.post("/api/workflows/uses-secret/runs?wait=true", json={})
-        run_id = answer.json()["run_id"]
-        texts = [answer.text, (await alice.get(f"/api/runs/{run_id}")).text,
-                 (await alice.get(f"/api/runs/{run_id}/events",
-                                  headers={"Accept": "application/json"})).text]
-    assert answer.json()["status"] == "succeeded"
-    assert "Bearer ***" in answer.text
-    for text in texts:
-        assert value not in text
-    raw = b"".join(path.read_bytes() for path in tmp_path.glob("server.db*"))
-    assert raw and value.encode() not in raw             # encrypted at rest
+    for name in ("alice", "bob"):           # the echo server is on loopback
+        await server.storage.add_grant(f"user:{server.users[name]['user_id']}",
+                                       "private_network")
+    with echo_server() as url:
+        document = {"id": "uses-secret", "blocks": [      # a secret goes only into a credential
+            sending("header", url, "Bearer {{secrets.TEAM_KEY}}"),
+            {"id": "done", "type": "response", "with": {"message": "{{header.data.auth}}"}}]}
+        assert (await _save(server, "alice", document)).status_code == 201
+        async with server.client("alice") as alice:
+            answer = await alice.post("/api/workflows/uses-secret/runs?wait=true", json={})
+            run_id = answer.json()["run_id"]
+            texts = [answer.text, (await alice.get(f"/api/runs/{run_id}")).text,
+                     (await alice.get(f"/api/runs/{run_id}/events",
+                                      headers={"Accept": "application/json"})).text]
+        assert answer.json()["status"] == "succeeded"
+        assert "Bearer ***" in answer.text
+        for text in texts:
+            assert value not in text
+        raw = b"".join(path.read_bytes() for path in tmp_path.glob("server.db*"))
+        assert raw and value.encode() not in raw             # encrypted at rest
 
-    # Bob's run of the same document does not see alice's secret.
-    assert (await _save(server, "bob", document)).status_code == 201
-    bob_result = await _run(server, "bob", "uses-secret")
-    assert value not in json.dumps(bob_result)
-    async with server.client("bob") as bob:
-        assert (await bob.delete("/api/secrets/TEAM_KEY")).status_code == 404
-    async with server.client("alice") as alice:
-        assert (await alice.delete("/api/secrets/TEAM_KEY")).status_code == 204
-        assert (await alice.get("/api/secrets")).json()["secrets"] == []
+        # Bob's run of the same document does not see alice's secret.
+        assert (await _save(server, "bob", document)).status_code == 201
+        bob_result = await _run(server, "bob", "uses-secret")
+        assert value not in json.dumps(bob_result)
+        async with server.client("bob") as bob:
+            assert (await bob.delete("/api/secrets/TEAM_KEY")).status_code == 404
+        async with server.client("alice") as alice:
+            assert (await alice.delete("/api/secrets/TEAM_KEY")).status_code == 204
+            assert (await alice.get("/api/secrets")).json()["secrets"] == []
 
 
 async def test_a_users_secret_is_their_provider_key(server, receiver, monkeypatch):

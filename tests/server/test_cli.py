@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import socket
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from tests.echo_server import echo_server, sending
 
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
 
@@ -131,14 +134,15 @@ def test_users_grant_and_secrets_from_the_command_line(tmp_path):
     assert (tmp_path / "secret.key").stat().st_mode & 0o777 == 0o600
 
     # The local user's runs read their secrets, and print them as ***.
-    workflow = tmp_path / "w.yaml"
-    workflow.write_text("id: w\nblocks:\n  - {id: a, type: set, with: {t: '{{secrets.T}}'}}\n")
+    workflow = tmp_path / "w.json"
     _cli_in("secrets", "set", "T", db=db, stdin="local-secret-value", env=keyfile)
-    ran = subprocess.run([FLOWFORGE, "run", str(workflow), "--json"], capture_output=True,
-                         text=True, timeout=60, env={**os.environ, **keyfile,
-                                                     "FLOWFORGE_DATABASE_URL": db})
+    with echo_server() as url:          # a secret goes where a credential goes: a header
+        workflow.write_text(json.dumps({"id": "w", "blocks": [sending("a", url, "{{secrets.T}}")]}))
+        ran = subprocess.run([FLOWFORGE, "run", str(workflow), "--json"], capture_output=True,
+                             text=True, timeout=60, env={**os.environ, **keyfile,
+                                                         "FLOWFORGE_DATABASE_URL": db})
     assert ran.returncode == 0, ran.stderr
-    assert '"t": "***"' in ran.stdout and "local-secret-value" not in ran.stdout
+    assert '"auth": "***"' in ran.stdout and "local-secret-value" not in ran.stdout
     assert _cli_in("secrets", "delete", "T", db=db, env=keyfile).returncode == 0
     assert _cli_in("secrets", "delete", "T", db=db, env=keyfile).returncode == 1
 

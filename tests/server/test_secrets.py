@@ -8,6 +8,7 @@ import json
 
 import httpx
 
+from tests.echo_server import echo_server, sending
 from tests.server.conftest import read_sse, start_server
 
 SECRET = "tok-0123456789-very-secret"
@@ -24,14 +25,24 @@ async def test_environment_values_are_never_written_or_sent(tmp_path, monkeypatc
     live, stop = await start_server(f"sqlite:///{tmp_path / 'db.sqlite'}",
                                     webhook_client=httpx.AsyncClient(
                                         transport=httpx.MockTransport(hook)))
+    echo = echo_server()
+    url = echo.__enter__()
+    # A value of the server's environment goes only where a credential goes: a header.
     workflow = {"id": "calls-api", "webhook": "http://hooks.invalid/x", "blocks": [
-        {"id": "header", "type": "set",
-         "with": {"authorization": "Bearer {{env.FF_SERVER_TEST_TOKEN}}"}},
-        {"id": "done", "type": "response", "with": {"message": "{{header.authorization}}"}}]}
+        sending("header", url, "Bearer {{env.FF_SERVER_TEST_TOKEN}}"),
+        {"id": "done", "type": "response", "with": {"message": "{{header.data.auth}}"}}]}
     # Reading the server's environment is a capability an administrator grants.
-    await live.storage.add_grant(f"user:{live.users['alice']['user_id']}", "server_env")
+    for capability in ("server_env", "private_network"):
+        await live.storage.add_grant(f"user:{live.users['alice']['user_id']}", capability)
     try:
         async with live.client() as client:
+            computed = {"id": "computes", "blocks": [{"id": "header", "type": "set", "with": {
+                "authorization": "Bearer {{env.FF_SERVER_TEST_TOKEN}}"}}]}
+            refused = await client.post("/api/workflows", json=computed)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"]["details"][0]["where"] == \
+                "blocks[0].with.authorization"
+            assert "may only go where a credential goes" in refused.text
             await client.post("/api/workflows", json=workflow)
             answer = await client.post("/api/workflows/calls-api/runs?wait=true", json={})
             run_id = answer.json()["run_id"]
@@ -48,6 +59,7 @@ async def test_environment_values_are_never_written_or_sent(tmp_path, monkeypatc
                   await live.storage.get_blocks(run_id)]
     finally:
         await stop()
+        echo.__exit__(None, None, None)
     assert answer.json()["status"] == "succeeded"
     assert "Bearer ***" in answer.text
     assert posted and b"Bearer ***" in posted[0]

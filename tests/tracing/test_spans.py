@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import flowforge
 from flowforge.service import tracing
 from flowforge.storage import storage_from_url
+from tests.echo_server import echo_server, sending
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RULES = f"scripted/{EXAMPLES / 'scripted' / 'support.rules.yaml'}"
@@ -81,10 +82,16 @@ async def test_the_support_demo_span_tree(spans, tmp_path, monkeypatch):
 
 async def test_content_only_when_enabled_and_never_a_secret(spans, monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    document = {"id": "ask", "blocks": [{"id": "ask", "type": "llm", "with": {
-        "prompt": "the token is {{secrets.TOKEN}}", "model": "scripted/echo"}}]}
-    result = await flowforge.run(document, storage=False, secrets={"TOKEN": "tok-abcdef123"},
-                                 model=f"scripted/{EXAMPLES / 'scripted' / 'support.rules.yaml'}")
+    with echo_server() as url:
+        # The secret goes into a header (its only place); the answer echoes it back,
+        # and the prompt reads the answer: the span must still not show it.
+        document = {"id": "ask", "blocks": [
+            sending("call", url, "{{secrets.TOKEN}}"),
+            {"id": "ask", "type": "llm", "with": {
+                "prompt": "the token is {{call.data.auth}}", "model": "scripted/echo"}}]}
+        result = await flowforge.run(
+            document, storage=False, secrets={"TOKEN": "tok-abcdef123"},
+            model=f"scripted/{EXAMPLES / 'scripted' / 'support.rules.yaml'}")
     finished = spans.get_finished_spans()
     chat = next(s for s in finished if s.name.startswith("chat "))
     assert "***" in chat.attributes["gen_ai.prompt"]

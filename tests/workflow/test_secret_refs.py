@@ -43,4 +43,45 @@ def test_conditions_cannot_read_env():
 
 def test_whole_values_in_templates_are_fine_and_redacted(monkeypatch):
     monkeypatch.setenv("FF_REF_TOKEN", "value-0123456789")
-    assert _problems({"v": "Bearer {{env.FF_REF_TOKEN}}", "s": "{{secrets.X}}"}) == []
+    assert _problems({"v": "Bearer {{env.FF_REF_TOKEN}}"}) == []
+
+
+def _secret_problems(*blocks: dict) -> list[str]:
+    try:
+        flowforge.load({"id": "x", "blocks": list(blocks)})
+    except ValidationFailed as exc:
+        return [str(p) for p in exc.problems]
+    return []
+
+
+@pytest.mark.parametrize("block", [
+    {"id": "a", "type": "http", "with": {"url": "https://api.example.com/x",
+                                         "headers": {"Authorization": "Bearer {{secrets.T}}"}}},
+    {"id": "a", "type": "agent", "with": {"prompt": "hi", "api_key": "{{secrets.T}}"}},
+    {"id": "a", "type": "llm", "with": {"prompt": "hi", "api_key": "{{secrets.T}}"}},
+    {"id": "a", "type": "agent", "with": {"prompt": "hi", "tools": [
+        {"mcp": {"url": "https://host/mcp", "headers": {"X-Key": "{{secrets.T}}"}}},
+        {"http": {"url": "https://api.example.com/o", "headers": {"A": "{{secrets.T}}"}}}]}},
+])
+def test_secrets_go_into_credential_fields(block):
+    assert _secret_problems(block) == []
+
+
+@pytest.mark.parametrize("block, where", [
+    ({"id": "a", "type": "set", "with": {"s": "{{secrets.T}}"}}, "blocks[0].with.s"),
+    ({"id": "a", "type": "set", "with": {"k": {"nested": ["x {{secrets.T}}"]}}},
+     "blocks[0].with.k.nested[0]"),
+    ({"id": "a", "type": "agent", "with": {"prompt": "the key is {{secrets.T}}"}},
+     "blocks[0].with.prompt"),
+    ({"id": "a", "type": "http", "with": {"url": "https://e.com/?k={{secrets.T}}"}},
+     "blocks[0].with.url"),
+    ({"id": "a", "type": "loop", "with": {"times": 2}, "blocks": [
+        {"id": "b", "type": "set", "with": {"s": "{{secrets.T}}"}}]},
+     "blocks[0].blocks[0].with.s"),
+])
+def test_a_secret_anywhere_else_is_a_located_validation_error(block, where):
+    """A value that could be transformed (upper(), [::-1], a dict key) would be
+    stored in clear; so a secret goes only where a credential goes."""
+    problems = _secret_problems(block)
+    assert len(problems) == 1 and problems[0].startswith(where), problems
+    assert "may only go where a credential goes" in problems[0]

@@ -436,6 +436,7 @@ class AgentBlock(BlockType):
     type_name = "agent"
     seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = AgentConfig
+    credential_fields = ("tools.*.http.headers.*", "tools.*.mcp.headers.*", "tools.*.mcp.env.*")
 
     @classmethod
     def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:

@@ -141,6 +141,9 @@ class BlockType:
     #: the seed systems' names of this block's fields that the camelCase rule cannot
     #: guess (`systemPrompt` -> `system`); see `workflow.seed_fields`
     seed_fields: ClassVar[dict[str, str]] = {}
+    # Where a `{{secrets.NAME}}` may be written (workflow.secret_sinks): dotted
+    # paths in `with`, `*` for any key or index; `api_key` needs no mention.
+    credential_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:

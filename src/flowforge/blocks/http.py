@@ -60,6 +60,7 @@ class HttpBlock(BlockType):
 
     type_name = "http"
     Config = HttpConfig
+    credential_fields = ("headers.*",)
 
     @classmethod
     def capabilities(cls, spec: Any) -> list[CapabilityUse]:

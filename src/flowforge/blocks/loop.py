@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from flowforge.blocks._passes import pass_cap, too_many
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
-from flowforge.errors import Problem
+from flowforge.errors import Problem, RunError
 from flowforge.workflow import expressions
 from flowforge.workflow.model import BlockSpec
 
@@ -82,10 +83,17 @@ class LoopBlock(BlockType):
         if config.times is not None:
             passes = min(passes, config.times)
         until = expressions.compile_expression(config.until) if config.until else None
+        cap = pass_cap(context)
+        if cap is not None and passes > cap:
+            if until is None:                  # the count is known: refuse before the work
+                raise too_many(context, passes, "passes")
+            passes = cap + 1                   # `until` may hold before the cap
 
         iterations: list[dict[str, Any]] = []
         previous: dict[str, Any] | None = None
         for index in range(passes):
+            if cap is not None and index == cap:
+                raise too_many(context, f"more than {cap}", "passes (`until` still false)")
             loop_scope = {"index": index, "previous": previous, "iteration": index + 1,
                           "item": items[index] if items is not None else None,
                           "items": items}
@@ -93,7 +101,7 @@ class LoopBlock(BlockType):
                 context.node.children, {"loop": loop_scope}, f"{context.block_id}[{index}]")
             if outcome.failed:
                 detail = "; ".join(f"{cid}: {err}" for cid, err in outcome.errors.items())
-                raise RuntimeError(f"pass {index} failed: {detail}")
+                raise RunError(f"pass {index} failed: {detail}")
             previous = outcome.outputs
             iterations.append(outcome.outputs)
             if until is not None:

@@ -11,8 +11,10 @@ from typing import Any
 
 from pydantic import Field
 
+from flowforge.blocks._passes import pass_cap, too_many
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome
 from flowforge.blocks.registry import register_block
+from flowforge.errors import RunError
 from flowforge.workflow.model import BlockSpec
 
 
@@ -45,6 +47,9 @@ class ParallelBlock(BlockType):
             items = list(items.items())
         if not isinstance(items, (list, tuple)):
             raise ValueError(f"for_each must be a list, got {type(items).__name__}")
+        cap = pass_cap(context)
+        if cap is not None and len(items) > cap:
+            raise too_many(context, len(items), "items")
         gate = asyncio.Semaphore(config.max_concurrency)
 
         async def one(index: int, item: Any) -> ChildOutcome:
@@ -57,6 +62,6 @@ class ParallelBlock(BlockType):
         failures = [f"item {i}: " + "; ".join(f"{cid}: {err}" for cid, err in o.errors.items())
                     for i, o in enumerate(outcomes) if o.failed]
         if failures:
-            raise RuntimeError(f"{len(failures)} of {len(items)} item(s) failed - "
+            raise RunError(f"{len(failures)} of {len(items)} item(s) failed - "
                                + " | ".join(failures))
         return {"results": [o.outputs for o in outcomes], "count": len(outcomes)}

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from flowforge.blocks._notation import NotationError, notation_to_schema
 from flowforge.blocks._structured import extract_json, schema_problems
+from flowforge.workflow.safe_regex import pattern_problems
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, Problem
@@ -58,6 +59,8 @@ class ParserBlock(BlockType):
                 notation_to_schema(schema)
             except NotationError as exc:
                 return [Problem(f"{where}.with.schema", str(exc))]
+        if isinstance(schema, dict):
+            return pattern_problems(schema, f"{where}.with.schema")    # patterns run on RE2
         return []
 
     @classmethod

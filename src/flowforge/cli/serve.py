@@ -75,6 +75,15 @@ def serve(
     daily_user_cost: Optional[float] = typer.Option(
         None, "--daily-user-cost", min=0, help="Most USD one user's runs may spend on models "
         "per UTC day (also FLOWFORGE_DAILY_USER_COST)."),
+    max_user_runs: Optional[int] = typer.Option(
+        None, "--max-user-runs", min=0, help="Runs one user may have in progress at once; "
+        "one more is refused with 429 (default 16, also FLOWFORGE_MAX_USER_RUNS; 0: no limit)."),
+    max_run_events: Optional[int] = typer.Option(
+        None, "--max-run-events", min=0, help="Events one run may publish before it fails, "
+        "naming the block (default 20000, also FLOWFORGE_MAX_RUN_EVENTS; 0: no limit)."),
+    max_loop_passes: Optional[int] = typer.Option(
+        None, "--max-loop-passes", min=0, help="Passes one loop block may run, items one "
+        "parallel block may map (default 1000, also FLOWFORGE_MAX_LOOP_PASSES; 0: no limit)."),
     resume_interval: Optional[float] = typer.Option(
         None, "--resume-interval", min=0, help="Seconds between looks for waiting runs that "
         "are due (a wait's end, an approval's timeout), resumed here; 0: never (default 5, "
@@ -120,7 +129,9 @@ def serve(
         raise typer.Exit(INVALID)
     for name, value in (("daily_user_tokens", daily_user_tokens),
                         ("daily_user_cost", daily_user_cost),
-                        ("resume_interval", resume_interval)):
+                        ("resume_interval", resume_interval),
+                        ("max_user_runs", max_user_runs), ("max_run_events", max_run_events),
+                        ("max_loop_passes", max_loop_passes)):
         if value is not None:
             setattr(settings, name, value)
     if not resume_runs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from flowforge.blocks.base import ChildOutcome
+from flowforge.errors import RunError
 from flowforge.workflow.graph import Graph, Node
 
 if TYPE_CHECKING:
@@ -126,7 +127,10 @@ class RunContext:
         return dict(self._scope.graph.names)
 
     def emit(self, event_type: str, **data: Any) -> None:
-        self.run.bus.publish(event_type, self.block_id, scope=self._scope.label, **data)
+        bus = self.run.bus
+        if bus.limit is not None and bus.over_limit():
+            raise RunError(bus.over_limit())          # the block fails, named
+        bus.publish(event_type, self.block_id, scope=self._scope.label, **data)
 
     def successors(self) -> list[Node]:
         nodes = self._scope.graph.nodes

@@ -36,7 +36,7 @@ Subscriber = Callable[[dict], None]
 class EventBus:
     """Collects a run's events in order and fans them out to subscribers."""
 
-    __slots__ = ("run_id", "events", "_subscribers", "_seq")
+    __slots__ = ("run_id", "events", "_subscribers", "_seq", "limit")
 
     def __init__(self, run_id: str = "", start_seq: int = 0) -> None:
         self.run_id = run_id
@@ -45,6 +45,17 @@ class EventBus:
         # consumer may unsubscribe from inside its callback without skipping another.
         self._subscribers: tuple[Subscriber, ...] = ()
         self._seq = start_seq          # a resumed run continues its stored sequence
+        # A server's cap on one run's events (`max_run_events`): past it no block
+        # starts and no block streams (`over_limit`); what settles still reports.
+        self.limit: int | None = None
+
+    def over_limit(self) -> str | None:
+        """Why this run may publish no more: past its event limit; else None."""
+        if self.limit is None or self._seq < self.limit:
+            return None
+        return (f"the run reached this server's limit of {self.limit} events per run "
+                f"(FLOWFORGE_MAX_RUN_EVENTS, `flowforge serve --max-run-events`): fewer loop "
+                f"passes or parallel items, or an administrator raises the limit")
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(event)` for every later event; returns an unsubscribe.

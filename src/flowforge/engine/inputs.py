@@ -35,9 +35,10 @@ def _validator_for(declared: dict[str, dict[str, Any]]) -> Any:
     if cached is not None and cached[0] is declared:
         _VALIDATORS.move_to_end(key)
         return cached[1]
-    import jsonschema    # here, not at the top: ~0.1 s that `flowforge --help` need not pay
+    from flowforge.workflow.safe_regex import validator_for   # (jsonschema: not at the top)
 
-    validator = jsonschema.Draft202012Validator(inputs_schema(declared))
+    schema = inputs_schema(declared)
+    validator = validator_for({}, None)(schema)     # 2020-12, patterns on RE2: linear time
     _VALIDATORS[key] = (declared, validator)
     if len(_VALIDATORS) > _VALIDATORS_KEPT:
         _VALIDATORS.popitem(last=False)

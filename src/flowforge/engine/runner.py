@@ -141,6 +141,7 @@ class Run:
         # `refine[1]`) that had succeeded before the cut are not run again.
         self.child_checkpoints = child_checkpoints
         self.services: Mapping[str, Any] = services if services is not None else _NO_SERVICES
+        self.bus.limit = self.services.get("max_run_events")      # a server's cap, else None
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)
         self.scheduler.owner = self
         self.status = "pending"

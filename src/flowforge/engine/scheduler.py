@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-import traceback
 from collections import deque
 from typing import Any
 
@@ -46,6 +45,7 @@ from pydantic import ValidationError
 
 from flowforge.blocks.base import LATER, ChildOutcome, Routed, Suspend
 from flowforge.engine.eager import Finished, start_eagerly
+from flowforge.engine.failures import failure_detail
 from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
 from flowforge.engine.result import BlockRecord
 from flowforge.workflow.compile import format_loc
@@ -217,6 +217,9 @@ class Scheduler:
         nid = node.id
         now = time.time()
         scope.records[nid] = BlockRecord("running", now, type=node.type)
+        if self.bus.limit is not None and self.bus.over_limit():     # a server's cap
+            self._finish(scope, node, FAILED, None, self.bus.over_limit(), None)
+            return
         if node.resolve is None:
             config, inputs = node.config, node.spec.with_
         else:
@@ -438,10 +441,10 @@ class Scheduler:
             scope.values[nid] = failure
             if node.spec.on_error is None:
                 scope.errors[nid] = error or "failed"
-            detail = "".join(traceback.format_exception(exc)) if exc is not None and \
-                not isinstance(exc, FlowforgeError) else None
             bus.publish("block_failed", nid, error=error, scope=scope.label,
-                        handled_by=node.spec.on_error, traceback=detail)
+                        handled_by=node.spec.on_error,
+                        **failure_detail(exc, self.owner is None or self.owner.policy.trusted,
+                                         f"run {bus.run_id}, block {nid}"))
         elif status == SKIPPED:
             bus.publish("block_skipped", nid, reason=reason, scope=scope.label,
                         block_type=node.type)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowforge.errors import Problem
+from flowforge.workflow.safe_regex import pattern_problems
 from flowforge.workflow.schema_check import schema_problems
 
 __all__ = ["BlockDefinition", "Example", "BlockMetadata", "check_definition",
@@ -120,6 +121,9 @@ def _check_schema(schema: dict[str, Any], where: str) -> list[Problem]:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return [Problem(where, f"not a valid JSON Schema: {exc.message}")]
+    linear = pattern_problems(schema, where)        # patterns run on RE2
+    if linear:
+        return linear
     if schema.get("type") != "object":
         return [Problem(f"{where}.type", "must be 'object' (a block takes and returns a dict)")]
     return []

@@ -18,6 +18,7 @@ from fastapi_offline import FastAPIOffline
 
 from flowforge.errors import StorageError
 from flowforge.server.errors import ApiError, install_error_handlers
+from flowforge.server import log_redaction
 from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
 from flowforge.server.media_types import BodyMediaTypes
@@ -52,6 +53,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log_redaction.install()      # after the ASGI server configured its loggers
         store = storage or storage_from_url(settings.database_url)
         await store.open()
         app.state.storage = store
@@ -74,6 +76,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
                          swagger_ui_parameters={"validatorUrl": None})
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyMediaTypes)        # outermost: a wrong type is refused unread
+    log_redaction.install()
     install_error_handlers(app)
 
     @app.get("/health", tags=["health"], summary="Liveness and database reachability (no key)")
@@ -110,17 +113,28 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for name, definition in workflow.pop("$defs", {}).items():
         components.setdefault(name, definition)
     components["WorkflowDocument"] = workflow
+    properties = dict(workflow.get("properties", {}))
+    if "id" in properties:                  # absent or null: the path's id
+        properties["id"] = {"anyOf": [properties["id"], {"type": "null"}]}
+    components["WorkflowDocumentWithoutId"] = {   # a PUT names the id in its path
+        **workflow, "properties": properties,
+        "required": [name for name in workflow.get("required", []) if name != "id"]}
     components["Error"] = _ERROR_SCHEMA
     for path, operations in schema.get("paths", {}).items():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
             for status, description in _ERROR_RESPONSES.items():
-                if path == "/health" and status not in ("503",):
+                if path == "/health" and status not in ("405", "503"):
                     continue
                 responses.setdefault(status, {
                     "description": description,
                     "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/Error"}}}})
+            for parameter in operation.get("parameters", ()):
+                if parameter.get("name", "").lower() == "idempotency-key":
+                    # what server/idempotency.py accepts, so clients can know it
+                    parameter["schema"] = {"type": "string", "minLength": 1,
+                                           "maxLength": 255, "pattern": "^[!-~][ -~]*$"}
     app.openapi_schema = schema
     return schema
 
@@ -140,8 +154,11 @@ _ERROR_RESPONSES = {
     "403": "Not allowed: an admin route, another owner, or a capability not granted",
     "404": "No such run, workflow, user, secret or block (another user's ids too)",
     "409": "Conflict: a name already taken, or a run in the wrong state",
+    "405": "The path takes other methods (listed in the Allow header)",
     "413": "The request body is larger than the server's limit",
     "415": "Unsupported Content-Type",
     "422": "Invalid input, each problem located",
+    "429": "This user is at one of the server's limits (runs in progress); retry after "
+           "the Retry-After seconds",
     "503": "The database is unreachable",
 }

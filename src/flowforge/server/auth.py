@@ -18,6 +18,7 @@ from flowforge.server.errors import ApiError
 from flowforge.service.users import authenticate
 
 __all__ = ["CurrentUser", "current_user", "require_admin", "is_admin", "websocket_user",
+           "websocket_protocol", "WS_PROTOCOL",
            "owned_run"]
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `flowforge users create`")
@@ -52,11 +53,29 @@ async def require_admin(user: CurrentUser) -> dict[str, Any]:
     return user
 
 
+#: the subprotocol a WebSocket client offers beside `bearer.<key>`, which the
+#: server selects (a browser drops a connection whose server selects none)
+WS_PROTOCOL = "flowforge"
+_BEARER = "bearer."
+
+
+def websocket_protocol(websocket: WebSocket) -> str | None:
+    """The subprotocol to accept with: `flowforge` when offered, else none
+    (never the offered `bearer.<key>`: the answer would carry the key)."""
+    offered = websocket.scope.get("subprotocols") or []
+    return WS_PROTOCOL if WS_PROTOCOL in offered else None
+
+
 async def websocket_user(websocket: WebSocket) -> dict[str, Any] | None:
-    """The header as for HTTP, or `?token=<key>` (browsers cannot set headers
-    on a WebSocket)."""
+    """The header as for HTTP; from a browser, which cannot set headers on a
+    WebSocket, the key as a subprotocol (`Sec-WebSocket-Protocol: flowforge,
+    bearer.<key>`: headers are not logged); for old clients `?token=<key>`,
+    whose value the server's log never shows (`log_redaction`)."""
     header = websocket.headers.get("authorization", "")
     key = header[7:].strip() if header.lower().startswith("bearer ") else None
+    for offered in websocket.scope.get("subprotocols") or []:
+        if not key and offered.startswith(_BEARER):
+            key = offered[len(_BEARER):]
     key = key or websocket.query_params.get("token")
     return await authenticate(websocket.app.state.storage, key)
 

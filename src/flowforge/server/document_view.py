@@ -22,13 +22,14 @@ __all__ = ["locate", "located", "graph_view", "check_text"]
 
 _TOKEN = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
 _AT_LINE = re.compile(r"at line (\d+)")
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)    # libyaml: lines at C speed
 
 
 def locate(text: str, where: str) -> int | None:
     """The 1-based line of `text` holding the value at `where`, as near as the
     text allows (the deepest part of the path that exists); None if unparsable."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_FAST_LOADER)
     except yaml.YAMLError:
         return None
     if node is None:

@@ -27,7 +27,8 @@ log = logging.getLogger("flowforge.server")
 
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-          415: "unsupported_media_type", 422: "invalid", 500: "internal_error",
+          415: "unsupported_media_type", 422: "invalid", 429: "too_many_requests",
+          500: "internal_error",
           503: "unavailable"}
 
 
@@ -119,9 +120,20 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        headers = getattr(exc, "headers", None)
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.method} {request.url.path} (see /docs)"
-        return _json(exc.status_code, message, headers=getattr(exc, "headers", None))
+        if exc.status_code == 405:
+            # The router names one route's methods; the path may have several
+            # routes (GET and POST /api/workflows): Allow lists them all.
+            from flowforge.server.webui import methods_at
+
+            allowed = methods_at(request.app, request.url.path)
+            if allowed:
+                headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+                message = (f"{request.url.path} does not answer {request.method}; it takes "
+                           f"{', '.join(allowed)}")
+        return _json(exc.status_code, message, headers=headers)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

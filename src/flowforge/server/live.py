@@ -21,6 +21,7 @@ from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.settings import ServerSettings
 from flowforge.server.errors import ApiError
+from flowforge.server.run_slots import RunSlots
 from flowforge.server.webhooks import deliver_webhook, webhook_payload, webhook_refusal
 from flowforge.service.pool import deliver_owed
 from flowforge.service.webhooks import delivery_options
@@ -51,6 +52,7 @@ class LiveRuns:
         self.workflows = WorkflowStore(storage)
         self.handles: dict[str, RunHandle] = {}
         self.background: set[asyncio.Task] = set()
+        self.slots = RunSlots(settings.max_user_runs)
 
     async def launch(self, user: dict[str, Any], owner: str, workflow_id: str,
                      version: int | None, inputs: dict[str, Any], *,
@@ -61,6 +63,7 @@ class LiveRuns:
         are checked first, so a bad request is refused (InputError) instead of
         becoming a failed run.  Returns the handle and the version that runs.
         `idempotency`: see `start`."""
+        self.slots.check(user)                      # 429 before loading anything
         row, compiled = await self.workflows.compiled(owner, workflow_id, version)
         validate_inputs(compiled.doc.inputs, inputs)
         handle = await self.start(compiled, inputs, user=user, version=row["version"],
@@ -92,6 +95,21 @@ class LiveRuns:
                 getattr(on_exceed, "downgrade", None)
             (await self.policy(user)).check_model(downgrade, "budget.on_exceed.downgrade")
         run_id = run_id or new_run_id()
+        owner = self.slots.claim(user)              # 429 when the user is at the cap
+        try:
+            handle = await self._start(compiled, inputs, user, version, webhook, services,
+                                       run_secrets, run_id, payload, budget, idempotency)
+        except BaseException:
+            self.slots.free(owner)
+            raise
+        self.slots.bind(run_id, owner)
+        return handle
+
+    async def _start(self, compiled: CompiledWorkflow, inputs: dict[str, Any],
+                     user: dict[str, Any], version: int | None, webhook: str | None,
+                     services: dict[str, Any] | None, run_secrets: dict[str, str] | None,
+                     run_id: str, payload: PayloadBuilder | None, budget: Any,
+                     idempotency: tuple[str, str] | None) -> RunHandle:
         if self.settings.workers == "celery":
             if run_secrets or services and set(services) - {"files_root",
                                                              "sandbox_isolated_only"}:
@@ -110,7 +128,8 @@ class LiveRuns:
                                         resume_cut_off=self.settings.resume_cut_off,
                                         webhook=webhook,
                                         webhook_delivery=self.delivery_options(),
-                                        idempotency=idempotency)
+                                        idempotency=idempotency,
+                                        limits=self.settings.run_limits())
             self.handles[run_id] = queued              # type: ignore[assignment]
             queued.task.add_done_callback(
                 lambda task: self._finished(queued, task, webhook,  # type: ignore[arg-type]
@@ -256,6 +275,7 @@ class LiveRuns:
                 "storage": self.storage,
                 "services": {"files_root": self.settings.files_root,
                              "sandbox_isolated_only": not self.settings.allow_process_sandbox,
+                             **self.settings.run_limits(),
                              **(services or {})},
                 "model": self.settings.model, "policy": await self.policy(user),
                 "secrets": await load_secrets(self.storage, owner),
@@ -289,6 +309,7 @@ class LiveRuns:
     def _finished(self, handle: RunHandle, task: asyncio.Task, webhook: str | None,
                   secret: str, payload: PayloadBuilder | None = None) -> None:
         self.handles.pop(handle.run_id, None)
+        self.slots.ended(handle.run_id)
         if task.cancelled():
             return
         if task.exception() is not None:

@@ -94,6 +94,26 @@ class ServerSettings:
         default_factory=lambda: _env_number("FLOWFORGE_DAILY_USER_COST"))
     """Most USD one user's runs may spend on models per day (UTC).  None: no limit."""
 
+    max_user_runs: int = field(default_factory=lambda: _env_int("FLOWFORGE_MAX_USER_RUNS", 16))
+    """Runs one user may have in progress on this server at once (started here
+    and not ended; a run waiting for a person or a time does not count); one
+    more is refused with 429 until one ends.  0: no limit."""
+    max_run_events: int = field(
+        default_factory=lambda: _env_int("FLOWFORGE_MAX_RUN_EVENTS", 20_000))
+    """Events one run may publish (each block start and end, streamed tokens,
+    progress); past it no block of the run starts and the run fails, naming
+    the block.  0: no limit."""
+    max_loop_passes: int = field(
+        default_factory=lambda: _env_int("FLOWFORGE_MAX_LOOP_PASSES", 1_000))
+    """Passes one `loop` block may run, and items one `parallel` block may map,
+    in a run on this server; more fails that block, saying so.  0: no limit."""
+
+    def run_limits(self) -> dict[str, int]:
+        """The per-run limits, as the services a run on this server is given."""
+        return {name: value for name, value in (("max_run_events", self.max_run_events),
+                                                ("max_loop_passes", self.max_loop_passes))
+                if value}
+
     resume_interval: float = field(
         default_factory=lambda: _env_number("FLOWFORGE_RESUME_INTERVAL") or 5.0)
     """Seconds between looks for `waiting` runs that are due (a `wait` block's

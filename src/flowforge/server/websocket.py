@@ -1,6 +1,6 @@
 """WebSocket progress: the same stored event stream as SSE, plus control.
 
-    WS /ws/runs/{run_id}?after=<seq>&token=<key>
+    WS /ws/runs/{run_id}?after=<seq>     Sec-WebSocket-Protocol: flowforge, bearer.<key>
     WS /ws/agent-workflow/{session_id}          (the seed system's name)
 
 The server sends each event as a JSON object (`seq`, `type`, ...) and closes
@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from flowforge.server.auth import is_admin, websocket_user
+from flowforge.server.auth import is_admin, websocket_protocol, websocket_user
 from flowforge.server.errors import error_body
 from flowforge.service.research import RESEARCH_WORKFLOW_ID, ResearchEvents
 
@@ -53,11 +53,12 @@ async def agent_workflow_socket(websocket: WebSocket, session_id: str) -> None:
 async def follow_over_websocket(websocket: WebSocket, run_id: str, *,
                                 research: bool = False) -> None:
     storage = websocket.app.state.storage
-    await websocket.accept()
+    await websocket.accept(subprotocol=websocket_protocol(websocket))
     user = await websocket_user(websocket)
     if user is None:
         await _refuse(websocket, 401, "missing or invalid API key: send `Authorization: "
-                                      "Bearer <key>` or `?token=<key>`")
+                                      "Bearer <key>`, or from a browser the subprotocols "
+                                      "`flowforge` and `bearer.<key>`")
         return
     run = await storage.get_run(run_id)
     if run is None or (run.get("user_id") != user["user_id"] and not is_admin(user)):

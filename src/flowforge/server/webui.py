@@ -8,6 +8,8 @@ an unknown `/api/...`, `/ws/...` path still answers the API's JSON 404.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -15,7 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from flowforge.server.errors import ApiError
 
-__all__ = ["STATIC", "install_web_app"]
+__all__ = ["STATIC", "install_web_app", "methods_at"]
 
 STATIC = Path(__file__).parent / "static"
 _API_PREFIXES = ("api/", "api", "ws/", "docs", "redoc", "openapi.json", "health", "agent-workflow")
@@ -30,6 +32,26 @@ _HEADERS = {"Content-Security-Policy": "default-src 'self'; script-src 'self'; "
 _NOT_BUILT = ("<!doctype html><title>flowforge</title><p>The web app is not built in this "
               "installation: run <code>make ui</code> in a source checkout. The API is at "
               "<a href=\"/docs\">/docs</a>.</p>")
+
+
+def methods_at(app: FastAPI, path: str) -> list[str]:
+    """The methods the API document declares at `path` (empty: no API route
+    there).  This catch-all GET would otherwise answer 404 for a GET on a
+    POST-only route."""
+    paths = app.openapi().get("paths", {})
+    if path in paths:                      # `/api/blocks/search` before `/api/blocks/{id}`
+        return sorted(method.upper() for method in paths[path])
+    methods: set[str] = set()
+    for template, operations in paths.items():
+        if _template(template).fullmatch(path):
+            methods.update(method.upper() for method in operations)
+    return sorted(methods)
+
+
+@lru_cache(maxsize=512)
+def _template(path: str) -> re.Pattern:
+    """`/api/runs/{run_id}/cancel` as a pattern of the paths it stands for."""
+    return re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path)))
 
 
 def install_web_app(app: FastAPI) -> None:
@@ -47,6 +69,10 @@ def install_web_app(app: FastAPI) -> None:
     @app.get("/{path:path}", include_in_schema=False)
     async def page(path: str) -> Response:
         if path.startswith(_API_PREFIXES):
+            allowed = methods_at(app, f"/{path}")
+            if allowed:              # an API route that takes other methods: not a page
+                raise ApiError(405, f"'/{path}' does not answer GET; it takes "
+                                    f"{', '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
             raise ApiError(404, f"no route '/{path}' (the API's routes are listed at /docs)")
         index = STATIC / "index.html"
         if not index.is_file():

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Callable
 
 from flowforge.blocks._budget import BudgetLimit, BudgetMeter, limit_from, usage_of_output
 from flowforge.engine.events import EventBus
+from flowforge.engine.failures import unexpected_detail
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
 from flowforge.errors import FlowforgeError, NotFound
@@ -374,12 +375,11 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
 async def _record_unexpected(run_obj: Run, storage: Storage, exc: Exception) -> RunResult:
     """An exception the engine did not expect: the run ends `failed` with the
     message, and the traceback goes to the record (a `run_error` event), not
-    to the user's screen."""
-    import traceback
-
+    to the user's screen; on a server, to the server's log under the error id
+    the event carries (`engine.failures`)."""
     message = f"unexpected error: {type(exc).__name__}: {exc}"
-    run_obj.bus.publish("run_error", error=message,
-                        traceback="".join(traceback.format_exception(exc)))
+    run_obj.bus.publish("run_error", error=message, **unexpected_detail(
+        exc, run_obj.policy.trusted, f"run {run_obj.run_id}"))
     run_obj.bus.publish("run_finished", status="failed", error=message)
     return RunResult(run_obj.run_id, run_obj.doc.id, "failed", {}, {}, {},
                      {"tokens": {"prompt": 0, "completion": 0, "total": 0}, "cost": 0.0,

@@ -11,13 +11,12 @@ how to fix it, so the model can call again.
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
 from typing import Any, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flowforge.tools.spec import Tool
+from flowforge.workflow.safe_regex import compile_pattern, validator_for
 
 __all__ = ["ToolValidation", "DEFAULT_PATTERNS", "COMMAND_PATTERNS", "validate_arguments",
            "rejection_message"]
@@ -50,10 +49,18 @@ class ToolValidation(BaseModel):
     enabled: bool = True
     """False skips every check (schema included): only for trusted tools."""
 
+    @field_validator("patterns")
+    @classmethod
+    def _linear_time(cls, patterns: dict[str, str | None]) -> dict[str, str | None]:
+        for pattern in patterns.values():
+            if pattern is not None:
+                compile_pattern(pattern, ignore_case=True)   # RegexError names the pattern
+        return patterns
 
-@lru_cache(maxsize=512)
-def _compiled(pattern: str) -> re.Pattern:
-    return re.compile(pattern, re.IGNORECASE)
+
+def _compiled(pattern: str) -> Any:
+    """A refused pattern on RE2 (linear time: the text is a model's, the pattern an author's)."""
+    return compile_pattern(pattern, ignore_case=True)
 
 
 _VALIDATORS: dict[str, Any] = {}
@@ -64,11 +71,9 @@ def _validator(schema: dict[str, Any]) -> Any:
     key = repr(schema)
     validator = _VALIDATORS.get(key)
     if validator is None:
-        import jsonschema    # here, not at the top: loading the block types need not pay for it
-
         if len(_VALIDATORS) > 1024:
             _VALIDATORS.clear()
-        validator = _VALIDATORS[key] = jsonschema.validators.validator_for(schema)(schema)
+        validator = _VALIDATORS[key] = validator_for(schema)(schema)   # patterns on RE2
     return validator
 
 
@@ -83,7 +88,7 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{index}]")
 
 
-def _active_patterns(tool: Tool, policy: ToolValidation) -> dict[str, re.Pattern]:
+def _active_patterns(tool: Tool, policy: ToolValidation) -> dict[str, Any]:
     table = dict(DEFAULT_PATTERNS)
     if tool.runs_commands:
         table.update(COMMAND_PATTERNS)

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed
-from flowforge.workflow import expressions, templates
+from flowforge.workflow import expressions, safe_regex, secret_sinks, templates
 from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
                                       REQUIRED, Graph, Node)
 from flowforge.workflow.model import BlockSpec, Join, Workflow
@@ -63,6 +63,7 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
         problems.extend(_trigger_input_problems(doc))
     compiler = _Compiler(doc, block_types, problems, set(all_ids))
     graph = compiler.compile_scope(doc.blocks, "", outer={}, in_container=False)
+    problems.extend(secret_sinks.sink_problems(doc, block_types))     # secrets: sinks only
     if not problems:
         compiler.check_cycles(graph, "")
     fields = output_problems(doc, graph, known_outputs)
@@ -293,7 +294,8 @@ class _Compiler:
             if not in_template:
                 self.add(ref.where, f"`{root}` cannot be used in an expression ({ref.text}): a "
                          f"computed value could not be kept out of records; read it in a "
-                         f"template, {{{{{root}.NAME}}}}, in a `set` block first")
+                         f"template, {{{{{root}.NAME}}}}, " + ("in a `set` block first"
+                         if root == "env" else "in a credential field (`api_key`, `headers`)"))
             elif len(path) != 2:
                 self.add(ref.where, f"{ref.text}: read one value, {{{{{root}.NAME}}}}; the "
                          f"whole `{root}` namespace (or a path inside a value) is not "
@@ -428,6 +430,8 @@ def _input_schema_problems(inputs: dict[str, Any]) -> list[Problem]:
             problems.append(Problem(where + path, message))
         except (RecursionError, ValueError, TypeError) as exc:
             problems.append(Problem(where, f"not a usable JSON Schema: {exc}"))
+        else:
+            problems.extend(safe_regex.pattern_problems(schema, where))
     return problems
 
 

@@ -30,7 +30,7 @@ from flowforge.workflow.expression_limits import (ITEM, MAX_INT_BITS, MAX_LENGTH
 
 __all__ = ["Expression", "ExpressionError", "compile_expression", "names_in", "FUNCTIONS"]
 
-_BRACES_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_BRACES_RE = re.compile(r"\{\{([^{}]*+)\}\}")    # linear: see templates.TEMPLATE_RE
 
 FUNCTIONS = expression_ops.FUNCTIONS
 

@@ -299,7 +299,16 @@ def _scan(graph: Any, own_env: set[str], need: Any, model: Any) -> None:
 
 def check_policy(compiled: Any, policy: Policy, source: str | None = None,
                  model_override: str | None = None) -> None:
-    """Raise CapabilityDenied listing every refused use (the save/run-time check)."""
+    """Raise CapabilityDenied listing every refused use (the save/run-time check);
+    ValidationFailed when a value of the server's environment, read with
+    `server_env`, goes anywhere but a credential field."""
     problems = policy_problems(compiled, policy, model_override)
     if problems:
         raise CapabilityDenied(problems, policy.subject, source)
+    if not policy.trusted and policy.allows("server_env"):
+        from flowforge.errors import ValidationFailed
+        from flowforge.workflow.secret_sinks import env_sink_problems
+
+        sinks = env_sink_problems(compiled)
+        if sinks:
+            raise ValidationFailed(sinks, source=source)

@@ -5,6 +5,7 @@ use only these, so the picture and the messages are the engine's own."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -19,10 +20,14 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["workflows"])
 
-_TEXT_BODY = {"requestBody": {"required": True, "content": {
-    "application/yaml": {"schema": {"type": "string"}},
-    "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDocument"}},
-    "text/plain": {"schema": {"type": "string"}}}}}
+#: Optional: an empty text is a document too, answered 200 like any other
+#: ("the document is empty"), as an editor checking as the user types needs.
+#: Any text is a document to check (its problems are the answer), and any JSON
+#: object: one that breaks the workflow schema is what this route reports on.
+_TEXT_BODY = {"requestBody": {"required": False, "content": {
+    "application/yaml": {"schema": {}},
+    "application/json": {"schema": {"type": "object"}},
+    "text/plain": {"schema": {}}}}}
 
 
 @router.post("/api/validate", openapi_extra=_TEXT_BODY,
@@ -39,14 +44,21 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "the request body is not UTF-8 text") from None
+    if "json" in request.headers.get("content-type", "") and text.lstrip()[:1] not in ("{", ""):
+        # the declared JSON body is a document: a mapping (YAML and text may be anything)
+        raise ApiError(422, "a JSON workflow document is an object with `id` and `blocks`",
+                       details=[{"where": "body", "message": "expected a JSON object"}])
     if not text.strip():
         return {"valid": False, "graph": None, "problems": [
             {"where": "", "message": "the document is empty: write `id:` and `blocks:`",
              "line": 1}]}
     live = request.app.state.live
-    problems, compiled = check_text(text, policy=await live.policy(user),
-                                    model_override=live.settings.model,
-                                    chain_base_url=live.settings.chain_base_url)
+    # Off the event loop: checking a document of the body limit's size takes
+    # its time (YAML is read in Python), and /health and every stream must
+    # not wait for it.
+    problems, compiled = await asyncio.to_thread(
+        check_text, text, policy=await live.policy(user), model_override=live.settings.model,
+        chain_base_url=live.settings.chain_base_url)
     warnings = [] if compiled is None else \
         [located(text, warning) for warning in join_warnings(compiled.graph)]
     return {"valid": not problems, "problems": problems,

@@ -40,7 +40,9 @@ class NewDocument(BaseModel):
     """The document's name (a file name); adding the same name again replaces it."""
     text: str = Field(min_length=1, max_length=5_000_000)
     """Its text (Markdown or plain text)."""
-    tags: dict[str, list[str] | str] = Field(default_factory=dict, max_length=50)
+    tags: dict[str, list[str] | str] = Field(
+        default_factory=dict, max_length=50,     # a name must hold more than spaces
+        json_schema_extra={"propertyNames": {"pattern": "\\S"}})
     """Tags the search can filter on, e.g. `{"category": ["policies"]}`."""
 
 

@@ -66,7 +66,9 @@ async def get_run(request: Request, run_id: str, user: CurrentUser) -> dict[str,
 async def run_events(request: Request, run_id: str, user: CurrentUser,
                      after: int | None = Query(None, ge=0, le=2**63 - 1,
                                                description="Only events after this seq"),
-                     last_event_id: str | None = Header(None)) -> Any:
+                     last_event_id: str | None = Header(
+                         None, description="Resume after this event's `id:` (its seq)",
+                         json_schema_extra={"pattern": "^[0-9]{1,19}$"})) -> Any:
     storage = request.app.state.storage
     await owned_run(storage, user, run_id)
     start = after_seq(last_event_id, after)

@@ -26,7 +26,11 @@ router = APIRouter(prefix="/api/workflows", tags=["workflows"])
 _YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 _DOCUMENT_BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDocument"}},
-    "application/yaml": {"schema": {"type": "string"}}}}}
+    "application/yaml": {"schema": {"type": "object"}}}}}     # a YAML mapping: the document
+#: A PUT takes the document's `id` from the path: the body may leave it out.
+_PUT_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/WorkflowDocumentWithoutId"}},
+    "application/yaml": {"schema": {"type": "object"}}}}}
 
 
 class RunRequest(BaseModel):
@@ -186,7 +190,7 @@ async def get_workflow(request: Request, workflow_id: str, user: CurrentUser,
     return workflow_view(await store.get(owner_of(user, owner), workflow_id, version))
 
 
-@router.put("/{workflow_id}", openapi_extra=_DOCUMENT_BODY,
+@router.put("/{workflow_id}", openapi_extra=_PUT_BODY,
             summary="Save a new version of a workflow (creates it when new)",
             responses={201: {"description": "Created: the first version of a new workflow"}})
 async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,

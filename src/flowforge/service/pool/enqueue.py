@@ -32,7 +32,8 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                   share_provider_keys: bool = False, budget: Any = None,
                   resume_cut_off: bool | None = None, webhook: str | None = None,
                   webhook_delivery: dict[str, Any] | None = None,
-                  idempotency: tuple[str, str] | None = None) -> str:
+                  idempotency: tuple[str, str] | None = None,
+                  limits: dict[str, int] | None = None) -> str:
     """Store the run as `queued` and hand it to the pool; its id.
 
     `resume_cut_off` (default: this process's `FLOWFORGE_RESUME_CUT_OFF`) is the
@@ -46,7 +47,10 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
 
     `idempotency` (key, request fingerprint) is stored in the row: when the
     user already has a run with that key, IdempotencyKeyTaken and nothing is
-    queued."""
+    queued.
+
+    `limits` (a server's `max_run_events`, `max_loop_passes`) travel with the
+    run: the worker gives them to it as services."""
     from flowforge.engine.inputs import validate_inputs
     from flowforge.service.pool.broker import celery_app
     from flowforge.service.resuming import resume_cut_off as resuming_here
@@ -80,6 +84,7 @@ async def enqueue(workflow: Any, inputs: dict[str, Any] | None = None, *,
                if compiled.source is not None and policy is TRUSTED else {}),
             "resume_cut_off": resuming_here() if resume_cut_off is None else resume_cut_off,
             **({"webhook_delivery": webhook_delivery or {}} if webhook else {}),
+            **({"limits": limits} if limits else {}),
             "by": process_id()}], [])
         database = opened.url
     try:

@@ -122,13 +122,14 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
     # A server's run resolves relative paths against its files root (None: refused),
     # a CLI's against its document's folder (workflow.paths).
     services = {FILES_ROOT: how.get("files_root")} if not how.get("trusted") else \
-        {DOCUMENT_DIR: how[DOCUMENT_DIR]} if how.get(DOCUMENT_DIR) else None
+        {DOCUMENT_DIR: how[DOCUMENT_DIR]} if how.get(DOCUMENT_DIR) else {}
+    services.update(how.get("limits") or {})           # the submitting server's caps
     keys = None
     if how.get("share_provider_keys"):       # the keys of this worker's environment
         from flowforge.providers.registry import provider_keys_in
         keys = provider_keys_in(os.environ)
     try:
-        await resume(run_id, storage=storage, model=how.get("model"), services=services,
+        await resume(run_id, storage=storage, model=how.get("model"), services=services or None,
                      policy=policy, **({"provider_keys": keys} if keys else {}))
     except RunStateError as exc:
         log.info("run %s: %s", run_id, exc)

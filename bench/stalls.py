@@ -1,0 +1,184 @@
+"""`/health` while one user attacks the server (issue 23): each request that
+once froze it for seconds is replayed against a real `flowforge serve`
+process on loopback while another client polls `/health` every 20 ms; the
+p50, p99 and worst `/health` answer during each attack are printed (target:
+p99 < 100 ms), with what the attack itself got back.
+
+    .venv/bin/python bench/stalls.py                 # every attack, ~1 minute
+    .venv/bin/python bench/stalls.py --only template --repeat 20
+
+Client and server share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
+EVIL = "^(a+)+$"
+
+FLOOD = {"id": "flood", "blocks": [
+    {"id": "spin", "type": "loop", "with": {"times": 100_000, "max_iterations": 100_000},
+     "blocks": [{"id": "step", "type": "set", "with": {"i": "{{loop.index}}"}}]}]}
+#: a long run that holds its slot while idle (a `wait` under 30 s sleeps in the run)
+BUSY = {"id": "busy", "blocks": [{"id": "hold", "type": "wait", "with": {"seconds": 20}}]}
+BLOCK = {"id": "slow_example", "name": "Slow example", "description": "checks a code",
+         "execution_type": "python",
+         "source_code": "async def execute(inputs, context):\n    return {'ok': True}\n",
+         "input_schema": {"type": "object", "properties": {
+             "code": {"type": "string", "pattern": EVIL}}},
+         "output_schema": {"type": "object"},
+         "examples": [{"inputs": {"code": "a" * 50_000 + "!"}, "outputs": {"ok": True}}]}
+
+
+def _yaml_post(client: httpx.AsyncClient, text: str):
+    return client.post("/api/validate", content=text.encode(),
+                       headers={"Content-Type": "application/yaml"})
+
+
+async def template(clients):
+    """`{{` and 100,000 spaces to /api/validate (was: 3,000 spaces, 24 s)."""
+    answer = await _yaml_post(clients[0], "{{" + " " * 100_000)
+    return answer.status_code
+
+
+async def pattern(clients):
+    """An input `pattern: ^(a+)+$` against 100,000 a's and a `!` (was: 29 a's, 18 s)."""
+    answer = await clients[0].post("/api/workflows/coded/runs",
+                                   json={"inputs": {"code": "a" * 100_000 + "!"}})
+    return answer.status_code
+
+
+async def notation(clients):
+    """A parser schema notation of 100,000 spaces (was: 36 s)."""
+    text = ("id: w\nblocks:\n  - id: p\n    type: parser\n    with:\n      text: 'x'\n"
+            "      schema: 'Array<" + " " * 100_000 + "'\n")
+    return (await _yaml_post(clients[0], text)).status_code
+
+
+async def registry(clients):
+    """A registry block whose example hits a bad pattern (was: 5 s)."""
+    return (await clients[0].post("/api/blocks", json=BLOCK)).status_code
+
+
+async def events(clients):
+    """Four users' loops of 100,000 passes at once (was: 200,004 events each, 12 s)."""
+    answers = await asyncio.gather(*(c.post("/api/workflows/flood/runs?wait=true", json={})
+                                     for c in clients[:4]))
+    return sorted({a.json().get("status", a.status_code) for a in answers})
+
+
+async def runs(clients):
+    """One user starts 500 long runs at once (was: all accepted), then keeps
+    them running while /health is polled for 3 s more."""
+    answers = await asyncio.gather(*(clients[0].post("/api/workflows/busy/runs", json={})
+                                     for _ in range(500)))
+    codes = [a.status_code for a in answers]
+    await asyncio.sleep(3)
+    return {code: codes.count(code) for code in sorted(set(codes))}
+
+
+ATTACKS = {"template": template, "pattern": pattern, "notation": notation,
+           "registry": registry, "events": events, "runs": runs}
+
+
+async def measure(url: str, keys: list[str], names: list[str], repeat: int) -> None:
+    clients = [httpx.AsyncClient(base_url=url, timeout=120,
+                                 headers={"Authorization": f"Bearer {key}"}) for key in keys]
+    coded = ("id: coded\ninputs:\n  code: {type: string, pattern: '" + EVIL + "'}\n"
+             "blocks:\n  - {id: s, type: parser, with: {text: '{\"a\": 1}', schema: "
+             "{type: object}}}\n")
+    await clients[0].put("/api/workflows/coded", content=coded.encode(),
+                         headers={"Content-Type": "application/yaml"})
+    for client in clients[:4]:
+        await client.post("/api/workflows", json=FLOOD)
+    await clients[0].post("/api/workflows", json=BUSY)
+    await clients[0].get("/api/blocks/slow_example")        # load the registry first
+    print(f"{'attack':<10} {'health p50':>10} {'p99':>8} {'max':>8} {'polls':>6} "
+          f"{'attack s':>8}  answer")
+    async with httpx.AsyncClient(base_url=url, timeout=120) as health:
+        for name in names:
+            latencies: list[float] = []
+            done = asyncio.Event()
+
+            async def poll() -> None:
+                while not done.is_set():
+                    started = time.perf_counter()
+                    (await health.get("/health")).raise_for_status()
+                    latencies.append(time.perf_counter() - started)
+                    await asyncio.sleep(0.02)
+
+            poller = asyncio.create_task(poll())
+            await asyncio.sleep(0.1)
+            started = time.perf_counter()
+            for _ in range(repeat):
+                answer = await ATTACKS[name](clients)
+            took = time.perf_counter() - started
+            done.set()
+            await poller
+            await _settle(clients[0])
+            ms = sorted(x * 1000 for x in latencies)
+            p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+            print(f"{name:<10} {statistics.median(ms):>8.1f}ms {p99:>6.1f}ms {ms[-1]:>6.1f}ms "
+                  f"{len(ms):>6} {took:>8.2f}  {answer}")
+    for client in clients:
+        await client.aclose()
+
+
+async def _settle(client: httpx.AsyncClient) -> None:
+    """Let runs an attack started end before the next attack is measured."""
+    for _ in range(600):
+        listed = (await client.get("/api/runs?status=running")).json()
+        if not listed.get("runs"):
+            return
+        await asyncio.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(ATTACKS), action="append")
+    parser.add_argument("--repeat", type=int, default=5, help="times each attack is sent")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "FLOWFORGE_DATABASE_URL": f"sqlite:///{folder}/db.sqlite",
+               "FLOWFORGE_SECRET_KEY_FILE": f"{folder}/secret.key"}
+        keys = []
+        for index, name in enumerate(("ann", "ben", "cat", "dan")):
+            made = subprocess.run([FLOWFORGE, "users", "create", name,
+                                   *(["--admin"] if index == 0 else [])],
+                                  env=env, capture_output=True, text=True, check=True)
+            keys.append(made.stdout.strip().splitlines()[-1])
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = subprocess.Popen([FLOWFORGE, "serve", "--port", str(port), "--log-level",
+                                   "warning"], env=env, start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            asyncio.run(measure(url, keys, args.only or list(ATTACKS), args.repeat))
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(15)
+
+
+if __name__ == "__main__":
+    main()
