@@ -12,6 +12,7 @@ conformance suite does to give every test an empty database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -19,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 try:
     import psycopg
     from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("PostgreSQL storage needs psycopg 3: pip install 'flowforge[postgres]'"
                       ) from exc
@@ -145,13 +146,25 @@ class PostgresStorage(Storage):
         finally:
             await conn.close()
 
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> Any:
+        """A pooled connection; the server going away (stopped, restarting, out
+        of reach) is a StorageError in one line, never psycopg's traceback."""
+        try:
+            async with self._pool().connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            detail = str(exc).strip().splitlines()
+            raise StorageError(f"the PostgreSQL database {_safe(self.url)} is unreachable: "
+                               f"{detail[0] if detail else type(exc).__name__}") from None
+
     def _pool(self) -> AsyncConnectionPool:
         if self.pool is None:
             raise StorageError("storage is not open: call `await storage.open()` first")
         return self.pool
 
     async def _fetch(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cursor = conn.cursor(row_factory=dict_row)
             await cursor.execute(sql, args)
             return await cursor.fetchall()
@@ -161,7 +174,7 @@ class PostgresStorage(Storage):
         return rows[0] if rows else None
 
     async def _execute(self, sql: str, args: Any = ()) -> int:
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cursor = await conn.execute(sql, args)
             return cursor.rowcount
 
@@ -217,8 +230,9 @@ class PostgresStorage(Storage):
                      blocks: list[dict[str, Any]], *, after: Any = None,
                      update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins the next group; groups commit one after the other, in order, so
-        `after` is stored first by construction."""
-        return self._writer.join(recorded(run_id, events, blocks, update))
+        `after` is stored first by construction (and this one not at all when
+        `after` failed: `grouping.refuse_behind`)."""
+        return self._writer.join(recorded(run_id, events, blocks, update, after))
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND seq > %s "
@@ -249,7 +263,7 @@ class PostgresStorage(Storage):
         if not values:
             return
         now = time.time()
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 await conn.cursor().executemany(
                     "INSERT INTO memory (user_id, key, value, updated_at) VALUES "
@@ -262,7 +276,7 @@ class PostgresStorage(Storage):
                             ) -> int:
         now = time.time()
         name = document.get("name") if isinstance(document, dict) else None
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 cursor = await conn.execute(
                     "INSERT INTO workflows (owner, workflow_id, latest_version, name, "

@@ -159,8 +159,9 @@ class SQLiteStorage(Storage):
                      blocks: list[dict[str, Any]], *, after: Any = None,
                      update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins this loop turn's transaction; writes commit in call order, so
-        `after` is stored first by construction."""
-        return self._join(recorded(run_id, events, blocks, update))
+        `after` is stored first by construction (and this one not at all when
+        `after` failed: `grouping.refuse_behind`)."""
+        return self._join(recorded(run_id, events, blocks, update, after))
 
     # -- group commit (sqlite_writes.py) ----------------------------------------------
     def _join(self, write: Write) -> asyncio.Future:
