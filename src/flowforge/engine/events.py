@@ -45,6 +45,11 @@ class EventBus:
         self._subscribers: tuple[Subscriber, ...] = ()
         self._seq = start_seq          # a resumed run continues its stored sequence
 
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event published (0 before the first)."""
+        return self._seq
+
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(event)` for every later event; returns an unsubscribe.
         What it raises reaches the publisher (the run): for the engine's own

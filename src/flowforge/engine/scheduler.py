@@ -15,6 +15,10 @@ on half its inputs.
 
 The queue is drained by a loop, not by recursion, so a chain of thousands of
 blocks that finish inline never deepens the stack.
+
+A run's owner may hold a block back (`gate`): a recorded run starts a block
+that acts outside the run only once what it read is stored.  The block then
+waits in the Task that would have run it, which runs it after the wait.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import random
 import time
 import traceback
 from collections import deque
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from pydantic import ValidationError
 
@@ -42,6 +46,8 @@ SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cance
 WAITING = "waiting"
 _EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "block_skipped",
               CANCELLED: "block_cancelled", WAITING: "block_waiting"}
+#: In place of a block's context: the block waits for the gate's awaitable (see _worker).
+_GATED: Any = object()
 
 
 class Scope:
@@ -79,7 +85,7 @@ class Scheduler:
 
     __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "tasks", "inline",
                  "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting",
-                 "adopted", "suspended")
+                 "adopted", "suspended", "gate")
 
     def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
         self.bus = bus
@@ -101,6 +107,9 @@ class Scheduler:
         self.adopting = False                  # a Task is pumping and will run the next block
         self.adopted: tuple[Scope, Node, Any, Any] | None = None   # ...this one (see _worker)
         self.suspended: dict[str, Suspend] = {}    # top-level block id -> why it waits
+        # (scope, node) -> None when the block may start now, else an awaitable to
+        # wait for first (the service's recorder: what the block read is stored).
+        self.gate: Callable[[Scope, Node], Awaitable[None] | None] | None = None
 
     # -- public ---------------------------------------------------------------
     async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None,
@@ -193,7 +202,18 @@ class Scheduler:
             self.running += 1
         self._launch(scope, node)
 
-    def _launch(self, scope: Scope, node: Node) -> None:
+    def _launch(self, scope: Scope, node: Node, gated: bool = False) -> None:
+        if self.gate is not None and not gated:
+            waiting = self.gate(scope, node)
+            if waiting is not None:            # wait in the Task that will run it
+                if self.adopting and self.adopted is None:
+                    self.adopted = (scope, node, _GATED, waiting)
+                    return
+                task = asyncio.get_running_loop().create_task(
+                    self._worker(scope, node, _GATED, waiting))
+                self._hold(task, (scope, node))
+                task.add_done_callback(self._worker_done)
+                return
         nid = node.id
         now = time.time()
         scope.records[nid] = BlockRecord("running", now, type=node.type)
@@ -250,6 +270,12 @@ class Scheduler:
         if not started:
             self._hold(asyncio.current_task(), None)   # running: it settles its blocks itself
         while True:
+            if context is _GATED:
+                adopted = await self._after_gate(scope, node, config)
+                if adopted is None:
+                    return
+                scope, node, context, config = adopted
+                continue
             try:
                 if node.timeout is None and node.retry is None:
                     output = await node.info.run(context, config)
@@ -280,6 +306,28 @@ class Scheduler:
             if adopted is None:
                 return
             scope, node, context, config = adopted
+
+    async def _after_gate(self, scope: Scope, node: Node, waiting: Awaitable[None]
+                          ) -> tuple[Scope, Node, Any, Any] | None:
+        """Wait for the gate, then launch the block, keeping it for this Task
+        if it needs one (else the next ready block that does)."""
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            self.cancelled = True
+            self._finish(scope, node, CANCELLED, None, "cancelled before it started", None)
+            self._pump()
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. the run's store is gone: not started
+            self._finish(scope, node, FAILED, None, f"not started: {_message(exc)}", None)
+            return self._pump_adopting()
+        self.adopting, self.adopted = True, None
+        try:
+            self._launch(scope, node, gated=True)
+        finally:
+            self.adopting = False
+        adopted, self.adopted = self.adopted, None
+        return adopted if adopted is not None else self._pump_adopting()
 
     def _suspend(self, scope: Scope, node: Node, suspend: Suspend) -> None:
         """Settle a block that waits outside the process: only the run's top
