@@ -317,7 +317,11 @@ def run_exit_code(status: str) -> int:
 
 def _show_result(result: Any, as_json: bool, stored: bool = True) -> None:
     if as_json:
+        from flowforge.service.recorder import CUT_OFF
+
         print(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
+        if result.status == "failed" and (result.error or "").startswith(CUT_OFF):
+            err.print(f"error: {result.error}", highlight=False, markup=False)
     else:
         print_summary(result, out, stored=stored)
         if result.status == "waiting":
@@ -461,6 +465,11 @@ def _storage_call(coro: Any) -> Any:
 
 
 def main() -> None:
+    import logging
+
+    # The pool's reconnect attempts while a database is away log a multi-line
+    # warning each; flowforge says in one line what that means for the run.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
         app()
     except KeyboardInterrupt:

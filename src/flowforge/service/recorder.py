@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from flowforge.errors import StorageError
 from flowforge.storage.base import Storage
 
-__all__ = ["Recorder", "redactor", "StoreUnreachable", "RETRY_ENV", "retry_seconds"]
+__all__ = ["Recorder", "redactor", "StoreUnreachable", "RETRY_ENV", "retry_seconds", "CUT_OFF"]
 
 log = logging.getLogger("flowforge.recorder")
 
@@ -46,6 +46,8 @@ log = logging.getLogger("flowforge.recorder")
 #: is cut off (default 30).
 RETRY_ENV = "FLOWFORGE_STORE_RETRY_SECONDS"
 _FIRST_DELAY, _MAX_DELAY = 0.05, 2.0
+#: How the error of a run cut off by its store begins.
+CUT_OFF = "cut off: the run's database was unreachable"
 
 
 def retry_seconds() -> float:
@@ -72,7 +74,7 @@ class StoreUnreachable(StorageError):
                  stored_seq: int) -> None:
         cause_text = " ".join(str(getattr(cause, "__cause__", None) or cause).split())
         super().__init__(
-            f"cut off: the run's database was unreachable for {seconds:g} s ({cause_text}); "
+            f"{CUT_OFF} for {seconds:g} s ({cause_text}); "
             f"its record stops at event {stored_seq} and nothing ran unrecorded after it; "
             f"once the database is back, finish it with `flowforge runs resume {run_id}` "
             f"(wait longer: {RETRY_ENV})")
@@ -246,7 +248,8 @@ class Recorder:
         are spent; meanwhile nothing else of the run is written."""
         trouble = self._trouble
         log.warning("run %s: a write to the database failed (%s); the run's blocks wait "
-                    "while it is retried for up to %g s", self.run_id, error, self.retry)
+                    "while it is retried for up to %g s", self.run_id,
+                    " ".join(str(error).split()), self.retry)
         for write, _, _ in self._writes:        # behind the failed one: they fail too
             if not write.done():
                 await asyncio.wait([write])
@@ -264,7 +267,6 @@ class Recorder:
         while not self.dropped:
             if time.monotonic() >= deadline:
                 self.cut_off = StoreUnreachable(self.run_id, self.retry, error, self.stored_seq)
-                log.error("run %s: %s", self.run_id, self.cut_off)
                 if trouble is not None:
                     trouble.set_result(None)
                 if self.on_cut_off is not None:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 try:
     import psycopg
@@ -58,7 +58,8 @@ def _split_url(url: str) -> tuple[str, int]:
                                    f"whole number") from None
         else:
             kept.append((key, value))
-    return urlunsplit(parts._replace(query=urlencode(kept))), pool_max
+    # %20, not +: libpq decodes no + (`options=-ca%3D1%20-cb%3D2` sets two settings)
+    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote))), pool_max
 
 
 class PostgresStorage(Storage):
@@ -94,6 +95,13 @@ class PostgresStorage(Storage):
 
     async def _migrate(self) -> None:
         async with self._pool().connection() as conn:
+            # Up to date: nothing to write (a read-only server still serves reads).
+            cursor = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+            if (await cursor.fetchone())[0]:
+                cursor = await conn.execute("SELECT name FROM schema_migrations")
+                done = {row[0] for row in await cursor.fetchall()}
+                if all(migration.name in done for migration in self.migrations):
+                    return
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 await conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "

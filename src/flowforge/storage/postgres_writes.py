@@ -41,7 +41,7 @@ CHANNEL = "flowforge_runs"
 #: Seconds a group waits for a pooled connection (the pool's default, 30 s, is
 #: the whole time a run waits for its server to come back: each try of a
 #: run's failed writes must end well before it, `service/recorder.py`).
-CONNECT_WAIT = 8.0
+CONNECT_WAIT = 5.0
 
 
 class PostgresGroupWriter:

@@ -106,7 +106,8 @@ def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:
                 _check_replays(db, rows)
         db.execute("COMMIT")
     except Exception:
-        db.execute("ROLLBACK")
+        if db.in_transaction:       # (SQLite ends it itself on a full disk: the error stays)
+            db.execute("ROLLBACK")
         raise
 
 
