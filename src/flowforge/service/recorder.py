@@ -81,12 +81,18 @@ class StoreUnreachable(StorageError):
         self.run_id, self.stored_seq = run_id, stored_seq
 
 
+#: DB-API errors about the data, not the store: trying again changes nothing.
+_REFUSED = frozenset({"IntegrityError", "DataError", "ProgrammingError", "NotSupportedError"})
+
+
 def _retryable(error: BaseException) -> bool:
     """A failed write worth trying again: the store was away (a connection, a
-    full or read-only disk, a lock), not refused data (ours: StorageError,
-    e.g. two processes writing one run)."""
+    full or read-only disk, a lock), not refused data (a constraint, or ours:
+    StorageError, e.g. two processes writing one run)."""
     cause = error.__cause__ if isinstance(error, StorageError) else error
-    return cause is not None and not isinstance(cause, StorageError)
+    if cause is None or isinstance(cause, StorageError):
+        return False
+    return not any(kind.__name__ in _REFUSED for kind in type(cause).__mro__)
 
 def _same(data: Any) -> Any:
     return data
