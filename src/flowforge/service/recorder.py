@@ -335,7 +335,10 @@ class Recorder:
                     raise self.error
                 return                  # nothing handed to storage is unsettled
             if not last.done():
-                await asyncio.wait([last])
+                try:
+                    await last          # (cheaper than asyncio.wait: once per gated block)
+                except Exception:  # noqa: BLE001 - _collect starts its retry
+                    pass
             self._collect()     # writes commit in order, each only if the one before did
             if self._trouble is None and self.error is not None:
                 raise self.error

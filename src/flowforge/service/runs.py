@@ -347,6 +347,12 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         if recorder is not None:
             await recorder.close()
         raise
+    finally:
+        # run -> scheduler -> gate -> recorder -> on_cut_off -> run: break the cycle,
+        # so a finished run is freed at once, not by a later garbage collection
+        run_obj.scheduler.gate = None
+        if recorder is not None:
+            recorder.on_cut_off = None
     forget_run(storage, run_obj.run_id)
     if recorder is not None and recorder.cut_off is not None:
         return _cut_off(run_obj, result, recorder, recorder.cut_off)
