@@ -108,7 +108,10 @@ async def postgres_outages(folder: Path, broker: str, args) -> dict:
             totals["not_succeeded"] += row["status"] != "succeeded"
             _add(totals, check(await storage.get_events(run_id), _lines(log), args.blocks))
         await storage.close()
-        return {"pg_restarts": args.pg_restarts, "down_s": args.down, **totals}
+        retried = sum(path.read_text(errors="replace").count("a write to the database failed")
+                      for path in folder.glob("worker-*.log"))
+        return {"pg_restarts": args.pg_restarts, "down_s": args.down,
+                "runs_paused_times": retried, **totals}
     finally:
         workers.stop()
         testing.stop(server)
@@ -144,20 +147,25 @@ async def _disk_full(folder: Path, disk: Path, args) -> dict:
                                             "--import", str(plugin)], env=env,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                            text=True), log))
-    await asyncio.sleep(1.5)
+    deadline = time.monotonic() + args.timeout     # every run is under way: fill the disk
+    while time.monotonic() < deadline and not all(
+            any(line[:2] == ["start", "2"] for line in _lines(log)) for _, log in processes):
+        await asyncio.sleep(0.05)
     filler = disk / "filler"
     with open(filler, "wb", buffering=0) as out:
-        try:
-            while True:
-                out.write(b"\0" * 4096)
-        except OSError:
-            pass
+        for size in (65536, 512):
+            try:
+                while True:
+                    out.write(b"\0" * size)
+            except OSError:
+                pass
     await asyncio.sleep(args.full)
     filler.unlink()
-    results, cut_off, tracebacks = {}, 0, 0
+    results, cut_off, tracebacks, paused = {}, 0, 0, 0
     for process, log in processes:
         stdout, stderr = process.communicate(timeout=args.timeout)
         tracebacks += "Traceback" in stderr
+        paused += "a write to the database failed" in stderr     # the window hit it
         result = json.loads(stdout)
         results[result["run_id"]] = log
         if process.returncode != 0:
@@ -173,7 +181,8 @@ async def _disk_full(folder: Path, disk: Path, args) -> dict:
         totals["not_succeeded"] += row["status"] != "succeeded"
         _add(totals, check(await storage.get_events(run_id), _lines(log), args.blocks))
     await storage.close()
-    return {"full_s": args.full, "cut_off_then_resumed": cut_off, "tracebacks": tracebacks,
+    return {"full_s": args.full, "runs_paused": paused, "cut_off_then_resumed": cut_off,
+            "tracebacks": tracebacks,
             **totals}
 
 

@@ -67,6 +67,7 @@ async def _stored(url: str, run_id: str) -> tuple[dict, list[dict]]:
 def test_a_run_pauses_while_the_disk_is_full_and_goes_on_once_space_is_freed(disk, tmp_path):
     database = f"sqlite:///{disk / 'runs.db'}"
     chain = Chain(tmp_path, database, count=6, seconds=0.4)
+    chain.env["FLOWFORGE_LEASE_SECONDS"] = "3"     # renewed every second: into the full disk
     process = chain.start()
     try:
         chain.wait_for("start", "s2")

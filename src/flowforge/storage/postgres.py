@@ -76,10 +76,14 @@ class PostgresStorage(Storage):
         if self.pool is not None:
             return
         # An unreachable server fails the open within seconds, in one line.
+        # reconnect_timeout: the pool's reconnection attempts back off (1, 2, 4, 8...
+        # s) until it gives up; the next request starts them again from 1 s.
+        # Giving up after 10 s keeps the gap under ~4 s, so a run waiting for
+        # its server (service/recorder.py) goes on soon after it is back.
         pool = AsyncConnectionPool(self.conninfo, min_size=1, max_size=self.pool_max,
                                    open=False, kwargs={"autocommit": True,
                                                        "connect_timeout": 3},
-                                   name="flowforge")
+                                   name="flowforge", reconnect_timeout=10)
         try:
             await pool.open(wait=True, timeout=5)
             self.pool = pool

@@ -149,10 +149,19 @@ class SQLiteStorage(Storage):
         return self.db
 
     async def _sql_rows(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
-        return [dict(row) for row in self._conn().execute(sql, args).fetchall()]
+        try:
+            return [dict(row) for row in self._conn().execute(sql, args).fetchall()]
+        except sqlite3.OperationalError as exc:
+            raise self._unusable(exc) from None
 
     async def _sql_change(self, sql: str, args: Any = ()) -> int:
-        return self._conn().execute(sql, args).rowcount
+        try:
+            return self._conn().execute(sql, args).rowcount
+        except sqlite3.OperationalError as exc:      # a full disk, a read-only file
+            raise self._unusable(exc) from None
+
+    def _unusable(self, exc: sqlite3.OperationalError) -> StorageError:
+        return StorageError(f"the database {self.path} refused the request: {exc}")
 
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
