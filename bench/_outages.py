@@ -6,7 +6,8 @@
   moments, while a worker pool runs `--runs` chains on it;
 - SQLite on a small tmpfs (mounting it needs root) is filled to the last byte
   for `--full` s while `--cli-runs` `flowforge run` processes run chains on it;
-  a run cut off by it (exit 1) is finished with `flowforge runs resume`.
+  a run cut off by it (exit 1: `--retry` shorter than `--full`) is finished
+  with `flowforge runs resume`.  `--pg-restarts 0`: SQLite only.
 
 Counted over every run (targets 0):
   missing       seqs absent below the run's last stored seq (a gap)
@@ -187,8 +188,10 @@ async def _disk_full(folder: Path, disk: Path, args) -> dict:
 
 
 def main(args, broker: str) -> dict:
-    with tempfile.TemporaryDirectory() as name:
-        report = {"postgres": asyncio.run(postgres_outages(Path(name), broker, args))}
+    report = {}
+    if args.pg_restarts:
+        with tempfile.TemporaryDirectory() as name:
+            report["postgres"] = asyncio.run(postgres_outages(Path(name), broker, args))
     with tempfile.TemporaryDirectory() as name:
         report["sqlite"] = sqlite_disk_full(Path(name), args)
     return report
