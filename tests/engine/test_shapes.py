@@ -303,9 +303,7 @@ async def test_cancel_right_after_a_block_got_its_task_does_not_hang():
                                 "other": "cancelled", "after_long": "cancelled"}
     blocks = {e["block_id"]: e["reason"] for e in result.events
               if e["type"] == "block_cancelled"}
-    # (`long` was still waiting for `first`'s success to be stored: not started)
-    assert blocks == {"long": "cancelled before it started",
-                      "other": "cancelled before it started",
+    assert blocks == {"long": "cancelled while running", "other": "cancelled before it started",
                       "after_long": "the run was cancelled"}
 
 

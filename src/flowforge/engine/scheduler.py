@@ -16,9 +16,9 @@ on half its inputs.
 The queue is drained by a loop, not by recursion, so a chain of thousands of
 blocks that finish inline never deepens the stack.
 
-A run's owner may hold a block back (`gate`): a recorded run starts a block
-that acts outside the run only once what it read is stored.  The block then
-waits in the Task that would have run it, which runs it after the wait.
+A run's owner may hold a block back (`gate`): a recorded run runs a block
+that acts outside the run only once what it read is stored.  The block, once
+started, waits in the Task that would have run it, which runs it after.
 """
 
 from __future__ import annotations
@@ -202,18 +202,10 @@ class Scheduler:
             self.running += 1
         self._launch(scope, node)
 
-    def _launch(self, scope: Scope, node: Node, gated: bool = False) -> None:
-        if self.gate is not None and not gated:
-            waiting = self.gate(scope, node)
-            if waiting is not None:            # wait in the Task that will run it
-                if self.adopting and self.adopted is None:
-                    self.adopted = (scope, node, _GATED, waiting)
-                    return
-                task = asyncio.get_running_loop().create_task(
-                    self._worker(scope, node, _GATED, waiting))
-                self._hold(task, (scope, node))
-                task.add_done_callback(self._worker_done)
-                return
+    def _launch(self, scope: Scope, node: Node) -> None:
+        # Asked before `block_started`, awaited after it: the wait's one write
+        # then stores the predecessor's outcome and this start together.
+        waiting = self.gate(scope, node) if self.gate is not None else None
         nid = node.id
         now = time.time()
         scope.records[nid] = BlockRecord("running", now, type=node.type)
@@ -233,6 +225,18 @@ class Scheduler:
         self.bus.publish_block("block_started", nid, scope.label, "block_type", node.type,
                                "inputs", shown, now)
         context = self.make_context(self.owner, scope, node)
+        if waiting is not None:                # it runs after the wait, in this Task or its own
+            if self.adopting and self.adopted is None:
+                self.adopted = (scope, node, _GATED, (waiting, context, config))
+                return
+            task = asyncio.get_running_loop().create_task(
+                self._worker(scope, node, _GATED, (waiting, context, config)))
+            self._hold(task, (scope, node))
+            task.add_done_callback(self._worker_done)
+            return
+        self._start(scope, node, context, config)
+
+    def _start(self, scope: Scope, node: Node, context: Any, config: Any) -> None:
         try:
             plain = node.timeout is None and node.retry is None
             # A block that never waits answers at once: no coroutine at all.
@@ -307,23 +311,24 @@ class Scheduler:
                 return
             scope, node, context, config = adopted
 
-    async def _after_gate(self, scope: Scope, node: Node, waiting: Awaitable[None]
+    async def _after_gate(self, scope: Scope, node: Node, gated: tuple[Any, Any, Any]
                           ) -> tuple[Scope, Node, Any, Any] | None:
-        """Wait for the gate, then launch the block, keeping it for this Task
-        if it needs one (else the next ready block that does)."""
+        """Wait for the gate, then start the block, keeping it for this Task if
+        it needs one (else the next ready block that does)."""
+        waiting, context, config = gated
         try:
             await waiting
         except asyncio.CancelledError:
             self.cancelled = True
-            self._finish(scope, node, CANCELLED, None, "cancelled before it started", None)
+            self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
             self._pump()
             raise
-        except Exception as exc:  # noqa: BLE001 - e.g. the run's store is gone: not started
-            self._finish(scope, node, FAILED, None, f"not started: {_message(exc)}", None)
+        except Exception as exc:  # noqa: BLE001 - e.g. the run's store is gone: not run
+            self._finish(scope, node, FAILED, None, f"not run: {_message(exc)}", None)
             return self._pump_adopting()
         self.adopting, self.adopted = True, None
         try:
-            self._launch(scope, node, gated=True)
+            self._start(scope, node, context, config)
         finally:
             self.adopting = False
         adopted, self.adopted = self.adopted, None

@@ -336,7 +336,7 @@ class Recorder:
                 return                  # nothing handed to storage is unsettled
             if not last.done():
                 try:
-                    await last          # (cheaper than asyncio.wait: once per gated block)
+                    await asyncio.shield(last)  # a cancelled run must not cancel the write
                 except Exception:  # noqa: BLE001 - _collect starts its retry
                     pass
             self._collect()     # writes commit in order, each only if the one before did
