@@ -52,6 +52,15 @@ every run, what its client saw is compared with the stored events:
   no terminal  the last event received is not the run's stored `run_finished`
 and the reconnect gap (the connection breaking -> the next one answering) is
 reported; it includes starting the new server process.
+
+With `--store-outages`, the database goes away instead of the workers (issue
+24): PostgreSQL under a worker pool is stopped `--pg-restarts` times (`pg_ctl
+-m immediate stop`, `--down` s each), and SQLite under `--cli-runs` `flowforge
+run` processes sits on a disk that is full for `--full` s; every run's events
+are counted missing, duplicated and out of order, runs with two `run_finished`,
+and side effects repeated after their success was stored (`bench/_outages.py`):
+
+    .venv/bin/python bench/chaos.py --store-outages [--runs 12 --blocks 8 --sleep 1]
 """
 
 from __future__ import annotations
@@ -325,7 +334,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true",
                         help="Keep the folder (database, logs) and say where.")
+    parser.add_argument("--store-outages", action="store_true",
+                        help="Stop the database instead of killing workers (issue 24).")
+    parser.add_argument("--pg-restarts", type=int, default=3)
+    parser.add_argument("--down", type=float, default=3.0, help="Seconds PostgreSQL is down.")
+    parser.add_argument("--full", type=float, default=3.0, help="Seconds the disk is full.")
+    parser.add_argument("--cli-runs", type=int, default=4)
+    parser.add_argument("--retry", type=float, default=30.0,
+                        help="FLOWFORGE_STORE_RETRY_SECONDS of the SQLite runs.")
     args = parser.parse_args()
+    if args.store_outages:
+        import _outages
+        with redis_server() as redis:
+            celery_app.cache_clear()
+            print(json.dumps(_outages.main(args, redis.url)))
+        return
     with (contextlib.nullcontext(tempfile.mkdtemp(prefix="chaos-")) if args.keep
           else tempfile.TemporaryDirectory()) as name, redis_server() as redis:
         if args.keep:

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from flowforge.errors import StorageError
-from flowforge.service.recorder import Recorder
+from flowforge.service.recorder import Recorder, StoreUnreachable
 from flowforge.storage.base import Storage
 from flowforge.storage.sqlite import SQLiteStorage
 
@@ -46,3 +46,83 @@ async def test_the_default_stores_a_runs_writes_in_order_and_keeps_failures_apar
     else:
         raise AssertionError("a record of a run that does not exist was accepted")
     await storage.close()
+
+
+async def test_a_write_after_a_failed_one_is_never_stored(storage):
+    """A run's write made after one that failed is refused, even when it
+    alone would be fine: the stored events of a run never have a gap."""
+    await storage.create_run({"run_id": "r1", "workflow_id": "wf", "status": "running",
+                              "created_at": time.time()})
+    event = lambda seq, **more: {"seq": seq, "type": "progress", "run_id": "r1",  # noqa: E731
+                                 "time": float(seq), **more}
+    await storage.record("r1", [event(1)], [])
+    clash = storage.record_later("r1", [event(1, other=True)], [])   # seq 1, other content
+    behind = storage.record_later("r1", [event(2)], [], after=clash)
+    later = storage.record_later("r1", [event(3)], [], after=behind)
+    for write in (clash, behind, later):
+        try:
+            await write
+        except StorageError:
+            continue
+        raise AssertionError("a write was stored after a failed one")
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1]
+    await storage.record_later("r1", [event(2)], [])      # a fresh start is stored
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2]
+
+
+async def test_the_recorder_retries_a_failed_write_and_keeps_the_order(tmp_path):
+    """A write that fails because the store is away is retried with what came
+    after it, in order; a gated block waits until then."""
+    storage = FlakySQLite(tmp_path / "runs.db")
+    await storage.open()
+    await storage.create_run({"run_id": "r1", "workflow_id": "wf", "status": "running",
+                              "created_at": time.time()})
+    recorder = Recorder(storage, "r1", retry=10)
+    storage.failures = 3
+    for seq in (1, 2, 3):
+        recorder({"seq": seq, "type": "progress", "run_id": "r1", "time": float(seq)})
+        await asyncio.sleep(0)
+    await asyncio.wait_for(recorder.until_stored(3), 10)
+    assert storage.failures == 0
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2, 3]
+    recorder({"seq": 4, "type": "run_finished", "run_id": "r1", "time": 4.0})
+    await recorder.close({"status": "succeeded"})
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2, 3, 4]
+    assert (await storage.get_run("r1"))["status"] == "succeeded"
+
+    storage.failures = 10 ** 6                  # the store stays away: cut off
+    cut = Recorder(storage, "r1", retry=0.2)
+    cut({"seq": 5, "type": "progress", "run_id": "r1", "time": 5.0})
+    try:
+        await asyncio.wait_for(cut.close({"status": "failed"}), 10)
+    except StoreUnreachable as exc:
+        assert "flowforge runs resume r1" in str(exc) and "\n" not in str(exc)
+    else:
+        raise AssertionError("a store that stayed away did not cut the run off")
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2, 3, 4]
+    await storage.close()
+
+
+class FlakySQLite(SQLiteStorage):
+    """SQLite whose next `failures` group commits fail as a full disk does."""
+
+    failures = 0
+
+    def _conn(self):
+        db = super()._conn()
+        return _Failing(self, db) if self.failures else db
+
+
+class _Failing:
+    def __init__(self, storage, db):
+        self.storage, self.db = storage, db
+
+    def execute(self, sql, *args):
+        if sql == "BEGIN IMMEDIATE":
+            self.storage.failures -= 1
+            import sqlite3
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)

@@ -137,6 +137,10 @@ class BlockType:
     container: ClassVar[bool] = False
     routes: ClassVar[bool] = False
     holds_slot: ClassVar[bool] = True      # counts against the run's concurrency limit
+    #: Nothing outside the run sees it run (set, condition, response, input):
+    #: it may start before what it read is stored, since running it again is
+    #: harmless.  Any other block waits for that (`service/recorder.py`).
+    pure: ClassVar[bool] = False
     raw_fields: ClassVar[frozenset[str]] = frozenset()
     #: the seed systems' names of this block's fields that the camelCase rule cannot
     #: guess (`systemPrompt` -> `system`); see `workflow.seed_fields`

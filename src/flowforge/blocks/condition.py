@@ -43,6 +43,7 @@ def _compiled(source: str) -> expressions.Expression:
 @register_block
 class ConditionBlock(BlockType):
     type_name = "condition"
+    pure = True                  # nothing outside the run sees it run
     Config = ConditionConfig
     routes = True
     raw_fields = frozenset({"cases"})

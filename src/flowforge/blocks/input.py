@@ -18,6 +18,7 @@ class InputConfig(BlockConfig):
 @register_block
 class InputBlock(BlockType):
     type_name = "input"
+    pure = True                  # nothing outside the run sees it run
     Config = InputConfig
 
     @classmethod

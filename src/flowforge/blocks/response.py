@@ -25,6 +25,7 @@ class ResponseConfig(BlockConfig):
 @register_block
 class ResponseBlock(BlockType):
     type_name = "response"
+    pure = True                  # nothing outside the run sees it run
     Config = ResponseConfig
 
     @classmethod

@@ -23,6 +23,7 @@ class SetConfig(BlockConfig):
 @register_block
 class SetBlock(BlockType):
     type_name = "set"
+    pure = True                  # nothing outside the run sees it run
     Config = SetConfig
 
     @classmethod

@@ -330,7 +330,11 @@ def runs_resume(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
 
 def _show_result(result: Any, as_json: bool, stored: bool = True) -> None:
     if as_json:
+        from flowforge.service.recorder import CUT_OFF
+
         print(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
+        if result.status == "failed" and (result.error or "").startswith(CUT_OFF):
+            err.print(f"error: {result.error}", highlight=False, markup=False)
     else:
         print_summary(result, out, stored=stored)
         if result.status == "waiting":
@@ -474,6 +478,11 @@ def _storage_call(coro: Any) -> Any:
 
 
 def main() -> None:
+    import logging
+
+    # The pool's reconnect attempts while a database is away log a multi-line
+    # warning each; flowforge says in one line what that means for the run.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     command = whole_short_help(add_db_aliases(typer.main.get_command(app)))
     try:
         command(prog_name="flowforge")

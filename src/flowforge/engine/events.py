@@ -57,6 +57,11 @@ class EventBus:
                 f"(FLOWFORGE_MAX_RUN_EVENTS, `flowforge serve --max-run-events`): fewer loop "
                 f"passes or parallel items, or an administrator raises the limit")
 
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event published (0 before the first)."""
+        return self._seq
+
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(event)` for every later event; returns an unsubscribe.
         What it raises reaches the publisher (the run): for the engine's own

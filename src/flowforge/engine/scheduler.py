@@ -31,6 +31,10 @@ a property test compares the two on thousands of generated graphs.
 
 The queue is drained by a loop, not by recursion, so a chain of thousands of
 blocks that finish inline never deepens the stack.
+
+A run's owner may hold a block back (`gate`): a recorded run runs a block
+that acts outside the run only once what it read is stored.  The block, once
+started, waits in the Task that would have run it, which runs it after.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import asyncio
 import random
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from pydantic import ValidationError
 
@@ -58,6 +62,8 @@ SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cance
 WAITING = "waiting"
 _EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "block_skipped",
               CANCELLED: "block_cancelled", WAITING: "block_waiting"}
+#: In place of a block's context: the block waits for the gate's awaitable (see _worker).
+_GATED: Any = object()
 
 
 class Scope:
@@ -98,7 +104,7 @@ class Scheduler:
 
     __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "tasks", "inline",
                  "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting",
-                 "adopted", "suspended")
+                 "adopted", "suspended", "gate")
 
     def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
         self.bus = bus
@@ -120,6 +126,9 @@ class Scheduler:
         self.adopting = False                  # a Task is pumping and will run the next block
         self.adopted: tuple[Scope, Node, Any, Any] | None = None   # ...this one (see _worker)
         self.suspended: dict[str, Suspend] = {}    # top-level block id -> why it waits
+        # (scope, node) -> None when the block may start now, else an awaitable to
+        # wait for first (the service's recorder: what the block read is stored).
+        self.gate: Callable[[Scope, Node], Awaitable[None] | None] | None = None
 
     # -- public ---------------------------------------------------------------
     async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None,
@@ -214,6 +223,9 @@ class Scheduler:
         self._launch(scope, node)
 
     def _launch(self, scope: Scope, node: Node) -> None:
+        # Asked before `block_started`, awaited after it: the wait's one write
+        # then stores the predecessor's outcome and this start together.
+        waiting = self.gate(scope, node) if self.gate is not None else None
         nid = node.id
         now = time.time()
         scope.records[nid] = BlockRecord("running", now, type=node.type)
@@ -236,6 +248,18 @@ class Scheduler:
         self.bus.publish_block("block_started", nid, scope.label, "block_type", node.type,
                                "inputs", shown, now)
         context = self.make_context(self.owner, scope, node)
+        if waiting is not None:                # it runs after the wait, in this Task or its own
+            if self.adopting and self.adopted is None:
+                self.adopted = (scope, node, _GATED, (waiting, context, config))
+                return
+            task = asyncio.get_running_loop().create_task(
+                self._worker(scope, node, _GATED, (waiting, context, config)))
+            self._hold(task, (scope, node))
+            task.add_done_callback(self._worker_done)
+            return
+        self._start(scope, node, context, config)
+
+    def _start(self, scope: Scope, node: Node, context: Any, config: Any) -> None:
         try:
             plain = node.timeout is None and node.retry is None
             # A block that never waits answers at once: no coroutine at all.
@@ -273,6 +297,12 @@ class Scheduler:
         if not started:
             self._hold(asyncio.current_task(), None)   # running: it settles its blocks itself
         while True:
+            if context is _GATED:
+                adopted = await self._after_gate(scope, node, config)
+                if adopted is None:
+                    return
+                scope, node, context, config = adopted
+                continue
             try:
                 if node.timeout is None and node.retry is None:
                     output = await node.info.run(context, config)
@@ -303,6 +333,29 @@ class Scheduler:
             if adopted is None:
                 return
             scope, node, context, config = adopted
+
+    async def _after_gate(self, scope: Scope, node: Node, gated: tuple[Any, Any, Any]
+                          ) -> tuple[Scope, Node, Any, Any] | None:
+        """Wait for the gate, then start the block, keeping it for this Task if
+        it needs one (else the next ready block that does)."""
+        waiting, context, config = gated
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            self.cancelled = True
+            self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
+            self._pump()
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. the run's store is gone: not run
+            self._finish(scope, node, FAILED, None, f"not run: {_message(exc)}", None)
+            return self._pump_adopting()
+        self.adopting, self.adopted = True, None
+        try:
+            self._start(scope, node, context, config)
+        finally:
+            self.adopting = False
+        adopted, self.adopted = self.adopted, None
+        return adopted if adopted is not None else self._pump_adopting()
 
     def _suspend(self, scope: Scope, node: Node, suspend: Suspend) -> None:
         """Settle a block that waits outside the process: only the run's top

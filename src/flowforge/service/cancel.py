@@ -25,7 +25,6 @@ import uuid
 import weakref
 from typing import Any, Callable
 
-from flowforge.errors import StorageError
 from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
@@ -180,7 +179,8 @@ class _Watcher:
                         if on_lost is not None:
                             on_lost()
                 marked = await self.storage.cancel_requests(ids)
-            except StorageError as exc:           # a busy or restarting database: next time
+            except Exception as exc:  # noqa: BLE001 - a busy, full or restarting database:
+                # next time (this task watches every run of the process: it must not die)
                 log.warning("could not check runs for cancel requests: %s", exc)
                 continue
             for run_id in marked:

@@ -10,6 +10,18 @@ per run (SQLite then commits every run's writes of that turn at once);
 run returns, however it ended.  Consumers that must only see stored events
 (the server's SSE) read them from storage (`Storage.follow_events`).
 
+A storage failure never lets the run go on blind.  A block that can act
+outside the run (a function, an HTTP call, a model...) starts only once
+the events before it are stored (`gate`): what it read is durable, so a
+resume never runs it again behind blocks that used its output.  When a
+write fails, every later write waits behind it (storage refuses a write
+made after a failed one, so the stored log has no gap), gated blocks wait,
+and the recorder retries what failed with backoff for up to
+FLOWFORGE_STORE_RETRY_SECONDS (30 s); then the run goes on, or is cut off
+(`cut_off`, a `StoreUnreachable`): the service stops it and says how to
+resume it.  Pure blocks (set, condition, response, input) are not held:
+running them again is harmless.
+
 Environment variables are never written: the values of variables the
 workflow's templates read are replaced by `***` before anything is stored.
 """
@@ -17,12 +29,70 @@ workflow's templates read are replaced by `***` before anything is stored.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import time
 import weakref
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
+from flowforge.errors import StorageError
 from flowforge.storage.base import Storage
 
-__all__ = ["Recorder", "redactor"]
+__all__ = ["Recorder", "redactor", "StoreUnreachable", "RETRY_ENV", "retry_seconds", "CUT_OFF"]
+
+log = logging.getLogger("flowforge.recorder")
+
+#: Seconds a run waits for its store to take a failed write again before it
+#: is cut off (default 30).
+RETRY_ENV = "FLOWFORGE_STORE_RETRY_SECONDS"
+_FIRST_DELAY, _MAX_DELAY = 0.05, 2.0
+#: How the error of a run cut off by its store begins.
+CUT_OFF = "cut off: the run's database was unreachable"
+
+
+def retry_seconds() -> float:
+    """FLOWFORGE_STORE_RETRY_SECONDS, checked (StorageError naming the fix)."""
+    raw = os.environ.get(RETRY_ENV, "").strip()
+    if not raw:
+        return 30.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise StorageError(f"{RETRY_ENV}={raw!r} is not a number of seconds: set it to how "
+                           f"long a run waits for its database to come back, e.g. "
+                           f"{RETRY_ENV}=30")
+    return value
+
+
+class StoreUnreachable(StorageError):
+    """The store refused a run's writes for longer than the retry time: the
+    run was cut off, its record stops at `stored_seq`, and it can be resumed."""
+
+    def __init__(self, run_id: str, seconds: float, cause: BaseException,
+                 stored_seq: int) -> None:
+        cause_text = " ".join(str(getattr(cause, "__cause__", None) or cause).split())
+        super().__init__(
+            f"{CUT_OFF} for {seconds:g} s ({cause_text}); "
+            f"its record stops at event {stored_seq} and nothing ran unrecorded after it; "
+            f"once the database is back, finish it with `flowforge runs resume {run_id}` "
+            f"(wait longer: {RETRY_ENV})")
+        self.run_id, self.stored_seq = run_id, stored_seq
+
+
+#: DB-API errors about the data, not the store: trying again changes nothing.
+_REFUSED = frozenset({"IntegrityError", "DataError", "ProgrammingError", "NotSupportedError"})
+
+
+def _retryable(error: BaseException) -> bool:
+    """A failed write worth trying again: the store was away (a connection, a
+    full or read-only disk, a lock), not refused data (a constraint, or ours:
+    StorageError, e.g. two processes writing one run)."""
+    cause = error.__cause__ if isinstance(error, StorageError) else error
+    if cause is None or isinstance(cause, StorageError):
+        return False
+    return not any(kind.__name__ in _REFUSED for kind in type(cause).__mro__)
 
 def _same(data: Any) -> Any:
     return data
@@ -82,18 +152,39 @@ def _turn(loop: asyncio.AbstractEventLoop) -> _Turn:
     return turn
 
 
+class _Stored:
+    """`await` it: every event up to `seq` is stored (the coroutine is made
+    only then: a block cancelled before it waits leaves none unawaited)."""
+
+    __slots__ = ("recorder", "seq")
+
+    def __init__(self, recorder: "Recorder", seq: int) -> None:
+        self.recorder, self.seq = recorder, seq
+
+    def __await__(self) -> Any:
+        return self.recorder.until_stored(self.seq).__await__()
+
+
 class Recorder:
-    """Writes one run's events to storage."""
+    """Writes one run's events to storage, in order, without gaps."""
 
     def __init__(self, storage: Storage, run_id: str,
-                 redact: Callable[[Any], Any] | None = None) -> None:
+                 redact: Callable[[Any], Any] | None = None,
+                 retry: float | None = None) -> None:
         self.storage = storage
         self.run_id = run_id
         self.redact = redact or _same
+        self.retry = retry_seconds() if retry is None else retry
         self.pending: list[dict] = []
         self.error: BaseException | None = None
         self._turn = _turn(asyncio.get_running_loop())
-        self._writes: list[asyncio.Future] = []     # handed to storage, in order
+        # Handed to storage and not known stored, in order: (future, events, outcome).
+        self._writes: list[tuple[asyncio.Future, list[dict], dict | None]] = []
+        self._last: asyncio.Future | None = None    # the newest write: the next goes after it
+        self.stored_seq = 0                         # every event up to it is stored
+        self._trouble: asyncio.Future | None = None  # a failed write being retried
+        self.cut_off: StoreUnreachable | None = None
+        self.on_cut_off: Callable[[StoreUnreachable], None] | None = None
         self.dropped = False
 
     def drop(self) -> None:
@@ -112,47 +203,172 @@ class Recorder:
         self.pending.append(event)
 
     def _submit(self, outcome: dict[str, Any] | None = None) -> None:
+        if self._trouble is not None or self.cut_off is not None:
+            return                  # queued behind the failed write (see _recover)
         batch, self.pending = self.pending, []
         if not batch and outcome is None:
             return
         redact = self.redact
         events = batch if redact is _same else [redact(event) for event in batch]
-        writes = self._writes
         try:
-            write = self.storage.record_later(self.run_id, events, (),
-                                              after=writes[-1] if writes else None,
+            write = self.storage.record_later(self.run_id, events, (), after=self._last,
                                               update=outcome)
         except Exception as exc:  # noqa: BLE001 - kept, reported by close()
             self.error = self.error or exc
             return
-        writes.append(write)
+        self._last = write
+        writes = self._writes
+        writes.append((write, events, outcome))
         if len(writes) > 64:        # a long run: keep only what is not stored yet
             self._collect()
 
     def _collect(self) -> None:
-        """Note the first error of the writes that are done, and forget them
-        (no callback per write: that cost a loop step each)."""
-        waiting = []
-        for write in self._writes:
+        """Forget the writes known stored (no callback per write: that cost a
+        loop step each); a failed one starts the retry."""
+        writes = self._writes
+        stored = 0
+        for write, events, _ in writes:
             if not write.done():
-                waiting.append(write)
-            elif not write.cancelled() and write.exception() is not None \
-                    and self.error is None:
-                self.error = write.exception()
-        self._writes = waiting
+                break
+            if write.cancelled() or write.exception() is not None:
+                self._fail(write)
+                break
+            stored += 1
+            if events:
+                self.stored_seq = events[-1]["seq"]
+        del writes[:stored]
+
+    def _fail(self, write: asyncio.Future) -> None:
+        if self._trouble is not None or self.cut_off is not None:
+            return
+        error = write.exception() if not write.cancelled() else StorageError("cancelled")
+        if not _retryable(error):
+            self.error = self.error or error
+            return
+        loop = asyncio.get_running_loop()
+        self._trouble = loop.create_future()
+        loop.create_task(self._recover(error), name=f"flowforge-recorder-{self.run_id}")
+
+    async def _recover(self, error: BaseException) -> None:
+        """Retry what failed, with backoff, until stored or `retry` seconds
+        are spent; meanwhile nothing else of the run is written."""
+        trouble = self._trouble
+        log.warning("run %s: a write to the database failed (%s); the run's blocks wait "
+                    "while it is retried for up to %g s", self.run_id,
+                    " ".join(str(error).split()), self.retry)
+        for write, _, _ in self._writes:        # behind the failed one: they fail too
+            if not write.done():
+                await asyncio.wait([write])
+        events: list[dict] = []
+        outcome = None
+        for write, batch, update in self._writes:
+            if write.cancelled() or write.exception() is not None:
+                events.extend(batch)
+                outcome = update or outcome
+            elif batch:
+                self.stored_seq = batch[-1]["seq"]
+        self._writes, self._last = [], None
+        deadline = time.monotonic() + self.retry
+        delay = _FIRST_DELAY
+        while not self.dropped:
+            if time.monotonic() >= deadline:
+                self.cut_off = StoreUnreachable(self.run_id, self.retry, error, self.stored_seq)
+                if trouble is not None:
+                    trouble.set_result(None)
+                if self.on_cut_off is not None:
+                    self.on_cut_off(self.cut_off)
+                return
+            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, _MAX_DELAY)
+            try:
+                await self.storage.record_later(self.run_id, events, (), update=outcome)
+            except Exception as exc:  # noqa: BLE001 - the store is still away
+                if not _retryable(exc):
+                    self.error = self.error or exc
+                    break
+                error = exc
+                continue
+            if events:
+                self.stored_seq = events[-1]["seq"]
+            log.warning("run %s: the database took its writes again; the run goes on",
+                        self.run_id)
+            break
+        self._trouble = None
+        if trouble is not None:
+            trouble.set_result(None)
+        if self.pending and not self.dropped:
+            self._turn.add(self)             # what came meanwhile, after the turn
+
+    def gate(self, bus: Any) -> Callable[[Any, Any], Awaitable[None] | None]:
+        """The scheduler's hook (`Scheduler.gate`): None when a block may start
+        now, else an awaitable that ends once every event `bus` published
+        before it is stored.  Pure blocks and the top scope's first blocks
+        (nothing they read can be lost) never wait."""
+        def gate(scope: Any, node: Any) -> Awaitable[None] | None:
+            if getattr(node.info, "pure", False) or (scope.label is None and not node.inputs):
+                return None
+            seq = bus.last_seq
+            if seq <= self.stored_seq and self._trouble is None and self.cut_off is None:
+                return None
+            return _Stored(self, seq)
+
+        return gate
+
+    async def until_stored(self, seq: int) -> None:
+        """Return once every event up to `seq` is stored; StoreUnreachable once
+        the run is cut off (a write failed for longer than the retry time)."""
+        while True:
+            if self.cut_off is not None:
+                raise self.cut_off
+            if self._trouble is not None:
+                await asyncio.shield(self._trouble)
+                continue
+            if self.stored_seq >= seq or self.dropped:
+                return
+            if self.pending:
+                self._submit()          # now, not after the turn: a block waits for it
+            if self._trouble is not None:
+                continue
+            last = self._last
+            if last is None or self.error is not None:
+                if self.error is not None:
+                    raise self.error
+                return                  # nothing handed to storage is unsettled
+            if not last.done():
+                try:
+                    await asyncio.shield(last)  # a cancelled run must not cancel the write
+                except Exception:  # noqa: BLE001 - _collect starts its retry
+                    pass
+            self._collect()     # writes commit in order, each only if the one before did
+            if self._trouble is None and self.error is not None:
+                raise self.error
+            if not last.cancelled() and last.exception() is None:
+                self.stored_seq = max(self.stored_seq, seq)   # `last` held every event to seq
 
     async def close(self, outcome: dict[str, Any] | None = None) -> None:
         """Store everything still pending, and `outcome` (the run row's final
         columns) in the same write: a run's last events and its status are
-        stored together or not at all.  Raises the first storage error seen."""
+        stored together or not at all.  Raises the first storage error seen
+        (StoreUnreachable: the run was cut off and nothing more was stored)."""
         self._collect()
-        self._submit(None if self.dropped or self.error else outcome)
-        for write in self._writes:
-            if not write.done():
-                try:
-                    await write
-                except Exception:  # noqa: BLE001 - noted by _collect
-                    pass
-        self._collect()
+        submitted = False
+        while self.cut_off is None and self.error is None:
+            if self._trouble is not None:
+                await asyncio.shield(self._trouble)
+                continue
+            if not submitted or self.pending:
+                self._submit(None if self.dropped or submitted else outcome)
+                submitted = True
+            for write, _, _ in list(self._writes):
+                if not write.done():
+                    try:
+                        await write
+                    except Exception:  # noqa: BLE001 - _collect starts its retry
+                        pass
+            self._collect()
+            if self._trouble is None and not self.pending:
+                break
+        if self.cut_off is not None:
+            raise self.cut_off
         if self.error is not None:
             raise self.error

@@ -25,7 +25,7 @@ from flowforge.errors import FlowforgeError, NotFound
 from flowforge.service.cancel import (LEASE_SECONDS, forget_run, process_id,
                                       request_cancel, wait_until_ended, watch_for_cancel)
 from flowforge.service.loading import load, registered_workflow, resolve_workflow
-from flowforge.service.recorder import Recorder, redactor
+from flowforge.service.recorder import Recorder, StoreUnreachable, redactor
 from flowforge.service.secrets import load_secrets
 from flowforge.service.tracing import tracer_for_run, tracing_enabled
 from flowforge.storage import Storage, storage_from_url
@@ -230,6 +230,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                                      error=None, cancel_requested_at=None)
         recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)))
         bus.subscribe(recorder)
+        # a block that acts outside the run starts once what it read is stored
+        run_obj.scheduler.gate = recorder.gate(bus)
     if on_event is not None:
         bus.observe(on_event)
     return run_obj, recorder
@@ -338,6 +340,8 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
 
     # a cancel request from any process reaches it
     watch_for_cancel(storage, run_obj, on_lost=lose)
+    if recorder is not None:
+        recorder.on_cut_off = lambda _unreachable: run_obj.cancel()
     try:
         result = await run_obj.execute()
     except Exception as exc:  # noqa: BLE001 - a bug, not a block's failure: recorded, not lost
@@ -347,7 +351,15 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         if recorder is not None:
             await recorder.close()
         raise
+    finally:
+        # run -> scheduler -> gate -> recorder -> on_cut_off -> run: break the cycle,
+        # so a finished run is freed at once, not by a later garbage collection
+        run_obj.scheduler.gate = None
+        if recorder is not None:
+            recorder.on_cut_off = None
     forget_run(storage, run_obj.run_id)
+    if recorder is not None and recorder.cut_off is not None:
+        return _cut_off(run_obj, result, recorder, recorder.cut_off)
     if lost:
         if recorder is not None:
             await recorder.close()
@@ -362,13 +374,30 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         finished_at=time.time(), lease_owner=None, lease_expires_at=None,
         resume_at=run_obj.resume_at if result.status == "waiting" else None, **traced)
     if recorder is not None:
-        await recorder.close(outcome)     # the last events and the run's row, stored together
+        try:
+            await recorder.close(outcome)  # the last events and the run's row, stored together
+        except StoreUnreachable as unreachable:
+            return _cut_off(run_obj, result, recorder, unreachable)
     else:
         await storage.update_run(run_obj.run_id, **outcome)
     memory_keys = run_obj.doc.memory
     if result.status == "succeeded" and memory_keys:
         await storage.save_memory(run_obj.user.get("id"), {
             k: v for k, v in result.memory.items() if k in memory_keys})
+    return result
+
+
+def _cut_off(run_obj: Run, result: RunResult, recorder: Recorder,
+             unreachable: StoreUnreachable) -> RunResult:
+    """The run whose store stayed away: it stopped where its record stops, and
+    it ends `failed` here with the one-line reason and how to resume it; its
+    row stays `running`, so a resume (or another worker) finishes it."""
+    recorder.drop()
+    result = _hide_secrets(run_obj, result)
+    result.status, result.error = "failed", str(unreachable)
+    events = result.events
+    if events and events[-1].get("type") == "run_finished":
+        events[-1] = {**events[-1], "status": "failed", "error": result.error}
     return result
 
 

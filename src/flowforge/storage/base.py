@@ -271,13 +271,17 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
                      update: dict[str, Any] | None = None) -> asyncio.Future:
         """`record` without waiting: the future is done once stored (or failed).
         Stored after `after`, an earlier `record_later` future of the same run, so
-        a block's later checkpoint never lands before its earlier one; `update`
+        a block's later checkpoint never lands before its earlier one, and not
+        at all when `after` failed (a run's events never have a gap); `update`
         (run columns, as `update_run` takes them) is stored with it.  Back ends
         that commit in call order override this without a task per write, and
         store the update in the same transaction."""
         async def write() -> None:
             if after is not None:
-                await asyncio.wait([after])       # its failure is its own
+                await asyncio.wait([after])
+                if after.cancelled() or after.exception() is not None:
+                    raise StorageError(f"an earlier write of run {run_id} failed, and a "
+                                       f"run's events are stored in order")
             await self.record(run_id, events, blocks)
             if update:
                 await self.update_run(run_id, **update)

@@ -7,6 +7,11 @@ concurrent runs made ~3,000 commits a second, each its own transaction.
 A back end commits a group in one transaction (`Statements` holds its SQL),
 retries a failed group write by write so one run's bad data never fails
 another's, and stores writes in the order they were made.
+
+A run's write made `after` another one (`record_later(after=...)`) is never
+committed once that one failed: a run's stored events never have a gap, so
+its recorder can retry what failed and everything behind it, in order
+(`service/recorder.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
 from flowforge.storage.encoding import dumps
 
 __all__ = ["JSON_RUN_FIELDS", "Statements", "Step", "Write", "block_row", "created", "plan",
-           "recorded", "settle", "updated", "key_taken", "IDEMPOTENCY_INDEX"]
+           "recorded", "settle", "updated", "key_taken", "IDEMPOTENCY_INDEX", "behind", "behind_failed",
+           "refuse_behind"]
 
 #: The unique index on (user_id, idempotency_key) (migration 0014).
 IDEMPOTENCY_INDEX = "runs_by_idempotency_key"
@@ -37,7 +43,7 @@ class Write:
     values).  Made by `created`, `updated` and `recorded`."""
 
     __slots__ = ("what", "notify", "run_id", "events", "blocks", "run_row", "update",
-                 "future")
+                 "future", "after")
 
     def __init__(self, what: str, run_id: str, *, notify: str | None = None,
                  events: Sequence[dict[str, Any]] = (),
@@ -47,6 +53,7 @@ class Write:
         self.events, self.blocks = events, blocks
         self.run_row, self.update = run_row, update
         self.future: asyncio.Future | None = None
+        self.after: asyncio.Future | None = None    # stored only if this one was
 
 
 def created(run: dict[str, Any]) -> Write:
@@ -70,12 +77,14 @@ def updated(run_id: str, fields: dict[str, Any]) -> Write:
 
 
 def recorded(run_id: str, events: Sequence[dict[str, Any]], blocks: Sequence[dict[str, Any]],
-             update: dict[str, Any] | None = None) -> Write:
+             update: dict[str, Any] | None = None, after: asyncio.Future | None = None
+             ) -> Write:
     """`record_later`: events and checkpoints, and with `update` the run's
-    columns in the same write; followers of the run are woken once stored."""
+    columns in the same write, stored only if `after` was; followers of the
+    run are woken once stored."""
     write = updated(run_id, update) if update else Write("", run_id)
     write.what, write.notify = f"record run {run_id}", run_id
-    write.events, write.blocks = events, blocks
+    write.events, write.blocks, write.after = events, blocks, after
     return write
 
 
@@ -147,6 +156,38 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
     return steps
 
 
+def behind_failed(write: Write, failed: set) -> bool:
+    """Whether `write` must not be stored: the write it comes after failed
+    (earlier in this group: its future is in `failed`; in an earlier group:
+    settled with an error)."""
+    after = write.after
+    if after is None:
+        return False
+    if after in failed:
+        return True
+    return after.done() and (after.cancelled() or after.exception() is not None)
+
+
+def behind(write: Write) -> StorageError:
+    """The error of a write refused because the one it comes after failed."""
+    return StorageError(f"an earlier write of run {write.run_id} failed, and a run's "
+                        f"events are stored in order, without gaps")
+
+
+def refuse_behind(batch: list[Write], errors: list[Exception | None], failed: set
+                  ) -> list[Write]:
+    """The writes of `batch` that may be stored; each write behind a failed one
+    gets its error in `errors` (same positions as `batch`) and joins `failed`."""
+    live = []
+    for index, write in enumerate(batch):
+        if write.after is not None and behind_failed(write, failed):
+            errors[index] = behind(write)
+            failed.add(write.future)
+        else:
+            live.append(write)
+    return live
+
+
 def key_taken(write: Write) -> IdempotencyKeyTaken | None:
     """The error for `write` when the idempotency index refused it: a back end
     calls this once it knows that index, not another constraint, failed."""
@@ -171,7 +212,9 @@ def settle(batch: list[Write], errors: list[Exception | None],
         elif isinstance(error, AlreadyExists):      # the caller acts on it: kept as is
             write.future.set_exception(error)
         else:
-            write.future.set_exception(StorageError(f"could not {write.what}: {error}"))
+            failure = StorageError(f"could not {write.what}: {error}")
+            failure.__cause__ = error          # what failed: the recorder retries only
+            write.future.set_exception(failure)   # what may succeed later
 
 
 def block_row(run_id: str, block: dict[str, Any]) -> list[Any]:

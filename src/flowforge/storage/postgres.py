@@ -12,14 +12,15 @@ conformance suite does to give every test an empty database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 try:
     import psycopg
     from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("PostgreSQL storage needs psycopg 3: pip install 'flowforge[postgres]'"
                       ) from exc
@@ -57,7 +58,8 @@ def _split_url(url: str) -> tuple[str, int]:
                                    f"whole number") from None
         else:
             kept.append((key, value))
-    return urlunsplit(parts._replace(query=urlencode(kept))), pool_max
+    # %20, not +: libpq decodes no + (`options=-ca%3D1%20-cb%3D2` sets two settings)
+    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote))), pool_max
 
 
 class PostgresStorage(Storage):
@@ -74,10 +76,14 @@ class PostgresStorage(Storage):
         if self.pool is not None:
             return
         # An unreachable server fails the open within seconds, in one line.
+        # reconnect_timeout: the pool's reconnection attempts back off (1, 2, 4, 8...
+        # s) until it gives up; the next request starts them again from 1 s.
+        # Giving up after 10 s keeps the gap under ~4 s, so a run waiting for
+        # its server (service/recorder.py) goes on soon after it is back.
         pool = AsyncConnectionPool(self.conninfo, min_size=1, max_size=self.pool_max,
                                    open=False, kwargs={"autocommit": True,
                                                        "connect_timeout": 3},
-                                   name="flowforge")
+                                   name="flowforge", reconnect_timeout=10)
         try:
             await pool.open(wait=True, timeout=5)
             self.pool = pool
@@ -93,6 +99,13 @@ class PostgresStorage(Storage):
 
     async def _migrate(self) -> None:
         async with self._pool().connection() as conn:
+            # Up to date: nothing to write (a read-only server still serves reads).
+            cursor = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+            if (await cursor.fetchone())[0]:
+                cursor = await conn.execute("SELECT name FROM schema_migrations")
+                done = {row[0] for row in await cursor.fetchall()}
+                if all(migration.name in done for migration in self.migrations):
+                    return
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 await conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -145,13 +158,25 @@ class PostgresStorage(Storage):
         finally:
             await conn.close()
 
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> Any:
+        """A pooled connection; the server going away (stopped, restarting, out
+        of reach) is a StorageError in one line, never psycopg's traceback."""
+        try:
+            async with self._pool().connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            detail = str(exc).strip().splitlines()
+            raise StorageError(f"the PostgreSQL database {_safe(self.url)} is unreachable: "
+                               f"{detail[0] if detail else type(exc).__name__}") from None
+
     def _pool(self) -> AsyncConnectionPool:
         if self.pool is None:
             raise StorageError("storage is not open: call `await storage.open()` first")
         return self.pool
 
     async def _fetch(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cursor = conn.cursor(row_factory=dict_row)
             await cursor.execute(sql, args)
             return await cursor.fetchall()
@@ -161,7 +186,7 @@ class PostgresStorage(Storage):
         return rows[0] if rows else None
 
     async def _execute(self, sql: str, args: Any = ()) -> int:
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             cursor = await conn.execute(sql, args)
             return cursor.rowcount
 
@@ -217,8 +242,9 @@ class PostgresStorage(Storage):
                      blocks: list[dict[str, Any]], *, after: Any = None,
                      update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins the next group; groups commit one after the other, in order, so
-        `after` is stored first by construction."""
-        return self._writer.join(recorded(run_id, events, blocks, update))
+        `after` is stored first by construction (and this one not at all when
+        `after` failed: `grouping.refuse_behind`)."""
+        return self._writer.join(recorded(run_id, events, blocks, update, after))
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND seq > %s "
@@ -249,7 +275,7 @@ class PostgresStorage(Storage):
         if not values:
             return
         now = time.time()
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 await conn.cursor().executemany(
                     "INSERT INTO memory (user_id, key, value, updated_at) VALUES "
@@ -262,7 +288,7 @@ class PostgresStorage(Storage):
                             source: str | None = None) -> int:
         now = time.time()
         name = document.get("name") if isinstance(document, dict) else None
-        async with self._pool().connection() as conn:
+        async with self._connection() as conn:
             async with conn.transaction():
                 cursor = await conn.execute(
                     "INSERT INTO workflows (owner, workflow_id, latest_version, name, "

@@ -31,13 +31,17 @@ from psycopg_pool import PoolTimeout
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
 from flowforge.storage.encoding import dumps, same_json
-from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, key_taken,
-                                       plan, settle)
+from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, behind,
+                                       behind_failed, key_taken, plan, refuse_behind, settle)
 
 __all__ = ["PostgresGroupWriter", "CHANNEL"]
 
 #: NOTIFY channel: the payload is the id of a run that has new events.
 CHANNEL = "flowforge_runs"
+#: Seconds a group waits for a pooled connection (the pool's default, 30 s, is
+#: the whole time a run waits for its server to come back: each try of a
+#: run's failed writes must end well before it, `service/recorder.py`).
+CONNECT_WAIT = 5.0
 
 
 class PostgresGroupWriter:
@@ -83,20 +87,31 @@ class PostgresGroupWriter:
                 pass
 
     async def _commit_group(self, batch: list[Write]) -> list[Exception | None]:
+        errors: list[Exception | None] = [None] * len(batch)
+        failed: set = set()
+        live = refuse_behind(batch, errors, failed)     # never a write behind a failed one
+        if not live:
+            return errors
         try:
-            await self._commit_at_once(plan(batch, _FIRST_TRY), batch)
-            return [None] * len(batch)
+            await self._commit_at_once(plan(live, _FIRST_TRY), live)
+            return errors
         except (OperationalError, PoolTimeout) as exc:
-            return [exc] * len(batch)   # the server, not a write: one by one would wait N times
+            # the server, not a write: one by one would wait N times
+            return [error or exc for error in errors]
         except Exception:  # noqa: BLE001 - a replayed event or one write's bad data
             pass
-        errors: list[Exception | None] = []
-        for write in batch:
+        for index, write in enumerate(batch):
+            if errors[index] is not None:
+                continue
+            if behind_failed(write, failed):
+                errors[index] = behind(write)
+                failed.add(write.future)
+                continue
             try:
                 await self._commit(plan([write], _SQL), [write])
-                errors.append(None)
             except Exception as exc:  # noqa: BLE001 - handed to that write's caller
-                errors.append(_named(exc, write))
+                errors[index] = _named(exc, write)
+                failed.add(write.future)
         return errors
 
     async def _commit_at_once(self, steps: list[Step], batch: list[Write]) -> None:
@@ -106,7 +121,7 @@ class PostgresGroupWriter:
         stored) is rare, and a plain INSERT costs the server less than ON
         CONFLICT; any error rolls back and the writes go one by one (`_commit`)."""
         notified = sorted({write.notify for write in batch if write.notify})
-        async with self._pool().connection() as conn:
+        async with self._pool().connection(timeout=CONNECT_WAIT) as conn:
             try:
                 async with conn.pipeline() as pipeline:
                     await conn.execute("BEGIN")
@@ -130,7 +145,7 @@ class PostgresGroupWriter:
         """One transaction, its statements sent together (a pipeline): a round
         trip per statement cost a turn of a busy event loop each."""
         notified = sorted({write.notify for write in batch if write.notify})
-        async with self._pool().connection() as conn:
+        async with self._pool().connection(timeout=CONNECT_WAIT) as conn:
             async with conn.pipeline() as pipeline, conn.transaction():
                 checks = []
                 for sql, rows, check in steps:

@@ -38,6 +38,7 @@ class SQLiteStorage(Storage):
         self.url = f"sqlite:///{self.path}"
         self.migrations = migrations or SQLITE_MIGRATIONS
         self.db: sqlite3.Connection | None = None
+        self.read_only = False             # opened to read: the file cannot be written
         # Run writes of one loop turn, committed together (sqlite_writes.py).
         self._writer = GroupWriter(self._conn, self._notify, self._committed)
         self._checkpointer: Checkpointer | None = None
@@ -50,24 +51,67 @@ class SQLiteStorage(Storage):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError:
+                db.close()
+                db = self._read_only()
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=10000")
             db.execute("PRAGMA foreign_keys=ON")
             db.row_factory = sqlite3.Row
             self.db = db
             self._migrate()
-            if self.path != ":memory:":
+            if self.path != ":memory:" and not self.read_only:
                 db.execute("PRAGMA wal_autocheckpoint=0")     # a thread does it (wal.py)
                 self._checkpointer = Checkpointer(self.path)
         except sqlite3.DatabaseError as exc:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
             raise StorageError(f"cannot open the database {self.path}: {exc} "
                                f"(set FLOWFORGE_DATABASE_URL to use another file)") from None
 
+    def _read_only(self) -> sqlite3.Connection:
+        """The file on a read-only disk (or one this user may not write): opened
+        to read, so its history can still be listed and shown; a database in
+        WAL mode whose log files cannot be made there is read as it stands
+        (`immutable`: nobody can change a file on a read-only disk)."""
+        location = Path(self.path).resolve().as_uri()
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            db = sqlite3.connect(f"{location}?{options}", uri=True, check_same_thread=False,
+                                 isolation_level=None)
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.OperationalError:
+                db.close()
+                continue
+            self.read_only = True
+            return db
+        raise sqlite3.OperationalError("unable to open database file, even to read it")
+
     def _migrate(self) -> None:
         db = self._conn()
-        db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                   "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+        if self.read_only:
+            try:
+                done = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
+            except sqlite3.OperationalError:
+                done = set()
+            missing = [m.name for m in self.migrations if m.name not in done]
+            if missing:
+                raise StorageError(f"the database {self.path} is read-only and lacks "
+                                   f"{len(missing)} schema step(s) ({missing[0]}, ...): open "
+                                   f"it once where it can be written, to bring it up to date")
+            return
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                       "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc):
+                raise
+            self.read_only = True          # a file this process may not write
+            self._migrate()
+            return
         done = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
         for migration in self.migrations:
             if migration.name in done:
@@ -105,10 +149,19 @@ class SQLiteStorage(Storage):
         return self.db
 
     async def _sql_rows(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
-        return [dict(row) for row in self._conn().execute(sql, args).fetchall()]
+        try:
+            return [dict(row) for row in self._conn().execute(sql, args).fetchall()]
+        except sqlite3.OperationalError as exc:
+            raise self._unusable(exc) from None
 
     async def _sql_change(self, sql: str, args: Any = ()) -> int:
-        return self._conn().execute(sql, args).rowcount
+        try:
+            return self._conn().execute(sql, args).rowcount
+        except sqlite3.OperationalError as exc:      # a full disk, a read-only file
+            raise self._unusable(exc) from None
+
+    def _unusable(self, exc: sqlite3.OperationalError) -> StorageError:
+        return StorageError(f"the database {self.path} refused the request: {exc}")
 
     # -- runs --------------------------------------------------------------------
     async def create_run(self, run: dict[str, Any]) -> None:
@@ -159,8 +212,9 @@ class SQLiteStorage(Storage):
                      blocks: list[dict[str, Any]], *, after: Any = None,
                      update: dict[str, Any] | None = None) -> asyncio.Future:
         """Joins this loop turn's transaction; writes commit in call order, so
-        `after` is stored first by construction."""
-        return self._join(recorded(run_id, events, blocks, update))
+        `after` is stored first by construction (and this one not at all when
+        `after` failed: `grouping.refuse_behind`)."""
+        return self._join(recorded(run_id, events, blocks, update, after))
 
     # -- group commit (sqlite_writes.py) ----------------------------------------------
     def _join(self, write: Write) -> asyncio.Future:

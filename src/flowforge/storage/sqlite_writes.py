@@ -17,8 +17,8 @@ from typing import Callable
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
 from flowforge.storage.encoding import same_json
-from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, key_taken,
-                                       plan, settle)
+from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
+                                       behind, behind_failed, key_taken, plan, refuse_behind, settle)
 
 __all__ = ["GroupWriter"]
 
@@ -56,21 +56,32 @@ class GroupWriter:
 
 
 def commit_group(db: sqlite3.Connection, batch: list[Write]) -> list[Exception | None]:
-    """Commit `batch` in one transaction; on failure, each write alone.  The
-    error of each write (None: stored)."""
+    """Commit `batch` in one transaction; on failure, each write alone (never
+    one behind a failed write of its run: `refuse_behind`).  The error of each
+    write (None: stored)."""
+    errors: list[Exception | None] = [None] * len(batch)
+    failed: set = set()
+    live = refuse_behind(batch, errors, failed)
+    if not live:
+        return errors
     try:
-        _commit(db, plan(batch, _SQL))
-        return [None] * len(batch)
+        _commit(db, plan(live, _SQL))
+        return errors
     except Exception as exc:  # noqa: BLE001 - isolate the failing write
         if len(batch) == 1:
             return [_named(exc, batch[0])]
-    errors: list[Exception | None] = []
-    for write in batch:
+    for index, write in enumerate(batch):
+        if errors[index] is not None:
+            continue
+        if behind_failed(write, failed):
+            errors[index] = behind(write)
+            failed.add(write.future)
+            continue
         try:
             _commit(db, plan([write], _SQL))
-            errors.append(None)
         except Exception as exc:  # noqa: BLE001 - handed to that write's caller
-            errors.append(_named(exc, write))
+            errors[index] = _named(exc, write)
+            failed.add(write.future)
     return errors
 
 
@@ -95,7 +106,8 @@ def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:
                 _check_replays(db, rows)
         db.execute("COMMIT")
     except Exception:
-        db.execute("ROLLBACK")
+        if db.in_transaction:       # (SQLite ends it itself on a full disk: the error stays)
+            db.execute("ROLLBACK")
         raise
 
 

@@ -32,7 +32,8 @@ from typing import Iterator
 
 from flowforge.errors import StorageError
 
-__all__ = ["ThrowawayPostgres", "folder_of", "temporary_schema", "start", "stop", "stop_server", "shared_url", "main"]
+__all__ = ["ThrowawayPostgres", "folder_of", "temporary_schema", "start", "stop", "stop_server",
+           "shared_url", "main", "crash", "restart"]
 
 _ENV_URL = "FLOWFORGE_TEST_POSTGRES_URL"
 
@@ -122,6 +123,27 @@ def start(*, durable: bool = False, bin_dir: Path | None = None,
         raise StorageError(f"could not start PostgreSQL: {detail.strip()}") from None
     pid = int(Path(data, "postmaster.pid").read_text().split()[0])
     return ThrowawayPostgres(f"postgresql://postgres@127.0.0.1:{port}/postgres", pid, folder)
+
+
+def crash(server: ThrowawayPostgres) -> None:
+    """Stop the server the hard way (`pg_ctl -m immediate stop`: no checkpoint,
+    every connection cut), keeping its data for `restart`."""
+    data = os.path.join(server.folder, "data")
+    subprocess.run(_as_postgres([str(ensure_installed() / "pg_ctl"), "-D", data, "-m",
+                                 "immediate", "-w", "-t", "60", "stop"]),
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def restart(server: ThrowawayPostgres) -> ThrowawayPostgres:
+    """Start a crashed server again on its port, with its data (it recovers
+    from its log first): the same server, a new PID."""
+    data = os.path.join(server.folder, "data")
+    subprocess.run(_as_postgres([str(ensure_installed() / "pg_ctl"), "-D", data, "-l",
+                                 os.path.join(server.folder, "server.log"), "-w", "-t", "60",
+                                 "restart"]),
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pid = int(Path(data, "postmaster.pid").read_text().split()[0])
+    return ThrowawayPostgres(server.url, pid, server.folder)
 
 
 def folder_of(pid: int) -> str | None:
