@@ -194,7 +194,7 @@ def test_every_code_block_of_the_guides_runs(page, tmp_path):
             result = subprocess.run(["bash", "-e", "-c", body], cwd=tmp_path, env=env,
                                     capture_output=True, text=True, timeout=240)
             assert result.returncode == 0, f"{body}\n{result.stdout}\n{result.stderr}"
-            last_output = result.stdout
+            last_output = result.stdout + result.stderr     # what the terminal shows
         elif title:
             (tmp_path / title.group(1)).write_text(body)
         else:
