@@ -251,3 +251,42 @@ async def test_an_installation_without_the_manual_says_how_to_build_it(tmp_path,
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
         answer = await client.get("/manual/")
     assert answer.status_code == 404 and "make docs" in answer.text
+
+
+async def test_in_a_browser_the_manual_and_its_search_stay_on_this_server(built, tmp_path,
+                                                                         monkeypatch):
+    """Debian's Chromium under the page's own Content-Security-Policy: every
+    request the pages make, search included, goes to this server."""
+    from playwright.async_api import async_playwright
+
+    from flowforge.server import manual_pages
+    from tests.server.conftest import start_server
+    from tests.webapp.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    monkeypatch.setattr(manual_pages, "MANUAL", built / "site")
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
+    requests: list[str] = []
+    problems: list[str] = []
+    try:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM,
+                                                       headless=True, args=CHROMIUM_ARGS)
+            page = await browser.new_page()
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.on("console", lambda message: problems.append(message.text)
+                    if message.type == "error" else None)
+            await page.goto(f"{live.url}/manual/")
+            await page.click("text=Getting started")
+            await page.wait_for_url("**/guides/getting-started.html")
+            await page.keyboard.press("s")                  # Material's search shortcut
+            await page.keyboard.type("knowledge_base_search")
+            await page.wait_for_selector(".md-search-result__item", timeout=15_000)
+            results = await page.inner_text(".md-search-result")
+            await browser.close()
+    finally:
+        await stop()
+    assert "RAG chat" in results
+    assert requests and all(url.startswith(live.url) for url in requests), \
+        [url for url in requests if not url.startswith(live.url)]
+    assert problems == []
