@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src" / "flowforge"
 EXAMPLES = ROOT / "examples"
 
-__all__ = ["generate", "ENV_PATTERN"]
+__all__ = ["generate", "example_problems", "ManualDisagrees", "ENV_PATTERN"]
 
 #: What counts as an environment variable the code reads.
 ENV_PATTERN = re.compile(
@@ -132,6 +132,46 @@ def scripted_page(out: Path) -> list[str]:
     return [*scripted.ScriptRules.model_fields, *scripted.Rule.model_fields]
 
 
+def _elided(value: Any) -> Any:
+    """`...` written as a key or an item means "and so on": drop it."""
+    if isinstance(value, dict):
+        return {k: _elided(v) for k, v in value.items() if k != "..."}
+    if isinstance(value, list):
+        return [_elided(v) for v in value if v != "..."]
+    return value
+
+
+def example_problems(type_name: str, markdown: str) -> list[str]:
+    """Each YAML example of blocks in a block type's docstring, loaded as a
+    workflow: an example the code refuses is a manual that is wrong.  Blocks it
+    only refers to (`{{answer.content}}`, `on_error: review`) are stood in for
+    by empty `set` blocks."""
+    import yaml
+
+    import flowforge
+    from flowforge.errors import WorkflowError
+    from flowforge.workflow.graph import NAMESPACES
+
+    problems = []
+    for body in re.findall(r"```yaml\n(.*?)```", markdown, re.S):
+        blocks = _elided(yaml.safe_load(body))
+        if not (isinstance(blocks, list) and blocks and isinstance(blocks[0], dict)
+                and ("type" in blocks[0] or "uses" in blocks[0])):
+            continue                              # an output's shape, not blocks
+        ids = {block.get("id") for block in blocks}
+        named = set(re.findall(r"\{\{\s*(\w+)\.", body))
+        named |= set(re.findall(r"(?:on_error|goto|default):\s*(\w+)", body))
+        stand_ins = [{"id": n, "type": "set", "with": {}}
+                     for n in sorted(named - ids - NAMESPACES)]
+        document = {"version": 1, "id": f"example-{type_name}", "blocks": stand_ins + blocks}
+        try:
+            flowforge.load_text(yaml.safe_dump(document))
+        except WorkflowError as exc:
+            problems.append(f"the example of `{type_name}` (in its module docstring) is "
+                            f"refused: {exc}")
+    return problems
+
+
 def block_pages(out: Path) -> dict[str, list[str]]:
     """One page per block type; returns type -> documented config fields."""
     from flowforge.blocks import block_types
@@ -150,6 +190,7 @@ def block_pages(out: Path) -> dict[str, list[str]]:
         index.append(f"| [`{name}`]({name}.md) | {_cell(summary)} |")
         config = cls.Config
         lines = [f"# `{name}`", "", _docstring_markdown(doc), ""]
+        PROBLEMS.extend(example_problems(name, lines[2]))
         flags = [flag for flag, on in (("container (holds child `blocks:`)", cls.container),
                                        ("routing (chooses which outgoing blocks run)",
                                         cls.routes)) if on]
@@ -328,8 +369,19 @@ def environment_page(out: Path) -> list[str]:
     return sorted(readers)
 
 
+#: Where the code and its documentation disagree, found while generating.
+PROBLEMS: list[str] = []
+
+
+class ManualDisagrees(Exception):
+    """The code's own documentation is wrong (an example the code refuses)."""
+
+
 def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:
-    """Write every reference page into `out`; returns what each page documents."""
+    """Write every reference page into `out`; returns what each page documents.
+    Raises ManualDisagrees, listing every problem, when the code's own
+    documentation is wrong."""
+    PROBLEMS.clear()
     out.mkdir(parents=True, exist_ok=True)
     documented = {"blocks": block_pages(out), "functions": expressions_page(out),
                   "cli": cli_page(out), "routes": http_page(out), "errors": errors_page(out),
@@ -346,9 +398,14 @@ def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:
              "- [Environment variables](environment.md)",
              "- [Scripted rules](scripted.md): the rules format of `scripted/` models"]
     (out / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    if PROBLEMS:
+        raise ManualDisagrees("\n".join(PROBLEMS))
     return documented
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "src"))
-    generate(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "reference")
+    try:
+        generate(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "reference")
+    except ManualDisagrees as exc:
+        sys.exit(f"error: the code and its documentation disagree:\n{exc}")

@@ -56,6 +56,18 @@ def test_a_broken_link_fails_the_build(tmp_path):
     assert "nothing-here.md" in result.stderr
 
 
+def test_a_block_example_the_code_refuses_fails_the_generator():
+    """The examples in block docstrings are loaded as workflows: the http
+    block's own, changed to a method it does not take, is refused by name."""
+    import flowforge.blocks.http as http
+
+    page = gen_reference._docstring_markdown(gen_reference._dedent_doc(http))
+    assert "method: POST" in page and gen_reference.example_problems("http", page) == []
+    problems = gen_reference.example_problems("http", page.replace("method: POST",
+                                                                   "method: YEET"))
+    assert len(problems) == 1 and "`http`" in problems[0] and "method" in problems[0]
+
+
 # -- the reference covers the code ---------------------------------------------------------
 
 def test_every_block_type_and_field_has_its_entry(built):
