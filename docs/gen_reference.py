@@ -352,19 +352,27 @@ def errors_page(out: Path) -> list[str]:
 def environment_page(out: Path) -> list[str]:
     """Every variable the source reads, with the modules that read it."""
     readers: dict[str, set[str]] = {}
+    context: dict[str, str] = {}
     for path in sorted(SOURCE.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        for match in ENV_PATTERN.finditer(text):
-            module = ".".join(path.relative_to(SOURCE.parent).with_suffix("").parts)
-            readers.setdefault(match.group(1), set()).add(module)
+        module = ".".join(path.relative_to(SOURCE.parent).with_suffix("").parts)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            for match in ENV_PATTERN.finditer(line):
+                name = match.group(1)
+                readers.setdefault(name, set()).add(module)
+                prose = line.strip().lstrip("#:").strip().strip("\"'(),; ").rstrip('"')
+                if name not in context and not re.search(r"environ|getenv|[(\[]\"|= \"",
+                                                         line) and len(prose.split()) > 4:
+                    context[name] = prose
     lines = ["# Environment variables", "",
              "Every environment variable the source reads, found in the source when the "
-             "manual is built, with the modules that read it (their docstrings say how). "
-             "`OPENAI_COMPATIBLE_<NAME>_BASE_URL` and `..._API_KEY` configure "
-             "`openai-compatible/<name>` models.", "",
-             "| variable | read in |", "| --- | --- |"]
+             "manual is built, with the modules that read it and a line of the code's own "
+             "documentation that names it. `OPENAI_COMPATIBLE_<NAME>_BASE_URL` and "
+             "`..._API_KEY` configure `openai-compatible/<name>` models; the standard "
+             "`OTEL_*` variables configure [tracing](../guides/tracing.md).", "",
+             "| variable | read in | from the code's documentation |", "| --- | --- | --- |"]
     for name, modules in sorted(readers.items()):
-        lines.append(f"| `{name}` | {', '.join(f'`{m}`' for m in sorted(modules))} |")
+        lines.append(f"| `{name}` | {', '.join(f'`{m}`' for m in sorted(modules))} | "
+                     f"{_cell(context.get(name, ''))} |")
     (out / "environment.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return sorted(readers)
 
