@@ -172,6 +172,21 @@ def example_problems(type_name: str, markdown: str) -> list[str]:
     return problems
 
 
+def _events_of(module_name: str, seen: set[str] | None = None) -> set[str]:
+    """Event types a block module emits, itself or through the private helper
+    modules (`blocks._llm`, ...) it imports."""
+    seen = set() if seen is None else seen
+    if module_name in seen:
+        return set()
+    seen.add(module_name)
+    path = SOURCE / "blocks" / f"{module_name.rsplit('.', 1)[-1]}.py"
+    text = path.read_text(encoding="utf-8")
+    events = set(re.findall(r"\bemit\(\s*[\"'](\w+)[\"']", text))
+    for helper in re.findall(r"from flowforge\.blocks\.(_\w+) import", text):
+        events |= _events_of(f"flowforge.blocks.{helper}", seen)
+    return events
+
+
 def block_pages(out: Path) -> dict[str, list[str]]:
     """One page per block type; returns type -> documented config fields."""
     from flowforge.blocks import block_types
@@ -205,6 +220,12 @@ def block_pages(out: Path) -> dict[str, list[str]]:
         elif not fields:
             lines += ["This block type takes no fields."]
         documented[name] = [f.alias or n for n, f in fields.items()]
+        events = sorted(_events_of(cls.__module__))
+        lines += ["", "## Events", "",
+                  "Like every block: `block_started`, then `block_succeeded`, `block_failed` "
+                  "or `block_skipped`."
+                  + (" Besides, while it runs: " + ", ".join(f"`{e}`" for e in events) + "."
+                     if events else "")]
         uses = _examples_using(name)
         if uses:
             lines += ["", "## Shipped examples that use it", ""]

@@ -84,6 +84,9 @@ def test_every_block_type_and_field_has_its_entry(built):
             if field.description:
                 assert " ".join(field.description.split())[:40] in row.group(0)
         assert (built / "site" / "reference" / "blocks" / f"{name}.html").is_file()
+    agent = (folder / "agent.md").read_text()
+    assert "`tool_called`" in agent and "`llm_delta`" in agent     # what it emits
+    assert "`toolCalls {list:" in agent                            # what it outputs
 
 
 def test_every_command_and_option_has_its_entry(built):
