@@ -339,6 +339,13 @@ def http_page(out: Path) -> list[str]:
                 lines += [f"| `{p['name']}` | {p['in']} | {p.get('required', False)} | "
                           f"{_cell(p.get('description', ''))} |" for p in params]
                 lines.append("")
+            body = operation.get("requestBody", {}).get("content", {})
+            if body:
+                kinds = []
+                for media, content in body.items():
+                    ref = content.get("schema", {}).get("$ref", "")
+                    kinds.append(f"`{media}`" + (f" ({ref.rsplit('/', 1)[-1]})" if ref else ""))
+                lines += ["Body: " + ", ".join(kinds), ""]
             statuses = ", ".join(f"`{s}`" for s in operation.get("responses", {}))
             lines += [f"Answers: {statuses}", ""]
     (out / "http.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
