@@ -77,8 +77,8 @@ def _dedent_doc(obj: Any) -> str:
     return inspect.cleandoc(obj.__doc__ or "")
 
 
-def _docstring_markdown(text: str) -> str:
-    """A module docstring as Markdown: its indented examples become YAML blocks."""
+def _docstring_markdown(text: str, language: str = "yaml") -> str:
+    """A module docstring as Markdown: its indented examples become code blocks."""
     out: list[str] = []
     block: list[str] = []
 
@@ -87,7 +87,7 @@ def _docstring_markdown(text: str) -> str:
             while block and not block[-1].strip():
                 block.pop()
             body = textwrap.dedent("\n".join(block)).strip("\n")
-            out.extend(["", "```yaml", body, "```", ""])
+            out.extend(["", f"```{language}", body, "```", ""])
             block.clear()
 
     for line in text.splitlines():
@@ -368,11 +368,24 @@ def errors_page(out: Path) -> list[str]:
     lines += ["", "## HTTP error codes", "", _docstring_markdown(_dedent_doc(server_errors)),
               "", "| status | `code` |", "| --- | --- |"]
     lines += [f"| {status} | `{code}` |" for status, code in sorted(server_errors._CODES.items())]
+    found: dict[str, set[str]] = {}
+    for folder in ("server", "service"):
+        for path in sorted((SOURCE / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            for code in re.findall(r"(?:\bcode=|_json\(\d+,\s*[^,()]+,\s*)[\"']([a-z_]+)[\"']",
+                                   text):
+                if code not in server_errors._CODES.values():
+                    found.setdefault(code, set()).add(
+                        ".".join(path.relative_to(SOURCE.parent).with_suffix("").parts))
+    lines += ["", "More specific codes, found in the server's source:", "",
+              "| `code` | raised in |", "| --- | --- |"]
+    lines += [f"| `{code}` | {', '.join(f'`{m}`' for m in sorted(modules))} |"
+              for code, modules in sorted(found.items())]
+    from flowforge.cli import exits, main
+
     lines += ["", "## Exit codes of the command line", "",
-              "| code | meaning |", "| --- | --- |", "| 0 | the run succeeded |",
-              "| 1 | the run failed or was cancelled |",
-              "| 2 | the workflow or the command line is invalid |",
-              "| 3 | the run is waiting (an approval, a long wait) |"]
+              _docstring_markdown(_dedent_doc(exits), "text"), "",
+              _dedent_doc(main).split("\n\n", 1)[1]]
     (out / "errors.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return names
 

@@ -137,6 +137,7 @@ def test_functions_errors_and_environment_have_their_entries(built):
                if isinstance(getattr(errors, name), type)
                and issubclass(getattr(errors, name), Exception))
     assert "| 404 | `not_found` |" in errors_page
+    assert "| `capability_denied` |" in errors_page and "| `idempotency_key_reused` |" in errors_page
     environment = (reference / "environment.md").read_text()
     for path in (ROOT / "src" / "flowforge").rglob("*.py"):
         for name in re.findall(r"os\.environ(?:\.get)?[(\[]\s*\"(FLOWFORGE_[A-Z0-9_]+)\"",
