@@ -35,7 +35,8 @@ def build(tmp: Path, extra_page: str | None = None) -> subprocess.CompletedProce
     if extra_page is not None:
         (docs / "extra.md").write_text(extra_page)
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
-    config.update(docs_dir=str(docs), site_dir=str(tmp / "site"))
+    config.update(docs_dir=str(docs), site_dir=str(tmp / "site"),
+                  hooks=[str(docs / "hooks.py")])
     (tmp / "mkdocs.yml").write_text(yaml.safe_dump(config))
     return subprocess.run([str(MKDOCS), "build", "--strict", "-f", str(tmp / "mkdocs.yml")],
                           capture_output=True, text=True, timeout=120,
@@ -75,8 +76,10 @@ def test_every_block_type_and_field_has_its_entry(built):
 
     folder = built / "docs" / "reference" / "blocks"
     index = (folder / "index.md").read_text()
+    sidebar = (built / "site" / "index.html").read_text()
     for name, cls in block_types().items():
         assert f"[`{name}`]({name}.md)" in index, name
+        assert f'href="reference/blocks/{name}.html"' in sidebar, name
         page = (folder / f"{name}.md").read_text()
         for field_name, field in cls.Config.model_fields.items():
             row = re.search(rf"^\| `{re.escape(field.alias or field_name)}` \|.*$", page, re.M)
