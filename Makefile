@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install demo test bench clean ui
+.PHONY: install demo test bench clean ui docs
 
 $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.sh web/package-lock.json
 	bash scripts/install_system_deps.sh
@@ -44,6 +44,13 @@ ui:
 	rm -rf $(UI_STATIC)
 	mkdir -p $(UI_STATIC)
 	cp -r web/dist/. $(UI_STATIC)/
+
+# The manual (docs/, mkdocs.yml): the reference pages are generated from the
+# code, then the site is built, strict (a broken link fails), offline, into
+# the package, where `flowforge serve` answers it at /manual/.
+docs: install
+	PYTHONPATH=src $(BIN)/python docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 clean:
 	rm -rf $(VENV) .venv-phoenix .pytest_cache

@@ -94,6 +94,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
     from flowforge.server import routes_builder      # blocks, clarify, create-agent, automate
     app.include_router(routes_builder.router)
     app.include_router(websocket_router)
+    from flowforge.server.manual_pages import install_manual; install_manual(app)  # /manual/
     from flowforge.server.webui import install_web_app   # `/`: the web app, after the API
     install_web_app(app)
     app.openapi = lambda: _openapi(app)      # type: ignore[method-assign]

@@ -1,0 +1,460 @@
+"""Write the manual's reference pages from the code itself, so they cannot drift.
+
+Run by `make docs` (and by tests/docs/test_manual.py) before `mkdocs build
+--strict`: every page under `docs/reference/` is rewritten from what the
+code exposes (the block registry and each type's `Config` model, the
+expression function table, the typer app, the FastAPI app's OpenAPI
+document, the error tree, the `FLOWFORGE_*` and provider variables the source
+reads).  The pages are git-ignored: nobody edits them, and a docstring
+changed in the code is the page changed in the manual.
+
+    python docs/gen_reference.py [OUT_DIR]      # default: docs/reference
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import sys
+import textwrap
+import typing
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "src" / "flowforge"
+EXAMPLES = ROOT / "examples"
+
+__all__ = ["generate", "example_problems", "ManualDisagrees", "ENV_PATTERN"]
+
+#: What counts as an environment variable the code reads.
+ENV_PATTERN = re.compile(
+    r"\b(FLOWFORGE_[A-Z0-9_]*[A-Z0-9]|OPENAI_COMPATIBLE_<NAME>_[A-Z_]+|"
+    r"(?:OPENAI|ANTHROPIC|GOOGLE|GEMINI|REPLICATE|TAVILY|BRAVE|PERPLEXITY|OPENROUTER)"
+    r"_[A-Z_]*[A-Z])\b")
+
+
+def _cell(text: Any) -> str:
+    """A value safe inside one Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
+    text = text or str(annotation)
+    return re.sub(r"\b(typing|pydantic|collections\.abc|flowforge(\.\w+)*)\.", "", text)
+
+
+def _allowed(annotation: Any) -> list[Any]:
+    """The values a Literal (possibly optional, possibly nested in a union) allows."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    found: list[Any] = []
+    for arg in typing.get_args(annotation):
+        found += _allowed(arg)
+    return found
+
+
+def _default(field: Any) -> str:
+    from pydantic_core import PydanticUndefined
+
+    if field.is_required():
+        return "**required**"
+    if field.default_factory is not None:
+        try:
+            value = field.default_factory()
+        except TypeError:
+            return "(computed)"
+    elif field.default is PydanticUndefined:
+        return ""
+    else:
+        value = field.default
+    return f"`{json.dumps(value, default=str)}`"
+
+
+def _dedent_doc(obj: Any) -> str:
+    return inspect.cleandoc(obj.__doc__ or "")
+
+
+def _docstring_markdown(text: str, language: str = "yaml") -> str:
+    """A module docstring as Markdown: its indented examples become code blocks."""
+    out: list[str] = []
+    block: list[str] = []
+
+    def flush() -> None:
+        if block:
+            while block and not block[-1].strip():
+                block.pop()
+            body = textwrap.dedent("\n".join(block)).strip("\n")
+            out.extend(["", f"```{language}", body, "```", ""])
+            block.clear()
+
+    for line in text.splitlines():
+        if line.startswith("    ") or (block and not line.strip()):
+            block.append(line)
+        else:
+            flush()
+            out.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def _examples_using(type_name: str) -> list[str]:
+    pattern = re.compile(rf"(type:\s*{re.escape(type_name)}\b|\"type\":\s*\"{type_name}\")")
+    return sorted(str(p.relative_to(ROOT)) for p in EXAMPLES.rglob("*")
+                  if p.suffix in (".yaml", ".json") and "rules" not in p.name
+                  and pattern.search(p.read_text(encoding="utf-8")))
+
+
+def _fields_table(model: Any) -> list[str]:
+    """A pydantic model's fields: name, type, default, allowed values, description."""
+    if not model.model_fields:
+        return []
+    lines = ["| field | type | default | allowed values | description |",
+             "| --- | --- | --- | --- | --- |"]
+    for field_name, field in model.model_fields.items():
+        allowed = ", ".join(f"`{v}`" for v in _allowed(field.annotation))
+        lines.append(f"| `{field.alias or field_name}` | "
+                     f"`{_cell(_type_name(field.annotation))}` | {_cell(_default(field))} | "
+                     f"{allowed} | {_cell(field.description or '')} |")
+    return lines
+
+
+def scripted_page(out: Path) -> list[str]:
+    """The scripted provider's rules format, from its models."""
+    from flowforge.providers import scripted
+
+    lines = ["# Scripted rules", "", _docstring_markdown(_dedent_doc(scripted)), "",
+             "## The file", "", *_fields_table(scripted.ScriptRules), "",
+             "## One rule", "", *_fields_table(scripted.Rule), ""]
+    (out / "scripted.md").write_text("\n".join(lines), encoding="utf-8")
+    return [*scripted.ScriptRules.model_fields, *scripted.Rule.model_fields]
+
+
+def _elided(value: Any) -> Any:
+    """`...` written as a key or an item means "and so on": drop it."""
+    if isinstance(value, dict):
+        return {k: _elided(v) for k, v in value.items() if k != "..."}
+    if isinstance(value, list):
+        return [_elided(v) for v in value if v != "..."]
+    return value
+
+
+def example_problems(type_name: str, markdown: str) -> list[str]:
+    """Each YAML example of blocks in a block type's docstring, loaded as a
+    workflow: an example the code refuses is a manual that is wrong.  Blocks it
+    only refers to (`{{answer.content}}`, `on_error: review`) are stood in for
+    by empty `set` blocks."""
+    import yaml
+
+    import flowforge
+    from flowforge.errors import WorkflowError
+    from flowforge.workflow.graph import NAMESPACES
+
+    problems = []
+    for body in re.findall(r"```yaml\n(.*?)```", markdown, re.S):
+        blocks = _elided(yaml.safe_load(body))
+        if not (isinstance(blocks, list) and blocks and isinstance(blocks[0], dict)
+                and ("type" in blocks[0] or "uses" in blocks[0])):
+            continue                              # an output's shape, not blocks
+        ids = {block.get("id") for block in blocks}
+        named = set(re.findall(r"\{\{\s*(\w+)\.", body))
+        named |= set(re.findall(r"(?:on_error|goto|default):\s*(\w+)", body))
+        stand_ins = [{"id": n, "type": "set", "with": {}}
+                     for n in sorted(named - ids - NAMESPACES)]
+        document = {"version": 1, "id": f"example-{type_name}", "blocks": stand_ins + blocks}
+        try:
+            flowforge.load_text(yaml.safe_dump(document))
+        except WorkflowError as exc:
+            problems.append(f"the example of `{type_name}` (in its module docstring) is "
+                            f"refused: {exc}")
+    return problems
+
+
+def _events_of(module_name: str, seen: set[str] | None = None) -> set[str]:
+    """Event types a block module emits, itself or through the private helper
+    modules (`blocks._llm`, ...) it imports."""
+    seen = set() if seen is None else seen
+    if module_name in seen:
+        return set()
+    seen.add(module_name)
+    path = SOURCE / "blocks" / f"{module_name.rsplit('.', 1)[-1]}.py"
+    text = path.read_text(encoding="utf-8")
+    events = set(re.findall(r"\bemit\(\s*[\"'](\w+)[\"']", text))
+    for helper in re.findall(r"from flowforge\.blocks\.(_\w+) import", text):
+        events |= _events_of(f"flowforge.blocks.{helper}", seen)
+    return events
+
+
+def block_pages(out: Path) -> dict[str, list[str]]:
+    """One page per block type; returns type -> documented config fields."""
+    from flowforge.blocks import block_types
+
+    folder = out / "blocks"
+    folder.mkdir(parents=True, exist_ok=True)
+    documented: dict[str, list[str]] = {}
+    index = ["# Block types", "",
+             "Every block type the engine knows, from the block registry. Each page lists "
+             "the fields its `with:` takes (from the type's `Config` model) and what it "
+             "outputs.", "", "| type | what it does |", "| --- | --- |"]
+    for name, cls in sorted(block_types().items()):
+        module = sys.modules[cls.__module__]
+        doc = _dedent_doc(module)
+        summary = doc.split("\n\n")[0].replace("\n", " ")
+        index.append(f"| [`{name}`]({name}.md) | {_cell(summary)} |")
+        config = cls.Config
+        lines = [f"# `{name}`", "", _docstring_markdown(doc), ""]
+        PROBLEMS.extend(example_problems(name, lines[2]))
+        flags = [flag for flag, on in (("container (holds child `blocks:`)", cls.container),
+                                       ("routing (chooses which outgoing blocks run)",
+                                        cls.routes)) if on]
+        if flags:
+            lines += ["**Kind:** " + "; ".join(flags), ""]
+        lines += ["## Fields of `with:`", ""]
+        fields = config.model_fields
+        lines += _fields_table(config)
+        extra = config.model_config.get("extra")
+        if extra == "allow":
+            lines += ["", "Any other field is accepted: " + _cell(_dedent_doc(config))]
+        elif not fields:
+            lines += ["This block type takes no fields."]
+        documented[name] = [f.alias or n for n, f in fields.items()]
+        events = sorted(_events_of(cls.__module__))
+        lines += ["", "## Events", "",
+                  "Like every block: `block_started`, then `block_succeeded`, `block_failed` "
+                  "or `block_skipped`."
+                  + (" Besides, while it runs: " + ", ".join(f"`{e}`" for e in events) + "."
+                     if events else "")]
+        uses = _examples_using(name)
+        if uses:
+            lines += ["", "## Shipped examples that use it", ""]
+            lines += [f"- `{path}` (run by `tests/test_examples.py`)" for path in uses]
+        lines += ["", "## JSON Schema of `with:`", "", "```json",
+                  json.dumps(config.model_json_schema(by_alias=True), indent=2, default=str),
+                  "```", ""]
+        (folder / f"{name}.md").write_text("\n".join(lines), encoding="utf-8")
+    (folder / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    return documented
+
+
+def expressions_page(out: Path) -> list[str]:
+    from flowforge.workflow import expression_limits, expression_methods, expressions
+    from flowforge.workflow.expression_ops import FUNCTIONS
+
+    lines = ["# Templates and expressions", "",
+             "## Template namespaces", "",
+             "`{{ns.dotted.path}}` reads from these roots, or from a block's id or "
+             "normalised name:", ""]
+    from flowforge.workflow.graph import NAMESPACES
+    from flowforge.workflow import templates
+
+    lines += [f"- `{root}`" for root in sorted(NAMESPACES)]
+    lines += ["", _docstring_markdown(_dedent_doc(templates))]
+    lines += ["", "## Expressions", "", _docstring_markdown(_dedent_doc(expressions)), "",
+              "## Functions", "", "| function | description |", "| --- | --- |"]
+    for name, function in sorted(FUNCTIONS.items()):
+        doc = (inspect.getdoc(function) or "").split("\n\n")[0]
+        lines.append(f"| `{name}` | {_cell(doc)} |")
+    lines += ["", "## Methods", "", "| value type | methods |", "| --- | --- |"]
+    for kind, methods in expression_methods.METHODS.items():
+        lines.append(f"| `{kind.__name__}` | {', '.join(f'`{m}`' for m in sorted(methods))} |")
+    lines += ["", "## Limits", "", _docstring_markdown(_dedent_doc(expression_limits)), "",
+              "| limit | value |", "| --- | --- |"]
+    for constant in ("MAX_INT_BITS", "MAX_LENGTH", "MAX_ITEMS", "MAX_WORK", "MAX_SECONDS"):
+        if hasattr(expression_limits, constant):
+            lines.append(f"| `{constant}` | `{getattr(expression_limits, constant)}` |")
+    (out / "expressions.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return sorted(FUNCTIONS)
+
+
+def _walk(command: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+    found = [(path, command)]
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        found += _walk(sub, path + [name])
+    return found
+
+
+def cli_page(out: Path) -> dict[str, list[str]]:
+    """Every command and option, from the typer app itself."""
+    import typer.main
+
+    from flowforge.cli.main import app
+
+    root = typer.main.get_command(app)
+    documented: dict[str, list[str]] = {}
+    lines = ["# Command line", "",
+             "Every `flowforge` command and option, read from the command line itself "
+             "(the same text as `--help`).", "", _docstring_markdown(
+                 _dedent_doc(sys.modules["flowforge.cli.main"])), ""]
+    for path, command in _walk(root, ["flowforge"]):
+        name = " ".join(path)
+        lines += [f"## `{name}`", "", inspect.cleandoc(command.help or ""), ""]
+        options = []
+        params = [p for p in command.params if not getattr(p, "hidden", False)]
+        for param in params:
+            kind = _type_name(param.type_descriptor.annotation) \
+                if hasattr(param, "type_descriptor") else getattr(param.type, "name", "")
+            if param.param_type_name == "option":
+                names = ", ".join(f"`{o}`" for o in param.opts + param.secondary_opts)
+                default = "" if param.required or param.default in (None, False, (), []) \
+                    else f"`{param.default}`"
+                options.append(f"| {names} | `{_cell(kind)}` | {default} | "
+                               f"{_cell(param.help or '')} |")
+            else:
+                options.append(f"| `{param.name.upper()}` (argument"
+                               f"{'' if param.required else ', optional'}) | "
+                               f"`{_cell(kind)}` | | {_cell(param.help or '')} |")
+        if options:
+            lines += ["| option | type | default | description |", "| --- | --- | --- | --- |",
+                      *options, ""]
+        documented[name] = [o for p in params for o in
+                            (p.opts if p.param_type_name == "option" else [p.name.upper()])]
+    (out / "cli.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return documented
+
+
+def http_page(out: Path) -> list[str]:
+    """Every route of the OpenAPI document the server publishes."""
+    from flowforge.server.app import create_app
+
+    schema = create_app().openapi()
+    (out / "openapi.json").write_text(json.dumps(schema, indent=1), encoding="utf-8")
+    lines = ["# HTTP API", "", _docstring_markdown(inspect.cleandoc(
+        schema["info"].get("description", ""))), "",
+        "The full document: [openapi.json](openapi.json) (also served live at "
+        "`/openapi.json`, with an interactive page at `/docs`).", ""]
+    documented = []
+    for path, operations in sorted(schema["paths"].items()):
+        for method, operation in operations.items():
+            route = f"{method.upper()} {path}"
+            documented.append(route)
+            lines += [f"## `{route}`", "", _cell(operation.get("summary", "")), ""]
+            if operation.get("description"):
+                lines += [operation["description"], ""]
+            params = operation.get("parameters", [])
+            if params:
+                lines += ["| parameter | in | required | description |",
+                          "| --- | --- | --- | --- |"]
+                lines += [f"| `{p['name']}` | {p['in']} | {p.get('required', False)} | "
+                          f"{_cell(p.get('description', ''))} |" for p in params]
+                lines.append("")
+            body = operation.get("requestBody", {}).get("content", {})
+            if body:
+                kinds = []
+                for media, content in body.items():
+                    ref = content.get("schema", {}).get("$ref", "")
+                    kinds.append(f"`{media}`" + (f" ({ref.rsplit('/', 1)[-1]})" if ref else ""))
+                lines += ["Body: " + ", ".join(kinds), ""]
+            statuses = ", ".join(f"`{s}`" for s in operation.get("responses", {}))
+            lines += [f"Answers: {statuses}", ""]
+    (out / "http.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return documented
+
+
+def errors_page(out: Path) -> list[str]:
+    import flowforge.errors as errors
+    from flowforge.server import errors as server_errors
+
+    lines = ["# Errors", "", _docstring_markdown(_dedent_doc(errors)), "",
+             "## Error classes", "", "| class | base | meaning |", "| --- | --- | --- |"]
+    names = []
+    for name in errors.__all__:
+        obj = getattr(errors, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            names.append(name)
+            lines.append(f"| `{name}` | `{obj.__mro__[1].__name__}` | "
+                         f"{_cell(_dedent_doc(obj).split(chr(10) * 2)[0])} |")
+    lines += ["", "## HTTP error codes", "", _docstring_markdown(_dedent_doc(server_errors)),
+              "", "| status | `code` |", "| --- | --- |"]
+    lines += [f"| {status} | `{code}` |" for status, code in sorted(server_errors._CODES.items())]
+    found: dict[str, set[str]] = {}
+    for folder in ("server", "service"):
+        for path in sorted((SOURCE / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            for code in re.findall(r"(?:\bcode=|_json\(\d+,\s*[^,()]+,\s*)[\"']([a-z_]+)[\"']",
+                                   text):
+                if code not in server_errors._CODES.values():
+                    found.setdefault(code, set()).add(
+                        ".".join(path.relative_to(SOURCE.parent).with_suffix("").parts))
+    lines += ["", "More specific codes, found in the server's source:", "",
+              "| `code` | raised in |", "| --- | --- |"]
+    lines += [f"| `{code}` | {', '.join(f'`{m}`' for m in sorted(modules))} |"
+              for code, modules in sorted(found.items())]
+    from flowforge.cli import exits, main
+
+    lines += ["", "## Exit codes of the command line", "",
+              _docstring_markdown(_dedent_doc(exits), "text"), "",
+              _dedent_doc(main).split("\n\n", 1)[1]]
+    (out / "errors.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return names
+
+
+def environment_page(out: Path) -> list[str]:
+    """Every variable the source reads, with the modules that read it."""
+    readers: dict[str, set[str]] = {}
+    context: dict[str, str] = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        module = ".".join(path.relative_to(SOURCE.parent).with_suffix("").parts)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            for match in ENV_PATTERN.finditer(line):
+                name = match.group(1)
+                readers.setdefault(name, set()).add(module)
+                prose = line.strip().lstrip("#:").strip().strip("\"'(),; ").rstrip('"')
+                if name not in context and not re.search(r"environ|getenv|[(\[]\"|= \"",
+                                                         line) and len(prose.split()) > 4:
+                    context[name] = prose
+    lines = ["# Environment variables", "",
+             "Every environment variable the source reads, found in the source when the "
+             "manual is built, with the modules that read it and a line of the code's own "
+             "documentation that names it. `OPENAI_COMPATIBLE_<NAME>_BASE_URL` and "
+             "`..._API_KEY` configure `openai-compatible/<name>` models; the standard "
+             "`OTEL_*` variables configure [tracing](../guides/tracing.md).", "",
+             "| variable | read in | from the code's documentation |", "| --- | --- | --- |"]
+    for name, modules in sorted(readers.items()):
+        lines.append(f"| `{name}` | {', '.join(f'`{m}`' for m in sorted(modules))} | "
+                     f"{_cell(context.get(name, ''))} |")
+    (out / "environment.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return sorted(readers)
+
+
+#: Where the code and its documentation disagree, found while generating.
+PROBLEMS: list[str] = []
+
+
+class ManualDisagrees(Exception):
+    """The code's own documentation is wrong (an example the code refuses)."""
+
+
+def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:
+    """Write every reference page into `out`; returns what each page documents.
+    Raises ManualDisagrees, listing every problem, when the code's own
+    documentation is wrong."""
+    PROBLEMS.clear()
+    out.mkdir(parents=True, exist_ok=True)
+    documented = {"blocks": block_pages(out), "functions": expressions_page(out),
+                  "cli": cli_page(out), "routes": http_page(out), "errors": errors_page(out),
+                  "environment": environment_page(out),
+                  "scripted": scripted_page(out)}
+    index = ["# Reference", "",
+             "Generated from the code each time the manual is built: nothing here is "
+             "edited by hand.", "",
+             "- [Block types](blocks/index.md): every block type, its fields and outputs",
+             "- [Templates and expressions](expressions.md): namespaces, functions, limits",
+             "- [Command line](cli.md): every command and option",
+             "- [HTTP API](http.md): every route",
+             "- [Errors](errors.md): error classes, HTTP error codes, exit codes",
+             "- [Environment variables](environment.md)",
+             "- [Scripted rules](scripted.md): the rules format of `scripted/` models"]
+    (out / "index.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    if PROBLEMS:
+        raise ManualDisagrees("\n".join(PROBLEMS))
+    return documented
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    try:
+        generate(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "reference")
+    except ManualDisagrees as exc:
+        sys.exit(f"error: the code and its documentation disagree:\n{exc}")

@@ -1,0 +1,311 @@
+"""The manual (issue 29): built strict from docs/ with its reference generated
+from the code, complete, offline, its commands run as written, and served at
+/manual/.
+
+The site is built once per module into a scratch folder from a copy of
+docs/, exactly as `make docs` builds it (the same generator, the same
+mkdocs.yml, `--strict`), so the checkout is never written to."""
+
+from __future__ import annotations
+
+import html.parser
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+MKDOCS = Path(sys.executable).parent / "mkdocs"
+sys.path.insert(0, str(DOCS))
+import gen_reference  # noqa: E402
+
+
+def build(tmp: Path, extra_page: str | None = None) -> subprocess.CompletedProcess:
+    """Copy docs/, generate the reference into the copy, build it strict."""
+    docs = tmp / "docs"
+    shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("reference", "__pycache__"))
+    gen_reference.generate(docs / "reference")
+    if extra_page is not None:
+        (docs / "extra.md").write_text(extra_page)
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    config.update(docs_dir=str(docs), site_dir=str(tmp / "site"),
+                  hooks=[str(docs / "hooks.py")])
+    (tmp / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    return subprocess.run([str(MKDOCS), "build", "--strict", "-f", str(tmp / "mkdocs.yml")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("manual")
+    result = build(tmp)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return tmp
+
+
+def test_a_broken_link_fails_the_build(tmp_path):
+    result = build(tmp_path, "# Extra\n\nSee [the missing page](reference/nothing-here.md).\n")
+    assert result.returncode != 0
+    assert "nothing-here.md" in result.stderr
+
+
+def test_a_block_example_the_code_refuses_fails_the_generator():
+    """The examples in block docstrings are loaded as workflows: the http
+    block's own, changed to a method it does not take, is refused by name."""
+    import flowforge.blocks.http as http
+
+    page = gen_reference._docstring_markdown(gen_reference._dedent_doc(http))
+    assert "method: POST" in page and gen_reference.example_problems("http", page) == []
+    problems = gen_reference.example_problems("http", page.replace("method: POST",
+                                                                   "method: YEET"))
+    assert len(problems) == 1 and "`http`" in problems[0] and "method" in problems[0]
+
+
+# -- the reference covers the code ---------------------------------------------------------
+
+def test_every_block_type_and_field_has_its_entry(built):
+    from flowforge.blocks import block_types
+
+    folder = built / "docs" / "reference" / "blocks"
+    index = (folder / "index.md").read_text()
+    sidebar = (built / "site" / "index.html").read_text()
+    for name, cls in block_types().items():
+        assert f"[`{name}`]({name}.md)" in index, name
+        assert f'href="reference/blocks/{name}.html"' in sidebar, name
+        page = (folder / f"{name}.md").read_text()
+        for field_name, field in cls.Config.model_fields.items():
+            row = re.search(rf"^\| `{re.escape(field.alias or field_name)}` \|.*$", page, re.M)
+            assert row, f"{name}: no row for field {field_name}"
+            if field.description:
+                assert " ".join(field.description.split())[:40] in row.group(0)
+        assert (built / "site" / "reference" / "blocks" / f"{name}.html").is_file()
+    agent = (folder / "agent.md").read_text()
+    assert "`tool_called`" in agent and "`llm_delta`" in agent     # what it emits
+    assert "`toolCalls {list:" in agent                            # what it outputs
+
+
+def test_every_command_and_option_has_its_entry(built):
+    import typer.main
+
+    from flowforge.cli.main import app
+
+    page = (built / "docs" / "reference" / "cli.md").read_text()
+    sections = dict(re.findall(r"^## `([^`]+)`\n(.*?)(?=^## |\Z)", page, re.M | re.S))
+
+    def walk(command, path):
+        assert path in sections, f"no entry for {path}"
+        for param in command.params:
+            if getattr(param, "hidden", False):
+                continue
+            names = param.opts if param.param_type_name == "option" else [param.name.upper()]
+            for name in names:
+                assert f"`{name}`" in sections[path], f"{path}: no entry for {name}"
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(typer.main.get_command(app), "flowforge")
+    assert "flowforge run" in sections and "flowforge kb add" in sections
+
+
+def test_every_route_has_its_entry(built):
+    from flowforge.server.app import create_app
+
+    page = (built / "docs" / "reference" / "http.md").read_text()
+    paths = create_app().openapi()["paths"]
+    assert len(paths) > 20
+    for path, operations in paths.items():
+        for method in operations:
+            assert f"## `{method.upper()} {path}`" in page, f"{method.upper()} {path}"
+
+
+def test_functions_errors_and_environment_have_their_entries(built):
+    import flowforge.errors as errors
+    from flowforge.workflow.expressions import FUNCTIONS
+    from flowforge.workflow.graph import NAMESPACES
+
+    reference = built / "docs" / "reference"
+    expressions = (reference / "expressions.md").read_text()
+    assert all(f"| `{name}` |" in expressions for name in FUNCTIONS)
+    assert all(f"- `{name}`" in expressions for name in NAMESPACES)
+    errors_page = (reference / "errors.md").read_text()
+    assert all(f"| `{name}` |" in errors_page for name in errors.__all__
+               if isinstance(getattr(errors, name), type)
+               and issubclass(getattr(errors, name), Exception))
+    assert "| 404 | `not_found` |" in errors_page
+    assert "| `capability_denied` |" in errors_page and "| `idempotency_key_reused` |" in errors_page
+    environment = (reference / "environment.md").read_text()
+    for path in (ROOT / "src" / "flowforge").rglob("*.py"):
+        for name in re.findall(r"os\.environ(?:\.get)?[(\[]\s*\"(FLOWFORGE_[A-Z0-9_]+)\"",
+                               path.read_text()):
+            assert f"| `{name}` |" in environment, f"{name} (read in {path.name})"
+
+
+# -- offline ---------------------------------------------------------------------------------
+
+class _Requests(html.parser.HTMLParser):
+    """What a page makes the browser fetch by itself (not the links a reader may follow)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetched: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("script", "img", "iframe", "source", "audio", "video", "embed"):
+            self.fetched.append(attrs.get("src") or "")
+        elif tag == "link" and attrs.get("rel") not in ("canonical", "alternate"):
+            self.fetched.append(attrs.get("href") or "")
+
+
+def page_requests(text: str) -> list[str]:
+    parser = _Requests()
+    parser.feed(text)
+    css = re.findall(r"url\(\s*['\"]?([^)'\"]+)", text) + re.findall(r"@import\s+['\"]([^'\"]+)",
+                                                                       text)
+    return [url for url in parser.fetched + css if url]
+
+
+def test_the_built_site_fetches_nothing_from_another_host(built):
+    site = built / "site"
+    pages = list(site.rglob("*.html"))
+    assert len(pages) > 30
+    for path in pages + list(site.rglob("*.css")):
+        external = [url for url in page_requests(path.read_text()) if re.match(r"(\w+:)?//", url)
+                    and not url.startswith("data:")]
+        assert external == [], f"{path.relative_to(site)} fetches {external}"
+    assert not any("fonts.googleapis" in p.read_text() for p in pages)
+    assert (site / "search" / "search_index.js").is_file()      # search works from file:// too
+
+
+# -- the guides' code runs as written -------------------------------------------------------
+
+FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```$", re.M | re.S)
+GUIDES = sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)
+
+
+@pytest.mark.parametrize("page", GUIDES, ids=lambda p: str(p.relative_to(DOCS)))
+def test_every_code_block_of_the_guides_runs(page, tmp_path):
+    """A block titled with a file name is that file; a `bash` block runs in the
+    page's scratch folder, in order; a `text title="output"` block after it
+    lists lines its output must hold.  Any other block fails this test."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
+           "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'flowforge.db'}",
+           "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{tmp_path / 'knowledge.db'}",
+           "FLOWFORGE_SECRET_KEY_FILE": str(tmp_path / "secret.key")}
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    last_output = None
+    for language, info, body in FENCE.findall(page.read_text()):
+        title = re.search(r'title="([^"]+)"', info)
+        if language == "text" and title and title.group(1) == "output":
+            assert last_output is not None, "an output block follows no command"
+            for line in filter(str.strip, body.splitlines()):
+                assert line in last_output, f"{line!r} not in:\n{last_output}"
+        elif language == "bash":
+            result = subprocess.run(["bash", "-e", "-c", body], cwd=tmp_path, env=env,
+                                    capture_output=True, text=True, timeout=240)
+            assert result.returncode == 0, f"{body}\n{result.stdout}\n{result.stderr}"
+            last_output = result.stdout + result.stderr     # what the terminal shows
+        elif title:
+            (tmp_path / title.group(1)).write_text(body)
+        else:
+            pytest.fail(f"{page.name}: a ```{language} block that no check covers:\n{body}")
+
+
+# -- served at /manual/ --------------------------------------------------------------------
+
+@pytest.fixture
+async def client(built, monkeypatch):
+    from flowforge.server import manual_pages
+    from flowforge.server.app import create_app
+
+    monkeypatch.setattr(manual_pages, "MANUAL", built / "site")
+    transport = httpx.ASGITransport(app=create_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        yield client
+
+
+async def test_the_server_answers_the_manual_and_everything_it_loads(client, built):
+    assert (await client.get("/manual")).headers["location"] == "/manual/"
+    front = await client.get("/manual/")
+    assert front.status_code == 200 and "flowforge manual" in front.text
+    assert "connect-src 'self'" in front.headers["content-security-policy"]
+    seen: set[str] = set()
+    for page in ("index.html", "reference/cli.html", "reference/blocks/agent.html"):
+        answer = await client.get(f"/manual/{page}")
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/html")
+        for url in page_requests(answer.text):
+            assert not re.match(r"(\w+:)?//", url), url
+            target = httpx.URL(f"http://testserver/manual/{page}").join(url).path
+            if target not in seen:
+                seen.add(target)
+                assert (await client.get(target)).status_code == 200, target
+    assert any(path.endswith(".js") for path in seen) and any(p.endswith(".css") for p in seen)
+    search = await client.get("/manual/search/search_index.json")
+    assert search.status_code == 200 and "flowforge run" in search.text
+
+
+async def test_unknown_pages_and_paths_outside_the_site_are_not_found(client):
+    for path in ("/manual/no-such-page.html", "/manual/..%2F..%2Fapp.py",
+                 "/manual/%2E%2E/%2E%2E/app.py"):
+        answer = await client.get(path)
+        assert answer.status_code == 404, path
+        assert "def create_app" not in answer.text
+
+
+async def test_an_installation_without_the_manual_says_how_to_build_it(tmp_path, monkeypatch):
+    from flowforge.server import manual_pages
+    from flowforge.server.app import create_app
+
+    monkeypatch.setattr(manual_pages, "MANUAL", tmp_path / "nothing")
+    transport = httpx.ASGITransport(app=create_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        answer = await client.get("/manual/")
+    assert answer.status_code == 404 and "make docs" in answer.text
+
+
+async def test_in_a_browser_the_manual_and_its_search_stay_on_this_server(built, tmp_path,
+                                                                         monkeypatch):
+    """Debian's Chromium under the page's own Content-Security-Policy: every
+    request the pages make, search included, goes to this server."""
+    from playwright.async_api import async_playwright
+
+    from flowforge.server import manual_pages
+    from tests.server.conftest import start_server
+    from tests.webapp.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    monkeypatch.setattr(manual_pages, "MANUAL", built / "site")
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
+    requests: list[str] = []
+    problems: list[str] = []
+    try:
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM,
+                                                       headless=True, args=CHROMIUM_ARGS)
+            page = await browser.new_page()
+            page.on("request", lambda request: requests.append(request.url))
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.on("console", lambda message: problems.append(message.text)
+                    if message.type == "error" else None)
+            await page.goto(f"{live.url}/manual/")
+            await page.click("text=Getting started")
+            await page.wait_for_url("**/guides/getting-started.html")
+            await page.keyboard.press("s")                  # Material's search shortcut
+            await page.keyboard.type("knowledge_base_search")
+            await page.wait_for_selector(".md-search-result__item", timeout=15_000)
+            results = await page.inner_text(".md-search-result")
+            await browser.close()
+    finally:
+        await stop()
+    assert "RAG chat" in results
+    assert requests and all(url.startswith(live.url) for url in requests), \
+        [url for url in requests if not url.startswith(live.url)]
+    assert problems == []
