@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/install_phoenix.
 	$(BIN)/python -m flowforge.knowledge.minilm_onnx
 	PYTHON=$(PYTHON) bash scripts/install_phoenix.sh   # a real OTLP receiver for the tracing test
 	cd web && npm ci --no-audit --no-fund             # axe-core for the web app's browser tests
+	# the manual that `flowforge serve` answers at /manual/ (`make docs` rebuilds it)
+	PYTHONPATH=src $(BIN)/python docs/gen_reference.py && NO_MKDOCS_2_WARNING=1 \
+	    $(BIN)/mkdocs build --strict --quiet || echo "the manual did not build: run make docs"
 	touch $(STAMP)
 
 install: $(STAMP)
