@@ -145,7 +145,7 @@ def example_problems(type_name: str, markdown: str) -> list[str]:
     """Each YAML example of blocks in a block type's docstring, loaded as a
     workflow: an example the code refuses is a manual that is wrong.  Blocks it
     only refers to (`{{answer.content}}`, `on_error: review`) are stood in for
-    by empty `set` blocks."""
+    by `set` blocks giving the fields the example reads of them."""
     import yaml
 
     import flowforge
@@ -159,9 +159,11 @@ def example_problems(type_name: str, markdown: str) -> list[str]:
                 and ("type" in blocks[0] or "uses" in blocks[0])):
             continue                              # an output's shape, not blocks
         ids = {block.get("id") for block in blocks}
-        named = set(re.findall(r"\{\{\s*(\w+)\.", body))
-        named |= set(re.findall(r"(?:on_error|goto|default):\s*(\w+)", body))
-        stand_ins = [{"id": n, "type": "set", "with": {}}
+        read: dict[str, dict[str, str]] = {}
+        for name, field in re.findall(r"\{\{\s*(\w+)\.(\w+)", body):
+            read.setdefault(name, {})[field] = "example"     # what the example reads of it
+        named = set(read) | set(re.findall(r"(?:on_error|goto|default):\s*(\w+)", body))
+        stand_ins = [{"id": n, "type": "set", "with": read.get(n, {})}
                      for n in sorted(named - ids - NAMESPACES)]
         document = {"version": 1, "id": f"example-{type_name}", "blocks": stand_ins + blocks}
         try:
