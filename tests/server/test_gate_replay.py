@@ -117,7 +117,10 @@ async def test_the_servers_keys_are_not_spent_unless_shared(server, receiver, mo
         assert (await alice.post("/api/workflows", json=chat)).status_code == 201
         asked = (await alice.post("/api/workflows/ask/runs?wait=true", json={})).json()
         assert asked["status"] == "failed"
-        assert "--share-provider-keys" in asked["blocks"]["a"]["error"]
+        assert asked["blocks"] == {}           # refused before the first block runs
+        finished = asked["events"][-1]
+        assert finished["type"] == "run_finished" and "--share-provider-keys" in finished["error"]
+        assert "blocks[0].with.model" in finished["error"]
         assert receiver.requests == []
         # with a key of her own, the build's calls carry hers, never the server's
         assert (await alice.post("/api/secrets", json={"name": "OPENAI_API_KEY",

@@ -193,6 +193,15 @@ class Run:
         first: dict[tuple[str, bool], tuple[str, str, bool]] = {}
         for entry in models:                      # each model once, where it first appears
             first.setdefault(entry[1:], entry)
+        if not self.policy.trusted:
+            # A server's tenant: the gate says what they can do about a key (store
+            # their own, or the administrator shares the server's), not to set a
+            # variable in an environment they do not have.
+            refused = [problem for where, model, own_key in first.values()
+                       if (problem := self.policy.model_problem(model, where,
+                                                                own_key=own_key))]
+            if refused:
+                return refused
         problems = check_models(override, ProviderOptions(env=env, base_dir=Path.cwd())
                                 ) if override else []     # the caller's own choice
         return problems + check_models(list(first.values()), options, files=files)
