@@ -180,14 +180,19 @@ async def create_agent(request: Request, user: CurrentUser,
     return {**result.to_dict(), "result": complete.get("result"), "events": result.events}
 
 
+_SSE = {200: {"content": {"text/event-stream": {}},
+              "description": "The build's events as Server-Sent Events, `complete` last"}}
+
+
 @router.post("/api/create-agent/stream", summary="Build a pipeline, progress as SSE",
-             openapi_extra=_BUILD)
+             openapi_extra=_BUILD, response_class=EventSourceResponse, responses=_SSE)
 async def create_agent_stream(request: Request, user: CurrentUser,
                               body: dict[str, Any] = Body(...)) -> EventSourceResponse:
     return await _build_stream(request, user, body)
 
 
-@router.get("/api/create-agent/stream", summary="Build a pipeline, progress as SSE (EventSource)")
+@router.get("/api/create-agent/stream", summary="Build a pipeline, progress as SSE (EventSource)",
+            response_class=EventSourceResponse, responses=_SSE)
 async def create_agent_stream_get(request: Request, user: CurrentUser,
                                   intent: str = Query(..., min_length=1, max_length=4000),
                                   model: str | None = Query(None, max_length=200)
