@@ -32,6 +32,9 @@ HOSTILE_CHAIN = {"name": "Leak", "variables": {}, "promptChain": [
     {"type": "return", "name": "Return", "output": ["draft"]}]}
 BUDGET = {"budget": {"tokens": 5, "on_exceed": {"downgrade": HOSTILE_MODEL}}}
 
+#: routes whose body is a document as text: the gate sees what the schema cannot
+TEXT_BODIES = {("post", "/api/validate")}
+
 #: (method, path) -> (request, the gate's check and the value it must see)
 HOSTILE: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, str]]] = {
     ("post", "/api/validate"): ({"content": json.dumps(HOSTILE_DOCUMENT),
@@ -40,6 +43,10 @@ HOSTILE: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, str]]] = {
     ("post", "/api/workflows"): ({"json": HOSTILE_DOCUMENT}, ("model_problem", HOSTILE_MODEL)),
     ("put", "/api/workflows/{workflow_id}"): ({"json": HOSTILE_DOCUMENT},
                                               ("model_problem", HOSTILE_MODEL)),
+    ("patch", "/api/workflows/{workflow_id}"): (
+        {"json": {"edits": [{"op": "add_block", "spec": {
+            "id": "leak", "type": "llm", "with": {"prompt": "hi", "model": HOSTILE_MODEL}}}]}},
+        ("model_problem", HOSTILE_MODEL)),
     ("post", "/api/workflows/{workflow_id}/runs"): ({"json": BUDGET},
                                                     ("model_problem", HOSTILE_MODEL)),
     ("post", "/agent-workflow"): ({"json": {"question": "what is in here?", "kb": "."}},
@@ -142,7 +149,10 @@ async def test_every_route_that_takes_such_a_value_is_listed(server):
     assert found - set(HOSTILE) - set(EXEMPT) == set(), \
         "a route takes a model name, knowledge-base id, workflow reference or path: " \
         "add it to HOSTILE (and make it call the policy gate) or to EXEMPT"
-    assert set(HOSTILE) | set(EXEMPT) <= found, "a listed route no longer takes such a value"
+    # /api/validate takes a whole document as text (YAML or JSON): its schema names
+    # no field, but the document it checks is full of them
+    assert set(HOSTILE) | set(EXEMPT) <= found | TEXT_BODIES, \
+        "a listed route no longer takes such a value"
 
 
 @pytest.mark.parametrize("operation", sorted(HOSTILE), ids=" ".join)
@@ -159,7 +169,12 @@ async def test_the_gate_refuses_a_hostile_value_on_every_route(server, gate_call
         gate_calls.clear()
         answer = await alice.request(method.upper(), path, **request)
     assert expected in gate_calls, gate_calls
-    if operation == ("post", "/api/validate"):      # problems, located, not an error
+    if operation == ("patch", "/api/workflows/{workflow_id}"):
+        # an edit is refused with its problems located in the edited text
+        assert answer.status_code == 422, answer.text
+        details = answer.json()["error"]["details"]
+        assert any("server_files" in d["message"] and d.get("line") for d in details)
+    elif operation == ("post", "/api/validate"):      # problems, located, not an error
         problems = answer.json()["problems"]
         assert answer.status_code == 200 and not answer.json()["valid"]
         assert any("server_files" in p["message"] for p in problems), problems

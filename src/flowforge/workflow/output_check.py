@@ -64,7 +64,13 @@ class _Checker:
             fields = method(node.spec, self.doc)
         except Exception:  # noqa: BLE001 - a third-party hook tripping: the output is open
             return None
-        return set(fields) if fields is not None else None
+        if fields is None:
+            return None
+        fields = set(fields)
+        if node.spec.on_error is not None:
+            # a failed block's output is `{error}`, which its handler reads
+            fields.add("error")
+        return fields
 
     def scope(self, graph: Graph, outer: dict[str, Node],
               loop_children: dict[str, Node] | None) -> None:
