@@ -101,12 +101,15 @@ async def test_on_the_host_the_block_is_an_unprivileged_uid_in_its_own_user_name
     block's own process lives in another user namespace than ours."""
     monkeypatch.setenv("FLOWFORGE_SANDBOX_WARM", "0")       # no waiting process, not yet confined
     _POOL.close()
+    # Processes earlier tests of the session left running (servers, workers) are
+    # this process's children too, and not the sandbox's.
+    before = set(_descendants())
     run = asyncio.create_task(unchecked(mode, "libc.sleep(3)\nreturn {}"))
     ours = os.readlink("/proc/self/ns/user")
     seen: dict[int, tuple[list[str], str]] = {}
     for _ in range(60):
         await asyncio.sleep(0.05)
-        for pid in _descendants():
+        for pid in set(_descendants()) - before:
             try:
                 status = Path(f"/proc/{pid}/status").read_text()
                 userns = os.readlink(f"/proc/{pid}/ns/user")
