@@ -189,9 +189,17 @@ def _events_of(module_name: str, seen: set[str] | None = None) -> set[str]:
     return events
 
 
+def shipped_block_types() -> dict[str, Any]:
+    """The block types flowforge ships (a program, or a test in the same
+    process, may register its own: those are not the manual's)."""
+    from flowforge.blocks import block_types
+
+    return {name: cls for name, cls in block_types().items()
+            if cls.__module__.startswith("flowforge.blocks.")}
+
+
 def block_pages(out: Path) -> dict[str, list[str]]:
     """One page per block type; returns type -> documented config fields."""
-    from flowforge.blocks import block_types
 
     folder = out / "blocks"
     folder.mkdir(parents=True, exist_ok=True)
@@ -200,7 +208,7 @@ def block_pages(out: Path) -> dict[str, list[str]]:
              "Every block type the engine knows, from the block registry. Each page lists "
              "the fields its `with:` takes (from the type's `Config` model) and what it "
              "outputs.", "", "| type | what it does |", "| --- | --- |"]
-    for name, cls in sorted(block_types().items()):
+    for name, cls in sorted(shipped_block_types().items()):
         module = sys.modules[cls.__module__]
         doc = _dedent_doc(module)
         summary = doc.split("\n\n")[0].replace("\n", " ")

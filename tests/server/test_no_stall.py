@@ -13,8 +13,11 @@ import pytest
 
 from tests.server.conftest import start_server
 
-#: slowest /health answer tolerated while an attack runs (the originals: 5 s to 36 s)
-HEALTH_BOUND = 0.5
+#: slowest /health answer tolerated while an attack runs. The stalls of the issue
+#: lasted 5 s to 36 s; the server here shares its process (and the GIL) with the
+#: test and a loaded 2-core CI machine, so the bound only tells a stall from a
+#: slow moment (one run saw 1.8 s); bench/stalls.py measures the real p99.
+HEALTH_BOUND = 3.0
 
 
 @pytest.fixture
