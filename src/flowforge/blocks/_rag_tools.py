@@ -456,8 +456,7 @@ def _narrow(state: dict[str, Any]) -> None:
     `sources` accepts exactly those, by title or address: a model whose output
     follows the schema (the local model's grammar does) cannot cite anything
     else, and any other model is told the list when it tries."""
-    titles = sorted({str(meta["title"]) for meta in state["kb"].values() if meta.get("title")})
-    urls = sorted({str(page["url"]) for page in state["web"].values() if page.get("url")})
+    titles, urls = _returned(state)
     real = (titles + urls)[:100]
     if not real:
         return
@@ -494,10 +493,16 @@ def _shown_source(item: Any) -> str:
     return repr(clean_text(str(item))[:120])
 
 
-def _real_sources(state: dict[str, Any]) -> str:
-    titles = sorted({str(meta.get("title")) for meta in state["kb"].values()
-                     if meta.get("title")})
+def _returned(state: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The titles of the documents and the addresses of the pages the tools of
+    this conversation returned, sorted: what an answer may cite."""
+    titles = sorted({str(meta["title"]) for meta in state["kb"].values() if meta.get("title")})
     urls = sorted({str(page["url"]) for page in state["web"].values() if page.get("url")})
+    return titles, urls
+
+
+def _real_sources(state: dict[str, Any]) -> str:
+    titles, urls = _returned(state)
     parts = []
     if titles:
         parts.append("documents " + ", ".join(f"'{t}'" for t in titles[:20]))

@@ -184,7 +184,6 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
             field = "finish_with" if unknown == [config.finish_with] else "required_tools"
             raise block(f"{field} names tool(s) the agent does not have: "
                         f"{', '.join(unknown)} (tools: {', '.join(tools) or 'none'})")
-        specs = [tool.spec() for tool in tools.values()]
         tool_ctx = tool_context(context)
         records: list[dict[str, Any]] = []
         succeeded: set[str] = set()

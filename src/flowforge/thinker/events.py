@@ -41,9 +41,11 @@ BUILD_EVENT_TYPES = ("start", "stage", "stage_result", "llm_prompt", "llm_progre
 TERMINAL_BUILD_EVENT = "complete"
 
 
-def utc_timestamp() -> str:
-    """Now, as ISO 8601 in UTC with milliseconds: 2026-01-31T09:30:00.123Z."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def utc_timestamp(now: datetime | None = None) -> str:
+    """`now` (default: now), as ISO 8601 in UTC with milliseconds:
+    2026-01-31T09:30:00.123Z."""
+    now = now or datetime.now(timezone.utc)
+    return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class BuildEvents:
@@ -57,10 +59,9 @@ class BuildEvents:
 
     def emit(self, event_type: str, **data: Any) -> dict[str, Any]:
         if "ts" not in data:
-            now = datetime.now(timezone.utc)
+            now = datetime.now(timezone.utc)          # one instant, in both forms
             data["ts"] = round(now.timestamp(), 3)
-            data.setdefault("time", now.isoformat(timespec="milliseconds")
-                            .replace("+00:00", "Z"))
+            data.setdefault("time", utc_timestamp(now))
         return self.bus.publish(event_type, data.pop("block_id", None), **data)
 
     def stage(self, name: str, **data: Any) -> None:
