@@ -181,6 +181,12 @@ class BudgetMeter:
         self.held_cost += held[1]
         return Allowance(model, answer if capped_by is not None else max_tokens, held)
 
+    def _used(self, limit: BudgetLimit) -> tuple[int, float]:
+        """What counts against `limit` now: spent before the run, by the run, and
+        held for the calls in flight."""
+        return (limit.used_tokens_before + self.tokens + self.held_tokens,
+                limit.used_cost_before + self.cost + self.held_cost)
+
     def _room(self, limit: BudgetLimit, model: str, prompt: int
               ) -> int | None | tuple[str, float, float, float]:
         """How many answer tokens `limit` leaves this call after its prompt
@@ -188,13 +194,13 @@ class BudgetMeter:
         prompt alone leaves no room."""
         room: int | None = None
         if limit.tokens is not None:
-            used = limit.used_tokens_before + self.tokens + self.held_tokens
+            used = self._used(limit)[0]
             left = limit.tokens - used - prompt
             if left < 1:
                 return "tokens", used, prompt, limit.tokens
             room = left
         if limit.cost is not None:
-            used_cost = limit.used_cost_before + self.cost + self.held_cost
+            used_cost = self._used(limit)[1]
             prompt_cost = cost_of(model, Usage(prompt, 0)).total
             left_cost = limit.cost - used_cost - prompt_cost
             per_token = cost_of(model, Usage(0, 1_000_000)).total / 1_000_000
@@ -208,11 +214,11 @@ class BudgetMeter:
     def _over(self, limit: BudgetLimit, model: str, prompt: int, answer: int
               ) -> tuple[str, float, float, float] | None:
         if limit.tokens is not None:
-            used = limit.used_tokens_before + self.tokens + self.held_tokens
+            used = self._used(limit)[0]
             if used + prompt + answer > limit.tokens:
                 return "tokens", used, prompt + answer, limit.tokens
         if limit.cost is not None:
-            used_cost = limit.used_cost_before + self.cost + self.held_cost
+            used_cost = self._used(limit)[1]
             estimate = cost_of(model, Usage(prompt, answer)).total
             if used_cost + estimate > limit.cost:
                 return "cost", round(used_cost, 6), round(estimate, 6), limit.cost
