@@ -69,6 +69,53 @@ def test_a_block_example_the_code_refuses_fails_the_generator():
     assert len(problems) == 1 and "`http`" in problems[0] and "method" in problems[0]
 
 
+def test_an_output_field_the_docs_and_the_code_disagree_on_fails_the_build(monkeypatch,
+                                                                           tmp_path):
+    """A block's output table is its `outputs` declaration; validation reads
+    `output_fields`.  Where they part, in either direction, or where an open
+    output does not say so, the generator names the block and the field, and
+    `make docs` (the generator) fails."""
+    from flowforge.blocks.base import Output
+    from flowforge.blocks.function import FunctionBlock
+    from flowforge.blocks.http import HttpBlock
+    from flowforge.blocks.llm import LLMBlock
+
+    check = gen_reference.output_problems
+    for name, cls in gen_reference.shipped_block_types().items():
+        doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+            sys.modules[cls.__module__]))
+        assert check(name, cls, doc) == [], name
+    llm_doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+        sys.modules[LLMBlock.__module__]))
+    # documented, but validation refuses it: `{{summarize.cost}}` would fail validate
+    monkeypatch.setattr(LLMBlock, "outputs", {**LLMBlock.outputs,
+                                              "body": Output("string", "A field never given.")})
+    problems = check("llm", LLMBlock, llm_doc)      # for an empty `with:`, for the example
+    assert problems and all("`llm`" in p and "`body`" in p and "refuses" in p for p in problems)
+    # given (validation accepts `{{summarize.cost}}`), but not documented
+    monkeypatch.undo()
+    monkeypatch.setattr(LLMBlock, "outputs", {k: v for k, v in LLMBlock.outputs.items()
+                                              if k != "cost"})
+    problems = check("llm", LLMBlock, llm_doc)
+    assert problems and all("`cost`" in p and "does not document" in p for p in problems)
+    monkeypatch.undo()
+    # an open output must say so
+    monkeypatch.setattr(FunctionBlock, "more_outputs", "")
+    problems = check("function", FunctionBlock, "")
+    assert problems and all("`function`" in p and "more_outputs" in p for p in problems)
+    monkeypatch.undo()
+    # the prose may only read fields the block gives
+    http_doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+        sys.modules[HttpBlock.__module__]))
+    [problem] = check("http", HttpBlock, http_doc + "\nThen read `{{order.body}}`.\n")
+    assert "`{{order.body}}`" in problem
+    # and the generator stops, as `make docs` does
+    monkeypatch.setattr(LLMBlock, "outputs", {k: v for k, v in LLMBlock.outputs.items()
+                                              if k != "cost"})
+    with pytest.raises(gen_reference.ManualDisagrees, match="`llm`.*`cost`"):
+        gen_reference.generate(tmp_path / "reference")
+
+
 # -- the reference covers the code ---------------------------------------------------------
 
 def test_every_block_type_and_field_has_its_entry(built):
@@ -92,9 +139,15 @@ def test_every_block_type_and_field_has_its_entry(built):
             if field.description:
                 assert " ".join(field.description.split())[:40] in row.group(0)
         assert (built / "site" / "reference" / "blocks" / f"{name}.html").is_file()
+        for field, output in cls.outputs.items():                  # what it outputs
+            row = re.search(rf"^\| `{re.escape(field)}` \|.*$", page.split("## Output")[1],
+                            re.M)
+            assert row and output.description[:40] in row.group(0), f"{name}: {field}"
+        assert cls.outputs or cls.more_outputs in page, name
     agent = (folder / "agent.md").read_text()
     assert "`tool_called`" in agent and "`llm_delta`" in agent     # what it emits
-    assert "`toolCalls {list:" in agent                            # what it outputs
+    assert "| `toolCalls` | `{list: [{name, arguments" in agent
+    assert "the output is open" in agent                           # without a schema
 
 
 def test_every_command_and_option_has_its_entry(built):
