@@ -245,7 +245,8 @@ def test_the_built_site_fetches_nothing_from_another_host(built):
 
 # -- the guides' code runs as written -------------------------------------------------------
 
-FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```$", re.M | re.S)
+MARKED = "<!-- checked by tests/test_readme.py -->"
+FENCE = re.compile(rf"^({re.escape(MARKED)}\n)?```(\w*)([^\n]*)\n(.*?)^```$", re.M | re.S)
 GUIDES = sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)
 
 
@@ -253,7 +254,11 @@ GUIDES = sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)
 def test_every_code_block_of_the_guides_runs(page, tmp_path):
     """A block titled with a file name is that file; a `bash` block runs in the
     page's scratch folder, in order; a `text title="output"` block after it
-    lists lines its output must hold.  Any other block fails this test."""
+    lists lines its output must hold; a block marked as checked by
+    tests/test_readme.py (moved there from the README, with checks of its own)
+    must be one that file checks.  Any other block fails this test."""
+    from tests.test_readme import claims
+
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
            "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'flowforge.db'}",
@@ -261,9 +266,14 @@ def test_every_code_block_of_the_guides_runs(page, tmp_path):
            "FLOWFORGE_SECRET_KEY_FILE": str(tmp_path / "secret.key")}
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     last_output = None
-    for language, info, body in FENCE.findall(page.read_text()):
+    for marked, language, info, body in FENCE.findall(page.read_text()):
         title = re.search(r'title="([^"]+)"', info)
-        if language == "text" and title and title.group(1) == "output":
+        if marked:
+            assert claims(str(page.relative_to(ROOT)), body), \
+                f"{page.name}: a block marked as checked by tests/test_readme.py that no " \
+                f"check there takes:\n{body}"
+            last_output = None                    # an output block may not follow it
+        elif language == "text" and title and title.group(1) == "output":
             assert last_output is not None, "an output block follows no command"
             for line in filter(str.strip, body.splitlines()):
                 assert line in last_output, f"{line!r} not in:\n{last_output}"
