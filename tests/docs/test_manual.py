@@ -116,6 +116,91 @@ def test_an_output_field_the_docs_and_the_code_disagree_on_fails_the_build(monke
         gen_reference.generate(tmp_path / "reference")
 
 
+OUTPUTS_RULES = {"rules": [
+    {"system": "evaluation agent", "reply": {"accuracy": 8}},
+    {"system": "routing agent", "reply": {"route": "done"}},
+    {"system": "hallucination detector", "reply": {"score": 9, "reasoning": "supported"}},
+    {"match": "summarize", "reply": {"summary": "short"}},
+    {"match": "answer as json", "reply": {"answer": "yes"}},
+], "default": "plain text"}
+
+OUTPUTS_DOCUMENT = """
+version: 1
+id: outputs
+inputs: {topic: {type: string, default: tents}}
+defaults: {model: scripted/manual_outputs}
+blocks:
+  - {id: start, type: input}
+  - {id: calc, type: set, with: {label: "about {{input.topic}}", n: 2}}
+  - {id: free, type: llm, with: {prompt: "Say something about {topic}",
+                                 inputs: {topic: "{{calc.label}}"}}}
+  - {id: summary, type: llm, with: {prompt: "Summarize {text}", inputs: {text: "{{free.content}}"},
+      output_schema: {type: object, properties: {summary: {type: string}}, required: [summary]}}}
+  - {id: answer, type: agent, with: {prompt: "Answer as JSON: {{summary.summary}}",
+      response_format: {type: object, properties: {answer: {type: string}},
+                        required: [answer]}}}
+  - {id: grade, type: evaluator, with: {content: "{{answer.answer}}",
+      metrics: [{name: Accuracy, description: Correct, range: [0, 10]}]}}
+  - {id: check, type: guardrail, with: {content: "{{answer.content}}", context: "{{free.content}}"}}
+  - {id: fields, type: parser, with: {text: '{"a": 1}', schema: {type: object}}}
+  - {id: mark, type: progress, with: {percent: 50, phase: half, result: "{{grade.accuracy}}"}}
+  - {id: pause, type: wait, with: {seconds: 0.01}}
+  - id: twice
+    type: loop
+    with: {times: 2}
+    blocks: [{id: step, type: set, with: {i: "{{loop.index}}"}}]
+  - id: each
+    type: parallel
+    with: {for_each: [1, 2]}
+    blocks: [{id: item, type: set, with: {v: "{{loop.item}}"}}]
+  - id: gate
+    type: condition
+    with: {cases: [{when: "grade.accuracy >= 5", goto: triage}], default: other}
+  - id: triage
+    type: router
+    after: [gate, check, fields, mark, pause, twice, each, start]
+    with: {prompt: "Pick done"}
+  - {id: other, type: response, after: [gate], with: {message: other}}
+  - {id: done, type: response, after: [triage], with: {message: "{{calc.label}}", data: {n: 1}}}
+"""
+
+
+def test_what_blocks_give_at_run_time_is_what_their_pages_say():
+    """Run blocks of most types (a scripted model answering): every field an
+    output has is one its page documents and validation accepts, and every
+    field a fixed output's page documents is there (unless documented as
+    absent or conditional)."""
+    import flowforge
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    register_script("manual_outputs", OUTPUTS_RULES)
+    try:
+        workflow = flowforge.load_text(OUTPUTS_DOCUMENT)
+        result = flowforge.run_sync(workflow, {}, storage=False)
+    finally:
+        unregister_script("manual_outputs")
+    assert result.status == "succeeded", result.blocks
+    types = gen_reference.shipped_block_types()
+    seen = set()
+    for spec in workflow.doc.blocks:
+        if spec.id == "other":
+            continue                              # the branch not taken
+        cls = types[spec.type]
+        output = result.results[spec.id]
+        accepted = cls.output_fields(spec, workflow.doc)
+        if accepted is None:                      # open (a parser's object): its page says so
+            assert "open" in cls.more_outputs, spec.type
+        else:
+            assert set(output) <= accepted, f"{spec.type} gives {set(output) - accepted}, " \
+                                            f"which validation refuses"
+        missing = {field for field, doc in cls.outputs.items() if field not in output
+                   and not re.search(r"absent|only|when `", doc.description)}
+        assert not missing, f"{spec.type} documents {missing}, which its output lacks"
+        seen.add(spec.type)
+    assert seen == {"input", "set", "llm", "agent", "evaluator", "guardrail", "parser",
+                    "progress", "wait", "loop", "parallel", "condition", "router", "response"}
+
+
 # -- the reference covers the code ---------------------------------------------------------
 
 def test_every_block_type_and_field_has_its_entry(built):
