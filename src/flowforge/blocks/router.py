@@ -24,9 +24,9 @@ A candidate with a state shows it in the routing prompt too.
 Strategies (`strategy:`): `llm` (above, the default); `semantic` embeds the
 text to route (`input`, default the prompt) and each candidate (its name and
 description, or `routes: {<id>: {description, examples: [...]}}`) with the
-local embedding model and picks the closest, with no LLM call; `hybrid` does the same but asks the LLM, among the
-candidates within `margin` of the best only, when the best two are closer
-than `margin`.
+local embedding model and picks the closest, with no LLM call; `hybrid`
+does the same but asks the LLM, among the candidates within `margin` of the
+best only, when the best two are closer than `margin`.
 """
 
 from __future__ import annotations
