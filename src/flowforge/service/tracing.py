@@ -102,8 +102,10 @@ class RunTracer:
     when the block settles (then with its status among the attributes it starts
     with: one SDK call instead of a start, a `set_attribute` and its lock), or
     earlier when a span inside it starts (a model call, a tool, a loop pass's
-    block) or it sends a `traceparent`.  The span is the same either way: it
-    carries the block's start time from its `block_started` event.  (Span
+    block) or it sends a `traceparent`.  The run's span likewise, when its first
+    child or its trace id is needed: a run's start, the busiest moment when many
+    runs start at once, makes no span.  A span is the same either way: it
+    carries the start time of its event and the parent it had then.  (Span
     processors see `on_start` when it is made: exporters see only ended spans.)"""
 
     def __init__(self, tracer: Any, run_id: str, workflow_id: str,
@@ -117,7 +119,9 @@ class RunTracer:
         self.redact = redact
         self.content = content
         self.remote_parent = remote_parent
-        self.run_span: Any = None
+        self._run_span: Any = None
+        self._run_started: dict[str, Any] | None = None  # run_started, until its span is made
+        self._run_parent: Any = None                     # the context the run started in
         self.blocks: dict[tuple[str, str], Any] = {}     # open block spans by (scope, id)
         # started blocks whose span is not made yet: their block_started event
         self.pending: dict[tuple[str, str], dict[str, Any]] = {}
@@ -128,6 +132,13 @@ class RunTracer:
         self._contexts: dict[tuple[str, str], Any] = {}  # open container spans as parents
 
     # -- what other parts read -------------------------------------------------
+    @property
+    def run_span(self) -> Any:
+        """The run's span (made now if the run started and it was not yet)."""
+        if self._run_span is None and self._run_started is not None:
+            self._make_run_span()
+        return self._run_span
+
     @property
     def trace_id(self) -> str | None:
         if self.run_span is None:
@@ -175,7 +186,7 @@ class RunTracer:
         if context is None:
             span = self._open(key)
             if span is None:
-                return self._run_context
+                return self._run_as_parent()
             context = self._contexts[key] = self._in_context(span)
         return context
 
@@ -183,30 +194,51 @@ class RunTracer:
         return self.tracer.start_span(name, context=context, start_time=int(start * 1e9),
                                       attributes=attributes)
 
-    def _on_run_started(self, event: dict[str, Any]) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    def _run_as_parent(self) -> Any:
+        if self._run_context is None:
+            span = self.run_span
+            if span is None:
+                return None
+            self._run_context = self._in_context(span)
+        return self._run_context
 
-        context = None
+    def _on_run_started(self, event: dict[str, Any]) -> None:
         if self.remote_parent:
-            context = TraceContextTextMapPropagator().extract({"traceparent": self.remote_parent})
-        self.run_span = self.tracer.start_span(
-            f"flowforge.run {self.workflow_id}", context=context, kind=trace.SpanKind.INTERNAL,
-            start_time=_ns(event["time"]),
-            attributes=self._attributes(**{"flowforge.user_id": event.get("user")}))
-        self._run_context = self._in_context(self.run_span)
+            from opentelemetry.trace.propagation.tracecontext import \
+                TraceContextTextMapPropagator
+
+            self._run_parent = TraceContextTextMapPropagator().extract(
+                {"traceparent": self.remote_parent})
+        else:                    # the caller's own span, if any, whenever the span is made
+            from opentelemetry.context import get_current
+
+            self._run_parent = get_current()
+        self._run_started = event
+
+    def _make_run_span(self, finished: dict[str, Any] | None = None) -> None:
+        started, self._run_started = self._run_started, None
+        assert started is not None
+        attributes = self._attributes(**{"flowforge.user_id": started.get("user")})
+        if finished is not None:
+            attributes.update(finished)
+        self._run_span = self.tracer.start_span(
+            f"flowforge.run {self.workflow_id}", context=self._run_parent,
+            start_time=_ns(started["time"]), attributes=attributes)
 
     def _on_run_finished(self, event: dict[str, Any]) -> None:
-        if self.run_span is None:
-            return
         status = event.get("status")
         usage = event.get("usage") or {}
         tokens = usage.get("tokens") or {}
-        self.run_span.set_attributes({
-            "flowforge.status": status or "",
-            "gen_ai.usage.input_tokens": tokens.get("prompt", 0),
-            "gen_ai.usage.output_tokens": tokens.get("completion", 0),
-            "flowforge.cost_usd": float(usage.get("cost") or 0.0)})
+        finished = {"flowforge.status": status or "",
+                    "gen_ai.usage.input_tokens": tokens.get("prompt", 0),
+                    "gen_ai.usage.output_tokens": tokens.get("completion", 0),
+                    "flowforge.cost_usd": float(usage.get("cost") or 0.0)}
+        if self._run_span is None:
+            if self._run_started is None:
+                return
+            self._make_run_span(finished)
+        else:
+            self._run_span.set_attributes(finished)
         if status == "failed":
             self._error(self.run_span, event.get("error"))
         end = _ns(event["time"])
@@ -226,14 +258,14 @@ class RunTracer:
 
         text = str(self.redact(message) or "failed")
         span.set_status(Status(StatusCode.ERROR, text[:500]))
-        span.set_attribute("error.type", "flowforge.block_failed" if span is not self.run_span
+        span.set_attribute("error.type", "flowforge.block_failed" if span is not self._run_span
                            else "flowforge.run_failed")
 
     def _block_context(self, scope: str) -> Any:
         """The parent of a block's span: its container's (loop, parallel map,
         nested workflow) for a block in a scope, else the run's."""
         if not scope:
-            return self._run_context
+            return self._run_as_parent()
         return self._context_of(_parent_key(scope))
 
     def _block_span(self, started: dict[str, Any], scope: str,
