@@ -108,6 +108,10 @@ class RunTracer:
     carries the start time of its event and the parent it had then.  (Span
     processors see `on_start` when it is made: exporters see only ended spans.)"""
 
+    __slots__ = ("tracer", "run_id", "workflow_id", "redact", "content", "remote_parent",
+                 "_run_span", "_run_started", "_run_parent", "blocks", "pending", "calls",
+                 "_base", "_in_context", "_run_context", "_contexts")
+
     def __init__(self, tracer: Any, run_id: str, workflow_id: str,
                  redact: Callable[[Any], Any] = lambda data: data,
                  content: bool = False, remote_parent: str | None = None) -> None:
