@@ -7,6 +7,7 @@ measured in the same process run on the same machine.
                                                        # beside the raw SDK's span cost
 
 S4 with every run recorded (SQLite, PostgreSQL) against S4 in memory: bench/durability.py.
+An earlier commit's run tracer against today's: bench/tracing_before_after.py.
 
 Scenarios (from the engine issue):
   S1  a chain of 500 no-op blocks: overhead per block, µs
