@@ -34,7 +34,7 @@ demo: install
 	$(BIN)/flowforge run examples/support.yaml --input query="Can I get a refund on an order I placed three weeks ago?"
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 bench: install
 	$(BIN)/python bench/engine.py
