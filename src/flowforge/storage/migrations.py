@@ -27,6 +27,27 @@ _IDEMPOTENCY = (
 #: NULL for versions saved before this step or without text.
 _SOURCE_TEXT = ("ALTER TABLE workflow_versions ADD COLUMN source TEXT",)
 
+#: PostgreSQL: a run's write fenced by its lease (`grouping.fence_rows`) checks
+#: the lease in the same transaction, in the same round trip as the write: the
+#: rows are locked (a takeover's claim waits for the commit), a lease that is
+#: not the writer's raises SQLSTATE FF001 (`LeaseLost`), one running out is
+#: extended.  Rows: a JSON array of [run_id, owner, until, refresh_below].
+_FENCE = """CREATE FUNCTION flowforge_fence(fenced jsonb) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    lost text;
+BEGIN
+    PERFORM 1 FROM runs WHERE run_id IN (SELECT r->>0 FROM jsonb_array_elements(fenced) r)
+        ORDER BY run_id FOR UPDATE;
+    SELECT string_agg(f->>0, ', ') INTO lost FROM jsonb_array_elements(fenced) f
+        WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = f->>0 AND lease_owner = f->>1);
+    IF lost IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'FF001', MESSAGE = 'lease lost: ' || lost;
+    END IF;
+    UPDATE runs SET lease_expires_at = (f->>2)::float8 FROM jsonb_array_elements(fenced) f
+        WHERE runs.run_id = f->>0 AND runs.lease_expires_at < (f->>3)::float8;
+END
+$$"""
+
 SQLITE_MIGRATIONS: list[Migration] = [
     Migration("0001_runs_events_blocks_memory", (
         """CREATE TABLE runs (
@@ -233,4 +254,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
                                          "(webhook_state)")),
     Migration("0014_run_idempotency_key", _IDEMPOTENCY),
     Migration("0015_workflow_source_text", _SOURCE_TEXT),
+    Migration("0016_lease_fence", (_FENCE,)),
 ]

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Callable
 
 from flowforge.errors import StorageError
-from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
+from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
 from flowforge.storage.encoding import same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
                                        behind, behind_failed, key_taken, plan, refuse_behind, settle)
@@ -101,6 +101,9 @@ def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         for sql, rows, check in steps:
+            if sql is _SQL.fence:
+                _fence(db, rows)
+                continue
             inserted = db.executemany(sql, rows).rowcount
             if check and inserted != len(rows):
                 _check_replays(db, rows)
@@ -122,8 +125,22 @@ _SQL = Statements(
         f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET "
         + ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
                     for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id"))),
+    fence="UPDATE runs SET lease_expires_at = ? WHERE run_id = ? AND lease_expires_at < ?",
     update_runs=lru_cache(maxsize=64)(
         lambda names: f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)} WHERE run_id = ?"))
+
+
+def _fence(db: sqlite3.Connection, rows: list[list]) -> None:
+    """LeaseLost unless each run's lease is still its writer's (`grouping.fence_rows`);
+    a lease running out is extended.  The transaction holds the database's write
+    lock, so no claim can come between the check and the commit."""
+    marks = ", ".join("?" * len(rows))
+    owners = dict(db.execute(f"SELECT run_id, lease_owner FROM runs WHERE run_id IN ({marks})",
+                             [row[0] for row in rows]).fetchall())
+    for run_id, owner, _until, _below in rows:
+        if owners.get(run_id) != owner:
+            raise LeaseLost(run_id, owner)
+    db.executemany(_SQL.fence, [(until, run_id, below) for run_id, _, until, below in rows])
 
 
 def _check_replays(db: sqlite3.Connection, events: list[tuple]) -> None:
