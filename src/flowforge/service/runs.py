@@ -366,8 +366,7 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     if lost:
         if recorder is not None:
             await recorder.close()
-        raise RunStateError(f"run {run_obj.run_id}: another process took its lease (this "
-                            f"one was stalled past it) and runs it now; stopped here")
+        raise _taken_over(run_obj)
     result = _hide_secrets(run_obj, result)
     redact = recorder.redact if recorder is not None else (lambda data: data)
     traced = {"trace_id": run_obj.tracer.trace_id} if run_obj.tracer is not None else {}
@@ -381,6 +380,8 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
             await recorder.close(outcome)  # the last events and the run's row, stored together
         except StoreUnreachable as unreachable:
             return _cut_off(run_obj, result, recorder, unreachable)
+        if recorder.lost is not None:      # the outcome's write was fenced off: not ours
+            raise _taken_over(run_obj)
     else:
         await storage.update_run(run_obj.run_id, **outcome)
     memory_keys = run_obj.doc.memory
@@ -388,6 +389,11 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         await storage.save_memory(run_obj.user.get("id"), {
             k: v for k, v in result.memory.items() if k in memory_keys})
     return result
+
+
+def _taken_over(run_obj: Run) -> RunStateError:
+    return RunStateError(f"run {run_obj.run_id}: another process took its lease (this "
+                         f"one was stalled past it) and runs it now; stopped here")
 
 
 def _cut_off(run_obj: Run, result: RunResult, recorder: Recorder,
