@@ -34,8 +34,10 @@ includes the outage); target p99 <= lease + 10 s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -146,22 +148,25 @@ async def _pool_under_faults(folder: Path, redis: Any, args: Any, check: Callabl
         report = await check(storage, runs, kills, args.blocks, args.sleep)
         report.update(await check_streams(storage, ids))
         report.update(await _order_and_reports(storage, runs, args.blocks))
-        report.update(_takeovers(report.pop("takeover_list"), outages, args.lease))
+        report.update(_takeovers(report.pop("takeover_list"), outages, redis_restarts,
+                                 args.lease, began))
     finally:
         await storage.close()
         workers.stop()
         testing.stop(server["pg"])
     paused = sum(path.read_text(errors="replace").count("a write to the database failed")
                  for path in folder.glob("worker-*.log"))
-    fenced = sum(path.read_text(errors="replace").count("no longer holds the run's lease")
-                 for path in folder.glob("worker-*.log"))
+    logs = [path.read_text(errors="replace") for path in folder.glob("worker-*.log")]
+    fenced = sum(text.count("no longer holds the run's lease") for text in logs)
+    # two processes writing one run: storage refused the second's events
+    clashes = sum(text.count("are already stored with other content") for text in logs)
     report.update({"runs": args.runs, "blocks": args.blocks, "block_sleep_s": args.sleep,
                    "workers": args.workers, "concurrency": args.concurrency,
                    "hosts": len(HOSTS), "lease_s": args.lease, "wall_s": round(wall, 1),
                    "kills": len(kills), "workers_exited": len(exited),
                    "pg_restarts": len(outages), "pg_down_s": args.down,
                    "redis_restarts": len(redis_restarts), "runs_paused_times": paused,
-                   "writes_refused_by_fence": fenced,
+                   "writes_refused_by_fence": fenced, "writes_clashing": clashes,
                    "takeover_target_s": args.lease + 10})
     return report
 
@@ -184,12 +189,27 @@ async def _order_and_reports(storage: Any, runs: dict[str, Path], blocks: int) -
             "in_flight_reruns_reported": reported, "in_flight_reruns_unreported": unreported}
 
 
-def _takeovers(takeovers: list[tuple[float, float, float]],
-               outages: list[tuple[float, float]], lease: float) -> dict:
-    """p50/p90/p99 of the takeovers whose wait did not overlap an outage."""
-    clean = [seconds for killed, resumed, seconds in takeovers
-             if not any(down < resumed and killed < up for down, up in outages)]
-    out = {"takeovers": len(clean), "takeovers_across_an_outage": len(takeovers) - len(clean)}
+def _takeovers(takeovers: list[tuple[float, float, float, str]],
+               outages: list[tuple[float, float]], redis_restarts: list[float],
+               lease: float, began: float) -> dict:
+    """p50/p90/p99 of the takeovers whose wait did not overlap an outage; the
+    slowest ones past the target, with the faults around them."""
+    kept = [(killed, resumed, seconds, run_id) for killed, resumed, seconds, run_id in takeovers
+            if not any(down < resumed and killed < up for down, up in outages)]
+    clean = [seconds for _, _, seconds, _ in kept]
+    out: dict[str, Any] = {"takeovers": len(clean),
+                           "takeovers_across_an_outage": len(takeovers) - len(clean)}
+    across = [seconds for killed, resumed, seconds, _ in takeovers
+              if any(down < resumed and killed < up for down, up in outages)]
+    out["takeover_across_an_outage_p50_p99_s"] = \
+        [round(pct(across, 0.5), 2), round(pct(across, 0.99), 2)] if across else None
+    out["slow_takeovers"] = [
+        {"run_id": run_id, "killed_at_s": round(killed - began, 1), "seconds": round(seconds, 1),
+         "redis_restarts_inside": sum(1 for at in redis_restarts if killed <= at <= resumed),
+         "since_outage_end_s": min((round(killed - up, 1) for _, up in outages if up <= killed),
+                                   default=None)}
+        for killed, resumed, seconds, run_id in sorted(kept, key=lambda t: -t[2])
+        if seconds > lease + 10][:5]
     for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         out[f"takeover_{name}_s"] = round(pct(clean, q), 2) if clean else None
     out["takeover_max_s"] = round(max(clean), 2) if clean else None
@@ -197,7 +217,10 @@ def _takeovers(takeovers: list[tuple[float, float, float]],
 
 
 def main(args: Any, redis: Any, check: Callable, check_streams: Callable) -> dict:
-    with tempfile.TemporaryDirectory(prefix="faults-") as name:
+    with (contextlib.nullcontext(tempfile.mkdtemp(prefix="faults-")) if args.keep
+          else tempfile.TemporaryDirectory(prefix="faults-")) as name:
+        if args.keep:
+            print(f"keeping {name} (worker logs, side-effect logs)", file=sys.stderr)
         report = {"postgres_pool": asyncio.run(
             _pool_under_faults(Path(name), redis, args, check, check_streams))}
     with tempfile.TemporaryDirectory(prefix="faults-sqlite-") as name:
@@ -221,11 +244,15 @@ def table(report: dict) -> str:
          f"0 / {lite.get('not_succeeded')}"),
         ("in-flight blocks re-run (reported by `runs_again` / not)",
          f"{pg['in_flight_reruns_reported']} / {pg['in_flight_reruns_unreported']}", "-"),
+        ("writes refused by the lease fence (a worker taken over during an outage)",
+         pg["writes_refused_by_fence"], "-"),
         ("takeovers: p50 / p90 / p99 / max (target p99 <= "
          f"{pg['takeover_target_s']:g} s)",
          f"{pg['takeovers']}: {pg['takeover_p50_s']} / {pg['takeover_p90_s']} / "
          f"{pg['takeover_p99_s']} / {pg['takeover_max_s']} s "
-         f"(+{pg['takeovers_across_an_outage']} across an outage)", "-"),
+         f"(+{pg['takeovers_across_an_outage']} across a PostgreSQL outage: p50 / p99 "
+         f"{' / '.join(map(str, pg['takeover_across_an_outage_p50_p99_s'] or ['-']))} s)",
+         "-"),
         ("faults", f"{pg['kills']} kills, {pg['pg_restarts']} PostgreSQL stops of "
          f"{pg['pg_down_s']:g} s, {pg['redis_restarts']} Redis restarts; "
          f"{pg['workers_exited']} workers exited by themselves",

@@ -268,7 +268,7 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
                  blocks: int, sleep: float) -> dict:
     lost = stuck = rerun = bad_keys = reruns_in_flight = unstored = 0
     details: list[dict] = []
-    takeovers: list[tuple[float, float, float]] = []   # kill, resumed, seconds
+    takeovers: list[tuple[float, float, float, str]] = []   # kill, resumed, seconds, run
     for run_id, log in runs.items():
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("succeeded", "failed", "cancelled"):
@@ -309,8 +309,9 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
             # that ends the gap is another worker resuming it
             inside = [at for at, _pid in kills if previous["time"] <= at < current["time"]]
             if inside:
-                takeovers.append((inside[0], current["time"], current["time"] - inside[0]))
-    seconds = [taken for _, _, taken in takeovers]
+                takeovers.append((inside[0], current["time"], current["time"] - inside[0],
+                                  run_id))
+    seconds = [taken for _, _, taken, _ in takeovers]
     return {"lost": lost, "stuck": stuck, "succeeded_blocks_run_again": rerun,
             "in_flight_blocks_run_again": reruns_in_flight, "keys_changed": bad_keys,
             "returned_but_unstored_blocks_run_again": unstored, "details": details,

@@ -206,7 +206,7 @@ class Recorder:
             return
         self.lost = error
         self.drop()
-        log.warning("run %s: %s", self.run_id, error)
+        log.warning("%s", error)
         if self.on_lost is not None:
             self.on_lost()
 

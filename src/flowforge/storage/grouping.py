@@ -175,14 +175,15 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
 
 def fence_rows(writes: list[Write]) -> list[list[Any]]:
     """`[run_id, owner, until, refresh_below]` per fenced run of `writes`: the
-    lease must be `owner`'s; one that ends before `refresh_below` (the
-    heartbeat is late: the store was away) is extended to `until`."""
+    lease must be `owner`'s; one with less than half its time left (the
+    heartbeat, every third of it, is late: the store was away) is extended
+    to `until`."""
     now = time.time()
     rows: dict[str, list[Any]] = {}
     for write in writes:
         if write.fence is not None and write.run_id not in rows:
             owner, ttl = write.fence
-            rows[write.run_id] = [write.run_id, owner, now + ttl, now + ttl * 2 / 3]
+            rows[write.run_id] = [write.run_id, owner, now + ttl, now + ttl / 2]
     return list(rows.values())
 
 

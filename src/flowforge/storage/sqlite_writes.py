@@ -134,9 +134,11 @@ def _fence(db: sqlite3.Connection, rows: list[list]) -> None:
     """LeaseLost unless each run's lease is still its writer's (`grouping.fence_rows`);
     a lease running out is extended.  The transaction holds the database's write
     lock, so no claim can come between the check and the commit."""
-    marks = ", ".join("?" * len(rows))
-    owners = dict(db.execute(f"SELECT run_id, lease_owner FROM runs WHERE run_id IN ({marks})",
-                             [row[0] for row in rows]).fetchall())
+    owners: dict[str, str] = {}
+    for start in range(0, len(rows), 500):          # SQLite's limit on parameters
+        ids = [row[0] for row in rows[start:start + 500]]
+        owners.update(db.execute(f"SELECT run_id, lease_owner FROM runs WHERE run_id IN "
+                                 f"({', '.join('?' * len(ids))})", ids).fetchall())
     for run_id, owner, _until, _below in rows:
         if owners.get(run_id) != owner:
             raise LeaseLost(run_id, owner)
