@@ -125,7 +125,7 @@ _SQL = Statements(
         f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET "
         + ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
                     for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id"))),
-    fence="UPDATE runs SET lease_expires_at = ? WHERE run_id = ? AND lease_expires_at < ?",
+    fence="UPDATE runs SET lease_expires_at = ? WHERE run_id = ?",
     update_runs=lru_cache(maxsize=64)(
         lambda names: f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)} WHERE run_id = ?"))
 
@@ -133,16 +133,24 @@ _SQL = Statements(
 def _fence(db: sqlite3.Connection, rows: list[list]) -> None:
     """LeaseLost unless each run's lease is still its writer's (`grouping.fence_rows`);
     a lease running out is extended.  The transaction holds the database's write
-    lock, so no claim can come between the check and the commit."""
-    owners: dict[str, str] = {}
-    for start in range(0, len(rows), 500):          # SQLite's limit on parameters
-        ids = [row[0] for row in rows[start:start + 500]]
-        owners.update(db.execute(f"SELECT run_id, lease_owner FROM runs WHERE run_id IN "
-                                 f"({', '.join('?' * len(ids))})", ids).fetchall())
-    for run_id, owner, _until, _below in rows:
-        if owners.get(run_id) != owner:
-            raise LeaseLost(run_id, owner)
-    db.executemany(_SQL.fence, [(until, run_id, below) for run_id, _, until, below in rows])
+    lock, so no claim can come between the check and the commit.  Only the rows
+    that are not as expected are read (a process's writes share one owner): a
+    row, or a statement, per write cost as much as the write."""
+    by_owner: dict[tuple[str, float, float], list[str]] = {}
+    for run_id, owner, until, below in rows:
+        by_owner.setdefault((owner, until, below), []).append(run_id)
+    for (owner, until, below), ids in by_owner.items():
+        for start in range(0, len(ids), 500):          # SQLite's limit on parameters
+            part = ids[start:start + 500]
+            odd = db.execute(f"SELECT run_id, lease_owner FROM runs WHERE run_id IN "
+                             f"({', '.join('?' * len(part))}) AND (lease_owner IS NOT ? OR "
+                             f"lease_expires_at IS NULL OR lease_expires_at < ?)",
+                             (*part, owner, below)).fetchall()
+            for run_id, held in odd:
+                if held != owner:
+                    raise LeaseLost(run_id, owner)
+            if odd:
+                db.executemany(_SQL.fence, [(until, run_id) for run_id, _ in odd])
 
 
 def _check_replays(db: sqlite3.Connection, events: list[tuple]) -> None:
