@@ -145,6 +145,10 @@ SQLITE_MIGRATIONS: list[Migration] = [
                                          "(webhook_state)")),
     Migration("0014_run_idempotency_key", _IDEMPOTENCY),
     Migration("0015_workflow_source_text", _SOURCE_TEXT),
+    # a run's fenced writes read its lease from this index, not from the row,
+    # which holds the document first (a long one spills to overflow pages)
+    Migration("0016_lease_fence", ("CREATE INDEX runs_by_lease ON runs "
+                                   "(run_id, lease_owner, lease_expires_at)",)),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys

@@ -134,15 +134,17 @@ def _fence(db: sqlite3.Connection, rows: list[list]) -> None:
     """LeaseLost unless each run's lease is still its writer's (`grouping.fence_rows`);
     a lease running out is extended.  The transaction holds the database's write
     lock, so no claim can come between the check and the commit.  Only the rows
-    that are not as expected are read (a process's writes share one owner): a
-    row, or a statement, per write cost as much as the write."""
+    that are not as expected are returned (a process's writes share one owner),
+    read from an index (migration 0016): a row, or a statement, per write cost
+    as much as the write."""
     by_owner: dict[tuple[str, float, float], list[str]] = {}
     for run_id, owner, until, below in rows:
         by_owner.setdefault((owner, until, below), []).append(run_id)
     for (owner, until, below), ids in by_owner.items():
         for start in range(0, len(ids), 500):          # SQLite's limit on parameters
             part = ids[start:start + 500]
-            odd = db.execute(f"SELECT run_id, lease_owner FROM runs WHERE run_id IN "
+            odd = db.execute(f"SELECT run_id, lease_owner FROM runs INDEXED BY runs_by_lease "
+                             f"WHERE run_id IN "
                              f"({', '.join('?' * len(part))}) AND (lease_owner IS NOT ? OR "
                              f"lease_expires_at IS NULL OR lease_expires_at < ?)",
                              (*part, owner, below)).fetchall()
