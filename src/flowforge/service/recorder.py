@@ -19,15 +19,15 @@ made after a failed one, so the stored log has no gap), gated blocks wait,
 and the recorder retries what failed with backoff for up to
 FLOWFORGE_STORE_RETRY_SECONDS (30 s); then the run goes on, or is cut off
 (`cut_off`, a `StoreUnreachable`): the service stops it and says how to
-resume it.
+resume it.  Pure blocks (set, condition, response, input) are not held:
+running them again is harmless.
 
 A run that holds a lease (every stored run: the process running it) has
 every write fenced by it (`lease`): a write is stored only while this
 process still holds the lease.  When the store was away for longer than
 the lease and another process took the run over meanwhile, the retried
 write is refused (`LeaseLost`), the recorder stores nothing more, the gated
-block behind it never starts, and `on_lost` stops the run here.  Pure blocks (set, condition, response, input) are not held:
-running them again is harmless.
+block behind it never starts, and `on_lost` stops the run here.
 
 Environment variables are never written: the values of variables the
 workflow's templates read are replaced by `***` before anything is stored.
