@@ -32,7 +32,7 @@ from pathlib import Path
 
 from _pool import STEP_PLUGIN, Workers, chain
 
-from flowforge.service.queue import enqueue
+from flowforge.service.pool import enqueue
 from flowforge.storage import storage_from_url, testing
 
 

@@ -61,6 +61,17 @@ are counted missing, duplicated and out of order, runs with two `run_finished`,
 and side effects repeated after their success was stored (`bench/_outages.py`):
 
     .venv/bin/python bench/chaos.py --store-outages [--runs 12 --blocks 8 --sleep 1]
+
+With `--all-faults`, all of it at once (`bench/_faults.py`): a pool on two
+hostnames runs `--runs` chains on PostgreSQL while workers are killed,
+PostgreSQL is stopped `--pg-restarts` times for `--down` s (longer than the
+lease) and Redis restarted `--redis-restarts` times; then SQLite's disk is
+full for `--full` s under `--cli-runs` CLI runs.  Prints the JSON line, then
+the table of bench/RESULTS.md:
+
+    .venv/bin/python bench/chaos.py --all-faults --runs 150 --blocks 6 --workers 4
+        --concurrency 4 --kills 40 --every 3 --pg-restarts 3 --down 12 --lease 8
+        --redis-restarts 3 --cli-runs 4 --full 4
 """
 
 from __future__ import annotations
@@ -158,6 +169,7 @@ async def chaos(folder: Path, redis: Any, args: argparse.Namespace) -> dict:
         while time.monotonic() < deadline and not await all_ended():
             await asyncio.sleep(0.5)
         report = await _check(storage, runs, kills, args.blocks, args.sleep)
+        report.pop("takeover_list")
         report.update(await _check_streams(storage, list(runs)))
         report["workers_exited"] = sum(1 for process in workers.processes
                                        if process.poll() is not None
@@ -256,7 +268,7 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
                  blocks: int, sleep: float) -> dict:
     lost = stuck = rerun = bad_keys = reruns_in_flight = unstored = 0
     details: list[dict] = []
-    takeovers: list[float] = []
+    takeovers: list[tuple[float, float, float, str]] = []   # kill, resumed, seconds, run
     for run_id, log in runs.items():
         row = await storage.get_run(run_id)
         if row is None or row["status"] not in ("succeeded", "failed", "cancelled"):
@@ -297,13 +309,15 @@ async def _check(storage, runs: dict[str, Path], kills: list[tuple[float, int]],
             # that ends the gap is another worker resuming it
             inside = [at for at, _pid in kills if previous["time"] <= at < current["time"]]
             if inside:
-                takeovers.append(current["time"] - inside[0])
+                takeovers.append((inside[0], current["time"], current["time"] - inside[0],
+                                  run_id))
+    seconds = [taken for _, _, taken, _ in takeovers]
     return {"lost": lost, "stuck": stuck, "succeeded_blocks_run_again": rerun,
             "in_flight_blocks_run_again": reruns_in_flight, "keys_changed": bad_keys,
             "returned_but_unstored_blocks_run_again": unstored, "details": details,
-            "takeovers": len(takeovers),
-            "takeover_p50_s": round(pct(takeovers, 0.5), 2) if takeovers else None,
-            "takeover_p99_s": round(pct(takeovers, 0.99), 2) if takeovers else None}
+            "takeovers": len(takeovers), "takeover_list": takeovers,
+            "takeover_p50_s": round(pct(seconds, 0.5), 2) if seconds else None,
+            "takeover_p99_s": round(pct(seconds, 0.99), 2) if seconds else None}
 
 
 def main() -> None:
@@ -336,6 +350,11 @@ def main() -> None:
                         help="Keep the folder (database, logs) and say where.")
     parser.add_argument("--store-outages", action="store_true",
                         help="Stop the database instead of killing workers (issue 24).")
+    parser.add_argument("--all-faults", action="store_true",
+                        help="Worker kills, PostgreSQL and Redis restarts in one pool run on "
+                             "two hostnames, then SQLite's disk full (bench/_faults.py).")
+    parser.add_argument("--pg-every", type=float, default=15.0,
+                        help="Mean seconds between PostgreSQL stops (--all-faults).")
     parser.add_argument("--pg-restarts", type=int, default=3)
     parser.add_argument("--down", type=float, default=3.0, help="Seconds PostgreSQL is down.")
     parser.add_argument("--full", type=float, default=3.0, help="Seconds the disk is full.")
@@ -343,6 +362,14 @@ def main() -> None:
     parser.add_argument("--retry", type=float, default=30.0,
                         help="FLOWFORGE_STORE_RETRY_SECONDS of the SQLite runs.")
     args = parser.parse_args()
+    if args.all_faults:
+        import _faults
+        with redis_server() as redis:
+            celery_app.cache_clear()
+            report = _faults.main(args, redis, _check, _check_streams)
+        print(json.dumps(report))
+        print(_faults.table(report))
+        return
     if args.store_outages:
         import _outages
         with redis_server() as redis:

@@ -506,6 +506,43 @@ async def test_leases_let_one_process_run_a_run(storage):
     assert await storage.renew_leases(["r1"], "host:3:c", ttl=60) == []
 
 
+async def test_a_write_fenced_by_a_lease_is_stored_only_while_its_owner_holds_it(storage):
+    """Issue 24: a process stalled past its lease (its database away for longer)
+    must store nothing once another process took the run over, whatever it had
+    queued; a fenced write also extends a lease that is running out (the
+    heartbeat could not renew it), so no reaper takes a run whose holder is
+    storing its progress."""
+    from flowforge.storage.base import LeaseLost
+
+    await storage.create_run(_run("r1"))
+    await storage.create_run(_run("r2"))
+    assert await storage.claim_run("r1", "host:1:a", ttl=60)
+    assert await storage.claim_run("r2", "host:1:a", ttl=0.5)        # running out
+    await asyncio.gather(storage.record_later("r1", [_event(1)], [], fence=("host:1:a", 60)),
+                         storage.record_later("r2", [_event(1)], [], fence=("host:1:a", 60)))
+    assert (await storage.get_run("r2"))["lease_expires_at"] > time.time() + 30   # extended
+    # the lease lapses; another process takes r1 over; the stalled one's writes come
+    await storage.renew_leases(["r1"], "host:1:a", ttl=-1)
+    assert await storage.claim_run("r1", "host:2:b", ttl=60)
+    refused = storage.record_later("r1", [_event(2)], [], fence=("host:1:a", 60),
+                                   update={"status": "succeeded"})
+    behind = storage.record_later("r1", [_event(3)], [], after=refused,
+                                  fence=("host:1:a", 60))
+    other = storage.record_later("r2", [_event(2)], [], fence=("host:1:a", 60))
+    results = await asyncio.gather(refused, behind, other, return_exceptions=True)
+    assert isinstance(results[0], LeaseLost) and "r1" in str(results[0]), results
+    assert isinstance(results[1], StorageError), results        # nothing behind it either
+    assert results[2] is None                                  # its other run is unaffected
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1]
+    row = await storage.get_run("r1")
+    assert (row["status"], row["lease_owner"]) == ("running", "host:2:b")
+    # the new holder's fenced writes go in; a write without a fence is not checked
+    await storage.record_later("r1", [_event(2)], [], fence=("host:2:b", 60))
+    await storage.record_later("r1", [_event(3)], [])
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2, 3]
+    assert [e["seq"] for e in await storage.get_events("r2")] == [1, 2]
+
+
 async def test_pipelines_belong_to_their_owner_and_keep_their_json(storage):
     from flowforge.storage.base import AlreadyExists
 

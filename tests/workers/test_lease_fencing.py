@@ -89,3 +89,46 @@ async def test_a_run_that_ends_while_a_resumer_looks_is_not_run_again(tmp_path, 
         assert (await storage.get_run(result.run_id))["status"] == "succeeded"
     finally:
         await storage.close()
+
+
+TAKEN: dict = {}
+
+
+@flowforge.function("fence_taken_over")
+async def fence_taken_over() -> dict:
+    """While it runs, another process takes the run's lease (as after this one's
+    database stayed away for longer than the lease)."""
+    storage, run_id = TAKEN["storage"], TAKEN["run_id"]
+    await asyncio.sleep(0.2)                  # the run's first events are stored by then
+    await storage.update_run(run_id, lease_owner="elsewhere:2:other",
+                             lease_expires_at=time.time() + 60)
+    SIDE_EFFECTS.append("taken")
+    return {"done": True}
+
+
+async def test_a_run_taken_over_before_it_ends_stores_neither_its_events_nor_its_outcome(
+        tmp_path):
+    """The fence is in the write itself, not only in the heartbeat: with the
+    heartbeat far off, the last write (the block's success, `run_finished` and the
+    run's row) is refused, the next block never starts, and the run stops here."""
+    SIDE_EFFECTS.clear()
+    storage = storage_from_url(f"sqlite:///{tmp_path / 'runs.db'}")
+    await storage.open()
+    storage.poll_interval = 60.0          # the heartbeat does not come round in this test
+    doc = {"id": "fenced-end", "blocks": [
+        {"id": "a", "type": "function", "with": {"function": "fence_taken_over"}},
+        {"id": "b", "type": "function", "with": {"function": "fence_step", "args": {"n": 1}},
+         "after": ["a"]}]}
+    try:
+        handle = await start_run(doc, storage=storage)
+        TAKEN.update(storage=storage, run_id=handle.run_id)
+        with pytest.raises(RunStateError, match="another process took its lease"):
+            await asyncio.wait_for(handle.wait(), 10)
+        assert SIDE_EFFECTS == ["taken"]              # b never started
+        events = await storage.get_events(handle.run_id)
+        assert [(e["type"], e.get("block_id")) for e in events] == [
+            ("run_started", None), ("block_started", "a")]
+        row = await storage.get_run(handle.run_id)
+        assert (row["status"], row["lease_owner"]) == ("running", "elsewhere:2:other")
+    finally:
+        await storage.close()

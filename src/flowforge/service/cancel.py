@@ -102,13 +102,18 @@ log = logging.getLogger("flowforge.cancel")
 
 
 def cancelled_events(run_id: str, blocks: list[dict[str, Any]], first_seq: int, now: float,
-                     reason: str) -> list[dict[str, Any]]:
+                     reason: str, runs_again: bool = False) -> list[dict[str, Any]]:
     """`block_cancelled` events, numbered from `first_seq`, for blocks (checkpoint
     rows) a run left open - running when its process died, waiting when it was
-    cancelled: every block gets a terminal event, and its checkpoint follows."""
+    cancelled: every block gets a terminal event, and its checkpoint follows.
+    `runs_again`: the block was in flight when its process was cut off and the
+    resume starts it again (`"runs_again": true`): its side effects may happen
+    twice (with the same idempotency key), and the record says so."""
+    again = {"runs_again": True} if runs_again else {}
     return [{"seq": first_seq + i, "type": "block_cancelled", "run_id": run_id, "time": now,
              "block_id": b["block_id"], "scope": b["scope"] or None,
-             "block_type": b.get("type"), "reason": reason} for i, b in enumerate(blocks)]
+             "block_type": b.get("type"), "reason": reason, **again}
+            for i, b in enumerate(blocks)]
 
 
 async def request_cancel(storage: Storage, run_id: str) -> None:

@@ -22,6 +22,13 @@ FLOWFORGE_STORE_RETRY_SECONDS (30 s); then the run goes on, or is cut off
 resume it.  Pure blocks (set, condition, response, input) are not held:
 running them again is harmless.
 
+A run that holds a lease (every stored run: the process running it) has
+every write fenced by it (`lease`): a write is stored only while this
+process still holds the lease.  When the store was away for longer than
+the lease and another process took the run over meanwhile, the retried
+write is refused (`LeaseLost`), the recorder stores nothing more, the gated
+block behind it never starts, and `on_lost` stops the run here.
+
 Environment variables are never written: the values of variables the
 workflow's templates read are replaced by `***` before anything is stored.
 """
@@ -36,7 +43,7 @@ import weakref
 from typing import Any, Awaitable, Callable, Iterable
 
 from flowforge.errors import StorageError
-from flowforge.storage.base import Storage
+from flowforge.storage.base import LeaseLost, Storage
 
 __all__ = ["Recorder", "redactor", "StoreUnreachable", "RETRY_ENV", "retry_seconds", "CUT_OFF"]
 
@@ -170,7 +177,10 @@ class Recorder:
 
     def __init__(self, storage: Storage, run_id: str,
                  redact: Callable[[Any], Any] | None = None,
-                 retry: float | None = None) -> None:
+                 retry: float | None = None,
+                 lease: tuple[str, float] | None = None) -> None:
+        """`lease`: (owner, ttl) of the run's lease this process holds: every
+        write is fenced by it (`Storage.record_later(fence=...)`)."""
         self.storage = storage
         self.run_id = run_id
         self.redact = redact or _same
@@ -186,6 +196,19 @@ class Recorder:
         self.cut_off: StoreUnreachable | None = None
         self.on_cut_off: Callable[[StoreUnreachable], None] | None = None
         self.dropped = False
+        self.lease = lease
+        self.lost: LeaseLost | None = None          # a fenced write was refused
+        self.on_lost: Callable[[], None] | None = None
+
+    def _lose(self, error: LeaseLost) -> None:
+        """Another process holds the run's lease: store nothing more, stop the run."""
+        if self.lost is not None:
+            return
+        self.lost = error
+        self.drop()
+        log.warning("%s", error)
+        if self.on_lost is not None:
+            self.on_lost()
 
     def drop(self) -> None:
         """Store nothing more (what is not handed to storage yet is forgotten):
@@ -212,7 +235,7 @@ class Recorder:
         events = batch if redact is _same else [redact(event) for event in batch]
         try:
             write = self.storage.record_later(self.run_id, events, (), after=self._last,
-                                              update=outcome)
+                                              update=outcome, **self._fence())
         except Exception as exc:  # noqa: BLE001 - kept, reported by close()
             self.error = self.error or exc
             return
@@ -242,6 +265,9 @@ class Recorder:
         if self._trouble is not None or self.cut_off is not None:
             return
         error = write.exception() if not write.cancelled() else StorageError("cancelled")
+        if isinstance(error, LeaseLost):
+            self._lose(error)
+            return
         if not _retryable(error):
             self.error = self.error or error
             return
@@ -281,7 +307,11 @@ class Recorder:
             await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, _MAX_DELAY)
             try:
-                await self.storage.record_later(self.run_id, events, (), update=outcome)
+                await self.storage.record_later(self.run_id, events, (), update=outcome,
+                                                **self._fence())
+            except LeaseLost as exc:    # taken over while the store was away: stop
+                self._lose(exc)
+                break
             except Exception as exc:  # noqa: BLE001 - the store is still away
                 if not _retryable(exc):
                     self.error = self.error or exc
@@ -298,6 +328,9 @@ class Recorder:
             trouble.set_result(None)
         if self.pending and not self.dropped:
             self._turn.add(self)             # what came meanwhile, after the turn
+
+    def _fence(self) -> dict[str, Any]:
+        return {"fence": self.lease} if self.lease is not None else {}
 
     def gate(self, bus: Any) -> Callable[[Any, Any], Awaitable[None] | None]:
         """The scheduler's hook (`Scheduler.gate`): None when a block may start
@@ -316,10 +349,13 @@ class Recorder:
 
     async def until_stored(self, seq: int) -> None:
         """Return once every event up to `seq` is stored; StoreUnreachable once
-        the run is cut off (a write failed for longer than the retry time)."""
+        the run is cut off (a write failed for longer than the retry time);
+        LeaseLost once another process took the run over."""
         while True:
             if self.cut_off is not None:
                 raise self.cut_off
+            if self.lost is not None:
+                raise self.lost
             if self._trouble is not None:
                 await asyncio.shield(self._trouble)
                 continue

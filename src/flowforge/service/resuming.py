@@ -143,7 +143,7 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         cut = [b for b in blocks if b["status"] == "running"]
         closing = cancelled_events(run_id, cut, seq + 1, time.time(), "the process running "
                                    "the run ended before the block finished; it runs again "
-                                   "on resume")
+                                   "on resume", runs_again=True)
         seq += len(cut)
         if closing:
             await opened.record(run_id, closing, [

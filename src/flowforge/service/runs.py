@@ -228,7 +228,9 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
                                      error=None, cancel_requested_at=None)
-        recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)))
+        # every write is fenced by the lease this process took (created or claimed)
+        recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)),
+                            lease=(process_id(), LEASE_SECONDS))
         bus.subscribe(recorder)
         # a block that acts outside the run starts once what it read is stored
         run_obj.scheduler.gate = recorder.gate(bus)
@@ -342,6 +344,7 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
     watch_for_cancel(storage, run_obj, on_lost=lose)
     if recorder is not None:
         recorder.on_cut_off = lambda _unreachable: run_obj.cancel()
+        recorder.on_lost = lose         # a fenced write found the lease taken
     try:
         result = await run_obj.execute()
     except Exception as exc:  # noqa: BLE001 - a bug, not a block's failure: recorded, not lost
@@ -356,15 +359,14 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         # so a finished run is freed at once, not by a later garbage collection
         run_obj.scheduler.gate = None
         if recorder is not None:
-            recorder.on_cut_off = None
+            recorder.on_cut_off = recorder.on_lost = None
     forget_run(storage, run_obj.run_id)
     if recorder is not None and recorder.cut_off is not None:
         return _cut_off(run_obj, result, recorder, recorder.cut_off)
     if lost:
         if recorder is not None:
             await recorder.close()
-        raise RunStateError(f"run {run_obj.run_id}: another process took its lease (this "
-                            f"one was stalled past it) and runs it now; stopped here")
+        raise _taken_over(run_obj)
     result = _hide_secrets(run_obj, result)
     redact = recorder.redact if recorder is not None else (lambda data: data)
     traced = {"trace_id": run_obj.tracer.trace_id} if run_obj.tracer is not None else {}
@@ -378,6 +380,8 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
             await recorder.close(outcome)  # the last events and the run's row, stored together
         except StoreUnreachable as unreachable:
             return _cut_off(run_obj, result, recorder, unreachable)
+        if recorder.lost is not None:      # the outcome's write was fenced off: not ours
+            raise _taken_over(run_obj)
     else:
         await storage.update_run(run_obj.run_id, **outcome)
     memory_keys = run_obj.doc.memory
@@ -385,6 +389,11 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         await storage.save_memory(run_obj.user.get("id"), {
             k: v for k, v in result.memory.items() if k in memory_keys})
     return result
+
+
+def _taken_over(run_obj: Run) -> RunStateError:
+    return RunStateError(f"run {run_obj.run_id}: another process took its lease (this "
+                         f"one was stalled past it) and runs it now; stopped here")
 
 
 def _cut_off(run_obj: Run, result: RunResult, recorder: Recorder,

@@ -29,7 +29,7 @@ from flowforge.storage.chat_sessions import ChatSessionStore
 from flowforge.storage.pipelines import PipelineStore
 from flowforge.storage.schedules import ScheduleStore
 
-__all__ = ["Storage", "Migration", "AlreadyExists", "IdempotencyKeyTaken",
+__all__ = ["Storage", "Migration", "AlreadyExists", "IdempotencyKeyTaken", "LeaseLost",
            "conflicting_events", "RUN_FIELDS", "BLOCK_FIELDS",
            "USER_FIELDS", "KEY_FIELDS", "DELIVERY_FIELDS", "TERMINAL_STATUSES", "WEBHOOK_STATES"]
 
@@ -85,6 +85,19 @@ class IdempotencyKeyTaken(AlreadyExists):
         super().__init__(f"user '{user_id}' already started a run with the idempotency key "
                          f"{key!r}")
         self.user_id, self.key = user_id, key
+
+
+class LeaseLost(StorageError):
+    """A write fenced by a run's lease (`record_later(fence=...)`) was refused:
+    another process holds the lease now (this one was stalled past it, e.g.
+    while the database was away, and the run was taken over).  Nothing of
+    the write was stored; its writer must stop running the run."""
+
+    def __init__(self, run_id: str, owner: str) -> None:
+        super().__init__(f"run {run_id}: this process ({owner}) no longer holds the run's "
+                         f"lease - another process took the run over while this one could "
+                         f"not renew it; nothing more of the run is stored or started here")
+        self.run_id, self.owner = run_id, owner
 
 
 @dataclass(frozen=True)
@@ -268,20 +281,27 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
 
     def record_later(self, run_id: str, events: list[dict[str, Any]],
                      blocks: list[dict[str, Any]], *, after: Any = None,
-                     update: dict[str, Any] | None = None) -> asyncio.Future:
+                     update: dict[str, Any] | None = None,
+                     fence: tuple[str, float] | None = None) -> asyncio.Future:
         """`record` without waiting: the future is done once stored (or failed).
         Stored after `after`, an earlier `record_later` future of the same run, so
         a block's later checkpoint never lands before its earlier one, and not
         at all when `after` failed (a run's events never have a gap); `update`
-        (run columns, as `update_run` takes them) is stored with it.  Back ends
-        that commit in call order override this without a task per write, and
-        store the update in the same transaction."""
+        (run columns, as `update_run` takes them) is stored with it.  `fence`
+        (lease owner, ttl): stored only while that owner holds the run's lease,
+        else `LeaseLost`.  Back ends that commit in call order override this
+        without a task per write, and store the update, and check the fence
+        (extending a lease running out), in the same transaction."""
         async def write() -> None:
             if after is not None:
                 await asyncio.wait([after])
                 if after.cancelled() or after.exception() is not None:
                     raise StorageError(f"an earlier write of run {run_id} failed, and a "
                                        f"run's events are stored in order")
+            if fence is not None:       # checked just before, not in the same transaction
+                row = await self.get_run(run_id)
+                if row is None or row.get("lease_owner") != fence[0]:
+                    raise LeaseLost(run_id, fence[0])
             await self.record(run_id, events, blocks)
             if update:
                 await self.update_run(run_id, **update)

@@ -12,20 +12,29 @@ A run's write made `after` another one (`record_later(after=...)`) is never
 committed once that one failed: a run's stored events never have a gap, so
 its recorder can retry what failed and everything behind it, in order
 (`service/recorder.py`).
+
+A run's write may be fenced by its lease (`recorded(fence=(owner, ttl))`):
+it is stored only while `owner` still holds the run's lease, checked in the
+transaction that stores it, which also extends a lease that is running out.
+A process stalled past its lease (a database away for longer than it) whose
+run another process took over then stores nothing more (`LeaseLost`): the
+gate's write, which holds a block's start, fails, so the block never starts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
-                                    IdempotencyKeyTaken)
+                                    IdempotencyKeyTaken, LeaseLost)
 from flowforge.storage.encoding import dumps
 
 __all__ = ["JSON_RUN_FIELDS", "Statements", "Step", "Write", "block_row", "created", "plan",
+           "fence_rows",
            "recorded", "settle", "updated", "key_taken", "IDEMPOTENCY_INDEX", "behind", "behind_failed",
            "refuse_behind"]
 
@@ -43,7 +52,7 @@ class Write:
     values).  Made by `created`, `updated` and `recorded`."""
 
     __slots__ = ("what", "notify", "run_id", "events", "blocks", "run_row", "update",
-                 "future", "after")
+                 "future", "after", "fence")
 
     def __init__(self, what: str, run_id: str, *, notify: str | None = None,
                  events: Sequence[dict[str, Any]] = (),
@@ -54,6 +63,8 @@ class Write:
         self.run_row, self.update = run_row, update
         self.future: asyncio.Future | None = None
         self.after: asyncio.Future | None = None    # stored only if this one was
+        self.fence: tuple[str, float] | None = None  # (lease owner, ttl): stored only
+        #                                               while the owner holds the lease
 
 
 def created(run: dict[str, Any]) -> Write:
@@ -77,14 +88,16 @@ def updated(run_id: str, fields: dict[str, Any]) -> Write:
 
 
 def recorded(run_id: str, events: Sequence[dict[str, Any]], blocks: Sequence[dict[str, Any]],
-             update: dict[str, Any] | None = None, after: asyncio.Future | None = None
-             ) -> Write:
+             update: dict[str, Any] | None = None, after: asyncio.Future | None = None,
+             fence: tuple[str, float] | None = None) -> Write:
     """`record_later`: events and checkpoints, and with `update` the run's
-    columns in the same write, stored only if `after` was; followers of the
-    run are woken once stored."""
+    columns in the same write, stored only if `after` was (and, with `fence`,
+    only while its owner holds the run's lease: else `LeaseLost`); followers
+    of the run are woken once stored."""
     write = updated(run_id, update) if update else Write("", run_id)
     write.what, write.notify = f"record run {run_id}", run_id
     write.events, write.blocks, write.after = events, blocks, after
+    write.fence = fence
     return write
 
 
@@ -96,6 +109,7 @@ class Statements:
     insert_events: str                 # (run_id, seq, type, block_id, time, data), replays ignored
     upsert_blocks: str                 # block_row()'s values
     update_runs: Callable[[tuple[str, ...]], str]    # (*values, run_id) for these columns
+    fence: str                         # fence_rows(): LeaseLost unless each owner holds its run
 
 
 #: A statement, its rows, and whether to check them for replayed events.
@@ -107,6 +121,9 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
     data writes go in one statement per table (a statement per write cost more
     than its rows), new runs before the events of this group."""
     steps: list[Step] = []
+    fenced = fence_rows(writes)
+    if fenced:                           # first: nothing is stored for a lease lost
+        steps.append((sql.fence, fenced, False))
     runs: list[list[Any]] = []
     events: list[tuple] = []
     blocks: list[list[Any]] = []
@@ -154,6 +171,20 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
             blocks += [block_row(run_id, b) for b in write.blocks]
     flush_data()
     return steps
+
+
+def fence_rows(writes: list[Write]) -> list[list[Any]]:
+    """`[run_id, owner, until, refresh_below]` per fenced run of `writes`: the
+    lease must be `owner`'s; one with less than half its time left (the
+    heartbeat, every third of it, is late: the store was away) is extended
+    to `until`."""
+    now = time.time()
+    rows: dict[str, list[Any]] = {}
+    for write in writes:
+        if write.fence is not None and write.run_id not in rows:
+            owner, ttl = write.fence
+            rows[write.run_id] = [write.run_id, owner, now + ttl, now + ttl / 2]
+    return list(rows.values())
 
 
 def behind_failed(write: Write, failed: set) -> bool:
@@ -209,7 +240,7 @@ def settle(batch: list[Write], errors: list[Exception | None],
             continue
         if error is None:
             write.future.set_result(None)
-        elif isinstance(error, AlreadyExists):      # the caller acts on it: kept as is
+        elif isinstance(error, (AlreadyExists, LeaseLost)):  # the caller acts on it: kept
             write.future.set_exception(error)
         else:
             failure = StorageError(f"could not {write.what}: {error}")

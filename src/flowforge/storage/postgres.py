@@ -240,11 +240,13 @@ class PostgresStorage(Storage):
 
     def record_later(self, run_id: str, events: list[dict[str, Any]],
                      blocks: list[dict[str, Any]], *, after: Any = None,
-                     update: dict[str, Any] | None = None) -> asyncio.Future:
+                     update: dict[str, Any] | None = None,
+                     fence: tuple[str, float] | None = None) -> asyncio.Future:
         """Joins the next group; groups commit one after the other, in order, so
         `after` is stored first by construction (and this one not at all when
-        `after` failed: `grouping.refuse_behind`)."""
-        return self._writer.join(recorded(run_id, events, blocks, update, after))
+        `after` failed: `grouping.refuse_behind`; nor when `fence`'s owner lost
+        the lease: `LeaseLost`, raised by the `flowforge_fence` function)."""
+        return self._writer.join(recorded(run_id, events, blocks, update, after, fence))
 
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch("SELECT data FROM run_events WHERE run_id = %s AND seq > %s "

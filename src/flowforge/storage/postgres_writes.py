@@ -29,7 +29,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import PoolTimeout
 
 from flowforge.errors import StorageError
-from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
+from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
 from flowforge.storage.encoding import dumps, same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, behind,
                                        behind_failed, key_taken, plan, refuse_behind, settle)
@@ -96,8 +96,9 @@ class PostgresGroupWriter:
             await self._commit_at_once(plan(live, _FIRST_TRY), live)
             return errors
         except (OperationalError, PoolTimeout) as exc:
-            # the server, not a write: one by one would wait N times
-            return [error or exc for error in errors]
+            if getattr(exc, "sqlstate", None) != LEASE_LOST:
+                # the server, not a write: one by one would wait N times
+                return [error or exc for error in errors]
         except Exception:  # noqa: BLE001 - a replayed event or one write's bad data
             pass
         for index, write in enumerate(batch):
@@ -164,9 +165,16 @@ class PostgresGroupWriter:
                         await _check_replays(conn.cursor(), rows)
 
 
+#: SQLSTATE of `flowforge_fence` (migration 0016) refusing a write: LeaseLost.
+LEASE_LOST = "FF001"
+
+
 def _named(exc: Exception, write: Write) -> Exception:
     """A new run refused by the idempotency index becomes IdempotencyKeyTaken
-    (another transaction may have inserted the key while this one waited)."""
+    (another transaction may have inserted the key while this one waited); a
+    write refused by its lease's fence, LeaseLost."""
+    if getattr(exc, "sqlstate", None) == LEASE_LOST and write.fence is not None:
+        return LeaseLost(write.run_id, write.fence[0])
     diag = getattr(exc, "diag", None)
     if getattr(exc, "sqlstate", None) == "23505" and diag is not None and \
             diag.constraint_name == IDEMPOTENCY_INDEX:
@@ -238,6 +246,6 @@ _SQL = Statements(
         f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET "
         + ", ".join(f"{f} = COALESCE(EXCLUDED.{f}, run_blocks.{f})"
                     for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id"))),
-    update_runs=_update_runs)
+    update_runs=_update_runs, fence="SELECT flowforge_fence(%s::jsonb)")
 #: The statements of a group's first try, which a replayed event fails (`_commit_at_once`).
 _FIRST_TRY = replace(_SQL, insert_events=_SQL.insert_events.replace(" ON CONFLICT DO NOTHING", ""))

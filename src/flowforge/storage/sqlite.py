@@ -210,11 +210,13 @@ class SQLiteStorage(Storage):
 
     def record_later(self, run_id: str, events: list[dict[str, Any]],
                      blocks: list[dict[str, Any]], *, after: Any = None,
-                     update: dict[str, Any] | None = None) -> asyncio.Future:
+                     update: dict[str, Any] | None = None,
+                     fence: tuple[str, float] | None = None) -> asyncio.Future:
         """Joins this loop turn's transaction; writes commit in call order, so
         `after` is stored first by construction (and this one not at all when
-        `after` failed: `grouping.refuse_behind`)."""
-        return self._join(recorded(run_id, events, blocks, update, after))
+        `after` failed: `grouping.refuse_behind`; nor when `fence`'s owner lost
+        the lease: `LeaseLost`)."""
+        return self._join(recorded(run_id, events, blocks, update, after, fence))
 
     # -- group commit (sqlite_writes.py) ----------------------------------------------
     def _join(self, write: Write) -> asyncio.Future:

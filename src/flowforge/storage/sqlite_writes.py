@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Callable
 
 from flowforge.errors import StorageError
-from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, conflicting_events
+from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
 from flowforge.storage.encoding import same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
                                        behind, behind_failed, key_taken, plan, refuse_behind, settle)
@@ -101,6 +101,9 @@ def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         for sql, rows, check in steps:
+            if sql is _SQL.fence:
+                _fence(db, rows)
+                continue
             inserted = db.executemany(sql, rows).rowcount
             if check and inserted != len(rows):
                 _check_replays(db, rows)
@@ -122,8 +125,34 @@ _SQL = Statements(
         f"ON CONFLICT (run_id, scope, block_id) DO UPDATE SET "
         + ", ".join(f"{f} = COALESCE(excluded.{f}, run_blocks.{f})"
                     for f in BLOCK_FIELDS if f not in ("run_id", "scope", "block_id"))),
+    fence="UPDATE runs SET lease_expires_at = ? WHERE run_id = ?",
     update_runs=lru_cache(maxsize=64)(
         lambda names: f"UPDATE runs SET {', '.join(f'{n} = ?' for n in names)} WHERE run_id = ?"))
+
+
+def _fence(db: sqlite3.Connection, rows: list[list]) -> None:
+    """LeaseLost unless each run's lease is still its writer's (`grouping.fence_rows`);
+    a lease running out is extended.  The transaction holds the database's write
+    lock, so no claim can come between the check and the commit.  Only the rows
+    that are not as expected are returned (a process's writes share one owner),
+    read from an index (migration 0016): a row, or a statement, per write cost
+    as much as the write."""
+    by_owner: dict[tuple[str, float, float], list[str]] = {}
+    for run_id, owner, until, below in rows:
+        by_owner.setdefault((owner, until, below), []).append(run_id)
+    for (owner, until, below), ids in by_owner.items():
+        for start in range(0, len(ids), 500):          # SQLite's limit on parameters
+            part = ids[start:start + 500]
+            odd = db.execute(f"SELECT run_id, lease_owner FROM runs INDEXED BY runs_by_lease "
+                             f"WHERE run_id IN "
+                             f"({', '.join('?' * len(part))}) AND (lease_owner IS NOT ? OR "
+                             f"lease_expires_at IS NULL OR lease_expires_at < ?)",
+                             (*part, owner, below)).fetchall()
+            for run_id, held in odd:
+                if held != owner:
+                    raise LeaseLost(run_id, owner)
+            if odd:
+                db.executemany(_SQL.fence, [(until, run_id) for run_id, _ in odd])
 
 
 def _check_replays(db: sqlite3.Connection, events: list[tuple]) -> None:
