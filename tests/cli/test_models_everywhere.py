@@ -246,3 +246,26 @@ def test_a_model_override_replaces_the_childs_models_too(folder, no_keys):
 def no_keys(monkeypatch):
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_the_budget_that_runs_is_the_one_checked(no_keys):
+    """A run's `budget=` replaces the document's: its downgrade model is the
+    one checked before the first block, and the document's is not."""
+    register_script("everywhere_ok", lambda messages, tools: "hello")
+    try:
+        doc = {"id": "b", "budget": {"tokens": 1000, "on_exceed": {"downgrade": "openai/gpt-4o"}},
+               "blocks": [{"id": "ask", "type": "llm",
+                           "with": {"prompt": "hi", "model": "scripted/everywhere_ok"}}]}
+        result = flowforge.run_sync(doc, {}, storage=False)
+        assert result.status == "failed" and result.blocks == {}
+        assert result.error.startswith("budget.on_exceed.downgrade: model 'openai/gpt-4o': "
+                                       "no API key"), result.error
+        result = flowforge.run_sync(doc, {}, storage=False, budget={"tokens": 1000})
+        assert result.status == "succeeded", result.error
+        result = flowforge.run_sync({**doc, "budget": None}, {}, storage=False, budget={
+            "tokens": 1000, "on_exceed": {"downgrade": "anthropic/claude-sonnet-4-5"}})
+        assert result.status == "failed" and result.blocks == {}
+        assert result.error.startswith("budget.on_exceed.downgrade: model "
+                                       "'anthropic/claude-sonnet-4-5': no API key"), result.error
+    finally:
+        unregister_script("everywhere_ok")

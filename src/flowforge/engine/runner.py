@@ -186,6 +186,10 @@ class Run:
         models = compiled.doc.models()
         if nested is not None:
             models = [use for use in models if use.where.startswith("blocks[")]
+        elif self.budget is not None:       # the budget that runs: a request's replaces the doc's
+            models = [use for use in models if not use.where.startswith("budget.")] + [
+                ModelUse("budget.on_exceed.downgrade", limit.downgrade)
+                for limit in self.budget.limits if limit.downgrade]
         override: list[ModelUse] = []
         if self.model_override:            # --model replaces every block's model
             if nested is None:
