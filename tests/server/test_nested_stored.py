@@ -132,3 +132,24 @@ async def test_a_child_changed_after_the_parent_was_saved_is_checked_before_any_
     result = await _run(server, "alice", "outer")
     assert result["status"] == "failed" and result["blocks"] == {}, result
     assert _error(result).startswith(f"blocks[1].with.workflow: {MISSING}"), _error(result)
+
+
+async def test_a_child_that_lost_its_own_child_is_refused_located_in_both(server):
+    grand = {"id": "grand", "blocks": [{"id": "g", "type": "set", "with": {"x": 1}}]}
+    inner = {**INNER, "blocks": [{"id": "deeper", "type": "workflow",
+                                  "with": {"workflow": "grand"}}]}
+    assert (await _save(server, "alice", grand)).status_code == 201
+    assert (await _save(server, "alice", inner)).status_code == 201
+    async with server.client("alice") as client:
+        assert (await client.delete("/api/workflows/grand")).status_code == 204
+    details = _details(await _save(server, "alice", OUTER))
+    assert [d["where"] for d in details] == ["inner: blocks[0].with.workflow"]
+    assert details[0]["message"].startswith("no stored workflow 'grand'")
+    assert details[0]["message"].endswith("(used by 'outer' blocks[1] 'call')")
+    # An agent's workflow tool names a stored workflow too.
+    tool = {"id": "tooly", "blocks": [{"id": "helper", "type": "agent", "with": {
+        "prompt": "hi", "model": "local/smollm2",
+        "tools": [{"workflow": "grand", "name": "g", "description": "G"}]}}]}
+    details = _details(await _save(server, "alice", tool))
+    assert [d["where"] for d in details] == ["blocks[0].with.tools[0].workflow"]
+    assert details[0]["message"].startswith("no stored workflow 'grand'")
