@@ -14,6 +14,7 @@ parent.yaml blocks[0] 'greet')`)."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from flowforge.errors import CapabilityDenied, FlowforgeError, Problem, ValidationFailed, \
@@ -38,7 +39,7 @@ async def nested_problems(compiled: CompiledWorkflow, resolve: Callable[[str, An
     the referring block; a document that includes itself is checked once (the
     run limits how deep it goes)."""
     if _within is None:
-        _within = frozenset({(str(compiled.source), compiled.id)})
+        _within = frozenset({_key(compiled)})
     if depth <= 0:
         return []
     problems: list[Problem] = []
@@ -61,7 +62,7 @@ async def nested_problems(compiled: CompiledWorkflow, resolve: Callable[[str, An
         except FlowforgeError as exc:       # NotFound: no such file, id or stored workflow
             problems.append(Problem(where, str(exc)))
             continue
-        key = (str(child.source), child.id)
+        key = _key(child)
         if key in _within:
             continue
         if where.endswith(".with.workflow"):        # a tool's arguments come from the model
@@ -75,6 +76,12 @@ async def nested_problems(compiled: CompiledWorkflow, resolve: Callable[[str, An
                                                 _within=_within | {key})]
         problems.extend(_in_child(reference, p, used_by) for p in found)
     return problems
+
+
+def _key(compiled: CompiledWorkflow) -> tuple[str, str]:
+    """The same document however its path was spelt (a stored one: by its id)."""
+    source = compiled.source
+    return (str(Path(source).resolve()) if source is not None else "", compiled.id)
 
 
 def _in_child(reference: str, problem: Problem, used_by: str) -> Problem:
