@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
 from flowforge.service.loading import compile_document
+from flowforge.service.runs import guarded_resolver
 from flowforge.storage.base import Storage
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data
@@ -66,9 +68,6 @@ class WorkflowStore:
         whose inputs do not match, located at the block that names it.  A
         workflow may name itself (it is the document being saved); file paths
         are left to the save's warnings (`--files-root`)."""
-        from flowforge.engine.preflight import nested_problems
-        from flowforge.service.runs import guarded_resolver
-
         async def stored(reference: str) -> CompiledWorkflow:
             workflow_id, _, pinned = reference.partition("@")
             if workflow_id == compiled.id and not pinned:
@@ -81,7 +80,7 @@ class WorkflowStore:
         def by_id(reference: str, base: Any) -> Any:
             return None if looks_like_path(reference) else resolve(reference, base)
 
-        return await nested_problems(compiled, by_id, lambda child: [])
+        return await preflight.nested_problems(compiled, by_id, lambda child: [])
 
     async def get(self, owner: str, workflow_id: str, version: int | None = None
                   ) -> dict[str, Any]:
