@@ -155,10 +155,11 @@ async def test_server_files_nested_workflow_paths_and_knowledge_sources(server, 
     result = await _run(server, "alice", "outer")
     assert result["status"] == "succeeded", result
     assert result["results"]["call"]["hello"] == {"x": 1}
-    # ... and never another user's.
-    assert (await _save(server, "bob", outer)).status_code == 201
-    result = await _run(server, "bob", "outer")
-    assert result["status"] == "failed" and "no stored workflow 'inner'" in json.dumps(result)
+    # ... and never another user's: to bob, alice's `inner` does not exist.
+    answer = await _save(server, "bob", outer)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["details"][0]["where"] == "blocks[0].with.workflow"
+    assert "no stored workflow 'inner'" in answer.json()["error"]["details"][0]["message"]
 
     await _grant(server, "alice", "server_files")
     assert (await _save(server, "alice", nested)).status_code == 201

@@ -240,7 +240,7 @@ def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML 
 
     try:
         compiled = load(file)
-        problems = key_problems(compiled, {**compiled.doc.env, **os.environ})
+        problems = asyncio.run(key_problems(compiled, {**compiled.doc.env, **os.environ}))
         if problems:
             raise ValidationFailed(problems, source=str(file))
     except WorkflowError as exc:

@@ -26,11 +26,13 @@ from flowforge.engine.context import RunContext
 from flowforge.engine.events import EventBus
 from flowforge.engine.ids import new_run_id
 from flowforge.engine.inputs import validate_inputs
+from flowforge.engine.preflight import nested_problems
 from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
 from flowforge.errors import BlockError, FlowforgeError, InputError, Problem
 from flowforge.providers.registry import ProviderOptions, check_models
 from flowforge.workflow.graph import CompiledWorkflow, Graph, Node
+from flowforge.workflow.model import ModelUse
 from flowforge.workflow.paths import document_root
 from flowforge.workflow.policy import TRUSTED, Policy, is_provider_setting
 
@@ -173,38 +175,60 @@ class Run:
                     env[name] = value
         return env
 
-    def model_problems(self) -> list[Problem]:
+    def model_problems(self, nested: CompiledWorkflow | None = None) -> list[Problem]:
         """The run's models that cannot be called here (a provider key missing
         from `provider_env`, a model file that does not exist): found before
-        the first block runs, not after earlier blocks ran and spent."""
-        models = self.doc.models()
-        override: list[tuple[str, str, bool]] = []
+        the first block runs, not after earlier blocks ran and spent.  Every
+        model the document names (`Workflow.models()`: tool blocks, fallbacks,
+        embedding models included); for a `nested` workflow the models of its
+        blocks (its `defaults:` and `budget:` are the parent run's)."""
+        compiled = nested or self.workflow
+        models = compiled.doc.models()
+        if nested is not None:
+            models = [use for use in models if use.where.startswith("blocks[")]
+        elif self.budget is not None:       # the budget that runs: a request's replaces the doc's
+            models = [use for use in models if not use.where.startswith("budget.")] + [
+                ModelUse("budget.on_exceed.downgrade", limit.downgrade)
+                for limit in self.budget.limits if limit.downgrade]
+        override: list[ModelUse] = []
         if self.model_override:            # --model replaces every block's model
-            override = [("--model", self.model_override, False)]
-            models = [entry for entry in models if entry[0].startswith("budget.")]
+            if nested is None:
+                override = [ModelUse("--model", self.model_override)]
+            models = [use for use in models if use.where.startswith("budget.")]
         if not models and not override:
             return []
         env = self.provider_env()
         files = self.policy is TRUSTED or self.policy.allows("server_files")
         # The document's models resolve their files as its other paths do; `--model`
         # names no document's file: relative to the working directory, as when called.
-        options = ProviderOptions(env=env, base_dir=document_root(self.workflow.source,
+        options = ProviderOptions(env=env, base_dir=document_root(compiled.source,
                                                                   self.services))
-        first: dict[tuple[str, bool], tuple[str, str, bool]] = {}
-        for entry in models:                      # each model once, where it first appears
-            first.setdefault(entry[1:], entry)
+        first: dict[tuple[Any, ...], ModelUse] = {}
+        for use in models:                        # each model once, where it first appears
+            first.setdefault(use[1:], use)
         if not self.policy.trusted:
             # A server's tenant: the gate says what they can do about a key (store
             # their own, or the administrator shares the server's), not to set a
             # variable in an environment they do not have.
-            refused = [problem for where, model, own_key in first.values()
-                       if (problem := self.policy.model_problem(model, where,
-                                                                own_key=own_key))]
+            refused = [problem for use in first.values()
+                       if (problem := self.policy.model_problem(use.model, use.where,
+                                                                own_key=use.own_key))]
             if refused:
                 return refused
         problems = check_models(override, ProviderOptions(env=env, base_dir=Path.cwd())
                                 ) if override else []     # the caller's own choice
         return problems + check_models(list(first.values()), options, files=files)
+
+    async def preflight(self) -> list[Problem]:
+        """Everything that would fail the run once blocks had run, found before
+        the first: its models, and each nested workflow (resolved as its block
+        will resolve it) with that workflow's models, however deep."""
+        problems = self.model_problems()
+        if self.resolver is not None:
+            problems += await nested_problems(self.workflow, self.resolver,
+                                              lambda child: self.model_problems(child),
+                                              depth=MAX_NESTING)
+        return problems
 
     def cancel(self) -> None:
         """Cancel in-flight blocks; finished results are kept, the rest marked cancelled."""
@@ -222,7 +246,7 @@ class Run:
         except InputError as exc:
             self.status, self.error = "failed", str(exc)
         # A resumed run keeps what it has: its earlier blocks already ran.
-        if self.status != "failed" and not self.checkpoint and (problems := self.model_problems()):
+        if self.status != "failed" and not self.checkpoint and (problems := await self.preflight()):
             self.status, self.error = "failed", "; ".join(str(p) for p in problems)
         if self.status != "failed":
             values = self._root_values(self.doc, self.inputs, self.memory)

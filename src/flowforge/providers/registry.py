@@ -150,13 +150,22 @@ def check_model(model: str, options: ProviderOptions, *, keys: bool = True) -> N
         check(name, options)
 
 
-def check_models(models: list[tuple[str, str, bool]], options: ProviderOptions, *,
+def check_models(models: list[tuple], options: ProviderOptions, *,
                  keys: bool = True, files: bool = True) -> list[Problem]:
-    """`check_model` for each (place, model, own key) of a document
+    """`check_model` for each (place, model, own key[, embedding]) of a document
     (`Workflow.models()`), as located problems; `files=False` leaves out the
-    providers that read files (a server checks them only for users who may)."""
+    providers that read files (a server checks them only for users who may).
+    An embedding model is checked as the embedder that would be built for it:
+    the bundled one needs nothing, a hosted one its provider's key."""
     problems: list[Problem] = []
-    for where, model, own_key in models:
+    for entry in models:
+        where, model, own_key = entry[:3]
+        if len(entry) > 3 and entry[3]:
+            model, problem = _embedder_model(where, model)
+            if problem is not None:
+                problems.append(problem)
+            if model is None:
+                continue
         prefix = model.partition("/")[0]
         if not files and prefix in _FILE_PROVIDERS:
             continue
@@ -169,6 +178,23 @@ def check_models(models: list[tuple[str, str, bool]], options: ProviderOptions, 
                 message = message[len(prefix_text):]
             problems.append(Problem(where, f"model '{model}': {message}"))
     return problems
+
+
+def _embedder_model(where: str, model: str) -> tuple[str | None, Problem | None]:
+    """An embedding model as the provider model to check (a hosted one needs its
+    key), or None: the bundled embedder needs nothing, and a name no embedder
+    exists for is a problem (what `knowledge.embeddings.get_embedder` refuses)."""
+    from flowforge.knowledge.embeddings import DEFAULT_MODEL as BUNDLED
+    from flowforge.knowledge.embeddings import normalise_model_name
+
+    name = normalise_model_name(model)
+    if name == BUNDLED:
+        return None, None
+    if name.startswith(("openai/", "openai-compatible/")):
+        return name, None
+    return None, Problem(where, f"unknown embedding model '{model}': use {BUNDLED} (offline, "
+                                f"the default), openai/text-embedding-3-small or "
+                                f"openai-compatible/<model>")
 
 
 def clear_provider_cache() -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from flowforge.blocks.registry import block_types
+from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_document
-from flowforge.workflow.model import Workflow
+from flowforge.workflow.model import ModelUse, Workflow, nested_input_problems
 from flowforge.workflow.paths import document_root, resolve_path
 from flowforge.workflow.policy import looks_like_path
 
@@ -80,25 +81,44 @@ def model_problems(doc: Workflow, source: Path | None = None) -> list[Problem]:
     from flowforge.providers.registry import ProviderOptions, check_models
 
     problems, fine = [], []
-    for where, model, own_key in doc.models():
-        problem = model_problem(model, where)
+    for use in doc.models():
+        problem = None if use.embedding else model_problem(use.model, use.where)
         if problem is None:
-            fine.append((where, model, own_key))
+            fine.append(use)
         else:
             problems.append(problem)
-    if source is not None:
-        options = ProviderOptions(env=dict(doc.env), base_dir=source.parent)
-        problems += check_models(fine, options, keys=False)
-    return problems
+    # An embedding model is checked by name wherever the document comes from;
+    # a model file only where the document has a folder.
+    options = ProviderOptions(env=dict(doc.env),
+                              base_dir=source.parent if source is not None else None)
+    return problems + check_models([use for use in fine if use.embedding or source is not None],
+                                   options, keys=False)
 
 
-def key_problems(compiled: CompiledWorkflow, env: Mapping[str, str]) -> list[Problem]:
+async def key_problems(compiled: CompiledWorkflow, env: Mapping[str, str]) -> list[Problem]:
     """Models whose provider key is missing from `env` (what `flowforge
-    validate` checks against the process environment over the document's `env:`)."""
+    validate` checks against the process environment over the document's
+    `env:`), the document's own and those of the workflows it runs, resolved
+    as its run resolves them (a nested run's providers read the parent's
+    environment), located in both.  A reference found nowhere is left to the
+    run, as in `nested_problems`."""
+    def resolve(reference: str, base: Any) -> CompiledWorkflow | None:
+        try:
+            return resolve_workflow(reference, base)
+        except NotFound:
+            return None
+
+    own = _key_problems(compiled, env, compiled.doc.models())
+    return own + await preflight.nested_problems(
+        compiled, resolve, lambda child: _key_problems(
+            child, env, [use for use in child.doc.models() if use.where.startswith("blocks[")]))
+
+
+def _key_problems(compiled: CompiledWorkflow, env: Mapping[str, str], uses: list[ModelUse]
+                  ) -> list[Problem]:
     from flowforge.providers.registry import ProviderOptions, check_models
 
-    models = [entry for entry in compiled.doc.models()
-              if model_problem(entry[1], entry[0]) is None]
+    models = [use for use in uses if use.embedding or model_problem(use.model, use.where) is None]
     base = compiled.source.parent if compiled.source is not None else None
     return check_models(models, ProviderOptions(env=env, base_dir=base), files=False)
 
@@ -125,7 +145,7 @@ def nested_problems(doc: Workflow, source: Path | None
             continue
         graph = child.graph
         known[spec.id] = set(graph.response_ids or graph.sink_ids)
-        problems.extend(_nested_input_problems(child.doc, spec.with_.get("inputs"),
+        problems.extend(nested_input_problems(child.doc, spec.with_.get("inputs"),
                                                f"{where}.with.inputs", reference))
     return problems, known
 
@@ -169,28 +189,6 @@ def _nested_document(reference: str, source: Path | None, where: str, used_by: s
     finally:
         _NESTING.reset(token)
     return None
-
-
-def _nested_input_problems(child: Workflow, given: Any, where: str,
-                           reference: str) -> list[Problem]:
-    """The nested run's inputs as its document declares them (what the run
-    would refuse: an unknown input, a required one missing)."""
-    if not child.inputs or not isinstance(given, dict):
-        return []
-    problems = [Problem(f"{where}.{name}", f"'{reference}' declares no input '{name}'"
-                        f"{_did_you_mean(name, child.inputs)}; its inputs: "
-                        f"{', '.join(child.inputs)}")
-                for name in given if name not in child.inputs]
-    problems += [Problem(where, f"'{reference}' needs input '{name}' (no default in its "
-                                f"`inputs:`)")
-                 for name, schema in child.inputs.items()
-                 if name not in given and not (isinstance(schema, dict) and "default" in schema)]
-    return problems
-
-
-def _did_you_mean(name: str, options: Any) -> str:
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return f" - did you mean '{close[0]}'?" if close else ""
 
 
 def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWorkflow:

@@ -1,5 +1,9 @@
 """Stored workflows: validate before saving, compile each version once.
 
+A workflow that runs another stored workflow by id is saved only when that
+one exists for the same user and passes the same checks: a missing child is
+refused at save, not found by the first run after its earlier blocks ran.
+
 Every save is a new version; a version never changes, so a compiled version
 is cached by `(owner, id, version)` and many runs of it cost one compile.
 """
@@ -9,12 +13,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from flowforge.errors import NotFound, WorkflowError
+from flowforge.engine import preflight
+from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
 from flowforge.service.loading import compile_document
+from flowforge.service.runs import guarded_resolver
 from flowforge.storage.base import Storage
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data
-from flowforge.workflow.policy import TRUSTED, Policy, check_policy
+from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
 
 __all__ = ["WorkflowStore"]
 
@@ -44,10 +50,37 @@ class WorkflowStore:
         doc = document_from_data(data, "<request body>")
         compiled = compile_document(doc)
         check_policy(compiled, policy, model_override=model_override)
+        problems = await self.nested_problems(owner, compiled, policy, model_override)
+        if problems:
+            raise ValidationFailed(problems)
         version = await self.storage.save_workflow(owner, doc.id, compiled.document,
                                                   source)
         self._remember((owner, doc.id, version), compiled)
         return await self.get(owner, doc.id, version)
+
+    async def nested_problems(self, owner: str, compiled: CompiledWorkflow,
+                              policy: Policy = TRUSTED, model_override: str | None = None
+                              ) -> list[Problem]:
+        """The stored workflows `compiled` runs by id (`workflow: <id>` or
+        `<id>@<version>`, blocks and agent tools), looked up among `owner`'s
+        as its runs will look them up: one that does not exist (another user's
+        is one that does not exist), one the saver's policy refuses, or one
+        whose inputs do not match, located at the block that names it.  A
+        workflow may name itself (it is the document being saved); file paths
+        are left to the save's warnings (`--files-root`)."""
+        async def stored(reference: str) -> CompiledWorkflow:
+            workflow_id, _, pinned = reference.partition("@")
+            if workflow_id == compiled.id and not pinned:
+                return compiled
+            version = int(pinned) if pinned.isdigit() else None
+            return (await self.compiled(owner, workflow_id, version))[1]
+
+        resolve = guarded_resolver(policy, stored, model_override)
+
+        def by_id(reference: str, base: Any) -> Any:
+            return None if looks_like_path(reference) else resolve(reference, base)
+
+        return await preflight.nested_problems(compiled, by_id, lambda child: [])
 
     async def get(self, owner: str, workflow_id: str, version: int | None = None
                   ) -> dict[str, Any]:

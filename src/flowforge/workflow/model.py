@@ -4,14 +4,30 @@ and the field docstrings become the schema's descriptions."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import difflib
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
     model_validator
 
-__all__ = ["RetryPolicy", "Join", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow"]
+from flowforge.errors import Problem
+
+__all__ = ["RetryPolicy", "Join", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow",
+           "ModelUse", "nested_input_problems"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
+
+
+class ModelUse(NamedTuple):
+    """One place a document names a model (`Workflow.models()`)."""
+
+    where: str
+    """Its location: `blocks[2].with.tools[0].block.with.model`."""
+    model: str
+    own_key: bool = False
+    """The block brings its own `api_key`: its provider's usual key is not needed."""
+    embedding: bool = False
+    """An embedding model (a router's `embedding_model`), not a chat model."""
 
 
 class RetryPolicy(BaseModel):
@@ -253,28 +269,83 @@ class Workflow(BaseModel):
                          for index, child in reversed(list(enumerate(block.blocks or []))))
         return found
 
-    def models(self) -> list[tuple[str, str, bool]]:
-        """Every model string the document names, as (place, model, own key):
-        defaults, budget downgrade, each block's model and fallbacks; `own
-        key` when the block gives its `api_key` (its provider's usual key is
-        then not needed). Templated strings are left out: known at run time."""
-        found: list[tuple[str, str, bool]] = []
+    def models(self) -> list[ModelUse]:
+        """Every model string the document names, as `ModelUse`s (place, model,
+        own key, embedding): defaults, budget downgrade, each block's model,
+        fallbacks and embedding model, and the same fields of the blocks an
+        agent calls as tools (`with.tools[i].block.with`), however deep; `own
+        key` when that block gives its `api_key` (its provider's usual key is
+        then not needed).  Templated strings are left out: known at run time.
+        `flowforge validate` and a run's check before its first block both read
+        this list, so what one finds the other finds."""
+        found: list[ModelUse] = []
 
-        def add(where: str, value: Any, own_key: bool = False) -> None:
+        def add(where: str, value: Any, own_key: bool = False, embedding: bool = False) -> None:
             if isinstance(value, str) and "{{" not in value:
-                found.append((where, value, own_key))
+                found.append(ModelUse(where, value, own_key, embedding))
 
         def add_all(where: str, values: Any, own_key: bool = False) -> None:
             for index, value in enumerate(values if isinstance(values, list) else []):
-                if isinstance(value, str) and "{{" not in value:
-                    found.append((f"{where}[{index}]", value, own_key))
+                add(f"{where}[{index}]", value, own_key)
 
         add("defaults.model", self.defaults.get("model"))
         add_all("defaults.fallback", self.defaults.get("fallback"))
         if self.budget is not None and isinstance(self.budget.on_exceed, Downgrade):
             add("budget.on_exceed.downgrade", self.budget.on_exceed.downgrade)
-        for where, spec in self.iter_blocks():
-            own_key = spec.with_.get("api_key") is not None
-            add(f"{where}.with.model", spec.with_.get("model"), own_key)
-            add_all(f"{where}.with.fallback", spec.with_.get("fallback"), own_key)
+        # (place of a `with:` mapping, the mapping): blocks, then tool blocks inside them
+        stack: list[tuple[str, Any]] = [(f"{where}.with", spec.with_)
+                                        for where, spec in self.iter_blocks()][::-1]
+        while stack:
+            where, with_ = stack.pop()
+            if not isinstance(with_, dict):
+                continue
+            own_key = with_.get("api_key") is not None
+            add(f"{where}.model", with_.get("model"), own_key)
+            add_all(f"{where}.fallback", with_.get("fallback"), own_key)
+            add(f"{where}.embedding_model", with_.get("embedding_model"), embedding=True)
+            tools = with_.get("tools")
+            stack.extend((f"{where}.tools[{index}].block.with", entry["block"].get("with"))
+                         for index, entry in reversed(list(enumerate(
+                             tools if isinstance(tools, list) else [])))
+                         if isinstance(entry, dict) and isinstance(entry.get("block"), dict))
         return found
+
+    def workflow_references(self) -> list[tuple[str, BlockSpec, str]]:
+        """Every other workflow the document runs, as (place, block, reference):
+        `type: workflow` blocks (`with.workflow`) and workflows an agent calls
+        as tools (`with.tools[i].workflow`); templated ones are left out (known
+        at run time)."""
+        found: list[tuple[str, BlockSpec, str]] = []
+        for where, spec in self.iter_blocks():
+            reference = spec.with_.get("workflow")
+            if spec.type == "workflow" and isinstance(reference, str) and "{{" not in reference:
+                found.append((f"{where}.with.workflow", spec, reference))
+            tools = spec.with_.get("tools")
+            for index, entry in enumerate(tools if isinstance(tools, list) else []):
+                reference = entry.get("workflow") if isinstance(entry, dict) else None
+                if isinstance(reference, str) and "{{" not in reference:
+                    found.append((f"{where}.with.tools[{index}].workflow", spec, reference))
+        return found
+
+
+def nested_input_problems(child: Workflow, given: Any, where: str,
+                          reference: str) -> list[Problem]:
+    """A nested run's inputs (`given`, a `workflow` block's `with.inputs` at
+    `where`) as the child document declares them: what the run would refuse
+    (an unknown input, a required one missing)."""
+    if not child.inputs or not isinstance(given, dict):
+        return []
+    problems = [Problem(f"{where}.{name}", f"'{reference}' declares no input '{name}'"
+                        f"{_did_you_mean(name, child.inputs)}; its inputs: "
+                        f"{', '.join(child.inputs)}")
+                for name in given if name not in child.inputs]
+    problems += [Problem(where, f"'{reference}' needs input '{name}' (no default in its "
+                                f"`inputs:`)")
+                 for name, schema in child.inputs.items()
+                 if name not in given and not (isinstance(schema, dict) and "default" in schema)]
+    return problems
+
+
+def _did_you_mean(name: str, options: Any) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f" - did you mean '{close[0]}'?" if close else ""

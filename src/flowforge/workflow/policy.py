@@ -262,25 +262,18 @@ def policy_problems(compiled: Any, policy: Policy, model_override: str | None = 
         if key in (doc.defaults.get("provider_options") or {}):
             need("provider_endpoints", f"defaults.provider_options.{key}",
                  f"setting the model provider's `{key}`")
-    models = not model_override
-    if models:
-        model(doc.defaults.get("model"), "defaults.model")
-    on_exceed = getattr(getattr(doc, "budget", None), "on_exceed", None)
-    model(getattr(on_exceed, "downgrade", None), "budget.on_exceed.downgrade")
-    _scan(compiled.graph, set(doc.env), need, model if models else None)
+    # Every model the document names (`Workflow.models()`: blocks, tool blocks,
+    # fallbacks, embedding models); `--model` replaces all but the budget's.
+    for use in doc.models():
+        if not model_override or use.where.startswith("budget."):
+            model(use.model, use.where)
+    _scan(compiled.graph, set(doc.env), need)
     return problems
 
 
-def _scan(graph: Any, own_env: set[str], need: Any, model: Any) -> None:
+def _scan(graph: Any, own_env: set[str], need: Any) -> None:
     for node in graph.nodes.values():
         with_ = node.spec.with_
-        if model is not None:
-            for key, value in [("model", with_.get("model")),
-                               ("embedding_model", with_.get("embedding_model")),
-                               *((f"fallback[{i}]", m) for i, m in enumerate(
-                                   with_.get("fallback") or [] if isinstance(
-                                       with_.get("fallback"), list) else []))]:
-                model(value, f"{node.where}.with.{key}")
         for field in ("azure_endpoint", "azure_api_version"):      # an LLM block's own endpoint
             if with_.get(field):
                 need("provider_endpoints", f"{node.where}.with.{field}",
@@ -294,7 +287,7 @@ def _scan(graph: Any, own_env: set[str], need: Any, model: Any) -> None:
             need(use.capability, f"{node.where}.with.{use.where}" if use.where
                  else f"{node.where}.with", use.what)
         if node.children is not None:
-            _scan(node.children, own_env, need, model)
+            _scan(node.children, own_env, need)
 
 
 def check_policy(compiled: Any, policy: Policy, source: str | None = None,

@@ -56,9 +56,14 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
     # Off the event loop: checking a document of the body limit's size takes
     # its time (YAML is read in Python), and /health and every stream must
     # not wait for it.
+    policy = await live.policy(user)
     problems, compiled = await asyncio.to_thread(
-        check_text, text, policy=await live.policy(user), model_override=live.settings.model,
+        check_text, text, policy=policy, model_override=live.settings.model,
         chain_base_url=live.settings.chain_base_url)
+    if compiled is not None:          # the stored workflows it runs, as a save checks them
+        problems = [located(text, problem) for problem in await live.workflows.nested_problems(
+            user["user_id"], compiled, policy, live.settings.model)]
+        compiled = None if problems else compiled
     warnings = [] if compiled is None else \
         [located(text, warning) for warning in join_warnings(compiled.graph)]
     return {"valid": not problems, "problems": problems,
