@@ -140,3 +140,23 @@ async def test_the_migration_keeps_every_stored_block(registry_url, monkeypatch)
         assert registry_for(reopened, "alice").get("alices_tool").version == 3
     finally:
         reopened.close()
+
+
+def test_blocks_show_says_when_a_users_block_shadows_a_shared_one(registry):
+    from typer.testing import CliRunner
+
+    from flowforge.cli.blocks import blocks_app
+
+    registry_for(registry, "alice").add({**_block("apple", "Alice's cleaner"),
+                                         "id": "text_clean"})
+    runner = CliRunner()
+    shared = runner.invoke(blocks_app, ["show", "text_clean", "--json"])
+    assert shared.exit_code == 0 and json.loads(shared.stdout)["metadata"]["created_by"] == \
+        "library"
+    hers = runner.invoke(blocks_app, ["show", "text_clean", "--owner", "alice", "--json"])
+    assert hers.exit_code == 0, hers.output
+    assert json.loads(hers.stdout)["description"] == "Alice's cleaner"
+    assert "shadows the shared block" in hers.stderr
+    bobs = runner.invoke(blocks_app, ["show", "text_clean", "--owner", "bob", "--json"])
+    assert json.loads(bobs.stdout)["metadata"]["created_by"] == "library"
+    assert "shadows" not in bobs.stderr
