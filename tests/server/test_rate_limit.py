@@ -109,7 +109,7 @@ def _burst(url: str, key: str, count: int) -> list[int]:
 
 
 @pytest.mark.parametrize("options, refused", [
-    ((), False),                                              # default: 20 a second, 100 at once
+    ((), False),                                              # default: 50 a second, 100 at once
     (("--max-user-rate", "0.5", "--max-user-burst", "3"), True),
     (("--max-user-rate", "0", "--max-user-burst", "3"), False),          # 0: no limit
 ])

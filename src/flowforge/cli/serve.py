@@ -86,7 +86,7 @@ def serve(
         "parallel block may map (default 1000, also FLOWFORGE_MAX_LOOP_PASSES; 0: no limit)."),
     max_user_rate: Optional[float] = typer.Option(
         None, "--max-user-rate", min=0, help="API requests one user (or one address without "
-        "a key) may make per second; over it 429 with Retry-After (default 20, also "
+        "a key) may make per second; over it 429 with Retry-After (default 50, also "
         "FLOWFORGE_MAX_USER_RATE; 0: no limit). /health, pages and assets are not counted."),
     max_user_burst: Optional[int] = typer.Option(
         None, "--max-user-burst", min=1, help="Requests one user may make at once before "
