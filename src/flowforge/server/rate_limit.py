@@ -12,6 +12,8 @@ the key as always: this only decides whose bucket pays.
 
 Not limited: `/health` (monitors poll it), and reads of what is not the API
 (the web app's pages and assets, `/docs`, `/manual/`, the OpenAPI document).
+A WebSocket (following one run's events) is one connection, authenticated
+once: not counted either.
 The bucket is hand-written (a dozen lines) because the libraries at hand
 count fixed or sliding windows: neither gives a steady rate with a burst and
 the exact wait before the next token, which `Retry-After` reports.
