@@ -6,8 +6,12 @@ p99 < 100 ms), with what the attack itself got back.
 
     .venv/bin/python bench/stalls.py                 # every attack, ~1 minute
     .venv/bin/python bench/stalls.py --only template --repeat 20
+    .venv/bin/python bench/stalls.py --only runs --only requests   # the request floods
 
-Client and server share the machine's cores.
+Client and server share the machine's cores.  `/health` is polled from a
+process of its own (`--poller process`, the default): polled from the
+attacker's event loop (`--poller loop`, how the first figures were taken) its
+latency also counts the attacking client's own work on 500 answers.
 """
 
 from __future__ import annotations
@@ -90,11 +94,24 @@ async def runs(clients):
     return {code: codes.count(code) for code in sorted(set(codes))}
 
 
+async def requests(clients):
+    """One user posts 500 ten-block documents to /api/validate at once (each is
+    parsed and checked: no per-user cap but the request rate applies)."""
+    document = {"id": "many", "blocks": [{"id": f"b{i}", "type": "set",
+                                          "with": {"v": f"{{{{input.x}}}} {i}"}}
+                                         for i in range(10)], "inputs": {"x": {"type": "string"}}}
+    answers = await asyncio.gather(*(clients[0].post("/api/validate", json=document)
+                                     for _ in range(500)))
+    codes = [a.status_code for a in answers]
+    return {code: codes.count(code) for code in sorted(set(codes))}
+
+
 ATTACKS = {"template": template, "pattern": pattern, "notation": notation,
-           "registry": registry, "events": events, "runs": runs}
+           "registry": registry, "events": events, "runs": runs, "requests": requests}
 
 
-async def measure(url: str, keys: list[str], names: list[str], repeat: int) -> None:
+async def measure(url: str, keys: list[str], names: list[str], repeat: int,
+                  poller_kind: str = "process") -> None:
     clients = [httpx.AsyncClient(base_url=url, timeout=120,
                                  headers={"Authorization": f"Bearer {key}"}) for key in keys]
     coded = ("id: coded\ninputs:\n  code: {type: string, pattern: '" + EVIL + "'}\n"
@@ -120,14 +137,23 @@ async def measure(url: str, keys: list[str], names: list[str], repeat: int) -> N
                     latencies.append(time.perf_counter() - started)
                     await asyncio.sleep(0.02)
 
-            poller = asyncio.create_task(poll())
+            if poller_kind == "process":
+                process = subprocess.Popen([sys.executable, __file__, "--poll", url],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           text=True)
+            else:
+                poller = asyncio.create_task(poll())
             await asyncio.sleep(0.1)
             started = time.perf_counter()
             for _ in range(repeat):
                 answer = await ATTACKS[name](clients)
             took = time.perf_counter() - started
-            done.set()
-            await poller
+            if poller_kind == "process":
+                out, _ = await asyncio.to_thread(process.communicate, "", 60)
+                latencies = [float(x) for x in out.split()]
+            else:
+                done.set()
+                await poller
             await _settle(clients[0])
             ms = sorted(x * 1000 for x in latencies)
             p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
@@ -146,11 +172,35 @@ async def _settle(client: httpx.AsyncClient) -> None:
         await asyncio.sleep(0.1)
 
 
+def poll_health(url: str) -> None:
+    """The poller process: GET /health every 20 ms until standard input closes,
+    then print each answer's seconds."""
+    import threading
+
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    latencies = []
+    with httpx.Client(base_url=url, timeout=120) as client:
+        while not stop.is_set():
+            started = time.perf_counter()
+            client.get("/health").raise_for_status()
+            latencies.append(time.perf_counter() - started)
+            time.sleep(0.02)
+    print(" ".join(f"{x:.6f}" for x in latencies))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(ATTACKS), action="append")
     parser.add_argument("--repeat", type=int, default=5, help="times each attack is sent")
+    parser.add_argument("--poller", choices=["process", "loop"], default="process",
+                        help="poll /health from a process of its own (default) or from "
+                             "the attacker's event loop")
+    parser.add_argument("--poll", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.poll:
+        poll_health(args.poll)
+        return
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "FLOWFORGE_DATABASE_URL": f"sqlite:///{folder}/db.sqlite",
                "FLOWFORGE_SECRET_KEY_FILE": f"{folder}/secret.key"}
@@ -174,7 +224,8 @@ def main() -> None:
                         break
                 except httpx.HTTPError:
                     time.sleep(0.1)
-            asyncio.run(measure(url, keys, args.only or list(ATTACKS), args.repeat))
+            asyncio.run(measure(url, keys, args.only or list(ATTACKS), args.repeat,
+                                args.poller))
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(15)

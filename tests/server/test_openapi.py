@@ -36,7 +36,7 @@ EXPECTED = {
     "/api/secrets/{name}": {"delete"},
     # the builder (server/routes_builder.py, issue 6)
     "/api/blocks": {"get", "post"},
-    "/api/blocks/{block_id}": {"get"},
+    "/api/blocks/{block_id}": {"get", "delete"},
     "/api/blocks/{block_id}/source": {"get"},
     "/api/blocks/search": {"post"},
     "/api/clarify": {"post"},

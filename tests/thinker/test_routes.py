@@ -50,17 +50,26 @@ async def test_block_routes(server, registry):
         assert "module 'os' is not allowed" in json.dumps(bad.json())
         again = await client.post("/api/blocks", json={**new, "description": "Shouts."})
         assert again.json()["block"]["version"] == 2          # the owner may add versions
-        taken = await client.post("/api/blocks", json={**new, "id": "text_clean"})
-        assert taken.status_code == 403 and "belongs to library" in taken.text
+        # her own block of a shared id shadows the library's, for her alone
+        own = await client.post("/api/blocks", json={**new, "id": "text_clean"})
+        assert own.status_code == 201 and own.json()["block"]["version"] == 1
+        shown = (await client.get("/api/blocks/text_clean")).json()
+        assert shown["block"]["name"] == "Shout" and shown["shadows_shared"] is True
         missing = await client.get("/api/blocks/shuot")
         assert missing.status_code == 404 and "did you mean 'shout'" in missing.text
-    async with server.client("bob") as bob:       # alice's id is taken; bob learns no more
-        taken = await bob.post("/api/blocks", json={**new, "description": "Mine"})
-        assert taken.status_code == 409 and "taken" in taken.text
-        assert server.users["alice"]["user_id"] not in taken.text
-    async with server.client("admin") as admin:
-        assert (await admin.post("/api/blocks", json={**new, "description": "x"})).status_code \
-            == 201
+    async with server.client("bob") as bob:       # alice's ids are not bob's: he learns nothing
+        library = (await bob.get("/api/blocks/text_clean")).json()
+        assert library["block"]["metadata"]["created_by"] == "library"
+        assert library["shadows_shared"] is False
+        his = await bob.post("/api/blocks", json={**new, "description": "Mine"})
+        assert his.status_code == 201 and his.json()["block"]["version"] == 1
+        assert server.users["alice"]["user_id"] not in his.text
+    async with server.client("admin") as admin:   # an administrator's block is shared
+        shared = await admin.post("/api/blocks", json={**new, "description": "x"})
+        assert shared.status_code == 201 and not shared.json()["block"]["metadata"].get("owner")
+    async with server.client("alice") as client:
+        assert (await client.get("/api/blocks/shout")).json()["block"]["description"] == \
+            "Shouts."
     async with server.client(None) as anonymous:
         assert (await anonymous.get("/api/blocks")).status_code == 401
 
@@ -186,5 +195,11 @@ async def test_a_users_added_blocks_are_theirs(server, registry):
         theirs = await bob.post("/api/workflows", json=document)
     # another user's block is exactly like one that does not exist (issue 23)
     assert theirs.status_code == 422 and "no block 'whisper'" in theirs.text
-    async with server.client("admin") as admin:
-        assert (await admin.get("/api/blocks/whisper")).status_code == 200
+    async with server.client("admin") as admin:     # an administrator asks for alice's view
+        assert (await admin.get("/api/blocks/whisper")).status_code == 404
+        alices = {"owner": server.users["alice"]["user_id"]}
+        assert (await admin.get("/api/blocks/whisper", params=alices)).status_code == 200
+        listed = (await admin.get("/api/blocks", params=alices)).json()["blocks"]
+        assert "whisper" in {b["id"] for b in listed}
+    async with server.client("bob") as bob:
+        assert (await bob.get("/api/blocks", params=alices)).status_code == 403

@@ -31,7 +31,8 @@ from flowforge.blocks._structured import schema_fields
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
-from flowforge.registry import BlockDefinition, Registry, get_registry, schema_problems
+from flowforge.registry import (BlockDefinition, Registry, get_registry, registry_for,
+                                schema_problems)
 from flowforge.sandbox import Limits, SandboxError, run_python
 from flowforge.workflow.model import BlockSpec
 from flowforge.workflow.templates import has_templates
@@ -227,8 +228,15 @@ async def run_examples(definition: BlockDefinition, *, model: str | None = None,
 # -- the block type --------------------------------------------------------------------
 
 def _registry_of(context: Any) -> Registry:
+    """The registry as the run's user sees it: a server user's (`role` set, not
+    an administrator) own blocks over the shared ones, whichever process runs
+    it (a worker has no request to take the view from); else the shared blocks."""
     services = getattr(context, "services", None) or {}
-    return services.get("registry") or get_registry()
+    registry = services.get("registry") or get_registry()
+    user = getattr(context, "user", None) or {}
+    if user.get("role") and user.get("role") != "admin" and user.get("id"):
+        return registry_for(registry, str(user["id"]))
+    return registry
 
 
 @register_block
@@ -283,12 +291,6 @@ class RegistryBlock(BlockType):
             definition = _registry_of(context).get(block_id, version)
         except FlowforgeError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
-        owner = getattr(definition.metadata, "owner", None)
-        user = getattr(context, "user", None) or {}
-        if owner and owner != user.get("id") and user.get("role") != "admin":
-            # Another user's block: answered exactly as a block that does not exist.
-            raise BlockError(context.block_id, cls.type_name,
-                             f"no block '{block_id}' in the registry")
         try:
             return await execute_definition(definition, dict(config.model_extra or {}), context)
         except BlockRunError as exc:

@@ -1,7 +1,7 @@
 """`flowforge blocks ...`: the block registry from the terminal.
 
     flowforge blocks list [--category process] [--created-by thinker] [--json]
-    flowforge blocks show ID [--version N] [--json]
+    flowforge blocks show ID [--version N] [--owner USER_ID] [--json]
     flowforge blocks source ID
     flowforge blocks add FILE            # YAML or JSON definition; a new version if the id exists
     flowforge blocks search "count the words of a text" [--limit 5]
@@ -76,12 +76,27 @@ def list_blocks(category: Optional[str] = typer.Option(None, "--category",
 
 @blocks_app.command("show")
 def show_block(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Optional[int] = typer.Option(None, "--version", help=_VERSION),
+               owner: Optional[str] = typer.Option(
+                   None, "--owner", help="A server user's id: the block that user's "
+                                         "`uses:` gets (theirs, else the shared one)."),
                as_json: bool = typer.Option(False, "--json", help=_JSON)) -> None:
-    """A block's full definition."""
+    """A block's full definition: the shared one (the library's, an
+    administrator's, yours on this machine). On a server, block ids are per
+    user, and a user's own block shadows a shared block of the same id for
+    that user: `--owner USER_ID` shows what that user gets, and says when it
+    shadows a shared one."""
+    from flowforge.registry import registry_for
+
+    registry = _registry()
+    if owner:
+        registry = registry_for(registry, owner)
     try:
-        block = _registry().get(block_id, version)
+        block = registry.get(block_id, version)
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))
+    if owner and registry.store.shadows(block_id):
+        err.print(f"user {owner}'s own block '{block_id}': it shadows the shared block of "
+                  f"that id for them", highlight=False)
     if as_json:
         print(json.dumps(block.model_dump(mode="json"), ensure_ascii=False, indent=2))
         return

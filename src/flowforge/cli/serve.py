@@ -84,6 +84,13 @@ def serve(
     max_loop_passes: Optional[int] = typer.Option(
         None, "--max-loop-passes", min=0, help="Passes one loop block may run, items one "
         "parallel block may map (default 1000, also FLOWFORGE_MAX_LOOP_PASSES; 0: no limit)."),
+    max_user_rate: Optional[float] = typer.Option(
+        None, "--max-user-rate", min=0, help="API requests one user (or one address without "
+        "a key) may make per second; over it 429 with Retry-After (default 50, also "
+        "FLOWFORGE_MAX_USER_RATE; 0: no limit). /health, pages and assets are not counted."),
+    max_user_burst: Optional[int] = typer.Option(
+        None, "--max-user-burst", min=1, help="Requests one user may make at once before "
+        "--max-user-rate applies (default 100, also FLOWFORGE_MAX_USER_BURST)."),
     resume_interval: Optional[float] = typer.Option(
         None, "--resume-interval", min=0, help="Seconds between looks for waiting runs that "
         "are due (a wait's end, an approval's timeout), resumed here; 0: never (default 5, "
@@ -131,7 +138,8 @@ def serve(
                         ("daily_user_cost", daily_user_cost),
                         ("resume_interval", resume_interval),
                         ("max_user_runs", max_user_runs), ("max_run_events", max_run_events),
-                        ("max_loop_passes", max_loop_passes)):
+                        ("max_loop_passes", max_loop_passes),
+                        ("max_user_rate", max_user_rate), ("max_user_burst", max_user_burst)):
         if value is not None:
             setattr(settings, name, value)
     if not resume_runs:

@@ -28,7 +28,7 @@ import yaml
 from flowforge.errors import NotFound, WorkflowError
 from flowforge.registry.model import BlockDefinition, definition_from_data
 from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
-from flowforge.registry.store import BlockStore
+from flowforge.registry.store import SHARED, BlockStore, owner_of
 
 __all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "use_registry",
            "view_registry_as",
@@ -142,12 +142,13 @@ class Registry:
     # -- search ----------------------------------------------------------------------
     async def search(self, query: str, limit: int = 5, *, execution_type: str | None = None,
                      category: str | None = None) -> list[SearchResult]:
-        hits = await self.searcher.search(query, max(limit * 3, 10))
+        owners = getattr(self.store, "owners", (SHARED,))
+        hits = await self.searcher.search(query, max(limit * 3, 10), owners=owners)
         results = []
         for hit in hits:
             definition = self.store.get(hit.id)
-            if definition is None:
-                continue
+            if definition is None or owner_of(definition) != hit.owner:
+                continue                # gone, or a shared block the user's own shadows
             if execution_type and definition.execution_type != execution_type:
                 continue
             if category and definition.category != category:

@@ -10,6 +10,10 @@ in that path fails (no embedding model, a hosted embedder without network,
 no knowledge extra), it logs why once and answers from the registry's own
 FTS5 index (`TextSearch`), so block search never breaks because of
 embeddings.
+
+Blocks are keyed by (owner, id) (`registry.store`): a search is asked for
+the namespaces its user sees (`owners`: theirs and the shared one) and
+answers hits from those only.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flowforge.registry.store import BlockStore
+from flowforge.registry.store import SHARED, BlockStore
 
 __all__ = ["BlockSearch", "TextSearch", "KnowledgeSearch", "Hit"]
 
@@ -31,6 +35,7 @@ class Hit:
     id: str
     score: float
     via: str               # "text" or "hybrid"
+    owner: str = SHARED    # the namespace the block is in
 
 
 class BlockSearch(Protocol):
@@ -38,7 +43,8 @@ class BlockSearch(Protocol):
 
     mode: str
 
-    async def search(self, query: str, limit: int) -> list[Hit]: ...
+    async def search(self, query: str, limit: int,
+                     owners: tuple[str, ...] = (SHARED,)) -> list[Hit]: ...
 
 
 class TextSearch:
@@ -49,9 +55,10 @@ class TextSearch:
     def __init__(self, store: BlockStore) -> None:
         self.store = store
 
-    async def search(self, query: str, limit: int) -> list[Hit]:
-        return [Hit(block_id, score, "text")
-                for block_id, score in self.store.text_search(query, limit)]
+    async def search(self, query: str, limit: int,
+                     owners: tuple[str, ...] = (SHARED,)) -> list[Hit]:
+        return [Hit(block_id, score, "text", owner)
+                for owner, block_id, score in self.store.text_search(query, limit, owners)]
 
 
 class KnowledgeSearch:
@@ -86,38 +93,53 @@ class KnowledgeSearch:
                                 description="flowforge block registry: description, use_when "
                                             "and tags of each block")
         current = {}
-        for block_id in self.store.ids():
-            definition = self.store.get(block_id)
+        for owner, block_id in self.store.keys():
+            definition = self.store.get(block_id, owner=owner)
             if definition is not None:
-                current[block_id] = definition
-        for block_id, definition in current.items():
+                current[_document_name(owner, block_id)] = definition
+        for name, definition in current.items():
             text = definition.search_text()
-            if self._indexed.get(block_id) != text:
-                await kb.add_text(self.base, text, document_name=block_id,
-                                  source=f"block:{block_id}",
+            if self._indexed.get(name) != text:
+                await kb.add_text(self.base, text, document_name=name,
+                                  source=f"block:{name}",
                                   tags={"execution_type": definition.execution_type,
                                         "category": definition.category})
-                self._indexed[block_id] = text
-        for block_id in [i for i in self._indexed if i not in current]:
-            await kb.remove(self.base, f"block:{block_id}")
-            del self._indexed[block_id]
+                self._indexed[name] = text
+        for name in [i for i in self._indexed if i not in current]:
+            await kb.remove(self.base, f"block:{name}")
+            del self._indexed[name]
         return kb
 
-    async def search(self, query: str, limit: int) -> list[Hit]:
+    async def search(self, query: str, limit: int,
+                     owners: tuple[str, ...] = (SHARED,)) -> list[Hit]:
         try:
             kb = await self._ready()
-            found = await kb.search(self.base, query, top_k=min(max(limit, 1), 100),
+            # other users' blocks share the index: ask deep enough to find the user's
+            found = await kb.search(self.base, query, top_k=min(max(limit, 1) * 3, 100),
                                     mode="hybrid")
         except Exception as exc:        # any failure on this path: answer from text alone
             if self.failed is None:
                 log.warning("block search falls back to full text: %s", exc)
             self.failed = str(exc)
-            return await self.text.search(query, limit)
+            return await self.text.search(query, limit, owners)
         self.failed = None
         hits, seen = [], set()
         for result in found["results"]:
-            block_id = result["documentName"]
-            if block_id not in seen and self.store.get(block_id) is not None:
-                seen.add(block_id)
-                hits.append(Hit(block_id, result["similarity"], "hybrid"))
-        return hits
+            owner, block_id = _split_name(result["documentName"])
+            if owner not in owners or (owner, block_id) in seen:
+                continue
+            if self.store.get(block_id, owner=owner) is not None:
+                seen.add((owner, block_id))
+                hits.append(Hit(block_id, result["similarity"], "hybrid", owner))
+        return hits[:limit]
+
+
+def _document_name(owner: str, block_id: str) -> str:
+    """A block's document in the search index: its id, a user's prefixed
+    `owner/` (block ids never hold a '/')."""
+    return f"{owner}/{block_id}" if owner else block_id
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    owner, _, block_id = name.rpartition("/")
+    return owner, block_id

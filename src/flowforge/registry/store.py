@@ -8,6 +8,13 @@ as runs (`FLOWFORGE_DATABASE_URL`: a SQLite file here, PostgreSQL in
 `store_postgres.py`) unless `FLOWFORGE_REGISTRY_URL` names another.  So the storage layer's owner and this module never edit
 each other's migrations.  Calls are synchronous: a local SQLite query costs
 microseconds, and the compiler checks `uses:` blocks synchronously.
+
+A block is keyed by (owner, id): owner '' holds the shared blocks (the
+bundled library, an administrator's, the local user's), a server user's id
+holds that user's own.  Two users may hold the same id without either
+learning of the other; `registry.owned` layers a user's namespace over the
+shared one.  Migration 0002 moved every stored block to the owner its
+definition names (`metadata.owner`), all versions of an id together.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from typing import Any, Iterator
 from flowforge.errors import NotFound, StorageError
 from flowforge.registry.model import BlockDefinition
 
-__all__ = ["BlockStore", "RegistryTables", "REGISTRY_MIGRATIONS", "fts_query"]
+__all__ = ["BlockStore", "RegistryTables", "REGISTRY_MIGRATIONS", "SHARED", "fts_query",
+           "owner_of"]
 
 REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     ("0001_registry_blocks", (
@@ -39,9 +47,61 @@ REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
         """CREATE VIRTUAL TABLE registry_fts USING fts5(
             id UNINDEXED, name, description, use_when, tags, tokenize = 'porter unicode61')""",
     )),
+    # block ids per user: the key becomes (owner, id); every stored block keeps
+    # its versions, under the owner its head's definition names ('' = shared)
+    ("0002_blocks_per_owner", (
+        """CREATE TABLE registry_heads_0002 (
+            owner TEXT NOT NULL DEFAULT '', id TEXT NOT NULL, version INTEGER NOT NULL,
+            name TEXT NOT NULL, category TEXT NOT NULL, execution_type TEXT NOT NULL,
+            created_by TEXT, tier TEXT, updated_at REAL NOT NULL,
+            deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (owner, id))""",
+        """INSERT INTO registry_heads_0002 (owner, id, version, name, category,
+                execution_type, created_by, tier, updated_at, deleted)
+            SELECT COALESCE((SELECT json_extract(v.definition, '$.metadata.owner')
+                             FROM registry_versions v
+                             WHERE v.id = h.id AND v.version = h.version), ''),
+                   h.id, h.version, h.name, h.category, h.execution_type, h.created_by,
+                   h.tier, h.updated_at, h.deleted
+            FROM registry_heads h""",
+        """CREATE TABLE registry_versions_0002 (
+            owner TEXT NOT NULL DEFAULT '', id TEXT NOT NULL, version INTEGER NOT NULL,
+            definition TEXT NOT NULL, created_at REAL NOT NULL, created_by TEXT,
+            PRIMARY KEY (owner, id, version))""",
+        """INSERT INTO registry_versions_0002 (owner, id, version, definition, created_at,
+                created_by)
+            SELECT COALESCE((SELECT h.owner FROM registry_heads_0002 h WHERE h.id = v.id),
+                            json_extract(v.definition, '$.metadata.owner'), ''),
+                   v.id, v.version, v.definition, v.created_at, v.created_by
+            FROM registry_versions v""",
+        "DROP TABLE registry_versions",
+        "DROP TABLE registry_heads",
+        "ALTER TABLE registry_versions_0002 RENAME TO registry_versions",
+        "ALTER TABLE registry_heads_0002 RENAME TO registry_heads",
+        "DROP TABLE registry_fts",
+        """CREATE VIRTUAL TABLE registry_fts USING fts5(
+            owner UNINDEXED, id UNINDEXED, name, description, use_when, tags,
+            tokenize = 'porter unicode61')""",
+        """INSERT INTO registry_fts (owner, id, name, description, use_when, tags)
+            SELECT h.owner, h.id, json_extract(v.definition, '$.name'),
+                   json_extract(v.definition, '$.description'),
+                   COALESCE(json_extract(v.definition, '$.use_when'), ''),
+                   COALESCE((SELECT group_concat(t.value, ' ')
+                             FROM json_each(v.definition, '$.tags') t), '')
+            FROM registry_heads h JOIN registry_versions v
+                 ON v.owner = h.owner AND v.id = h.id AND v.version = h.version
+            WHERE h.deleted = 0""",
+    )),
 ]
 
+#: the namespace of shared blocks (library, administrator, local user)
+SHARED = ""
+
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def owner_of(definition: BlockDefinition) -> str:
+    """The namespace a definition belongs to: its `metadata.owner`, else shared."""
+    return str(getattr(definition.metadata, "owner", None) or SHARED)
 
 
 def fts_query(text: str) -> str:
@@ -72,75 +132,84 @@ class RegistryTables:
 
     _lock_head = ""          # PostgreSQL: " FOR UPDATE" (SQLite's write lock covers it)
 
-    def _index_text(self, definition: BlockDefinition) -> None:
+    def _index_text(self, definition: BlockDefinition, owner: str) -> None:
         """(Re)index the block's name, description, use_when and tags."""
         raise NotImplementedError
 
     # -- writes --------------------------------------------------------------------
     def put(self, definition: BlockDefinition) -> BlockDefinition:
-        """Store a new version (1 for a new id); returns it with `version` set.
-        A definition identical to the current head is not stored again."""
+        """Store a new version (1 for a new id) under the owner its metadata names
+        (none: shared); returns it with `version` set.  A definition identical to
+        the current head is not stored again."""
+        owner = owner_of(definition)
         body = definition.model_dump(exclude={"version"})
         with self._lock, self._transaction():
-            head = self._one("SELECT version, deleted FROM registry_heads WHERE id = ?"
-                             + self._lock_head, (definition.id,))
+            head = self._one("SELECT version, deleted FROM registry_heads WHERE owner = ? "
+                             "AND id = ?" + self._lock_head, (owner, definition.id))
             if head is not None and not head[1] and \
-                    self._version_row(definition.id, head[0]) == body:
+                    self._version_row(definition.id, head[0], owner) == body:
                 return definition.model_copy(update={"version": head[0]})
             version = (head[0] + 1) if head else 1
             now = time.time()
-            self._change("INSERT INTO registry_versions VALUES (?, ?, ?, ?, ?)",
-                         (definition.id, version, json.dumps(body), now,
+            self._change("INSERT INTO registry_versions (owner, id, version, definition, "
+                         "created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)",
+                         (owner, definition.id, version, json.dumps(body), now,
                           definition.metadata.created_by))
             self._change(
-                "INSERT INTO registry_heads VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0) "
-                "ON CONFLICT (id) DO UPDATE SET version = excluded.version, "
+                "INSERT INTO registry_heads (owner, id, version, name, category, "
+                "execution_type, created_by, tier, updated_at, deleted) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) "
+                "ON CONFLICT (owner, id) DO UPDATE SET version = excluded.version, "
                 "name = excluded.name, category = excluded.category, "
                 "execution_type = excluded.execution_type, created_by = excluded.created_by, "
                 "tier = excluded.tier, updated_at = excluded.updated_at, deleted = 0",
-                (definition.id, version, definition.name, definition.category,
+                (owner, definition.id, version, definition.name, definition.category,
                  definition.execution_type, definition.metadata.created_by,
                  definition.metadata.tier, now))
-            self._index_text(definition)
+            self._index_text(definition, owner)
         return definition.model_copy(update={"version": version})
 
-    def delete(self, block_id: str) -> None:
+    def delete(self, block_id: str, owner: str = SHARED) -> None:
         """Hide a block (its versions stay, so old runs remain explainable)."""
         with self._lock, self._transaction():
-            found = self._change("UPDATE registry_heads SET deleted = 1 WHERE id = ? "
-                                 "AND deleted = 0", (block_id,))
+            found = self._change("UPDATE registry_heads SET deleted = 1 WHERE owner = ? "
+                                 "AND id = ? AND deleted = 0", (owner, block_id))
             if not found:
                 raise NotFound(f"no block '{block_id}' in the registry")
-            self._change("DELETE FROM registry_fts WHERE id = ?", (block_id,))
+            self._change("DELETE FROM registry_fts WHERE owner = ? AND id = ?",
+                         (owner, block_id))
 
     # -- reads ---------------------------------------------------------------------
-    def _version_row(self, block_id: str, version: int) -> dict[str, Any] | None:
-        row = self._one("SELECT definition FROM registry_versions WHERE id = ? AND "
-                        "version = ?", (block_id, version))
+    def _version_row(self, block_id: str, version: int,
+                     owner: str = SHARED) -> dict[str, Any] | None:
+        row = self._one("SELECT definition FROM registry_versions WHERE owner = ? AND "
+                        "id = ? AND version = ?", (owner, block_id, version))
         return json.loads(row[0]) if row else None
 
-    def get(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+    def get(self, block_id: str, version: int | None = None,
+            owner: str = SHARED) -> BlockDefinition | None:
         with self._lock:
             if version is None:
-                head = self._one("SELECT version FROM registry_heads WHERE id = ? AND "
-                                 "deleted = 0", (block_id,))
+                head = self._one("SELECT version FROM registry_heads WHERE owner = ? AND "
+                                 "id = ? AND deleted = 0", (owner, block_id))
                 if head is None:
                     return None
                 version = head[0]
-            data = self._version_row(block_id, version)
+            data = self._version_row(block_id, version, owner)
         if data is None:
             return None
         return BlockDefinition.model_validate({**data, "version": version})
 
-    def versions(self, block_id: str) -> list[dict[str, Any]]:
+    def versions(self, block_id: str, owner: str = SHARED) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._all("SELECT version, created_at, created_by FROM registry_versions "
-                             "WHERE id = ? ORDER BY version", (block_id,))
+                             "WHERE owner = ? AND id = ? ORDER BY version", (owner, block_id))
         return [{"version": v, "created_at": t, "created_by": c} for v, t, c in rows]
 
     def ids(self, *, category: str | None = None, created_by: str | None = None,
-            execution_type: str | None = None) -> list[str]:
-        where, args = ["deleted = 0"], []
+            execution_type: str | None = None, owner: str = SHARED) -> list[str]:
+        """The ids of one namespace (`owner`), filtered."""
+        where, args = ["deleted = 0", "owner = ?"], [owner]
         for column, value in (("category", category), ("created_by", created_by),
                               ("execution_type", execution_type)):
             if value is not None:
@@ -150,6 +219,13 @@ class RegistryTables:
             rows = self._all(f"SELECT id FROM registry_heads WHERE {' AND '.join(where)} "
                              f"ORDER BY id", args)
         return [row[0] for row in rows]
+
+    def keys(self) -> list[tuple[str, str]]:
+        """(owner, id) of every block, every namespace (what search indexes)."""
+        with self._lock:
+            rows = self._all("SELECT owner, id FROM registry_heads WHERE deleted = 0 "
+                             "ORDER BY owner, id")
+        return [(row[0], row[1]) for row in rows]
 
 
 class BlockStore(RegistryTables):
@@ -225,22 +301,29 @@ class BlockStore(RegistryTables):
             raise
         self.db.execute("COMMIT")
 
-    def _index_text(self, definition: BlockDefinition) -> None:
-        self._change("DELETE FROM registry_fts WHERE id = ?", (definition.id,))
-        self._change("INSERT INTO registry_fts VALUES (?, ?, ?, ?, ?)",
-                     (definition.id, definition.name, definition.description,
+    def _index_text(self, definition: BlockDefinition, owner: str) -> None:
+        self._change("DELETE FROM registry_fts WHERE owner = ? AND id = ?",
+                     (owner, definition.id))
+        self._change("INSERT INTO registry_fts (owner, id, name, description, use_when, tags) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     (owner, definition.id, definition.name, definition.description,
                       definition.use_when, " ".join(definition.tags)))
 
-    def text_search(self, query: str, limit: int = 10) -> list[tuple[str, float]]:
-        """(id, score) by bm25 over name, description, use_when and tags."""
+    def text_search(self, query: str, limit: int = 10,
+                    owners: tuple[str, ...] = (SHARED,)) -> list[tuple[str, str, float]]:
+        """(owner, id, score) by bm25 over name, description, use_when and tags,
+        in the namespaces `owners` only."""
         match = fts_query(query)
         if not match:
             return []
+        marks = ", ".join("?" for _ in owners)
         with self._lock:
             rows = self.db.execute(
-                "SELECT id, bm25(registry_fts, 0, 2.0, 1.0, 1.0, 1.5) AS rank FROM registry_fts "
-                "WHERE registry_fts MATCH ? ORDER BY rank LIMIT ?", (match, limit)).fetchall()
+                "SELECT owner, id, bm25(registry_fts, 0, 0, 2.0, 1.0, 1.0, 1.5) AS rank "
+                f"FROM registry_fts WHERE registry_fts MATCH ? AND owner IN ({marks}) "
+                "ORDER BY rank LIMIT ?", (match, *owners, limit)).fetchall()
         # bm25 is negative and, over a small library, tiny (1e-06): shown relative to
         # the best match instead, 1.0 for it, so scores read as scores.
-        best = max((-row[1] for row in rows), default=0.0)
-        return [(row[0], round(-row[1] / best, 3) if best > 0 else 0.0) for row in rows]
+        best = max((-row[2] for row in rows), default=0.0)
+        return [(row[0], row[1], round(-row[2] / best, 3) if best > 0 else 0.0)
+                for row in rows]

@@ -18,7 +18,7 @@ from typing import Any
 
 from flowforge.errors import StorageError
 from flowforge.registry.model import BlockDefinition
-from flowforge.registry.store import _WORD, RegistryTables
+from flowforge.registry.store import _WORD, SHARED, RegistryTables
 
 __all__ = ["PostgresBlockStore", "POSTGRES_REGISTRY_MIGRATIONS"]
 
@@ -35,6 +35,25 @@ POSTGRES_REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             deleted INTEGER NOT NULL DEFAULT 0)""",
         """CREATE TABLE registry_fts (id TEXT PRIMARY KEY, document TSVECTOR NOT NULL)""",
         "CREATE INDEX registry_fts_document ON registry_fts USING GIN (document)",
+    )),
+    # block ids per user: the key becomes (owner, id); every stored block keeps
+    # its versions, under the owner its head's definition names ('' = shared)
+    ("0002_blocks_per_owner", (
+        "ALTER TABLE registry_heads ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE registry_versions ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE registry_fts ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
+        """UPDATE registry_heads h
+            SET owner = COALESCE(v.definition::jsonb -> 'metadata' ->> 'owner', '')
+            FROM registry_versions v WHERE v.id = h.id AND v.version = h.version""",
+        """UPDATE registry_versions v SET owner = h.owner
+            FROM registry_heads h WHERE h.id = v.id""",
+        "UPDATE registry_fts f SET owner = h.owner FROM registry_heads h WHERE h.id = f.id",
+        "ALTER TABLE registry_heads DROP CONSTRAINT registry_heads_pkey, "
+        "ADD PRIMARY KEY (owner, id)",
+        "ALTER TABLE registry_versions DROP CONSTRAINT registry_versions_pkey, "
+        "ADD PRIMARY KEY (owner, id, version)",
+        "ALTER TABLE registry_fts DROP CONSTRAINT registry_fts_pkey, "
+        "ADD PRIMARY KEY (owner, id)",
     )),
 ]
 
@@ -96,22 +115,24 @@ class PostgresBlockStore(RegistryTables):
 
     _lock_head = " FOR UPDATE"
 
-    def _index_text(self, definition: BlockDefinition) -> None:
-        self._change(f"INSERT INTO registry_fts VALUES (?, {_DOCUMENT}) "
-                     f"ON CONFLICT (id) DO UPDATE SET document = excluded.document",
-                     (definition.id, definition.name, " ".join(definition.tags),
+    def _index_text(self, definition: BlockDefinition, owner: str) -> None:
+        self._change(f"INSERT INTO registry_fts (owner, id, document) VALUES (?, ?, {_DOCUMENT}) "
+                     f"ON CONFLICT (owner, id) DO UPDATE SET document = excluded.document",
+                     (owner, definition.id, definition.name, " ".join(definition.tags),
                       definition.description, definition.use_when))
 
-    def text_search(self, query: str, limit: int = 10) -> list[tuple[str, float]]:
-        """(id, score) by ts_rank over name, tags, description and use_when."""
+    def text_search(self, query: str, limit: int = 10,
+                    owners: tuple[str, ...] = (SHARED,)) -> list[tuple[str, str, float]]:
+        """(owner, id, score) by ts_rank over name, tags, description and use_when,
+        in the namespaces `owners` only."""
         words = [w for w in _WORD.findall(query.lower()) if len(w) > 1]
         if not words:
             return []
         expression = " | ".join(dict.fromkeys(words))
         with self._lock:
             rows = self.db.execute(
-                "SELECT id, ts_rank(%s, document, q) AS rank "
+                "SELECT owner, id, ts_rank(%s, document, q) AS rank "
                 "FROM registry_fts, to_tsquery('english', %s) AS q "
-                "WHERE document @@ q ORDER BY rank DESC, id LIMIT %s",
-                (_WEIGHTS, expression, limit)).fetchall()
-        return [(row[0], round(float(row[1]), 6)) for row in rows]
+                "WHERE document @@ q AND owner = ANY(%s) ORDER BY rank DESC, id LIMIT %s",
+                (_WEIGHTS, expression, list(owners), limit)).fetchall()
+        return [(row[0], row[1], round(float(row[2]), 6)) for row in rows]

@@ -22,6 +22,7 @@ from flowforge.server import log_redaction
 from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
 from flowforge.server.media_types import BodyMediaTypes
+from flowforge.server.rate_limit import RateLimit
 from flowforge.server.routes import (agent, chat, compat, documents, edits, knowledge,
                                       pipeline, pipelines, runs, secrets, users, workflows)
 from flowforge.server.settings import ServerSettings
@@ -75,7 +76,9 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
                          lifespan=lifespan, static_url="/docs/assets",
                          swagger_ui_parameters={"validatorUrl": None})
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(BodyMediaTypes)        # outermost: a wrong type is refused unread
+    app.add_middleware(BodyMediaTypes)        # a wrong type is refused unread
+    # outermost: a user over their request rate is refused before anything else
+    app.add_middleware(RateLimit, rate=settings.max_user_rate, burst=settings.max_user_burst)
     log_redaction.install()
     install_error_handlers(app)
 
@@ -159,7 +162,7 @@ _ERROR_RESPONSES = {
     "413": "The request body is larger than the server's limit",
     "415": "Unsupported Content-Type",
     "422": "Invalid input, each problem located",
-    "429": "This user is at one of the server's limits (runs in progress); retry after "
-           "the Retry-After seconds",
+    "429": "This user is at one of the server's limits (requests a second, runs in "
+           "progress); retry after the Retry-After seconds",
     "503": "The database is unreachable",
 }

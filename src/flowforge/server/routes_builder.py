@@ -25,10 +25,11 @@ import asyncio
 import json
 from typing import Any
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from flowforge.registry import get_registry
+from flowforge.registry import get_registry, registry_for
+from flowforge.registry.owned import SharedBlock
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.service.build import automate, build_pipeline, provider_env_for
@@ -81,14 +82,30 @@ def _intent(body: dict[str, Any]) -> str:
     return intent.strip()
 
 
+_OWNER = Query(None, min_length=1, max_length=200,
+               description="Administrators: see the registry as this user id does")
+
+
 @router.get("/api/blocks", summary="List registry blocks (without their bodies)")
 async def list_blocks(user: CurrentUser, category: str | None = None,
                       created_by: str | None = None,
-                      execution_type: str | None = None) -> dict[str, Any]:
-    blocks = [b for b in get_registry().list(category=category, created_by=created_by,
-                                             execution_type=execution_type)
-              if _visible(b, user)]
+                      execution_type: str | None = None,
+                      owner: str | None = _OWNER) -> dict[str, Any]:
+    blocks = [b for b in _registry(user, owner).list(
+        category=category, created_by=created_by, execution_type=execution_type)
+        if _visible(b, user)]
     return {"blocks": [b.public() for b in blocks], "count": len(blocks)}
+
+
+def _registry(user: dict[str, Any], owner: str | None) -> Any:
+    """The request's view of the registry; an administrator may ask for one
+    user's (`?owner=USER_ID`: that user's blocks over the shared ones)."""
+    if owner is None:
+        return get_registry()
+    if not is_admin(user):
+        raise ApiError(403, "`owner` is for administrators: your view is your blocks "
+                            "and the shared ones - drop `owner`")
+    return registry_for(get_registry(), owner)
 
 
 def _visible(block: Any, user: dict[str, Any]) -> bool:
@@ -106,26 +123,35 @@ def _owned(block: Any, user: dict[str, Any]) -> Any:
 
 @router.post("/api/blocks", status_code=201, summary="Add a block (checked; a new version)")
 async def add_block(user: CurrentUser, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
-    existing = get_registry().find(str(body.get("id", "")))
-    owner = getattr(existing.metadata, "owner", None) if existing is not None else None
-    if existing is not None and not is_admin(user) and owner != user["user_id"]:
-        raise ApiError(403, f"block '{existing.id}' belongs to "
-                            f"{owner or existing.metadata.created_by}; only its owner or an "
-                            f"admin may add a new version - choose another id")
-    metadata = dict(body.get("metadata") or {})
-    if metadata.get("created_by") in ("library", "thinker"):
-        metadata.pop("created_by")
-    saved = get_registry().add({**body, "metadata": {**metadata, "created_by": "user",
-                                                     "owner": user["user_id"]}})
+    """A user's block is theirs alone, under an id of their choosing (it shadows
+    a shared block of that id for them); an administrator's is shared."""
+    metadata = {k: v for k, v in dict(body.get("metadata") or {}).items() if k != "owner"}
+    metadata["created_by"] = "user"
+    if not is_admin(user):
+        metadata["owner"] = user["user_id"]
+    saved = get_registry().add({**body, "metadata": metadata})
     return {"block": saved.model_dump(mode="json")}
 
 
 @router.get("/api/blocks/{block_id}", summary="One block definition, body included")
 async def get_block(block_id: str, user: CurrentUser,
-                    version: int | None = Query(None, ge=1, le=2**31 - 1)) -> dict[str, Any]:
-    registry = get_registry()
+                    version: int | None = Query(None, ge=1, le=2**31 - 1),
+                    owner: str | None = _OWNER) -> dict[str, Any]:
+    registry = _registry(user, owner)
     block = _owned(registry.get(block_id, version), user)
-    return {"block": block.model_dump(mode="json"), "versions": registry.versions(block_id)}
+    shadows = getattr(registry.store, "shadows", None)
+    return {"block": block.model_dump(mode="json"), "versions": registry.versions(block_id),
+            "shadows_shared": bool(shadows and shadows(block_id))}
+
+
+@router.delete("/api/blocks/{block_id}", status_code=204,
+               summary="Delete one of your blocks (its versions stay for old runs)")
+async def delete_block(block_id: str, user: CurrentUser) -> Response:
+    try:
+        get_registry().delete(block_id)
+    except SharedBlock as exc:
+        raise ApiError(403, str(exc)) from None
+    return Response(status_code=204)
 
 
 @router.get("/api/blocks/{block_id}/source", summary="A block's Python source or prompt")

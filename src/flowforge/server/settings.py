@@ -108,6 +108,19 @@ class ServerSettings:
     """Passes one `loop` block may run, and items one `parallel` block may map,
     in a run on this server; more fails that block, saying so.  0: no limit."""
 
+    max_user_rate: float = field(
+        default_factory=lambda: (lambda v: 50.0 if v is None else v)(
+            _env_number("FLOWFORGE_MAX_USER_RATE")))
+    """API requests one user may make per second, steadily (their key's user; a
+    request without a valid key counts against its client address); over it,
+    and once the burst is spent, a request is answered 429 with Retry-After
+    before any work.  `/health`, pages and assets are not counted.  The default,
+    50 with bursts of 100, is above what a client polling every 20 ms sends and
+    far below a flood.  0: no limit."""
+    max_user_burst: int = field(default_factory=lambda: _env_int("FLOWFORGE_MAX_USER_BURST",
+                                                                 100))
+    """Requests one user may make at once, above the steady rate, before it applies."""
+
     def run_limits(self) -> dict[str, int]:
         """The per-run limits, as the services a run on this server is given."""
         return {name: value for name, value in (("max_run_events", self.max_run_events),
