@@ -93,7 +93,8 @@ async def test_a_session_keeps_its_base_and_errors_speak_of_the_page(chat_web, p
     await page.get_by_label("Your question").fill("And Summit gear?")
     await page.get_by_role("button", name="Ask").click()
     await expect(page.locator(".message.assistant")).to_have_count(2)
-    assert "Summit gear is lifetime." in await page.locator(".message.assistant").nth(1).text_content()
+    second = page.locator(".message.assistant").nth(1)
+    assert "Summit gear is lifetime." in await second.text_content()
     await expect(page.get_by_role("alert")).to_have_count(0)
     # a reload finds the session's base again
     await page.reload()
