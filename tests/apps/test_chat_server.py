@@ -120,3 +120,52 @@ async def test_kb_id_may_name_the_shared_base_explicitly(chat_server):
         for bad in ("shared/../x", "bob/private", "shared/a/b"):
             refused = await alice.post("/api/chat/query", json={"query": "q", "kb_id": bad})
             assert refused.status_code == 422, (bad, refused.text)
+
+
+async def test_a_follow_up_keeps_the_sessions_knowledge_base(chat_server):
+    live = chat_server
+    play(live, call("knowledge_base_search", query="warranty", kb_id="policies"),
+         call("generate_response", **ANSWER),
+         call("knowledge_base_search", query="summit warranty", kb_id="policies"),
+         call("generate_response", **ANSWER))
+    async with live.client("alice") as alice:
+        first = await alice.post("/api/chat/query", json={"query": "How long is the warranty?",
+                                                          "kb_id": "policies"})
+        assert first.status_code == 200, first.text
+        session_id = first.json()["session_id"]
+        # no kb_id: the session's base, not the server's default (which does not exist here)
+        follow = await alice.post("/api/chat/query", json={"query": "And for Summit gear?",
+                                                           "session_id": session_id})
+        assert follow.status_code == 200, follow.text
+        run = (await alice.get(f"/api/runs/{follow.json()['run_id']}")).json()
+        shown = (await alice.get(f"/api/chat/sessions/{session_id}")).json()
+        # a new conversation without a base still meets the default, and says so
+        fresh = await alice.post("/api/chat/query", json={"query": "Warranty?"})
+    assert run["inputs"]["kb"] == "policies"
+    assert [m.get("kb") for m in shown["messages"] if m["role"] == "user"] == \
+        ["policies", "policies"]
+    assert fresh.status_code == 404 and "default_kb" in fresh.json()["error"]["message"]
+
+
+async def test_a_chat_runs_graph_is_the_shipped_workflow(chat_server):
+    live = chat_server
+    play(live, call("knowledge_base_search", query="warranty", kb_id="policies"),
+         call("generate_response", **ANSWER))
+    async with live.client("alice") as alice, live.client("bob") as bob:
+        answer = (await alice.post("/api/chat/query", json={"query": "Warranty?",
+                                                            "kb_id": "policies"})).json()
+        graph = await alice.get(f"/api/runs/{answer['run_id']}/graph")
+        stored = await alice.get("/api/workflows/rag-chat/graph")
+        app = await alice.get("/api/apps/rag-chat")
+        apps = (await alice.get("/api/apps")).json()["apps"]
+        unknown = await alice.get("/api/apps/nope")
+        hidden = await bob.get(f"/api/runs/{answer['run_id']}/graph")
+    assert stored.status_code == 404                 # no user stored it: why this route exists
+    assert graph.status_code == 200, graph.text
+    assert graph.json()["app"] == "rag-chat" and graph.json()["id"] == "rag-chat"
+    assert {"related", "answer"} <= {node["id"] for node in graph.json()["nodes"]}
+    assert app.json()["source"].startswith("# The RAG chat")
+    assert app.json()["graph"]["nodes"] == graph.json()["nodes"]
+    assert {"rag-chat", "research", "research-question"} <= {a["id"] for a in apps}
+    assert unknown.status_code == 404 and "rag-chat" in unknown.json()["error"]["message"]
+    assert hidden.status_code == 404

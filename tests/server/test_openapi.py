@@ -16,6 +16,10 @@ EXPECTED = {
     "/api/runs/{run_id}/cancel": {"post"},
     "/api/runs/{run_id}/approvals/{block_id}": {"post"},
     "/api/runs/{run_id}/deliveries": {"get"},
+    "/api/runs/{run_id}/graph": {"get"},
+    # the shipped apps' workflows, which chat and research runs name (routes/apps.py)
+    "/api/apps": {"get"},
+    "/api/apps/{app_id}": {"get"},
     "/api/executions": {"get"},
     "/api/executions/{execution_id}": {"get"},
     "/api/memory/{user_id}": {"get"},
@@ -56,7 +60,9 @@ EXPECTED = {
     "/api/workflows/{workflow_id}/graph": {"get"},
     # knowledge bases for the web app (server/routes/knowledge.py, issue 13)
     "/api/knowledge": {"get", "post"},
+    "/api/knowledge/{name}": {"delete"},
     "/api/knowledge/{name}/documents": {"get", "post"},
+    "/api/knowledge/{name}/documents/{document_id}": {"delete"},
     "/api/knowledge/{name}/search": {"post"},
 }
 

@@ -36,8 +36,8 @@ async def test_run_with_per_user_memory(registry, tmp_path):
     result = await run_pipeline(PIPELINE, {"csv": "a,b", "values": [1, 2, 3]}, user="u1",
                                 storage=storage)
     assert result.status == "succeeded", result.error
-    assert result.results["n3"]["text"] == "Mean 2.0\n1. a\n2. b"
-    assert result.memory == {"text": "Mean 2.0\n1. a\n2. b"}
+    assert result.results["n3"]["text"] == "Mean 2\n1. a\n2. b"
+    assert result.memory == {"text": "Mean 2\n1. a\n2. b"}
 
 
 @pytest.mark.parametrize("change, where, words", [

@@ -65,3 +65,50 @@ async def test_every_page_passes_axe_and_works_from_the_keyboard(web, page):
     await page.goto(web.url + "/runs")
     await page.locator("tbody tr").first.wait_for()
     assert await serious_violations(page) == []
+
+
+async def outline_of(locator) -> str:
+    return await locator.evaluate("el => { const s = getComputedStyle(el); "
+                                  "return s.outlineStyle === 'none' ? 'none' : "
+                                  "`${s.outlineStyle} ${s.outlineWidth}`; }")
+
+
+async def test_keyboard_focus_shows_on_graph_blocks_and_upload_buttons(web, page):
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", content=(EXAMPLES / "support.yaml").read_text(),
+                                 headers={"Content-Type": "application/yaml"})
+        assert saved.status_code == 201, saved.text
+        assert (await alice.post("/api/knowledge", json={"name": "notes"})).status_code == 201
+    await sign_in(page, web)
+
+    await page.goto(web.url + "/workflows/support")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    node = page.locator(".react-flow__node", has=page.locator("[data-block-id=answer]"))
+    for _ in range(60):
+        await page.keyboard.press("Tab")
+        if await node.evaluate("el => el === document.activeElement"):
+            break
+    else:
+        raise AssertionError("the agent block is not reachable with Tab")
+    assert await outline_of(page.locator("[data-block-id=answer]")) == "solid 3px"
+    await shot(page, "55-focus-block")
+
+    for path, field, button in (
+            ("/knowledge/notes", "#kb-tags", "Upload text or Markdown files"),
+            ("/", None, "Upload a workflow (YAML or JSON)")):
+        await page.goto(web.url + path)
+        label = page.locator("label.button", has_text=button)
+        await label.wait_for()
+        assert await outline_of(label) == "none"
+        target = await label.get_attribute("for")
+        if field:
+            await page.locator(field).focus()
+        else:                       # the control just before the hidden file input
+            await page.locator(f"#{target}").evaluate(
+                "el => { const all = [...document.querySelectorAll('a, button, input, select')]"
+                ".filter((e) => e.tabIndex >= 0 && e !== el && "
+                "(e.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING)); "
+                "all[all.length - 1].focus(); }")
+        await page.keyboard.press("Tab")
+        assert await page.evaluate("document.activeElement.id") == target
+        assert await outline_of(label) == "solid 3px", path

@@ -136,3 +136,38 @@ async def test_a_decision_made_elsewhere_shows_up_live(web, page):
     await page.locator("[aria-label='Run status'] .status-succeeded").wait_for()
     await page.locator("[data-block-id=paid][data-state=succeeded]").wait_for()
     await page.get_by_label("Decision").get_by_text("from the API").wait_for()
+
+
+async def test_a_deadline_reads_as_one_and_a_cancel_leaves_no_block_pending(web, page):
+    timed = {**REFUND, "blocks": [
+        {"id": "quote", "type": "set", "with": {"total": 300.0}},
+        {**REFUND["blocks"][1], "with": {**REFUND["blocks"][1]["with"],
+                                         "timeout": 3600, "default": "reject"}},
+        *REFUND["blocks"][2:]]}
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", json=timed)
+        assert saved.status_code == 201, saved.text
+    await sign_in(page, web)
+    run_id = await start_and_wait(page, web)
+    approval = page.get_by_role("complementary", name="Block manager").get_by_role(
+        "region", name="Approval")
+    await approval.get_by_text("Refund 300 EUR?", exact=True).wait_for()
+    deadline = await approval.locator(".deadline").text_content()
+    assert deadline.startswith("If nobody decides by ") and "rejected by default" in deadline
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", deadline), deadline      # no raw ISO time
+    assert await approval.get_by_text(re.compile("decided by default", re.I)).count() == 0
+    assert await page.get_by_label("Decision").count() == 0
+    await shot(page, "53-approval-deadline")
+
+    await page.get_by_role("button", name="Cancel the run").click()
+    await page.locator("[aria-label='Run status'] .status-cancelled").wait_for()
+    async with web.client("alice") as alice:
+        run = (await alice.get(f"/api/runs/{run_id}")).json()
+    for block in ("paid", "refused"):
+        assert run["blocks"][block]["status"] == "skipped", run["blocks"][block]
+        await page.locator(f"[data-block-id={block}][data-state=skipped]").wait_for()
+    assert await page.locator("[data-block-id][data-state=pending]").count() == 0
+    await page.reload()                    # the same from the stored events alone
+    await page.locator("[aria-label='Run status'] .status-cancelled").wait_for()
+    for block in ("paid", "refused"):
+        await page.locator(f"[data-block-id={block}][data-state=skipped]").wait_for()

@@ -10,6 +10,7 @@ import re
 
 import pytest
 import yaml
+from playwright.async_api import expect
 
 from tests.apps.conftest import knowledge, knowledge_path  # noqa: F401 - fixtures
 from tests.server.conftest import start_server
@@ -155,3 +156,50 @@ async def test_the_research_websocket_is_allowed_by_the_content_security_policy(
     finally:
         await context.close()
     assert not [m for m in messages if "Content Security Policy" in m or "Refused" in m], messages
+
+
+async def test_the_form_takes_what_the_server_takes_and_the_key_never_goes_in_a_url(
+        research_web, page):
+    live = await research_web(RULES)
+    urls: list[str] = []
+    sockets: list[str] = []
+    page.on("request", lambda request: urls.append(request.url))
+    page.on("websocket", lambda socket: sockets.append(socket.url))
+    posted: list[str] = []
+    page.on("request", lambda request: posted.append(request.url)
+            if request.method == "POST" and "/agent-workflow" in request.url else None)
+    await sign_in(page, live)
+    await page.goto(live.url + "/research")
+    threshold = page.get_by_label("Confidence threshold (0-1)")
+    iterations = page.get_by_label(re.compile("^Maximum iterations"))
+    await page.get_by_label("Question").fill("tent wind?")
+
+    # 0.99 is a threshold the field takes (its step no longer refuses it)
+    await threshold.fill("0.99")
+    assert await threshold.evaluate("el => el.validity.valid") is True
+    # more passes than the server allows: said in the form's words, nothing sent
+    await iterations.fill("20")
+    await page.get_by_role("button", name="Start research").click()
+    alert = page.get_by_role("alert")
+    await expect(alert).to_have_text(
+        "Maximum iterations: 20 is not a whole number from 1 to 10.")
+    assert await iterations.get_attribute("max") == "10"
+    assert posted == []
+
+    await iterations.fill("2")
+    await page.get_by_role("button", name="Start research").click()
+    await page.wait_for_url(re.compile(r".*/research/[0-9a-f]+$"))
+    await page.locator("[aria-label='Session status'] .status-succeeded").wait_for(timeout=60_000)
+    assert len(posted) == 1
+    assert sockets and all("/ws/agent-workflow/" in url for url in sockets)
+    key = live.keys["alice"]
+    assert not [url for url in urls + sockets if key in url or "token=" in url]
+
+    # its run: the research orchestrator drawn, the link showing the shipped workflow
+    await page.get_by_role("link", name="Its run, block by block").click()
+    await page.locator("[aria-label='Run status'] .status-succeeded").wait_for()
+    await page.locator("[data-block-id=question][data-state=succeeded]").wait_for()
+    await expect(page.get_by_role("alert")).to_have_count(0)
+    await page.get_by_role("link", name="research", exact=True).click()
+    await page.wait_for_url("**/apps/research")
+    await page.get_by_role("heading", name="Research orchestrator").wait_for()

@@ -15,7 +15,8 @@ def resolve(value, scope):
 
 SCOPE = {"search": {"results": [{"content": "first"}, {"content": "second"}], "total": 2,
                     "meta": {"k": [1, 2]}},
-         "input": {"query": "refund", "n": 3}, "vars": {"company": "Acme"}}
+         "input": {"query": "refund", "n": 3, "amount": 300.0, "rate": 0.25},
+         "vars": {"company": "Acme"}}
 
 
 @pytest.mark.parametrize("template, expected", [
@@ -26,6 +27,9 @@ SCOPE = {"search": {"results": [{"content": "first"}, {"content": "second"}], "t
     ("{{search.results.length}}", 2),
     ("Q: {{input.query}} ({{search.total}})", "Q: refund (2)"),    # interpolation
     ("meta={{search.meta}}", 'meta={"k": [1, 2]}'),               # dicts as JSON
+    ("Refund {{input.amount}} EUR?", "Refund 300 EUR?"),          # a whole float reads whole
+    ("rate {{input.rate}}", "rate 0.25"),
+    ("{{input.amount}}", 300.0),                                   # the raw value is kept
     ("{{search.missing.deeper}}", None),                           # missing path -> None
     ("[{{search.missing}}]", "[]"),
     ("{{search.results.9.content}}", None),

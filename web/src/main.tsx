@@ -1,21 +1,26 @@
 // The flowforge web app: sign-in, workflows, a workflow's graph and editor,
 // the run form, a run's live view and the run history, chat, knowledge, research.
-import { StrictMode, useEffect, useState } from "react";
+import { lazy, StrictMode, Suspense, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
 import "./styles.css";
 import { api, apiKey, setApiKey } from "./api";
 import { Link, match, navigate, useLocation } from "./router";
 import { SignIn } from "./pages/SignIn";
-import { Workflows } from "./pages/Workflows";
-import { WorkflowPage } from "./pages/Workflow";
-import { RunForm } from "./pages/RunForm";
-import { RunPage } from "./pages/Run";
-import { History } from "./pages/History";
-import { Compare } from "./pages/Compare";
-import { Chat } from "./pages/Chat";
-import { KnowledgeBase, KnowledgeList } from "./pages/Knowledge";
-import { Research } from "./pages/Research";
+
+// Each page is its own chunk, fetched when first shown: the first page loads
+// React and the page's code, not the editor and the graph of every other one.
+const Workflows = lazy(() => import("./pages/Workflows").then((m) => ({ default: m.Workflows })));
+const WorkflowPage = lazy(() => import("./pages/Workflow").then((m) => ({ default: m.WorkflowPage })));
+const RunForm = lazy(() => import("./pages/RunForm").then((m) => ({ default: m.RunForm })));
+const RunPage = lazy(() => import("./pages/Run").then((m) => ({ default: m.RunPage })));
+const History = lazy(() => import("./pages/History").then((m) => ({ default: m.History })));
+const Compare = lazy(() => import("./pages/Compare").then((m) => ({ default: m.Compare })));
+const Chat = lazy(() => import("./pages/Chat").then((m) => ({ default: m.Chat })));
+const KnowledgeList = lazy(() => import("./pages/Knowledge").then((m) => ({ default: m.KnowledgeList })));
+const KnowledgeBase = lazy(() => import("./pages/Knowledge").then((m) => ({ default: m.KnowledgeBase })));
+const Research = lazy(() => import("./pages/Research").then((m) => ({ default: m.Research })));
+const AppWorkflow = lazy(() => import("./pages/AppWorkflow").then((m) => ({ default: m.AppWorkflow })));
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
   let params;
@@ -28,10 +33,13 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
   if (path === "/runs") return <History query={query} />;
   if (path === "/knowledge") return <KnowledgeList />;
   if ((params = match("/knowledge/:name", path))) return <KnowledgeBase key={params.name} name={params.name} />;
-  if (path === "/chat") return <Chat key="new" sessionId={null} />;
-  if ((params = match("/chat/:id", path))) return <Chat key={params.id} sessionId={params.id} />;
+  // one Chat across its sessions: the first answer moves it to /chat/<id> without
+  // losing what the page holds (the knowledge base chosen, the conversation)
+  if (path === "/chat") return <Chat key="chat" sessionId={null} />;
+  if ((params = match("/chat/:id", path))) return <Chat key="chat" sessionId={params.id} />;
   if (path === "/research") return <Research sessionId={null} />;
   if ((params = match("/research/:id", path))) return <Research sessionId={params.id} />;
+  if ((params = match("/apps/:id", path))) return <AppWorkflow key={params.id} id={params.id} />;
   if (path === "/runs/compare") return <Compare a={query.get("a") ?? ""} b={query.get("b") ?? ""} />;
   if ((params = match("/runs/:id", path))) return <RunPage key={params.id} id={params.id} />;
   return <main><h1>Not found</h1><p role="alert">There is no page at {path}.</p></main>;
@@ -72,7 +80,11 @@ function App() {
           </button>
         </nav>
       </header>
-      <div id="content"><Page path={path} query={query} /></div>
+      <div id="content">
+        <Suspense fallback={<main><p role="status">Loading...</p></main>}>
+          <Page path={path} query={query} />
+        </Suspense>
+      </div>
     </>
   );
 }

@@ -5,4 +5,22 @@ little code that is theirs alone; `flowforge.service` runs them.
     flowforge.apps.chains     prompt-chain Agents: imported to workflows, exported back
 """
 
-__all__: list[str] = []
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+__all__ = ["shipped_workflows"]
+
+
+@lru_cache(maxsize=1)
+def shipped_workflows() -> dict[str, Path]:
+    """Each shipped workflow file by its document's `id` (`rag-chat`, `research`,
+    `research-question`, ...): what a run of an application ran, for the web
+    app to show (its runs name the id, and no user stored it)."""
+    found: dict[str, Path] = {}
+    for path in sorted(Path(__file__).parent.glob("*/*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("id"), str):
+            found[data["id"]] = path
+    return found

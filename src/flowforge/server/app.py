@@ -23,7 +23,7 @@ from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
 from flowforge.server.media_types import BodyMediaTypes
 from flowforge.server.rate_limit import RateLimit
-from flowforge.server.routes import (agent, chat, compat, documents, edits, knowledge,
+from flowforge.server.routes import (agent, apps, chat, compat, documents, edits, knowledge,
                                       pipeline, pipelines, runs, secrets, users, workflows)
 from flowforge.server.settings import ServerSettings
 from flowforge.server.websocket import router as websocket_router
@@ -91,7 +91,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
             raise ApiError(503, f"the database is unreachable: {exc}") from None
         return {"status": "ok", "version": version, "database": store.url.split(":")[0]}
 
-    for module in (documents, workflows, edits, runs, users, secrets, compat, pipeline,
+    for module in (documents, apps, workflows, edits, runs, users, secrets, compat, pipeline,
                    pipelines, chat, agent, knowledge):
         app.include_router(module.router)
     from flowforge.server import routes_builder      # blocks, clarify, create-agent, automate

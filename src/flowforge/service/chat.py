@@ -28,7 +28,8 @@ from flowforge.service.runs import open_storage, start_run
 from flowforge.workflow.policy import TRUSTED, Policy
 
 __all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "knowledge_base_for",
-           "list_sessions", "get_session", "delete_session", "HISTORY_MESSAGES"]
+           "list_sessions", "get_session", "delete_session", "session_base",
+           "HISTORY_MESSAGES"]
 
 #: How many earlier messages of the session are sent with a question.
 HISTORY_MESSAGES = 20
@@ -164,6 +165,9 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
                    for m in (found or {}).get("messages", [])
                    if m.get("role") in ("user", "assistant")][-HISTORY_MESSAGES:]
         inputs: dict[str, Any] = {"query": query.strip(), "history": history}
+        # a session keeps the base it was started with: a follow-up that names none
+        # searches the same one (the CLI, the API and the web app alike)
+        kb = kb or session_base(found)
         # a folder is the server's files: without `server_files` a name is only a name
         folders = policy.allows("server_files")
         if kb:
@@ -205,13 +209,21 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
             formatted_response=str(output.get("formatted_response") or ""),
             tool_calls=[c.get("name") for c in (output.get("toolCalls") or {}).get("list", [])])
         await opened.append_chat_messages(user_key, session_id, [
-            {"role": "user", "content": query.strip()},
+            {"role": "user", "content": query.strip(), **({"kb": kb} if kb else {})},
             {"role": "assistant", "content": answer.answer, "sources": answer.sources,
              "confidence_score": answer.confidence_score,
              "used_internal_kb": answer.used_internal_kb,
              "used_external_kb": answer.used_external_kb, "run_id": answer.run_id}],
             title=query.strip()[:80])
         return answer
+
+
+def session_base(session: dict[str, Any] | None) -> str | None:
+    """The knowledge base a session's last question named, if any."""
+    for message in reversed((session or {}).get("messages") or []):
+        if isinstance(message, dict) and isinstance(message.get("kb"), str) and message["kb"]:
+            return message["kb"]
+    return None
 
 
 async def list_sessions(*, user: Any = None, storage: Any = None) -> list[dict[str, Any]]:

@@ -91,6 +91,10 @@ def interpolate_value(value: Any) -> str:
         return value
     if isinstance(value, (dict, list, tuple, bool)):
         return json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        # "Refund 300 EUR?", not "300.0": a whole number reads as one in text,
+        # whether it came from JSON, YAML or arithmetic (the value itself is kept)
+        return str(int(value))
     return str(value)
 
 

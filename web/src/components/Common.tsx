@@ -23,3 +23,9 @@ export function Json({ value, label }: { value: unknown; label: string }) {
     </pre>
   );
 }
+
+/** A table that may be wider than a phone: it scrolls inside its own region
+ * (which the keyboard can focus and scroll), never the page sideways. */
+export function Wide({ label, children }: { label: string; children: React.ReactNode }) {
+  return <div className="table-scroll" role="region" aria-label={label} tabIndex={0}>{children}</div>;
+}

@@ -1,48 +1,92 @@
 // The RAG chat (POST /api/chat/query): a conversation, the sources under each
 // answer marked KB (a knowledge base) or Web, and the caller's sessions.
-import { useEffect, useState } from "react";
-import { api } from "../api";
+import { useEffect, useRef, useState } from "react";
+import { api, ApiError } from "../api";
 import { Link, navigate } from "../router";
 
 interface Source { kind: string; title: string; url?: string | null; document_id?: string | null }
-interface Message { role: string; content: string; sources?: Source[]; run_id?: string }
+interface Message { role: string; content: string; sources?: Source[]; run_id?: string; kb?: string }
 interface Session { session_id: string; title?: string; message_count?: number; updated_at?: string }
+
+/** The knowledge base a session's last question named (the server keeps it too). */
+function sessionBase(messages: Message[]): string {
+  for (let i = messages.length - 1; i >= 0; i--) if (messages[i].kb) return messages[i].kb!;
+  return "";
+}
+
+/** What went wrong, in the page's terms: the fields and pages of this app, not
+ * the command line's (the API's messages are written for every client). */
+function inTheseTerms(err: unknown, kb: string, bases: string[]): string {
+  const message = (err as Error).message;
+  const missing = /no (?:shared )?knowledge base named '([^']+)'/.exec(message);
+  if ((err as ApiError).status === 404 && missing) {
+    const known = bases.length ? ` Yours and the shared ones: ${bases.join(", ")}.`
+      : " There is none yet: create one on the Knowledge page.";
+    return kb ? `There is no knowledge base named '${missing[1]}'. Choose another in the ` +
+      `Knowledge base field.${known}`
+      : `The chat searches a knowledge base first, and the server's default ('${missing[1]}') ` +
+        `does not exist. Name one in the Knowledge base field.${known}`;
+  }
+  if ((err as ApiError).status === 403) return `The server refused: ${message}`;
+  return message;
+}
 
 export function Chat({ sessionId }: { sessionId: string | null }) {
   const [sessions, setSessions] = useState<Session[]>([]);
   const [messages, setMessages] = useState<Message[]>([]);
   const [question, setQuestion] = useState("");
   const [kb, setKb] = useState("");
+  const [bases, setBases] = useState<string[]>([]);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  // the session this page just made by answering: already shown, not to be reloaded
+  const made = useRef<string | null>(null);
 
   const loadSessions = () => api<{ sessions: Session[] }>("GET", "/api/chat/sessions")
     .then((data) => setSessions(data.sessions)).catch((err) => setError(err.message));
-  useEffect(() => { loadSessions(); }, []);
   useEffect(() => {
+    loadSessions();
+    api<{ knowledge_bases: { name: string }[] }>("GET", "/api/knowledge")
+      .then((data) => setBases([...new Set(data.knowledge_bases.map((b) => b.name))]))
+      .catch(() => undefined);
+  }, []);
+  useEffect(() => {
+    if (sessionId && sessionId === made.current) return;
+    made.current = null;
     setMessages([]);
-    if (!sessionId) return;
+    setError(null);
+    if (!sessionId) { setKb(""); return; }
     api<{ messages: Message[] }>("GET", `/api/chat/sessions/${encodeURIComponent(sessionId)}`)
-      .then((data) => setMessages(data.messages ?? [])).catch((err) => setError(err.message));
+      .then((data) => {
+        setMessages(data.messages ?? []);
+        setKb(sessionBase(data.messages ?? []));
+      }).catch((err) => setError(err.message));
   }, [sessionId]);
 
   async function ask(event: React.FormEvent) {
     event.preventDefault();
-    if (!question.trim()) return;
+    if (!question.trim()) { setError("The question is empty: write one above Ask."); return; }
     setBusy(true);
     setError(null);
     const asked = question;
-    setMessages((list) => [...list, { role: "user", content: asked }]);
+    const base = kb.trim();
+    setMessages((list) => [...list, { role: "user", content: asked, ...(base ? { kb: base } : {}) }]);
     setQuestion("");
     try {
       const reply = await api<any>("POST", "/api/chat/query", { json: {
-        query: asked, ...(sessionId ? { session_id: sessionId } : {}), ...(kb.trim() ? { kb_id: kb.trim() } : {}) } });
+        query: asked, ...(sessionId ? { session_id: sessionId } : {}), ...(base ? { kb_id: base } : {}) } });
       setMessages((list) => [...list, { role: "assistant", content: reply.answer,
                                         sources: reply.sources, run_id: reply.run_id }]);
-      if (reply.session_id !== sessionId) navigate(`/chat/${encodeURIComponent(reply.session_id)}`, true);
+      if (reply.session_id !== sessionId) {
+        made.current = reply.session_id;
+        navigate(`/chat/${encodeURIComponent(reply.session_id)}`, true);
+      }
       loadSessions();
     } catch (err) {
-      setError((err as Error).message);
+      // the question is not lost: it goes back in the box, to fix the base and ask again
+      setMessages((list) => list.slice(0, -1));
+      setQuestion(asked);
+      setError(inTheseTerms(err, base, bases));
     } finally {
       setBusy(false);
     }
@@ -95,7 +139,12 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
             <label htmlFor="question">Your question</label>
             <textarea id="question" rows={3} value={question} onChange={(e) => setQuestion(e.target.value)} />
             <label htmlFor="kb">Knowledge base (optional)</label>
-            <input id="kb" value={kb} placeholder="the server's default" onChange={(e) => setKb(e.target.value)} />
+            <input id="kb" value={kb} list="kb-names" placeholder="the server's default"
+                   aria-describedby="kb-note" onChange={(e) => setKb(e.target.value)} />
+            <datalist id="kb-names">{bases.map((name) => <option key={name} value={name} />)}</datalist>
+            <p id="kb-note" className="muted">{sessionId
+              ? "This conversation keeps searching the base it started with, unless you name another."
+              : <>Your bases and the shared ones are on the <Link to="/knowledge">Knowledge</Link> page.</>}</p>
             <button type="submit" disabled={busy}>{busy ? "Thinking..." : "Ask"}</button>
           </form>
         </section>

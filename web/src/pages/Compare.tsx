@@ -3,7 +3,7 @@
 import { useEffect, useState } from "react";
 import { api } from "../api";
 import { Link } from "../router";
-import { Json, StatusBadge } from "../components/Common";
+import { Json, StatusBadge, Wide } from "../components/Common";
 
 export function Compare({ a, b }: { a: string; b: string }) {
   const [runs, setRuns] = useState<any[] | null>(null);
@@ -19,7 +19,7 @@ export function Compare({ a, b }: { a: string; b: string }) {
   return (
     <main>
       <h1>Compare runs</h1>
-      <table>
+      <Wide label="The two runs"><table>
         <thead><tr><th></th>{runs.map((run) => (
           <th key={run.run_id}><Link to={`/runs/${run.run_id}`}><code>{run.run_id.slice(0, 12)}</code></Link>
             {" "}{run.workflow_id} v{run.workflow_version} <StatusBadge status={run.status} /></th>))}</tr></thead>
@@ -39,7 +39,7 @@ export function Compare({ a, b }: { a: string; b: string }) {
             </tr>
           ))}
         </tbody>
-      </table>
+      </table></Wide>
     </main>
   );
 }

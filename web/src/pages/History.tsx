@@ -3,7 +3,7 @@
 import { useEffect, useState } from "react";
 import { api } from "../api";
 import { Link, navigate } from "../router";
-import { StatusBadge } from "../components/Common";
+import { StatusBadge, Wide } from "../components/Common";
 
 interface RunRow {
   run_id: string; workflow_id: string; workflow_version?: number; status: string;
@@ -72,7 +72,7 @@ export function History({ query }: { query: URLSearchParams }) {
       </div>
       {error && <p role="alert" className="error">{error}</p>}
       {runs === null ? <p>Loading...</p> : shown.length === 0 ? <p>No runs match.</p> : (
-        <table>
+        <Wide label="Runs"><table>
           <thead><tr><th>Compare</th><th>Run</th><th>Workflow</th><th>Status</th><th>Started</th><th>Finished</th></tr></thead>
           <tbody>
             {shown.map((run) => (
@@ -87,7 +87,7 @@ export function History({ query }: { query: URLSearchParams }) {
               </tr>
             ))}
           </tbody>
-        </table>
+        </table></Wide>
       )}
     </main>
   );

@@ -1,11 +1,13 @@
 // Research (POST /agent-workflow {question, ...}): the orchestrator's three
 // phases - question, knowledge base, answer - with the overall progress and
 // each phase's result as it completes, followed over the session's WebSocket
-// (status / phase / complete / error events; the key goes as `?token=`, the one
-// way a browser can send it there); cancel through the session's cancel_url.
+// (status / phase / complete / error events; the key travels as the subprotocol
+// `bearer.<key>` beside `flowforge`, never in the URL, which servers and proxies
+// log); cancel through the session's cancel_url.
 // A session has its own address (/research/{id}): a reload replays it.
 import { useEffect, useRef, useState } from "react";
 import { api, apiKey } from "../api";
+import { formError } from "../errors";
 import { Link, navigate } from "../router";
 import { Json, StatusBadge } from "../components/Common";
 
@@ -26,6 +28,28 @@ interface Session { status: string; progress: number; phases: Record<string, Pha
 const fresh = (): Session => ({ status: "starting", progress: 0,
   phases: Object.fromEntries(PHASES.map((p) => [p.id, { status: "pending", scores: [] }])) });
 
+/** The server's limit on each phase's passes (routes/compat.py, `max_iterations`). */
+const MAX_ITERATIONS = 10;
+const LABELS = { question: "Question", threshold: "Confidence threshold",
+                 max_iterations: "Maximum iterations", kb: "Knowledge base" };
+
+/** Said before the request, in the form's words: what the server would refuse. */
+function checkNumbers(threshold: string, iterations: string): string | null {
+  if (threshold.trim()) {
+    const value = Number(threshold);
+    if (!Number.isFinite(value) || value < 0 || value > 1) {
+      return `Confidence threshold: ${threshold} is not between 0 and 1 (for example 0.8 or 0.99).`;
+    }
+  }
+  if (iterations.trim()) {
+    const value = Number(iterations);
+    if (!Number.isInteger(value) || value < 1 || value > MAX_ITERATIONS) {
+      return `Maximum iterations: ${iterations} is not a whole number from 1 to ${MAX_ITERATIONS}.`;
+    }
+  }
+  return null;
+}
+
 export function Research({ sessionId }: { sessionId: string | null }) {
   const [question, setQuestion] = useState("");
   const [threshold, setThreshold] = useState("");
@@ -36,7 +60,9 @@ export function Research({ sessionId }: { sessionId: string | null }) {
 
   async function start(event: React.FormEvent) {
     event.preventDefault();
-    if (!question.trim()) { setError("the question is empty: ask something"); return; }
+    if (!question.trim()) { setError("Question: it is empty. Ask something."); return; }
+    const problem = checkNumbers(threshold, iterations);
+    if (problem) { setError(problem); return; }
     setBusy(true);
     setError(null);
     try {
@@ -47,7 +73,7 @@ export function Research({ sessionId }: { sessionId: string | null }) {
         ...(kb.trim() ? { kb: kb.trim() } : {}) } });
       navigate(`/research/${encodeURIComponent(session.session_id)}`);
     } catch (err) {
-      setError((err as Error).message);
+      setError(formError(err, LABELS));
     } finally {
       setBusy(false);
     }
@@ -58,7 +84,7 @@ export function Research({ sessionId }: { sessionId: string | null }) {
       <h1>Research</h1>
       <p className="muted">Three phases, each repeated until its confidence reaches the threshold
         or the maximum of iterations: {PHASES.map((p) => `${p.title.toLowerCase()} (${p.what})`).join("; ")}.</p>
-      <form className="run-form" onSubmit={start} aria-label="New research">
+      <form className="run-form" onSubmit={start} aria-label="New research" noValidate>
         <div className="field">
           <label htmlFor="research-question">Question</label>
           <textarea id="research-question" rows={3} value={question}
@@ -66,10 +92,10 @@ export function Research({ sessionId }: { sessionId: string | null }) {
         </div>
         <div className="toolbar">
           <label htmlFor="research-threshold">Confidence threshold (0-1)</label>
-          <input id="research-threshold" type="number" min={0} max={1} step={0.05} placeholder="0.8"
+          <input id="research-threshold" type="number" min={0} max={1} step={0.01} placeholder="0.8"
                  value={threshold} onChange={(e) => setThreshold(e.target.value)} />
-          <label htmlFor="research-iterations">Maximum iterations</label>
-          <input id="research-iterations" type="number" min={1} max={20} placeholder="3"
+          <label htmlFor="research-iterations">Maximum iterations (1-{MAX_ITERATIONS})</label>
+          <input id="research-iterations" type="number" min={1} max={MAX_ITERATIONS} step={1} placeholder="3"
                  value={iterations} onChange={(e) => setIterations(e.target.value)} />
           <label htmlFor="research-kb">Knowledge base (optional)</label>
           <input id="research-kb" value={kb} onChange={(e) => setKb(e.target.value)} />
@@ -92,7 +118,7 @@ function SessionView({ id }: { id: string }) {
     setSession(state.current);
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}/ws/agent-workflow/${
-      encodeURIComponent(id)}?token=${encodeURIComponent(apiKey() ?? "")}`);
+      encodeURIComponent(id)}`, ["flowforge", `bearer.${apiKey() ?? ""}`]);
     let ended = false;
     socket.onmessage = (message) => {
       let event: any;

@@ -5,6 +5,8 @@
 // `waiting` (a wait or an approval block) marks those blocks on the graph; a
 // waiting approval shows its message and data with Approve / Reject, and after
 // the decision the view follows the resumed run's stream to its next stop.
+// The graph is the one of the document the run ran (`/api/runs/{id}/graph`), so
+// chat and research runs, whose workflows ship with the app, are drawn too.
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api, ApiError, followEvents, type RunEvent } from "../api";
 import { Link } from "../router";
@@ -23,12 +25,33 @@ const STATE_OF: Record<string, BlockState> = {
 const ENDED = new Set(["succeeded", "failed", "cancelled"]);
 
 interface Call { call: number; request?: any; response?: any; error?: string; model?: string; streamed: string }
-interface Approval { message?: string; data?: unknown; timeout_at?: number | null }
+interface Approval { message?: string; data?: unknown; timeout_at?: number | null; default?: string | null }
 interface Decided { decision?: string; by?: string | null; at?: string; comment?: string | null; timed_out?: boolean }
+/** One run of a block: a block inside a loop or a map runs once per pass (its scope). */
+interface Pass { scope: string | null; started: number; finished?: number; state: BlockState }
 interface Live {
   state: BlockState; reason?: string; started?: number; finished?: number;
   output?: unknown; error?: string; calls: Call[]; approval?: Approval; decided?: Decided;
-  resumeAt?: number | null;
+  resumeAt?: number | null; passes: Pass[];
+}
+
+const fresh = (): Live => ({ state: "pending", calls: [], passes: [] });
+
+/** A moment as a reader of this page reads it: local date and time, to the second. */
+export function when(moment: number | string | null | undefined): string {
+  if (moment == null || moment === "") return "-";
+  const date = typeof moment === "number" ? new Date(moment * 1000) : new Date(moment);
+  if (Number.isNaN(date.getTime())) return String(moment);
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+}
+
+/** A duration in seconds: "0.4 ms", "120 ms", "3.2 s", "2 min 5 s". */
+export function duration(seconds: number): string {
+  const ms = seconds * 1000;
+  if (ms < 10) return `${ms.toFixed(1)} ms`;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (seconds < 60) return `${seconds.toFixed(seconds < 10 ? 2 : 1)} s`;
+  return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
 }
 
 export function RunPage({ id }: { id: string }) {
@@ -41,6 +64,7 @@ export function RunPage({ id }: { id: string }) {
   const [error, setError] = useState<string | null>(null);
   const [eventCount, setEventCount] = useState(0);
   const [round, setRound] = useState(0);     // bumped by a decision: follow the stream again
+  const [app, setApp] = useState<string | null>(null);   // the shipped app workflow it ran
   const live = useRef<Record<string, Live>>({});
   const last = useRef(0);
 
@@ -66,12 +90,11 @@ export function RunPage({ id }: { id: string }) {
           return;
         }
         try {
-          const g = await api<WorkflowGraph>("GET", `/api/workflows/${encodeURIComponent(
-            detail.workflow_id)}/graph?${new URLSearchParams({
-            ...(detail.workflow_version ? { version: String(detail.workflow_version) } : {}),
-            ...(detail.user_id ? { owner: detail.user_id } : {}) })}`);
+          const g = await api<WorkflowGraph & { app?: string | null }>(
+            "GET", `/api/runs/${encodeURIComponent(id)}/graph`);
           setGraph(g);
-          for (const node of g.nodes) live.current[node.id] ??= { state: "pending", calls: [] };
+          setApp(g.app ?? null);
+          for (const node of g.nodes) live.current[node.id] ??= fresh();
         } catch (err) {
           setError(`the workflow's graph: ${(err as Error).message}`);
         }
@@ -122,8 +145,9 @@ export function RunPage({ id }: { id: string }) {
         await new Promise((resolve) => setTimeout(resolve, 1000));
       }
       if (abort.signal.aborted) return;
+      const detail = await refresh().catch(() => null);
+      if (detail) settle(live.current, detail);
       flush();
-      await refresh().catch(() => undefined);
     })();
     return () => abort.abort();
     // eslint-disable-next-line react-hooks/exhaustive-deps
@@ -158,8 +182,9 @@ export function RunPage({ id }: { id: string }) {
     <main className="run-page">
       <div className="title-row">
         <h1>Run <code>{id.slice(0, 12)}</code></h1>
-        {run && <span>of <Link to={`/workflows/${encodeURIComponent(run.workflow_id)}`}>{run.workflow_id}</Link>
-          {run.workflow_version ? ` (version ${run.workflow_version})` : ""}</span>}
+        {run && <span>of <Link to={app ? `/apps/${encodeURIComponent(app)}`
+                                       : `/workflows/${encodeURIComponent(run.workflow_id)}`}>{run.workflow_id}</Link>
+          {run.workflow_version ? ` (version ${run.workflow_version})` : app ? " (shipped with flowforge)" : ""}</span>}
         <span aria-label="Run status"><StatusBadge status={status || "..."} /></span>
         {["running", "queued", "waiting"].includes(status) &&
           <button type="button" onClick={cancel}>Cancel the run</button>}
@@ -178,7 +203,7 @@ export function RunPage({ id }: { id: string }) {
                 {" "}<StatusBadge status={chosen.state} /></h2>
               {chosen.reason && <p>Reason: {chosen.reason}</p>}
               {chosen.state === "waiting" && chosen.resumeAt ?
-                <p>Resumes at {new Date(chosen.resumeAt * 1000).toISOString()}.</p> : null}
+                <p>Resumes at {when(chosen.resumeAt)}.</p> : null}
               {graph?.nodes.find((n) => n.id === selected)?.type === "approval" &&
                 <ApprovalPanel runId={id} blockId={selected} live={chosen} stored={stored}
                                runStatus={status}
@@ -187,7 +212,8 @@ export function RunPage({ id }: { id: string }) {
               {chosen.error && <p className="error">{chosen.error}</p>}
               <dl className="facts">
                 <dt>Duration</dt><dd>{stored?.duration_ms != null ? `${Math.round(stored.duration_ms)} ms`
-                  : chosen.started && chosen.finished ? `${Math.round((chosen.finished - chosen.started) * 1000)} ms` : "-"}</dd>
+                  : chosen.started && chosen.finished ? duration(chosen.finished - chosen.started) : "-"}</dd>
+                {chosen.passes.length > 1 && <><dt>Passes</dt><dd>{chosen.passes.length}</dd></>}
                 <dt>Tokens</dt><dd>{formatTokens(usage?.tokens) ?? tokensOf(chosen.calls) ?? "-"}</dd>
                 <dt>Cost</dt><dd>{usage?.cost != null ? `$${Number(usage.cost).toFixed(6)}` : "-"}</dd>
               </dl>
@@ -233,6 +259,31 @@ function tokensOf(calls: Call[]): string | null {
   return total ? String(total) : null;
 }
 
+/** Blocks held "pending" behind a waiting one, once the run ends without resuming:
+ * they will not run, and the API says skipped. */
+function release(blocks: Record<string, Live>, status: string): void {
+  for (const block of Object.values(blocks)) {
+    if (block.state === "pending" && block.reason?.startsWith("after ")) {
+      block.state = "skipped";
+      block.reason = `the run ended ${status} before ${block.reason.slice(6)} was decided`;
+    }
+  }
+}
+
+/** The stored record has the last word on an ended run's blocks the stream left
+ * pending or waiting (a run cancelled while it waited emits no block events). */
+function settle(blocks: Record<string, Live>, detail: any): void {
+  if (!ENDED.has(detail.status)) return;
+  for (const [id, stored] of Object.entries<any>(detail.blocks ?? {})) {
+    const block = blocks[id];
+    const state = stored?.status as BlockState | undefined;
+    if (block && state && state !== block.state && (block.state === "pending" || block.state === "waiting")) {
+      block.state = state;
+      if (stored.reason) block.reason = String(stored.reason);
+    }
+  }
+}
+
 function apply(blocks: Record<string, Live>, event: RunEvent): void {
   if (event.type === "run_finished" && event.status === "cancelled") {
     // a run cancelled while it waited gets no block events: its waiting blocks end here
@@ -240,9 +291,12 @@ function apply(blocks: Record<string, Live>, event: RunEvent): void {
       if (block.state === "waiting") { block.state = "cancelled"; block.reason = "the run was cancelled"; }
     }
   }
+  if (event.type === "run_finished" && event.status && event.status !== "waiting") {
+    release(blocks, event.status);
+  }
   const id = event.block_id;
   if (!id) return;
-  const block = (blocks[id] ??= { state: "pending", calls: [] });
+  const block = (blocks[id] ??= fresh());
   const state = STATE_OF[event.type];
   // blocks after a waiting one are skipped "for now": they run when it is resumed
   const after = /^waiting for '([^']+)'.*when the run is resumed/.exec(String(event.reason ?? ""));
@@ -253,12 +307,18 @@ function apply(blocks: Record<string, Live>, event: RunEvent): void {
   }
   if (state) {
     block.state = state;
+    const scope = event.scope ?? null;
     if (event.type === "block_started") {
       block.started ??= event.time;
       block.reason = undefined;            // a block resumed after waiting starts afresh
       block.error = undefined;
+      block.passes = [...block.passes, { scope, started: event.time, state }];
     }
-    else block.finished = event.time;
+    else {
+      block.finished = event.time;
+      const open = [...block.passes].reverse().find((p) => p.scope === scope && p.finished === undefined);
+      if (open) { open.finished = event.time; open.state = state; block.passes = [...block.passes]; }
+    }
     if (event.reason) block.reason = String(event.reason);
     if (event.error) block.error = typeof event.error === "string" ? event.error : JSON.stringify(event.error);
     if ("output" in event) block.output = event.output;
@@ -266,7 +326,8 @@ function apply(blocks: Record<string, Live>, event: RunEvent): void {
     return;
   }
   if (event.type === "approval_requested") {
-    block.approval = { message: event.message, data: event.data, timeout_at: event.timeout_at };
+    block.approval = { message: event.message, data: event.data, timeout_at: event.timeout_at,
+                       default: event.default };
   } else if (event.type === "approval_decided") {
     block.decided = { decision: event.decision, by: event.by, at: event.at, comment: event.comment,
                       timed_out: event.timed_out };
@@ -282,26 +343,60 @@ function apply(blocks: Record<string, Live>, event: RunEvent): void {
   }
 }
 
+/** Tick marks for an axis of `span` seconds: about five, at round steps. */
+function ticks(span: number): number[] {
+  const rough = span / 5;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((f) => f * power).find((s) => s >= rough) ?? rough;
+  const marks: number[] = [];
+  for (let t = 0; t <= span + step * 1e-9; t += step) marks.push(t);
+  return marks;
+}
+
+/** Every block that ran, in order of its first start, one bar per pass (a block
+ * in a loop runs once per pass), on a time axis from the run's first start;
+ * beside each block its total time and number of passes. */
 function Timeline({ blocks, graph, onSelect }: {
   blocks: Record<string, Live>; graph: WorkflowGraph | null; onSelect: (id: string) => void;
 }) {
-  const rows = Object.entries(blocks).filter(([, b]) => b.started);
+  const rows = Object.entries(blocks).filter(([, b]) => b.passes.length);
   if (!rows.length) return <p className="muted">Select a block to see its inputs, output and model calls.</p>;
-  const start = Math.min(...rows.map(([, b]) => b.started!));
-  const end = Math.max(...rows.map(([, b]) => b.finished ?? Date.now() / 1000), start + 0.001);
+  const now = Date.now() / 1000;
+  const start = Math.min(...rows.map(([, b]) => b.passes[0].started));
+  const end = Math.max(...rows.flatMap(([, b]) => b.passes.map((p) => p.finished ?? now)), start + 0.001);
+  const span = end - start;
+  const at = (time: number) => ((time - start) / span) * 100;
+  const marks = ticks(span);
   return (
     <div className="timeline" aria-label="Timeline">
       <h2>Timeline</h2>
-      <p className="muted">Select a block (on the graph or here) to see its details.</p>
-      {rows.sort((a, b) => a[1].started! - b[1].started!).map(([id, block]) => {
-        const left = ((block.started! - start) / (end - start)) * 100;
-        const width = Math.max((((block.finished ?? end) - block.started!) / (end - start)) * 100, 0.5);
+      <p className="muted">Select a block (on the graph or here) to see its details. The run took {duration(span)}.</p>
+      <div className="timeline-axis" aria-hidden="true">
+        <span />
+        <span className="timeline-scale">
+          {marks.map((t) => <span key={t} className="timeline-tick" style={{ left: `${(t / span) * 100}%` }}>
+            {t === 0 ? "0" : duration(t).replace(/\.0+ /, " ")}</span>)}
+        </span>
+        <span />
+      </div>
+      {rows.sort((a, b) => a[1].passes[0].started - b[1].passes[0].started).map(([id, block]) => {
+        const total = block.passes.reduce((sum, p) => sum + ((p.finished ?? now) - p.started), 0);
+        const name = graph?.nodes.find((n) => n.id === id)?.name ?? id;
+        const count = block.passes.length;
+        const summary = `${duration(total)}${count > 1 ? ` in ${count} passes` : ""}`;
         return (
-          <button type="button" key={id} className="timeline-row" onClick={() => onSelect(id)}>
-            <span className="timeline-name">{graph?.nodes.find((n) => n.id === id)?.name ?? id}</span>
+          <button type="button" key={id} className="timeline-row" data-timeline-block={id}
+                  onClick={() => onSelect(id)}>
+            <span className="timeline-name">{name}<span className="visually-hidden">, {block.state},</span></span>
             <span className="timeline-track">
-              <span className={`timeline-bar state-${block.state}`} style={{ left: `${left}%`, width: `${width}%` }} />
+              {block.passes.map((pass, i) => (
+                <span key={i} className={`timeline-bar state-${pass.state}`} data-pass={i + 1}
+                      title={`${count > 1 ? `pass ${i + 1}: ` : ""}${duration((pass.finished ?? now) - pass.started)}`}
+                      style={{ left: `${at(pass.started)}%`,
+                               width: `${Math.max(at(pass.finished ?? now) - at(pass.started), 0.4)}%` }} />
+              ))}
             </span>
+            <span className="timeline-duration">{summary}</span>
           </button>
         );
       })}
@@ -342,13 +437,15 @@ function ApprovalPanel({ runId, blockId, live, stored, runStatus, onDecided, onE
       <h3>Approval</h3>
       {message !== undefined && <p className="approval-message">{String(message)}</p>}
       {data !== undefined && data !== null && <Json label="Data to decide on" value={data} />}
-      {live.approval?.timeout_at ? <p className="muted">Decided by default at{" "}
-        {new Date(live.approval.timeout_at * 1000).toISOString()} if nobody decides.</p> : null}
+      {!decided && live.approval?.timeout_at ? <p className="muted deadline">If nobody decides by{" "}
+        {when(live.approval.timeout_at)}, {live.approval.default
+          ? `it is ${live.approval.default === "approve" ? "approved" : "rejected"} by default`
+          : "the block fails"}.</p> : null}
       {decided && (
         <p className="decision" aria-label="Decision">
           <StatusBadge status={decided.decision === "approve" ? "approved" : "rejected"} />{" "}
-          {decided.timed_out ? "by default (timed out)" : `by ${decided.by ?? "?"}`}
-          {decided.at ? ` at ${decided.at}` : ""}
+          {decided.timed_out ? "by default (nobody decided in time)" : `by ${decided.by ?? "?"}`}
+          {decided.at ? `, ${when(decided.at)}` : ""}
           {decided.comment ? <>: <q>{decided.comment}</q></> : null}
         </p>
       )}

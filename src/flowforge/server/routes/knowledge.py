@@ -4,15 +4,21 @@ document's text, and a search that shows each hit's score and tags.
 
 A user sees exactly what their runs see (`knowledge.scoped.UserKnowledge`):
 their own bases, then the shared ones; another user's base answers 404 like
-one that does not exist.  Only one's own bases are written here.
+one that does not exist.  Only one's own bases are written here, and deleted:
+a base, or one document of it.  Every name a route takes passes the policy
+gate (`Policy.check_kb_id`) before the knowledge layer sees it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from pathlib import PurePosixPath
 from typing import Any
 
-from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from flowforge.server.auth import CurrentUser
 from flowforge.server.errors import ApiError
@@ -22,15 +28,26 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api/knowledge", tags=["knowledge"])
 
-_NAME = r"^[^/\\\n]{1,100}$"
+#: what a base's name may not hold (a name is never a path; the policy gate
+#: decides on names such as `.` that a folder could have)
+_NAME_RULE = "a knowledge base name is 1 to 100 characters, without '/', '\\' or a line break"
 
 
 class NewBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(pattern=_NAME)
-    """The base's name (no slashes)."""
+    name: str = Field(json_schema_extra={"pattern": r"^[^/\\\n]{1,100}$"})
+    """The base's name (1-100 characters, no slashes)."""
     description: str = Field("", max_length=2000)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        # said in words: the pattern itself is no help to the person who typed the name
+        if not 1 <= len(name) <= 100 or any(c in name for c in "/\\\n"):
+            raise PydanticCustomError("knowledge_base_name", "'{name}' is not a usable name: "
+                                      "{rule}", {"name": name[:100], "rule": _NAME_RULE})
+        return name
 
 
 class NewDocument(BaseModel):
@@ -110,10 +127,65 @@ async def documents(request: Request, name: str, user: CurrentUser) -> dict[str,
              summary="Add a document's text to one of your knowledge bases (chunked, embedded)")
 async def add_document(request: Request, name: str, body: NewDocument, user: CurrentUser
                        ) -> dict[str, Any]:
+    from flowforge.knowledge.ingest import load_bytes, normalise_tags
+
+    (await request.app.state.live.policy(user)).check_kb_id(name, "name")
     knowledge = await _knowledge(user)
-    report = await knowledge.add_text(name, body.text, document_name=body.name,
-                                      tags=body.tags, source=f"upload:{body.name}")
+    source = f"upload:{body.name}"
+    tags = normalise_tags(body.tags)
+    suffix = PurePosixPath(body.name).suffix.lower()
+    if suffix in _PARSED:
+        # as a file of that kind is read from a folder: Markdown's front matter
+        # becomes tags (never text a search shows), HTML its text
+        docs = [dataclasses.replace(doc, name=body.name) for doc in load_bytes(
+            body.text.encode("utf-8"), name=body.name, source=source, kind=suffix, tags=tags)]
+        report = await knowledge.add_documents(name, docs)
+    else:
+        report = await knowledge.add_text(name, body.text, document_name=body.name,
+                                          tags=tags, source=source)
     return report.to_dict()
+
+
+#: uploaded text of these kinds is parsed like a file of that kind (ingest.load_bytes)
+_PARSED = (".md", ".markdown", ".txt", ".text", ".html", ".htm")
+
+
+@router.delete("/{name}", status_code=204, summary="Delete one of your knowledge bases",
+               responses={404: {"description": "No base of yours by that name (a shared "
+                                                "base is not yours to delete)"}})
+async def delete_base(request: Request, name: str, user: CurrentUser) -> Response:
+    (await request.app.state.live.policy(user)).check_kb_id(name, "name")
+    knowledge = await _knowledge(user)
+    await _own(knowledge, name)
+    await knowledge.delete(name)
+    return Response(status_code=204)
+
+
+@router.delete("/{name}/documents/{document_id}", status_code=204,
+               summary="Delete one document (and its chunks) from one of your knowledge bases")
+async def delete_document(request: Request, name: str, document_id: int, user: CurrentUser
+                          ) -> Response:
+    (await request.app.state.live.policy(user)).check_kb_id(name, "name")
+    knowledge = await _knowledge(user)
+    await _own(knowledge, name)
+    if not any(doc.id == document_id for doc in await knowledge.documents(name)):
+        raise ApiError(404, f"knowledge base '{name}' has no document {document_id}")
+    await knowledge.remove(name, str(document_id))
+    return Response(status_code=204)
+
+
+async def _own(knowledge: Any, name: str) -> None:
+    """404 unless `name` is a base of the caller's own: another user's is not
+    found, and a shared one is read-only here (an administrator changes it
+    with `flowforge kb`)."""
+    from flowforge.knowledge.scoped import stored_name
+
+    if await knowledge.store.get_base(stored_name(knowledge.owner, name)) is None:
+        visible = {base.name for base in await knowledge.list()}
+        if name in visible:
+            raise ApiError(403, f"knowledge base '{name}' is shared: only an administrator "
+                                f"changes it")
+        raise ApiError(404, f"you have no knowledge base named '{name}'")
 
 
 @router.post("/{name}/search", summary="Search a knowledge base: hits with scores and tags")
