@@ -110,8 +110,9 @@ async def test_the_servers_keys_are_not_spent_unless_shared(server, receiver, mo
             {"id": "b", "type": "response", "after": ["pick"], "with": {"message": "B"}}]}
         assert (await alice.post("/api/workflows", json=router)).status_code == 201
         run = (await alice.post("/api/workflows/route-me/runs?wait=true", json={})).json()
-        assert run["status"] == "failed"
-        assert "--share-provider-keys" in run["blocks"]["pick"]["error"]
+        assert run["status"] == "failed" and run["blocks"] == {}     # refused before any block
+        error = run["events"][-1]["error"]
+        assert "--share-provider-keys" in error and "blocks[0].with.embedding_model" in error
         chat = {"id": "ask", "blocks": [{"id": "a", "type": "llm", "with": {
             "prompt": "hi", "model": "openai/gpt-4o"}}]}
         assert (await alice.post("/api/workflows", json=chat)).status_code == 201
