@@ -8,6 +8,7 @@ origin.  Screenshots: tests/webapp/screenshots/canvas-*.png."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -200,4 +201,131 @@ async def test_a_workflow_built_from_nothing_on_the_canvas_saves_validates_and_r
         run = (await alice.get(f"/api/runs/{run_id}")).json()
     assert "30 days" in str(run["outputs"]["response"])
     await shot(page, "canvas-05-run")
+    assert elsewhere == []
+
+
+COMMENTED = """\
+# Refunds: small ones pass at once, large ones wait for a person.
+version: 1
+id: refunds
+name: Refunds   # shown in the list
+inputs:
+  amount: {type: number, default: 50}   # euros
+blocks:
+  # how much is asked
+  - id: assess
+    type: set
+    with: {amount: "{{input.amount}}"}   # a raw number
+  - id: gate          # big or small?
+    type: condition
+    with:
+      cases:
+        - {when: "assess.amount >= 1000", goto: big}   # a person decides
+      default: small
+  # the two ways
+  - id: big
+    type: approval
+    with: {message: "Refund {{assess.amount}} EUR?", on_reject: refused}
+  - id: small
+    type: response
+    with:
+      message: Refunded.   # at once
+  - id: paid
+    type: response
+    after: [big]
+    with: {message: Refunded after approval.}
+  - id: refused
+    type: response
+    with: {message: Refused.}
+# end of the blocks
+"""
+
+
+def overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"] or
+                a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+async def test_a_commented_workflow_edited_on_the_canvas_keeps_every_comment(web, page):
+    async with web.client("alice") as alice:
+        saved = await alice.put("/api/workflows/refunds", content=COMMENTED, headers=YAML)
+        assert saved.status_code == 201, saved.text
+    elsewhere = same_origin_only(page, web.url)
+    await sign_in(page, web)
+    await page.goto(web.url + "/workflows/refunds")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 6")
+    await page.get_by_text("No problems: the document is valid.").wait_for()
+
+    # branch labels: a condition's case and default apart, an approval's approve / reject
+    await page.wait_for_function("document.querySelectorAll('.react-flow__edge-text').length === 4")
+    labels = page.locator(".react-flow__edge-text")
+    assert sorted(await labels.all_text_contents()) == \
+        ["approve", "assess.amount >= 1000", "default", "reject"]
+    boxes = [await label.bounding_box() for label in await labels.all()]
+    assert not any(overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), boxes
+    await shot(page, "canvas-06-commented-workflow")
+
+    # a block from the palette, connected by dragging
+    await page.get_by_role("button", name="Add block").click()
+    await page.get_by_role("dialog", name="Add a block").get_by_role(
+        "button", name="progress", exact=True).click()
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    form = page.get_by_role("form", name="Settings of progress")     # a new block is selected
+    await form.get_by_label("percent (required)", exact=True).fill("100")
+    await form.get_by_label("percent (required)", exact=True).press("Enter")
+    await wait_for_text(page, "percent: 100")
+    await page.get_by_role("complementary", name="Block progress").get_by_role(
+        "button", name="Close").click()
+    await drag(page, node(page, "small").locator(".react-flow__handle.source"),
+               node(page, "progress").locator(".react-flow__handle.target"))
+    await wait_for_text(page, "after: [small]")
+
+    # a field changed in its form: the line's comment stays
+    await node(page, "small").click()
+    await page.get_by_role("form", name="Settings of small").get_by_label(
+        "message", exact=True).fill("Refunded at once.")
+    await wait_for_text(page, "message: Refunded at once.")
+
+    # an edge deleted with the keyboard, a block with the panel's button
+    await page.locator("[aria-label^='Edge from big to paid']").click()
+    await page.get_by_role("complementary", name="Edge big to paid").wait_for()
+    await page.keyboard.press("Delete")
+    await page.wait_for_function("!document.querySelector(\"[aria-label^='Edge from big to paid']\")")
+    await node(page, "refused").click()
+    await page.get_by_role("button", name="Delete the block").click()
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 6")
+    # a block moved
+    box = await node(page, "assess").bounding_box()
+    await page.mouse.move(box["x"] + 20, box["y"] + 12)
+    await page.mouse.down()
+    await page.mouse.move(box["x"] - 180, box["y"] + 12, steps=8)
+    await page.mouse.up()
+    await wait_for_text(page, "assess: {x:")
+    await page.get_by_text("No problems: the document is valid.").wait_for()
+    await shot(page, "canvas-07-commented-edited")
+    await page.get_by_role("button", name="Save as a new version").click()
+    await page.get_by_text("Saved version 2.").wait_for()
+
+    async with web.client("alice") as alice:
+        source = (await alice.get("/api/workflows/refunds")).json()["source"]
+    comments = [line[line.index("#"):] for line in COMMENTED.splitlines() if "#" in line]
+    assert [c for c in comments if c not in source] == []
+    changes = list(difflib.ndiff(COMMENTED.splitlines(), source.splitlines()))
+    assert [line[2:] for line in changes if line.startswith("- ")] == [  # exactly what was edited
+        '    with: {message: "Refund {{assess.amount}} EUR?", on_reject: refused}',
+        "      message: Refunded.   # at once",
+        "    after: [big]",
+        "  - id: refused",
+        "    type: response",
+        "    with: {message: Refused.}"]
+    assert [line[2:] for line in changes if line.startswith("+ ")][:3] == [
+        '    with: {message: "Refund {{assess.amount}} EUR?"}',
+        "      message: Refunded at once. # at once",
+        "  - id: progress"]
+    document = yaml.safe_load(source)
+    assert [b["id"] for b in document["blocks"]] == \
+        ["assess", "gate", "big", "small", "paid", "progress"]
+    assert document["blocks"][-1] == {"id": "progress", "type": "progress",
+                                      "with": {"percent": 100}, "after": ["small"]}
+    assert set(document["metadata"]["layout"]) == {"progress", "assess"}
     assert elsewhere == []

@@ -6,6 +6,27 @@
 import type { GraphEdge, GraphNode, WorkflowGraph } from "./layout";
 
 const REFERENCE = /\{\{\s*([A-Za-z_][A-Za-z0-9_-]*)/g;
+const IN_EXPRESSION = /(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\s*\./g;
+
+/** The expressions of a block (a condition's `when`s, a loop's `until`, any
+ * `{expr: ...}` value): the blocks they read are dependencies too. */
+function expressions(spec: any): string[] {
+  const found: string[] = [];
+  const config = spec?.with ?? {};
+  if (spec?.type === "condition" && Array.isArray(config.cases)) {
+    for (const c of config.cases) if (typeof c?.when === "string") found.push(c.when);
+  }
+  if (typeof config.until === "string") found.push(config.until);
+  const walk = (value: any) => {
+    if (Array.isArray(value)) value.forEach(walk);
+    else if (value && typeof value === "object") {
+      if (typeof value.expr === "string" && Object.keys(value).length === 1) found.push(value.expr);
+      else Object.values(value).forEach(walk);
+    }
+  };
+  walk(config);
+  return found;
+}
 const normalize = (name: string) => name.toLowerCase().replace(/[^a-z0-9_]/g, "");
 
 export interface Position { x: number; y: number }
@@ -73,6 +94,11 @@ export function graphOf(document: any): WorkflowGraph {
         for (const match of text.matchAll(REFERENCE)) {
           const source = byName.get(match[1]) ?? byName.get(normalize(match[1]));
           if (source) sources.add(source);
+        }
+      }
+      for (const text of expressions(spec)) {
+        for (const match of text.matchAll(IN_EXPRESSION)) {
+          if (byName.has(match[1]) && byName.get(match[1]) !== spec) sources.add(byName.get(match[1]));
         }
       }
       for (const name of Array.isArray(spec.after) ? spec.after : []) {

@@ -256,7 +256,7 @@ export function disconnect(doc: Document, source: string, target: string): void 
   const to = mustFind(doc, target);
   const removed = unlink(from.node, target, "route") || unlink(to.node, source, "after");
   if (!removed) {
-    throw new EditRefused(`'${target}' reads '${source}' through a template ({{${source}...}}): ` +
+    throw new EditRefused(`'${target}' reads '${source}' in a template ({{${source}...}}) or an expression: ` +
                           `edit that field of '${target}' to remove the edge`);
   }
 }

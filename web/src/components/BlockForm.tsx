@@ -75,7 +75,7 @@ function FieldControl(props: {
   const id = useId();
   const describedBy = `${id}-about`;
   const shown = field.default === undefined || field.default === null ? ""
-    : ` (default: ${typeof field.default === "object" ? JSON.stringify(field.default) : field.default})`;
+    : ` (default: ${JSON.stringify(field.default)})`;
   const label = (
     <label htmlFor={id}>
       {field.name}{field.required && <span className="required"> (required)</span>}

@@ -6,7 +6,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import {
   Background, Controls, Handle, MarkerType, Position, ReactFlow,
-  type Edge, type Node, type NodeProps,
+  type Edge, type Node, type NodeProps, type ReactFlowInstance,
 } from "@xyflow/react";
 import { layout, type WorkflowGraph } from "../layout";
 import type { Position as At } from "../docGraph";
@@ -77,6 +77,8 @@ export function Canvas(props: {
   positions: Record<string, At>;
   selected: string | null;
   selectedEdge: string | null;
+  /** Set to the free spot below the lowest block: where the next block goes. */
+  nextSpot?: React.MutableRefObject<At | null>;
 } & CanvasActions) {
   const { graph, specs, positions, selected, selectedEdge } = props;
   const actions = useRef(props);
@@ -93,6 +95,21 @@ export function Canvas(props: {
   }, [graph, positions]);
 
   useEffect(() => setDragging({}), [positions]);
+  const flow = useRef<ReactFlowInstance<Node<BlockData>, Edge> | null>(null);
+  const count = useRef<number | null>(null);
+  useEffect(() => {
+    const top = placed.filter((p) => !p.node.parent);
+    if (props.nextSpot) {
+      props.nextSpot.current = top.length
+        ? { x: Math.min(...top.map((p) => p.x)), y: Math.max(...top.map((p) => p.y + p.height)) + 50 }
+        : { x: 0, y: 0 };
+    }
+    // a block added or removed: everything in view again, the new block too
+    if (count.current !== null && count.current !== placed.length) {
+      requestAnimationFrame(() => flow.current?.fitView({ maxZoom: 1 }));
+    }
+    count.current = placed.length;
+  }, [placed]);
   useEffect(() => {
     const frame = requestAnimationFrame(() => {
       window.__ffGraph = { nodes: placed.length, layoutMs: layoutMs.current,
@@ -138,6 +155,7 @@ export function Canvas(props: {
     <div className="graph canvas" role="region" aria-label={`Canvas of ${graph.name || "the workflow"}`}>
       <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} edgeTypes={edgeTypes}
                  fitView fitViewOptions={{ maxZoom: 1 }} minZoom={0.05}
+                 onInit={(instance) => { flow.current = instance; }}
                  nodesDraggable nodesConnectable elementsSelectable
                  deleteKeyCode={["Delete", "Backspace"]}
                  onNodeClick={(_, node) => actions.current.onSelect(node.id)}

@@ -147,23 +147,17 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     }
   }
 
+  const nextSpot = useRef<{ x: number; y: number } | null>(null);
   function pick(choice: Pick) {
     setPalette(false);
     let made = "";
     change((doc) => {
       made = freshId(doc, choice.type ?? choice.uses ?? "block");
-      const bottom = Math.max(-110, ...Object.values(positionsOf(doc.toJS())).map((p) => p.y),
-                              ...(bottomRef.current !== null ? [bottomRef.current] : []));
       const spec = choice.type ? { id: made, type: choice.type } : { id: made, uses: choice.uses };
-      addBlock(doc, spec, { x: 0, y: bottom + 110 });
+      addBlock(doc, spec, nextSpot.current ?? { x: 0, y: 0 });
     });
     if (made) { setSelected(made); setEdge(null); }
   }
-  const bottomRef = useRef<number | null>(null);
-  bottomRef.current = graph.nodes.length
-    ? Math.max(...graph.nodes.filter((n) => !n.parent).map((n) => positions[n.id]?.y ?? -Infinity))
-    : null;
-  if (bottomRef.current === -Infinity) bottomRef.current = graph.nodes.length * 110;
 
   const references = useMemo(() => {
     const out: string[] = [];
@@ -260,6 +254,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         <section className="graph-pane" aria-label="Graph">
           {document ? (
             <Canvas graph={graph} specs={specs} positions={positions} selected={selected}
+                    nextSpot={nextSpot}
                     selectedEdge={edge ? `${edge.source}->${edge.target}` : null}
                     onSelect={(chosen) => { setSelected(chosen); if (chosen) setEdge(null); }}
                     onSelectEdge={(chosen) => { setEdge(chosen); if (chosen) setSelected(null); }}
