@@ -29,17 +29,16 @@ function BlockNode({ data }: NodeProps<Node<BlockData>>) {
     <div className={`block ${data.container ? "container" : ""} state-none` +
                     (data.selected ? " chosen" : "")}
          data-block-id={data.blockId} data-state="">
-      <Handle type="target" position={Position.Top} aria-label={`Into ${data.blockId}`} />
+      <Handle type="target" position={Position.Top} title={`Into ${data.blockId}`} />
       <div className="block-head">
         <span className="block-name">{data.label}</span>
         <span className="block-type">{data.blockType}</span>
       </div>
       {outlets.length === 0
-        ? <Handle type="source" position={Position.Bottom} aria-label={`Out of ${data.blockId}`} />
+        ? <Handle type="source" position={Position.Bottom} title={`Out of ${data.blockId}`} />
         : outlets.map((outlet, index) => (
           <Handle key={outlet.id} id={outlet.id} type="source" position={Position.Bottom}
-                  className="outlet" title={outlet.label}
-                  aria-label={`Out of ${data.blockId}: ${outlet.label}`}
+                  className="outlet" title={`Out of ${data.blockId}: ${outlet.label}`}
                   data-outlet={outlet.id}
                   style={{ left: `${((index + 1) * 100) / (outlets.length + 1)}%` }} />
         ))}
