@@ -16,6 +16,7 @@ import yaml
 from playwright.async_api import expect
 
 from tests.webapp.conftest import shot, sign_in
+from tests.webapp.test_accessibility import serious_violations
 
 YAML = {"Content-Type": "application/yaml"}
 
@@ -80,6 +81,7 @@ async def test_a_workflow_built_from_nothing_on_the_canvas_saves_validates_and_r
     assert sorted(listed) == sorted(set(kinds) - {"registry"})     # registry blocks: by their id
     assert kinds["approval"] in await types.text_content()
     await shot(page, "canvas-01-palette")
+    assert await serious_violations(page) == []
     await palette.get_by_label("Search block types").fill("approve")
     await expect(types.get_by_role("button")).to_have_text(["approval"])
     await palette.get_by_label("Search block types").fill("")
@@ -122,6 +124,7 @@ async def test_a_workflow_built_from_nothing_on_the_canvas_saves_validates_and_r
     await expect(options.first).to_have_text("{{llm.content}}")
     assert "{{response" not in " ".join(await options.all_text_contents())  # not itself
     await shot(page, "canvas-03-completion")
+    assert await serious_violations(page) == []
     await page.keyboard.press("Enter")
     await expect(message).to_have_value("{{llm.content}}")
     await page.get_by_text("No problems: the document is valid.").wait_for()
