@@ -332,3 +332,74 @@ async def test_a_commented_workflow_edited_on_the_canvas_keeps_every_comment(web
                                       "with": {"percent": 100}, "after": ["small"]}
     assert set(document["metadata"]["layout"]) == {"progress", "assess"}
     assert elsewhere == []
+
+
+BRANCHES = """\
+version: 1
+id: branches
+inputs:
+  n: {type: number, default: 3}
+blocks:
+  - id: gate
+    type: condition
+    with:
+      cases:
+        - {when: "input.n > 2", goto: big}
+  - id: big
+    type: set
+    with: {size: big}
+  - id: huge
+    type: set
+    with: {size: huge}
+  - id: small
+    type: set
+    with: {size: small}
+"""
+
+
+async def test_a_condition_is_wired_from_its_handles_and_the_form_follows_the_yaml(web, page):
+    async with web.client("alice") as alice:
+        saved = await alice.put("/api/workflows/branches", content=BRANCHES, headers=YAML)
+        assert saved.status_code == 201, saved.text
+    elsewhere = same_origin_only(page, web.url)
+    await sign_in(page, web)
+    await page.goto(web.url + "/workflows/branches")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 4")
+    gate = node(page, "gate")
+    await drag(page, gate.locator("[data-outlet='new-case']"),
+               node(page, "huge").locator(".react-flow__handle.target"))
+    await wait_for_text(page, '- {when: "", goto: huge}')
+    await drag(page, gate.locator("[data-outlet='default']"),
+               node(page, "small").locator(".react-flow__handle.target"))
+    await wait_for_text(page, "default: small")
+    text = await editor_text(page)
+    assert text.count("when:") == 2 and "- {when: \"input.n > 2\", goto: big}" in text
+    # the new case's `when` is empty: the form says so under `cases`, as you type
+    await gate.click()
+    form = page.get_by_role("form", name="Settings of gate")
+    cases = form.get_by_label("cases (required)", exact=True)
+    await expect(cases).to_have_attribute("aria-invalid", "true")
+
+    # typing in the YAML: the form follows
+    await page.locator(".cm-line", has_text="default: small").click()
+    await page.keyboard.press("End")
+    for _ in "small":
+        await page.keyboard.press("Backspace")
+    await page.keyboard.type("big")
+    await expect(form.get_by_label("default", exact=True)).to_have_value("big")
+
+    # and the form writes the YAML: an expression that does not parse is said at once
+    await cases.fill('- {when: "input.n > 2", goto: big}\n- {when: "input.n >", goto: huge}')
+    await cases.blur()
+    await wait_for_text(page, '{when: "input.n >", goto: huge}')
+    await expect(form.locator(".field-problem", has_text="input.n >")).not_to_have_count(0)
+    await cases.fill('- {when: "input.n > 2", goto: big}\n- {when: "input.n > 9", goto: huge}')
+    await cases.blur()
+    await form.get_by_label("default", exact=True).fill("small")
+    await page.get_by_text("No problems: the document is valid.").wait_for()
+    await expect(cases).not_to_have_attribute("aria-invalid", "true")
+    await page.wait_for_function("document.querySelectorAll('.react-flow__edge-text').length === 3")
+    assert sorted(await page.locator(".react-flow__edge-text").all_text_contents()) == \
+        ["default", "input.n > 2", "input.n > 9"]
+    await shot(page, "canvas-08-condition")
+    assert elsewhere == []

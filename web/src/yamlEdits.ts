@@ -4,7 +4,7 @@
 // the author's text, the way the server's PATCH does (workflow/text_edits.py):
 // a line no action touched stays byte for byte as written, even where the
 // dumper would write it otherwise.
-import YAML, { isMap, isScalar, isSeq, type Document, YAMLMap, YAMLSeq } from "yaml";
+import YAML, { isCollection, isMap, isPair, isScalar, isSeq, type Document, YAMLMap, YAMLSeq } from "yaml";
 import { diffArrays } from "diff";
 
 const DUMP = { lineWidth: 0, minContentWidth: 0, flowCollectionPadding: false };
@@ -63,6 +63,15 @@ export function splice(original: string, dumped: string, edited: string): string
   let pendingA = 0;
   const flush = () => {                      // a region where author and dumper differ
     const from = ai - pendingA;
+    if (pendingO.length === pendingA) {      // line for line (spacing, quotes): each its own
+      for (let k = 0; k < pendingA; k++) {
+        out.push(...inserted[from + k]);
+        if (!deleted[from + k]) out.push(pendingO[k]);
+      }
+      pendingO = [];
+      pendingA = 0;
+      return;
+    }
     let touched = false;
     for (let k = from; k < ai; k++) if (deleted[k] || (k > from && inserted[k].length)) touched = true;
     if (touched) emitA(from, ai);
@@ -230,7 +239,12 @@ export function connect(doc: Document, source: string, target: string,
     const match = /^case-(\d+)$/.exec(handle ?? "");
     const chosen = match ? cases.items[Number(match[1])] : null;
     if (isMap(chosen)) chosen.set("goto", target);
-    else cases.add(doc.createNode({ when: "", goto: target }));
+    else {
+      const added = doc.createNode({ when: "", goto: target });
+      const model = cases.items.find((item) => isCollection(item));
+      if (isCollection(model)) added.flow = Boolean(model.flow);   // as the others are written
+      cases.add(added);
+    }
     return;
   }
   if (type === "approval" && handle === "reject") {
@@ -282,6 +296,42 @@ function ensureMap(doc: Document, node: YAMLMap, key: string): YAMLMap {
   return fresh;
 }
 
+/** `value` written over `node` in place: scalars keep their quoting and
+ * comments, lists and mappings their style and every item that did not
+ * change; only what differs is created anew. Returns the node to keep. */
+function merge(doc: Document, node: unknown, value: unknown, flowNew: boolean): unknown {
+  if (isScalar(node) && (value === null || typeof value !== "object")) {
+    if (node.value !== value) {
+      node.value = value;
+      if (typeof value === "string" && value.includes("\n")) node.type = "BLOCK_LITERAL";
+      else if (typeof value === "string" && node.type === "BLOCK_LITERAL") node.type = undefined;
+    }
+    return node;
+  }
+  if (isSeq(node) && Array.isArray(value)) {
+    const model = node.items.find((item) => isCollection(item)) as YAMLMap | YAMLSeq | undefined;
+    node.items = value.map((item, index) =>
+      merge(doc, node.items[index], item, model ? Boolean(model.flow) : Boolean(node.flow)));
+    return node;
+  }
+  if (isMap(node) && value && typeof value === "object" && !Array.isArray(value)) {
+    const entries = value as Record<string, unknown>;
+    for (const pair of [...node.items]) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
+      if (!(key in entries)) node.delete(pair.key);
+    }
+    for (const [key, item] of Object.entries(entries)) {
+      node.set(key, merge(doc, node.get(key, true), item, Boolean(node.flow)));
+    }
+    return node;
+  }
+  const created = doc.createNode(value, { flow: flowNew });
+  if (isScalar(created) && typeof value === "string" && value.includes("\n")) {
+    created.type = "BLOCK_LITERAL";
+  }
+  return created;
+}
+
 /** Set one field of a block (`["with", "prompt"]`); a text of several lines
  * is written as a `|` block, as a person writes a prompt. */
 export function setField(doc: Document, id: string, path: string[], value: unknown): void {
@@ -289,18 +339,7 @@ export function setField(doc: Document, id: string, path: string[], value: unkno
   let map = node;
   for (const key of path.slice(0, -1)) map = ensureMap(doc, map, key);
   const last = path[path.length - 1];
-  const existing = map.get(last, true);
-  if (isScalar(existing) && (typeof value === "string" || typeof value === "number" ||
-                             typeof value === "boolean")) {
-    existing.value = value;               // keeps its comment and its quoting
-    if (typeof value === "string" && value.includes("\n")) existing.type = "BLOCK_LITERAL";
-    return;
-  }
-  const created = doc.createNode(value, { flow: true });
-  if (isScalar(created) && typeof value === "string" && value.includes("\n")) {
-    created.type = "BLOCK_LITERAL";
-  }
-  map.set(last, created);
+  map.set(last, merge(doc, map.get(last, true), value, true));
 }
 
 /** Remove one field; an emptied `with` goes too (no `with: {}` left behind). */

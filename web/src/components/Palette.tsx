@@ -26,7 +26,7 @@ export function Palette(props: { schema: Schema | null; onPick: (pick: Pick) => 
                                                                    fits(k.type, k.description)) : [];
   const blocks = registry.filter((b) => fits(b.id, b.name, b.description));
   return (
-    <div role="dialog" aria-label="Add a block" className="palette"
+    <div role="dialog" aria-label="Add a block" className="palette nokey"
          onKeyDown={(event) => { if (event.key === "Escape") props.onClose(); }}>
       <div className="palette-head">
         <label htmlFor="palette-search">Search block types</label>

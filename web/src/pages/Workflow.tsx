@@ -270,7 +270,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                     onMove={(moved, at) => change((doc) => setPosition(doc, moved, at.x, at.y))} />
           ) : <p>Loading...</p>}
           {edge && !block && (
-            <aside className="side-panel" aria-label={`Edge ${edge.source} to ${edge.target}`}>
+            <aside className="side-panel nokey" aria-label={`Edge ${edge.source} to ${edge.target}`}>
               <h2>{edge.source} → {edge.target}</h2>
               <button type="button" onClick={() => {
                 change((doc) => disconnect(doc, edge.source, edge.target));
@@ -280,7 +280,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
             </aside>
           )}
           {block && (
-            <aside className="side-panel" aria-label={`Block ${selected}`}>
+            <aside className="side-panel nokey" aria-label={`Block ${selected}`}>
               <h2>{block.name ?? block.id} <span className="muted">({block.type ?? block.uses})</span></h2>
               {block.type === "workflow" && typeof block.with?.workflow === "string" &&
                 !/[/.]/.test(block.with.workflow.split("@")[0]) && (
