@@ -6,7 +6,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import {
   Background, Controls, Handle, MarkerType, Position, ReactFlow,
-  type Edge, type Node, type NodeProps, type ReactFlowInstance,
+  type Edge, type Node, type NodeProps, type ReactFlowInstance, useUpdateNodeInternals,
 } from "@xyflow/react";
 import { layout, type WorkflowGraph } from "../layout";
 import type { Position as At } from "../docGraph";
@@ -23,8 +23,13 @@ interface BlockData extends Record<string, unknown> {
 
 /** A block: one target handle on top; below, one source handle, or for a
  * condition one per case plus `default`, for an approval approve / reject. */
-function BlockNode({ data }: NodeProps<Node<BlockData>>) {
+function BlockNode({ id, data }: NodeProps<Node<BlockData>>) {
   const outlets = data.outlets;
+  // a case added or removed: React Flow measures the handles again, or the
+  // edges from the new one would not be drawn
+  const updateInternals = useUpdateNodeInternals();
+  const shape = outlets.map((outlet) => outlet.id).join(" ");
+  useEffect(() => updateInternals(id), [shape]);
   return (
     <div className={`block ${data.container ? "container" : ""} state-none` +
                     (data.selected ? " chosen" : "")}
@@ -56,6 +61,18 @@ function outletsOf(type: string, spec: any): { id: string; label: string }[] {
   }
   if (type === "approval") return [{ id: "approve", label: "approve" }, { id: "reject", label: "reject" }];
   return [];
+}
+
+/** Which outlet of a condition or approval an edge leaves from. */
+function outletFor(type: string, spec: any, target: string): string | undefined {
+  if (type === "condition") {
+    const cases = Array.isArray(spec?.with?.cases) ? spec.with.cases : [];
+    const index = cases.findIndex((c: any) => c?.goto === target);
+    if (index >= 0) return `case-${index}`;
+    return spec?.with?.default === target ? "default" : undefined;
+  }
+  if (type === "approval") return spec?.with?.on_reject === target ? "reject" : "approve";
+  return undefined;
 }
 
 declare global {
@@ -133,9 +150,11 @@ export function Canvas(props: {
     },
   })), [placed, selected, dragging, specs]);
 
+  const types = useMemo(() => new Map(graph.nodes.map((n) => [n.id, n.type])), [graph]);
   const edges: Edge[] = useMemo(() => graph.edges.map((edge) => ({
     id: edge.id,
     source: edge.source,
+    sourceHandle: outletFor(types.get(edge.source) ?? "", specs[edge.source], edge.target),
     target: edge.target,
     type: "labelled",
     label: edge.label,
@@ -148,7 +167,7 @@ export function Canvas(props: {
     ariaLabel: `Edge from ${edge.source} to ${edge.target}${edge.label ? ` (${edge.label})` : ""}`,
     focusable: true,
     deletable: true,
-  })), [graph, selectedEdge]);
+  })), [graph, selectedEdge, specs, types]);
 
   return (
     <div className="graph canvas" role="region" aria-label={`Canvas of ${graph.name || "the workflow"}`}>
