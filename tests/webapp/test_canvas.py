@@ -55,6 +55,14 @@ async def wait_for_text(page: Any, fragment: str) -> None:
 
 
 async def test_a_workflow_built_from_nothing_on_the_canvas_saves_validates_and_runs(web, page):
+    async with web.client("alice") as alice:
+        added = await alice.post("/api/blocks", json={
+            "id": "shout", "name": "Shout", "description": "Upper-cases a text",
+            "execution_type": "python",
+            "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            "source_code": "async def execute(inputs, context):\n"
+                           "    return {'text': inputs['text'].upper()}\n"})
+        assert added.status_code == 201, added.text
     elsewhere = same_origin_only(page, web.url)
     await sign_in(page, web)
     await page.get_by_role("button", name="New workflow").click()
@@ -82,8 +90,13 @@ async def test_a_workflow_built_from_nothing_on_the_canvas_saves_validates_and_r
     assert kinds["approval"] in await types.text_content()
     await shot(page, "canvas-01-palette")
     assert await serious_violations(page) == []
+    registry = palette.get_by_role("list", name="Registry blocks")
+    assert "Upper-cases a text" in await registry.text_content()     # and the registry's
     await palette.get_by_label("Search block types").fill("approve")
     await expect(types.get_by_role("button")).to_have_text(["approval"])
+    await expect(registry).to_have_count(0)
+    await palette.get_by_label("Search block types").fill("upper-case")
+    await expect(registry.get_by_role("button")).to_have_text(["shout"])
     await palette.get_by_label("Search block types").fill("")
     await types.get_by_role("button", name="input", exact=True).click()
     for kind in ("llm", "response"):
