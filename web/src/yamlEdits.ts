@@ -230,7 +230,7 @@ export function connect(doc: Document, source: string, target: string,
   }
   const type = String(from.node.get("type") ?? "");
   if (type === "condition") {
-    const config = ensureMap(doc, from.node, "with");
+    const config = ensureMap(from.node, "with");
     if (handle === "default") { config.set("default", target); return; }
     const found: unknown = config.get("cases", true);
     let cases: YAMLSeq;
@@ -248,7 +248,7 @@ export function connect(doc: Document, source: string, target: string,
     return;
   }
   if (type === "approval" && handle === "reject") {
-    ensureMap(doc, from.node, "with").set("on_reject", target);
+    ensureMap(from.node, "with").set("on_reject", target);
     return;
   }
   const present: unknown = to.node.get("after", true);
@@ -286,13 +286,12 @@ export function setPosition(doc: Document, id: string, x: number, y: number): vo
   (layout as YAMLMap).set(id, doc.createNode({ x: Math.round(x), y: Math.round(y) }, { flow: true }));
 }
 
-function ensureMap(doc: Document, node: YAMLMap, key: string): YAMLMap {
+function ensureMap(node: YAMLMap, key: string): YAMLMap {
   const value = node.get(key, true);
   if (isMap(value)) return value;
   const fresh = new YAMLMap();
   fresh.flow = Boolean(node.flow);
   node.set(key, fresh);
-  void doc;
   return fresh;
 }
 
@@ -337,7 +336,7 @@ function merge(doc: Document, node: unknown, value: unknown, flowNew: boolean): 
 export function setField(doc: Document, id: string, path: string[], value: unknown): void {
   const { node } = mustFind(doc, id);
   let map = node;
-  for (const key of path.slice(0, -1)) map = ensureMap(doc, map, key);
+  for (const key of path.slice(0, -1)) map = ensureMap(map, key);
   const last = path[path.length - 1];
   map.set(last, merge(doc, map.get(last, true), value, true));
 }
