@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "src" / "flowforge"
 EXAMPLES = ROOT / "examples"
 
-__all__ = ["generate", "example_problems", "ManualDisagrees", "ENV_PATTERN"]
+__all__ = ["generate", "example_problems", "output_problems", "ManualDisagrees",
+           "ENV_PATTERN"]
 
 #: What counts as an environment variable the code reads.
 ENV_PATTERN = re.compile(
@@ -141,18 +142,18 @@ def _elided(value: Any) -> Any:
     return value
 
 
-def example_problems(type_name: str, markdown: str) -> list[str]:
+def _example_documents(type_name: str, markdown: str) -> list[tuple[str, Any]]:
     """Each YAML example of blocks in a block type's docstring, loaded as a
-    workflow: an example the code refuses is a manual that is wrong.  Blocks it
-    only refers to (`{{answer.content}}`, `on_error: review`) are stood in for
-    by `set` blocks giving the fields the example reads of them."""
+    workflow: (its text, the compiled workflow or the WorkflowError).  Blocks
+    it only refers to (`{{answer.content}}`, `on_error: review`) are stood in
+    for by `set` blocks giving the fields the example reads of them."""
     import yaml
 
     import flowforge
     from flowforge.errors import WorkflowError
     from flowforge.workflow.graph import NAMESPACES
 
-    problems = []
+    loaded = []
     for body in re.findall(r"```yaml\n(.*?)```", markdown, re.S):
         blocks = _elided(yaml.safe_load(body))
         if not (isinstance(blocks, list) and blocks and isinstance(blocks[0], dict)
@@ -161,17 +162,110 @@ def example_problems(type_name: str, markdown: str) -> list[str]:
         ids = {block.get("id") for block in blocks}
         read: dict[str, dict[str, str]] = {}
         for name, field in re.findall(r"\{\{\s*(\w+)\.(\w+)", body):
-            read.setdefault(name, {})[field] = "example"     # what the example reads of it
+            if name not in ids:
+                read.setdefault(name, {})[field] = "example"     # what the example reads of it
         named = set(read) | set(re.findall(r"(?:on_error|goto|default):\s*(\w+)", body))
         stand_ins = [{"id": n, "type": "set", "with": read.get(n, {})}
                      for n in sorted(named - ids - NAMESPACES)]
         document = {"version": 1, "id": f"example-{type_name}", "blocks": stand_ins + blocks}
         try:
-            flowforge.load_text(yaml.safe_dump(document))
+            loaded.append((body, flowforge.load_text(yaml.safe_dump(document))))
         except WorkflowError as exc:
-            problems.append(f"the example of `{type_name}` (in its module docstring) is "
-                            f"refused: {exc}")
-    return problems
+            loaded.append((body, exc))
+    return loaded
+
+
+def example_problems(type_name: str, markdown: str) -> list[str]:
+    """Each YAML example of blocks in a block type's docstring, loaded as a
+    workflow: an example the code refuses is a manual that is wrong."""
+    return [f"the example of `{type_name}` (in its module docstring) is refused: {loaded}"
+            for _, loaded in _example_documents(type_name, markdown)
+            if isinstance(loaded, Exception)]
+
+
+def _listed(names: Any) -> str:
+    return ", ".join(f"`{n}`" for n in sorted(names))
+
+
+def output_problems(type_name: str, cls: Any, markdown: str) -> list[str]:
+    """Where a block type's documented output (its `outputs` declaration, the
+    manual's table) and what validation accepts of it (`output_fields`, read for
+    an empty `with:` and for each example of its docstring) disagree: a field
+    documented that a reference may not read, a field a reference may read that
+    nothing documents, an open output that does not say so.  `{{x.field}}` in
+    the docstring's prose, for an example block `x` of this type, must be a
+    field it gives."""
+    from types import SimpleNamespace
+
+    from flowforge.workflow.model import BlockSpec
+
+    declared = set(cls.outputs)
+    where = f"the output of `{type_name}` (`outputs` in {cls.__module__})"
+    problems = [f"{where}: `{field}` needs a type and a description"
+                for field, output in cls.outputs.items()
+                if not (output.type.strip() and output.description.strip())]
+    if not declared and not cls.more_outputs:
+        problems.append(f"{where}: nothing says what it gives; declare `outputs`, or say in "
+                        f"`more_outputs` why they are open")
+    cases = [("an empty `with:`", BlockSpec(id="block", type=type_name),
+              SimpleNamespace(inputs={}), "")]
+    for body, loaded in _example_documents(type_name, markdown):
+        if not isinstance(loaded, Exception):
+            cases += [(f"its example block `{spec.id}`", spec, loaded.doc, body)
+                      for spec in loaded.doc.blocks if spec.type == type_name
+                      or (type_name == "registry" and spec.uses)]
+    for label, spec, doc, text in cases:
+        try:
+            fields = cls.output_fields(spec, doc)
+        except Exception:  # noqa: BLE001 - a hook that needs more than the example gives
+            continue
+        if fields is None:
+            if not cls.more_outputs:
+                problems.append(f"{where}: validation treats it as open for {label}, and the "
+                                f"manual does not say so: say why in `more_outputs`")
+            continue
+        refused = declared - set(fields)
+        if refused:
+            problems.append(f"{where}: documents {_listed(refused)}, which validation refuses "
+                            f"for {label} (`output_fields` does not give it)")
+        # fields the example itself names (a `set` block's keys, a metric, a schema's
+        # property); a registry block's come from its own schema (`flowforge blocks show`)
+        undocumented = {f for f in set(fields) - declared
+                        if not re.search(rf"\b{re.escape(f)}\b", text, re.I)
+                        and not spec.uses}
+        if undocumented or (set(fields) - declared and not cls.more_outputs):
+            problems.append(f"{where}: validation accepts "
+                            f"{_listed(undocumented or set(fields) - declared)} for {label}, "
+                            f"which the manual does not document")
+        accepted = set(fields)
+        for field in re.findall(rf"\{{\{{\s*{re.escape(spec.id)}\.(\w+)", markdown):
+            if field not in accepted:
+                problems.append(f"the documentation of `{type_name}` reads "
+                                f"`{{{{{spec.id}.{field}}}}}`, which its output does not give "
+                                f"(its outputs: {_listed(accepted)})")
+    return list(dict.fromkeys(problems))
+
+
+def _code(text: str) -> str:
+    """A table cell as code, unless it already quotes its own code."""
+    return _cell(text) if "`" in text else f"`{_cell(text)}`"
+
+
+def _outputs_section(cls: Any) -> list[str]:
+    """The output table, from the block type's `outputs` declaration."""
+    lines = ["## Output", ""]
+    if cls.outputs:
+        lines += ["| field | type | description |", "| --- | --- | --- |"]
+        lines += [f"| `{field}` | {_code(output.type)} | {_cell(output.description)} |"
+                  for field, output in cls.outputs.items()]
+        lines.append("")
+    if cls.more_outputs:
+        more = cls.more_outputs
+        lines += [f"Besides: {more[0].lower()}{more[1:]}" if cls.outputs else more, ""]
+    lines += ["A block with `on_error` that fails gives `{error}` instead, which its handler "
+              "reads (`{{x.error}}`). Validation refuses a reference to a field the output "
+              "does not give, wherever the document tells what it gives.", ""]
+    return lines
 
 
 def _events_of(module_name: str, seen: set[str] | None = None) -> set[str]:
@@ -207,7 +301,8 @@ def block_pages(out: Path) -> dict[str, list[str]]:
     index = ["# Block types", "",
              "Every block type the engine knows, from the block registry. Each page lists "
              "the fields its `with:` takes (from the type's `Config` model) and what it "
-             "outputs.", "", "| type | what it does |", "| --- | --- |"]
+             "outputs (from its `outputs` declaration, which validation checks references "
+             "against).", "", "| type | what it does |", "| --- | --- |"]
     for name, cls in sorted(shipped_block_types().items()):
         module = sys.modules[cls.__module__]
         doc = _dedent_doc(module)
@@ -216,6 +311,7 @@ def block_pages(out: Path) -> dict[str, list[str]]:
         config = cls.Config
         lines = [f"# `{name}`", "", _docstring_markdown(doc), ""]
         PROBLEMS.extend(example_problems(name, lines[2]))
+        PROBLEMS.extend(output_problems(name, cls, lines[2]))
         flags = [flag for flag, on in (("container (holds child `blocks:`)", cls.container),
                                        ("routing (chooses which outgoing blocks run)",
                                         cls.routes)) if on]
@@ -230,8 +326,9 @@ def block_pages(out: Path) -> dict[str, list[str]]:
         elif not fields:
             lines += ["This block type takes no fields."]
         documented[name] = [f.alias or n for n, f in fields.items()]
+        lines += ["", *_outputs_section(cls)]
         events = sorted(_events_of(cls.__module__))
-        lines += ["", "## Events", "",
+        lines += ["## Events", "",
                   "Like every block: `block_started`, then `block_succeeded`, `block_failed` "
                   "or `block_skipped`."
                   + (" Besides, while it runs: " + ", ".join(f"`{e}`" for e in events) + "."
@@ -433,7 +530,8 @@ PROBLEMS: list[str] = []
 
 
 class ManualDisagrees(Exception):
-    """The code's own documentation is wrong (an example the code refuses)."""
+    """The code's own documentation is wrong (an example the code refuses, an
+    output documented that validation does not accept, or the reverse)."""
 
 
 def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:

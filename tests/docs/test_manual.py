@@ -69,6 +69,138 @@ def test_a_block_example_the_code_refuses_fails_the_generator():
     assert len(problems) == 1 and "`http`" in problems[0] and "method" in problems[0]
 
 
+def test_an_output_field_the_docs_and_the_code_disagree_on_fails_the_build(monkeypatch,
+                                                                           tmp_path):
+    """A block's output table is its `outputs` declaration; validation reads
+    `output_fields`.  Where they part, in either direction, or where an open
+    output does not say so, the generator names the block and the field, and
+    `make docs` (the generator) fails."""
+    from flowforge.blocks.base import Output
+    from flowforge.blocks.function import FunctionBlock
+    from flowforge.blocks.http import HttpBlock
+    from flowforge.blocks.llm import LLMBlock
+
+    check = gen_reference.output_problems
+    for name, cls in gen_reference.shipped_block_types().items():
+        doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+            sys.modules[cls.__module__]))
+        assert check(name, cls, doc) == [], name
+    llm_doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+        sys.modules[LLMBlock.__module__]))
+    # documented, but validation refuses it: `{{summarize.cost}}` would fail validate
+    monkeypatch.setattr(LLMBlock, "outputs", {**LLMBlock.outputs,
+                                              "body": Output("string", "A field never given.")})
+    problems = check("llm", LLMBlock, llm_doc)      # for an empty `with:`, for the example
+    assert problems and all("`llm`" in p and "`body`" in p and "refuses" in p for p in problems)
+    # given (validation accepts `{{summarize.cost}}`), but not documented
+    monkeypatch.undo()
+    monkeypatch.setattr(LLMBlock, "outputs", {k: v for k, v in LLMBlock.outputs.items()
+                                              if k != "cost"})
+    problems = check("llm", LLMBlock, llm_doc)
+    assert problems and all("`cost`" in p and "does not document" in p for p in problems)
+    monkeypatch.undo()
+    # an open output must say so
+    monkeypatch.setattr(FunctionBlock, "more_outputs", "")
+    problems = check("function", FunctionBlock, "")
+    assert problems and all("`function`" in p and "more_outputs" in p for p in problems)
+    monkeypatch.undo()
+    # the prose may only read fields the block gives
+    http_doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+        sys.modules[HttpBlock.__module__]))
+    [problem] = check("http", HttpBlock, http_doc + "\nThen read `{{order.body}}`.\n")
+    assert "`{{order.body}}`" in problem
+    # and the generator stops, as `make docs` does
+    monkeypatch.setattr(LLMBlock, "outputs", {k: v for k, v in LLMBlock.outputs.items()
+                                              if k != "cost"})
+    with pytest.raises(gen_reference.ManualDisagrees, match="`llm`.*`cost`"):
+        gen_reference.generate(tmp_path / "reference")
+
+
+OUTPUTS_RULES = {"rules": [
+    {"system": "evaluation agent", "reply": {"accuracy": 8}},
+    {"system": "routing agent", "reply": {"route": "done"}},
+    {"system": "hallucination detector", "reply": {"score": 9, "reasoning": "supported"}},
+    {"match": "summarize", "reply": {"summary": "short"}},
+    {"match": "answer as json", "reply": {"answer": "yes"}},
+], "default": "plain text"}
+
+OUTPUTS_DOCUMENT = """
+version: 1
+id: outputs
+inputs: {topic: {type: string, default: tents}}
+defaults: {model: scripted/manual_outputs}
+blocks:
+  - {id: start, type: input}
+  - {id: calc, type: set, with: {label: "about {{input.topic}}", n: 2}}
+  - {id: free, type: llm, with: {prompt: "Say something about {topic}",
+                                 inputs: {topic: "{{calc.label}}"}}}
+  - {id: summary, type: llm, with: {prompt: "Summarize {text}", inputs: {text: "{{free.content}}"},
+      output_schema: {type: object, properties: {summary: {type: string}}, required: [summary]}}}
+  - {id: answer, type: agent, with: {prompt: "Answer as JSON: {{summary.summary}}",
+      response_format: {type: object, properties: {answer: {type: string}},
+                        required: [answer]}}}
+  - {id: grade, type: evaluator, with: {content: "{{answer.answer}}",
+      metrics: [{name: Accuracy, description: Correct, range: [0, 10]}]}}
+  - {id: check, type: guardrail, with: {content: "{{answer.content}}", context: "{{free.content}}"}}
+  - {id: fields, type: parser, with: {text: '{"a": 1}', schema: {type: object}}}
+  - {id: mark, type: progress, with: {percent: 50, phase: half, result: "{{grade.accuracy}}"}}
+  - {id: pause, type: wait, with: {seconds: 0.01}}
+  - id: twice
+    type: loop
+    with: {times: 2}
+    blocks: [{id: step, type: set, with: {i: "{{loop.index}}"}}]
+  - id: each
+    type: parallel
+    with: {for_each: [1, 2]}
+    blocks: [{id: item, type: set, with: {v: "{{loop.item}}"}}]
+  - id: gate
+    type: condition
+    with: {cases: [{when: "grade.accuracy >= 5", goto: triage}], default: other}
+  - id: triage
+    type: router
+    after: [gate, check, fields, mark, pause, twice, each, start]
+    with: {prompt: "Pick done"}
+  - {id: other, type: response, after: [gate], with: {message: other}}
+  - {id: done, type: response, after: [triage], with: {message: "{{calc.label}}", data: {n: 1}}}
+"""
+
+
+def test_what_blocks_give_at_run_time_is_what_their_pages_say():
+    """Run blocks of most types (a scripted model answering): every field an
+    output has is one its page documents and validation accepts, and every
+    field a fixed output's page documents is there (unless documented as
+    absent or conditional)."""
+    import flowforge
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    register_script("manual_outputs", OUTPUTS_RULES)
+    try:
+        workflow = flowforge.load_text(OUTPUTS_DOCUMENT)
+        result = flowforge.run_sync(workflow, {}, storage=False)
+    finally:
+        unregister_script("manual_outputs")
+    assert result.status == "succeeded", result.blocks
+    types = gen_reference.shipped_block_types()
+    seen = set()
+    for spec in workflow.doc.blocks:
+        if spec.id == "other":
+            continue                              # the branch not taken
+        cls = types[spec.type]
+        output = result.results[spec.id]
+        accepted = cls.output_fields(spec, workflow.doc)
+        if accepted is None:                      # open (a parser's object): its page says so
+            assert "open" in cls.more_outputs, spec.type
+        else:
+            assert set(output) <= accepted, f"{spec.type} gives {set(output) - accepted}, " \
+                                            f"which validation refuses"
+        missing = {field for field, doc in cls.outputs.items() if field not in output
+                   and not re.search(r"absent|only|when `", doc.description)}
+        assert not missing, f"{spec.type} documents {missing}, which its output lacks"
+        seen.add(spec.type)
+    assert seen == {"input", "set", "llm", "agent", "evaluator", "guardrail", "parser",
+                    "progress", "wait", "loop", "parallel", "condition", "router", "response"}
+
+
 # -- the reference covers the code ---------------------------------------------------------
 
 def test_every_block_type_and_field_has_its_entry(built):
@@ -92,9 +224,15 @@ def test_every_block_type_and_field_has_its_entry(built):
             if field.description:
                 assert " ".join(field.description.split())[:40] in row.group(0)
         assert (built / "site" / "reference" / "blocks" / f"{name}.html").is_file()
+        for field, output in cls.outputs.items():                  # what it outputs
+            row = re.search(rf"^\| `{re.escape(field)}` \|.*$", page.split("## Output")[1],
+                            re.M)
+            assert row and output.description[:40] in row.group(0), f"{name}: {field}"
+        assert cls.outputs or cls.more_outputs in page, name
     agent = (folder / "agent.md").read_text()
     assert "`tool_called`" in agent and "`llm_delta`" in agent     # what it emits
-    assert "`toolCalls {list:" in agent                            # what it outputs
+    assert "| `toolCalls` | `{list: [{name, arguments" in agent
+    assert "the output is open" in agent                           # without a schema
 
 
 def test_every_command_and_option_has_its_entry(built):
@@ -192,7 +330,8 @@ def test_the_built_site_fetches_nothing_from_another_host(built):
 
 # -- the guides' code runs as written -------------------------------------------------------
 
-FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```$", re.M | re.S)
+MARKED = "<!-- checked by tests/test_readme.py -->"
+FENCE = re.compile(rf"^({re.escape(MARKED)}\n)?```(\w*)([^\n]*)\n(.*?)^```$", re.M | re.S)
 GUIDES = sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)
 
 
@@ -200,7 +339,11 @@ GUIDES = sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)
 def test_every_code_block_of_the_guides_runs(page, tmp_path):
     """A block titled with a file name is that file; a `bash` block runs in the
     page's scratch folder, in order; a `text title="output"` block after it
-    lists lines its output must hold.  Any other block fails this test."""
+    lists lines its output must hold; a block marked as checked by
+    tests/test_readme.py (moved there from the README, with checks of its own)
+    must be one that file checks.  Any other block fails this test."""
+    from tests.test_readme import claims
+
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
            "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'flowforge.db'}",
@@ -208,9 +351,14 @@ def test_every_code_block_of_the_guides_runs(page, tmp_path):
            "FLOWFORGE_SECRET_KEY_FILE": str(tmp_path / "secret.key")}
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     last_output = None
-    for language, info, body in FENCE.findall(page.read_text()):
+    for marked, language, info, body in FENCE.findall(page.read_text()):
         title = re.search(r'title="([^"]+)"', info)
-        if language == "text" and title and title.group(1) == "output":
+        if marked:
+            assert claims(str(page.relative_to(ROOT)), body), \
+                f"{page.name}: a block marked as checked by tests/test_readme.py that no " \
+                f"check there takes:\n{body}"
+            last_output = None                    # an output block may not follow it
+        elif language == "text" and title and title.group(1) == "output":
             assert last_output is not None, "an output block follows no command"
             for line in filter(str.strip, body.splitlines()):
                 assert line in last_output, f"{line!r} not in:\n{last_output}"

@@ -19,7 +19,7 @@ shares no code with the engine.  A block is a dict:
     times     loop and parallel: passes or items
     children  loop, parallel, nested: the child graph (a list of blocks)
 
-The rules (README, "Routing" and "Failures"):
+The rules (docs/guides/workflows.md, "Routing" and "Failures"):
 
 1. A block's dependencies are what it reads, its `after:` entries, the
    router, condition or approval that names it, and the block whose

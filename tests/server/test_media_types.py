@@ -1,5 +1,5 @@
 """A body of a type its route does not take answers 415 naming the type it
-takes, on every route that takes a JSON body, as the README promises: curl's
+takes, on every route that takes a JSON body, as docs/guides/server.md promises: curl's
 default form type included (issue 25)."""
 
 from __future__ import annotations

@@ -37,12 +37,12 @@ from pydantic import Field
 
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.blocks.base import BlockConfig, policy_of
+from flowforge.blocks.base import BlockConfig, Output, policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
 from flowforge.workflow.policy import ENDPOINT_OPTIONS
 
-__all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_data",
+__all__ = ["USAGE_OUTPUTS", "choose_model", "setting", "provider_options", "ModelCalls", "block_data",
            "name_mapping", "sent_requests", "API_KEY_DOC", "LLMBlockConfig",
            "BLOCK_ENDPOINT_FIELDS"]
 
@@ -50,6 +50,16 @@ __all__ = ["choose_model", "setting", "provider_options", "ModelCalls", "block_d
 API_KEY_DOC = ("This block's provider key, as a template (`{{env.TEAM_KEY}}`, "
                "`{{secrets.NAME}}`): replaces the provider's usual key for this block only; "
                "never recorded.")
+
+
+#: `model`, `tokens` and `cost`, as every LLM block's output has them (`ModelCalls.usage`).
+USAGE_OUTPUTS = {
+    "model": Output("string", "The model that answered (a fallback's name when one did)."),
+    "tokens": Output("{prompt, completion, total}", "Tokens of every call the block made, "
+                     "as the provider reported them."),
+    "cost": Output("{input, output, total}", "What those calls cost in USD (the "
+                   "`genai-prices` table; 0 for local and scripted models)."),
+}
 
 
 def choose_model(context: Any, configured: str | None) -> str:

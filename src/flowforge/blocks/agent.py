@@ -25,12 +25,6 @@
         max_iterations: 10                 # model turns; more -> the block fails
         response_format: {type: object, properties: {answer: {type: string}}, required: [answer]}
 
-Output: `content`, `model`, `tokens {prompt, completion, total}`, `cost {input,
-output, total}`, `toolCalls {list: [{name, arguments, result, startTime,
-endTime, duration}], count}`, `providerTiming {startTime, endTime, duration,
-modelTime, toolsTime, iterations}`; with `response_format`, the answer's fields
-are also spread as top-level outputs (`{{answer.answer}}`).
-
 The tool loop: each model turn's tool calls are validated (see
 `tools.validation`; a rejected call goes back to the model as its result) and
 run in parallel; their results are appended and the model is asked again, up
@@ -56,13 +50,13 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
-                                   setting)
+from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+                                   choose_model, setting)
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
                                           repair_message, schema_fields)
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
-from flowforge.blocks.base import BlockContext, BlockType
+from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, ToolError
 from flowforge.providers.base import Message, ToolCall
@@ -435,6 +429,21 @@ class AgentBlock(BlockType):
     type_name = "agent"
     seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = AgentConfig
+    outputs = {
+        "content": Output("string", "The answer's text (a structured answer's JSON)."),
+        **USAGE_OUTPUTS,
+        "toolCalls": Output("{list: [{name, arguments, result, startTime, endTime, "
+                            "duration}], count}", "Every tool call, in order, with its "
+                            "result and timing."),
+        "providerTiming": Output("{startTime, endTime, duration, modelTime, toolsTime, "
+                                 "iterations}", "Where the time went (milliseconds) and "
+                                 "how many model turns it took."),
+    }
+    more_outputs = ("With a `response_format` (and no tools), the answer's fields are also "
+                    "top-level outputs (`{{answer.answer}}`). Otherwise the output is open: "
+                    "with tools, a finishing tool (`finish_with`, the RAG chat's "
+                    "`generate_response`) adds its arguments and result, so validation does "
+                    "not check the fields read of it.")
     credential_fields = ("tools.*.http.headers.*", "tools.*.mcp.headers.*", "tools.*.mcp.env.*")
 
     @classmethod

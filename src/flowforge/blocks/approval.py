@@ -5,10 +5,7 @@ and `data`, templated) in an `approval_requested` event and raises `Suspend`:
 the run ends `waiting`, nothing held in memory.  A permitted user decides
 (`POST /api/runs/{id}/approvals/{block}`, `flowforge runs approve|reject`);
 the run is then resumed from its checkpoints with the decision injected
-(`context.resume_state["decision"]`), and this block settles with it:
-
-    {decision: approve | reject, approved, by, at, comment, timed_out,
-     message, data, requested_at}
+(`context.resume_state["decision"]`), and this block settles with it.
 
 Approval routes like a condition: every block after it runs when approved;
 when rejected only `on_reject` runs (the others are skipped), or, without
@@ -25,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed, Suspend
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, Routed, Suspend
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.workflow.model import BlockSpec
@@ -57,6 +54,20 @@ def _iso(epoch: float) -> str:
 class ApprovalBlock(BlockType):
     type_name = "approval"
     Config = ApprovalConfig
+    outputs = {
+        "decision": Output("`approve` or `reject`", "What was decided (the `default` when "
+                           "the timeout decided)."),
+        "approved": Output("boolean", "True when approved."),
+        "by": Output("string or null", "Who decided; null when the timeout did."),
+        "at": Output("string", "When it was decided (ISO 8601, UTC)."),
+        "comment": Output("string or null", "The decider's comment."),
+        "timed_out": Output("boolean", "True when the timeout took the default decision."),
+        "message": Output("string", "The `message` shown for approval."),
+        "data": Output("any", "The `data` shown for approval."),
+        "requested_at": Output("string", "When approval was asked for (ISO 8601, UTC)."),
+        "selectedPath": Output("{blockIds}", "The blocks that run after it: every one when "
+                               "approved, `on_reject` when rejected."),
+    }
     routes = True
     holds_slot = False
 

@@ -13,7 +13,7 @@ blocks can still run child graphs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Protocol
+from typing import Any, ClassVar, Mapping, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -23,7 +23,7 @@ from flowforge.workflow.model import BlockSpec
 from flowforge.workflow.policy import TRUSTED, Policy
 
 __all__ = ["BlockConfig", "BlockType", "BlockContext", "Routed", "ChildOutcome", "LATER",
-           "Suspend", "policy_of", "is_set"]
+           "Suspend", "policy_of", "is_set", "Output"]
 
 
 def policy_of(context: Any) -> Policy:
@@ -35,6 +35,14 @@ def policy_of(context: Any) -> Policy:
 def is_set(value: Any) -> bool:
     """A flag as written in a document: true, or a template that may become true."""
     return value is True or (isinstance(value, str) and "{{" in value)
+
+
+class Output(NamedTuple):
+    """One field of a block type's output, as the manual's output table shows
+    it: its type (`number`, `list of {id, title}`, ...) and what it holds."""
+
+    type: str
+    description: str
 
 
 class BlockConfig(BaseModel):
@@ -148,6 +156,16 @@ class BlockType:
     # Where a `{{secrets.NAME}}` may be written (workflow.secret_sinks): dotted
     # paths in `with`, `*` for any key or index; `api_key` needs no mention.
     credential_fields: ClassVar[tuple[str, ...]] = ()
+    #: The fields every output of this type has, name -> Output(type, description):
+    #: the one place they are written.  The manual's output table is made from it
+    #: and, unless `output_fields` is overridden, validation checks
+    #: `{{block.field}}` against it (docs/gen_reference.py fails the manual when
+    #: the two disagree).
+    outputs: ClassVar[dict[str, Output]] = {}
+    #: A sentence for the manual on what a document adds to `outputs` (a `set`
+    #: block's keys, an evaluator's metrics) or on why the output is open (a
+    #: function's result); "" when `outputs` is the whole output.
+    more_outputs: ClassVar[str] = ""
 
     @classmethod
     def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
@@ -168,9 +186,10 @@ class BlockType:
     @classmethod
     def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
         """The output's top-level fields as far as the document tells; None
-        (the default) when they are open. Validation refuses a reference to
-        any other field, so a type that says more must say all of them."""
-        return None
+        when they are open. Validation refuses a reference to any other field,
+        so a type that says more must say all of them.  By default: `outputs`,
+        when that is the whole output (no `more_outputs`), else open."""
+        return set(cls.outputs) if cls.outputs and not cls.more_outputs else None
 
     @classmethod
     def capabilities(cls, spec: BlockSpec) -> list[Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Routed
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, Routed
 from flowforge.blocks.registry import register_block
 from flowforge.errors import Problem
 from flowforge.workflow import expressions
@@ -45,6 +45,14 @@ class ConditionBlock(BlockType):
     type_name = "condition"
     pure = True                  # nothing outside the run sees it run
     Config = ConditionConfig
+    outputs = {
+        "selectedPath": Output("{blockId, blockType, blockTitle} or null",
+                               "The block chosen; null when no case matched and there is no "
+                               "`default`."),
+        "selectedCase": Output("integer or `default`", "The position of the case that "
+                               "matched (from 0), or `default`."),
+        "conditionResult": Output("boolean", "True when a case matched (not the default)."),
+    }
     routes = True
     raw_fields = frozenset({"cases"})
 
@@ -69,10 +77,6 @@ class ConditionBlock(BlockType):
         if isinstance(cases, list) and not cases:
             return [Problem(f"{where}.with.cases", "a condition needs at least one case")]
         return []
-
-    @classmethod
-    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
-        return {"selectedPath", "selectedCase", "conditionResult"}
 
     @classmethod
     def is_eager(cls, config: Any) -> bool:

@@ -15,8 +15,6 @@ as the response format at temperature 0.1.  A score that is missing, not a
 number or outside its range is shown to the model with the error once; a
 second bad answer fails the block.
 
-Output: `content` (the model's answer), each score as a top-level field
-(`{{grade.accuracy}}`), `model`, `tokens`, `cost`.
 """
 
 from __future__ import annotations
@@ -27,10 +25,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
-                                   setting)
+from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+                                   choose_model, setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
-from flowforge.blocks.base import BlockContext, BlockType
+from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
@@ -130,6 +128,14 @@ class EvaluatorBlock(BlockType):
     type_name = "evaluator"
     seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = EvaluatorConfig
+    outputs = {
+        "content": Output("string", "The content that was evaluated."),
+        "evaluation": Output("string", "The model's answer, its JSON object of scores, "
+                             "whole."),
+        **USAGE_OUTPUTS,
+    }
+    more_outputs = ("Each metric's score is a top-level field named by its key "
+                    "(`Accuracy` -> `{{grade.accuracy}}`).")
 
     @classmethod
     def check(cls, spec: Any, where: str, known_ids: set[str]) -> list:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks.base import LATER, BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import LATER, BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.tools.functions import get_function
 
@@ -35,6 +35,9 @@ class FunctionConfig(BlockConfig):
 class FunctionBlock(BlockType):
     type_name = "function"
     Config = FunctionConfig
+    outputs: dict[str, Output] = {}
+    more_outputs = ("Open: what the callable returns, a dict as it is, any other value as "
+                    "`{result: value}`; validation does not check the fields read of it.")
 
     @classmethod
     def is_eager(cls, config: FunctionConfig) -> bool:

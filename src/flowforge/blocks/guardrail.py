@@ -13,8 +13,7 @@
 The model rates, at temperature 0, how well the reference context supports
 the text: a score from 0 (contradicted or invented) to 10 (fully supported),
 with its reasoning, as JSON `{score, reasoning}` (schema-constrained; one
-repair).  Output: `passed` (score >= threshold), `score`, `reasoning`,
-`threshold`, `model`, `tokens`, `cost`.
+repair).
 
 Decision: as in the block executor this comes from, a failed check is an
 answer, not an error: by default the block succeeds with `passed: false`, and
@@ -32,11 +31,11 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
-                                   setting)
+from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+                                   choose_model, setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
-from flowforge.blocks.base import BlockContext, BlockType
+from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
@@ -126,6 +125,13 @@ class GuardrailBlock(BlockType):
 
     type_name = "guardrail"
     Config = GuardrailConfig
+    outputs = {
+        "passed": Output("boolean", "True when `score` >= `threshold`."),
+        "score": Output("number", "How well the context supports the text, 0 to 10."),
+        "reasoning": Output("string", "The model's reasons for the score."),
+        "threshold": Output("number", "The threshold the score was held to."),
+        **USAGE_OUTPUTS,
+    }
 
     @classmethod
     async def run(cls, context: BlockContext, config: GuardrailConfig) -> Any:

@@ -9,8 +9,7 @@
         body: {reason: "{{input.reason}}", amount: "{{calc.amount}}"}   # sent as JSON
         timeout: 10
 
-Output: `status`, `ok`, `headers`, `data` (parsed JSON when the answer is
-JSON, else the text), `url` (after redirects).  A status of 400 or more
+A status of 400 or more
 fails the block (with the status and the start of the body) unless
 `fail_on_status: false`.
 
@@ -27,7 +26,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, is_set, policy_of
+from flowforge.blocks.base import (BlockConfig, BlockContext, BlockType, Output, is_set,
+                                   policy_of)
 from flowforge.blocks.registry import register_block
 from flowforge.workflow.policy import CapabilityUse
 from flowforge.errors import BlockError, ToolError
@@ -60,6 +60,13 @@ class HttpBlock(BlockType):
 
     type_name = "http"
     Config = HttpConfig
+    outputs = {
+        "status": Output("integer", "The HTTP status of the answer."),
+        "ok": Output("boolean", "True when the status is below 400."),
+        "headers": Output("object", "The answer's headers."),
+        "data": Output("any", "The answer's body: parsed JSON when it is JSON, else the text."),
+        "url": Output("string", "The URL that answered (after redirects)."),
+    }
     credential_fields = ("headers.*",)
 
     @classmethod

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 
 
@@ -20,6 +20,12 @@ class InputBlock(BlockType):
     type_name = "input"
     pure = True                  # nothing outside the run sees it run
     Config = InputConfig
+    outputs = {
+        "timestamp": Output("string", "When the run started (ISO 8601, UTC), unless an "
+                            "input is itself named `timestamp`."),
+    }
+    more_outputs = ("Every input the document declares under `inputs:`, validated, by name; "
+                    "without `inputs:` the output is open (the inputs pass through as given).")
 
     @classmethod
     def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:

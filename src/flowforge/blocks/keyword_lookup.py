@@ -10,8 +10,6 @@ queries and results offered to the model, so a subject researched once is
 not researched again.  The words of `text` (stop words and generic words
 left out; single words, adjacent pairs and triples) are looked up in the user's index.
 
-Output: `{keywords: [matched], queries: [...], results: [...], context}`;
-`context` is a ready paragraph for a prompt, or "" when nothing matched.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from flowforge.blocks._rag_tools import GENERIC_KEYWORDS
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError
 
@@ -59,6 +57,13 @@ def candidate_keywords(text: str) -> list[str]:
 class KeywordLookupBlock(BlockType):
     type_name = "keyword_lookup"
     Config = KeywordLookupConfig
+    outputs = {
+        "keywords": Output("list of strings", "The indexed keywords the text matched."),
+        "queries": Output("list of strings", "The earlier questions indexed under them."),
+        "results": Output("list", "What those questions found (web results, shortened)."),
+        "context": Output("string", "A ready paragraph for a prompt; \"\" when nothing "
+                          "matched."),
+    }
 
     @classmethod
     async def run(cls, context: BlockContext, config: KeywordLookupConfig) -> Any:

@@ -5,11 +5,6 @@
       with: {knowledge_base: policies, query: "{{input.query}}", top_k: 3,
              filters: {category: [policies, legal]}, mode: hybrid}
 
-Output (the seed's shape, plus `context` for prompts):
-`{results: [{documentId, documentName, content, chunkIndex, similarity,
-metadata: {tags, chunkId, createdAt, ...}}], query, totalResults, mode, cost,
-context}` - `{{search.context}}` is the passages joined by `---` lines.
-
 The knowledge layer is `services["knowledge"]` when the caller passed one
 to the run, else the default store (`FLOWFORGE_KNOWLEDGE_URL`, or
 `knowledge.db` beside the main database), opened once per process.
@@ -23,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, policy_of
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError, WorkflowError
 from flowforge.workflow.policy import CapabilityUse
@@ -56,6 +51,18 @@ class KnowledgeBlock(BlockType):
     type_name = "knowledge"
     seed_fields = {"knowledgeBaseId": "knowledge_base", "tagFilters": "filters"}
     Config = KnowledgeConfig
+    #: the seed's shape, plus `context` for prompts
+    outputs = {
+        "results": Output("list of {documentId, documentName, content, chunkIndex, "
+                          "similarity, metadata: {tags, chunkId, createdAt, ...}}",
+                          "The passages found, best first."),
+        "query": Output("string", "The query searched."),
+        "totalResults": Output("integer", "How many passages were found."),
+        "mode": Output("`vector`, `text` or `hybrid`", "How it searched."),
+        "cost": Output("{input, output, total}", "What embedding the query cost in USD."),
+        "context": Output("string", "The passages joined by `---` lines, ready for a prompt "
+                          "(`{{search.context}}`)."),
+    }
 
     @classmethod
     def capabilities(cls, spec: Any) -> list[CapabilityUse]:

@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
-                                   setting)
+from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+                                   choose_model, setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured, schema_fields
-from flowforge.blocks.base import BlockContext, BlockType
+from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
@@ -91,6 +91,12 @@ class LLMBlock(BlockType):
     type_name = "llm"
     seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = LLMConfig
+    outputs = {
+        "content": Output("string", "The model's answer (with `output_schema`, its JSON)."),
+        **USAGE_OUTPUTS,
+    }
+    more_outputs = ("With an `output_schema`, the answer's fields are also top-level "
+                    "outputs (`{{summarize.summary}}`).")
 
     @classmethod
     def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from flowforge.blocks._passes import pass_cap, too_many
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import Problem, RunError
 from flowforge.workflow import expressions
@@ -42,6 +42,12 @@ class LoopConfig(BlockConfig):
 class LoopBlock(BlockType):
     type_name = "loop"
     Config = LoopConfig
+    outputs = {
+        "iterations": Output("list", "Every pass's child outputs (by child id), in order."),
+        "count": Output("integer", "How many passes ran."),
+    }
+    more_outputs = ("Each child block's output from the last pass, by the child's id "
+                    "(`{{refine.judge.score}}`).")
     container = True
     holds_slot = False
     raw_fields = frozenset({"until"})

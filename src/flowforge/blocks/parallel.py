@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from flowforge.blocks._passes import pass_cap, too_many
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import RunError
 from flowforge.workflow.model import BlockSpec
@@ -29,16 +29,17 @@ class ParallelConfig(BlockConfig):
 class ParallelBlock(BlockType):
     type_name = "parallel"
     Config = ParallelConfig
+    outputs = {
+        "results": Output("list", "Each item's child outputs (by child id), in the order "
+                          "of the items."),
+        "count": Output("integer", "How many items ran."),
+    }
     container = True
     holds_slot = False
 
     @classmethod
     def scope_names(cls, spec: BlockSpec) -> set[str]:
         return {"loop"}
-
-    @classmethod
-    def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
-        return {"results", "count"}
 
     @classmethod
     async def run(cls, context: BlockContext, config: ParallelConfig) -> Any:

@@ -13,8 +13,6 @@ against `schema`; a text with no JSON, or a value that breaks the schema,
 fails the block with every problem listed, the schema as written and the
 start of what came back (`default` instead makes it the output).  `schema`
 is JSON Schema, or the prompt-chain notation as a string (`blocks._notation`).
-Output: `data` (the value) and, when it is an object, its fields
-spread as top-level outputs (`{{fields.order_id}}`).
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from pydantic import Field
 from flowforge.blocks._notation import NotationError, notation_to_schema
 from flowforge.blocks._structured import extract_json, schema_problems
 from flowforge.workflow.safe_regex import pattern_problems
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, Problem
 
@@ -50,6 +48,10 @@ class ParserBlock(BlockType):
 
     type_name = "parser"
     Config = ParserConfig
+    outputs = {"data": Output("any", "The JSON value found, as validated.")}
+    more_outputs = ("When the value is an object, its fields are also top-level outputs "
+                    "(`{{fields.order_id}}`): the output is open, and validation does not "
+                    "check the fields read of it.")
 
     @classmethod
     def check(cls, spec: Any, where: str, known_ids: set[str]) -> list[Problem]:

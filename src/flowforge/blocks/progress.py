@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 
 __all__ = ["ProgressBlock", "ProgressConfig"]
@@ -38,6 +38,12 @@ class ProgressConfig(BlockConfig):
 class ProgressBlock(BlockType):
     type_name = "progress"
     Config = ProgressConfig
+    outputs = {
+        "percent": Output("number", "How much of the run is done, 0 to 100."),
+        "message": Output("string", "The line for people watching."),
+        "phase": Output("string", "The stage reached, when `phase` is given."),
+        "result": Output("any", "What the stage produced, when `result` is given."),
+    }
 
     @classmethod
     async def run(cls, context: BlockContext, config: ProgressConfig) -> Any:

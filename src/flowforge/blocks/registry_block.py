@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 from pydantic import ConfigDict
 
 from flowforge.blocks._structured import schema_fields
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
 from flowforge.registry import BlockDefinition, Registry, get_registry, schema_problems
@@ -237,6 +237,10 @@ class RegistryBlock(BlockType):
 
     type_name = "registry"
     Config = RegistryConfig
+    outputs: dict[str, Output] = {}
+    more_outputs = ("The fields of the registry block's output schema, checked when it "
+                    "runs; an LLM block's also has `model`, `tokens` and `cost`. Open when "
+                    "its schema does not list its properties.")
 
     @classmethod
     def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:

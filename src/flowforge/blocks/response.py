@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 
 
@@ -27,10 +27,12 @@ class ResponseBlock(BlockType):
     type_name = "response"
     pure = True                  # nothing outside the run sees it run
     Config = ResponseConfig
-
-    @classmethod
-    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
-        return {"message", "data", "status", "headers"}
+    outputs = {
+        "message": Output("any", "The `message` given (absent when none is)."),
+        "data": Output("any", "The `data` given (absent when none is)."),
+        "status": Output("integer", "The `status` given (200 by default)."),
+        "headers": Output("object", "The `headers` given (absent when none are)."),
+    }
 
     @classmethod
     def is_eager(cls, config: Any) -> bool:

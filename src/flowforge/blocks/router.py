@@ -15,22 +15,18 @@ accepted too).  An answer naming no candidate is shown to the model with the
 error once; a second one fails the block.  Only the chosen branch runs; the
 others are skipped.
 
-Output: `prompt`, `model`, `tokens`, `cost`, `selectedPath {blockId,
-blockType, blockTitle}`, `selectedRoute` (the chosen id), and `targets`:
-every candidate as `{id, type, title, description, currentState}`, where
-`currentState` is the candidate's output at decision time (its blockData, as
-Sim's executor gives it): inside a loop, what it gave in the pass before (Sim
-keeps one state per block across iterations, so a router in a loop sees what
-its branches did last time); null when it has not run yet.  A candidate with
-a state shows it in the routing prompt too.
+Each candidate's `currentState` (in `targets`) is its output at decision time
+(its blockData, as Sim's executor gives it): inside a loop, what it gave in
+the pass before (Sim keeps one state per block across iterations, so a router
+in a loop sees what its branches did last time); null when it has not run yet.
+A candidate with a state shows it in the routing prompt too.
 
 Strategies (`strategy:`): `llm` (above, the default); `semantic` embeds the
 text to route (`input`, default the prompt) and each candidate (its name and
 description, or `routes: {<id>: {description, examples: [...]}}`) with the
-local embedding model and picks the closest, with no LLM call (the output
-adds `scores`); `hybrid` does the same but asks the LLM, among the
-candidates within `margin` of the best only, when the best two are closer
-than `margin`.
+local embedding model and picks the closest, with no LLM call; `hybrid`
+does the same but asks the LLM, among the candidates within `margin` of the
+best only, when the best two are closer than `margin`.
 """
 
 from __future__ import annotations
@@ -41,10 +37,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowforge.blocks._llm import (API_KEY_DOC, LLMBlockConfig, ModelCalls, choose_model,
-                                   provider_options, setting)
+from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+                                   choose_model, provider_options, setting)
 from flowforge.blocks._structured import StructuredAnswerError, ask_structured
-from flowforge.blocks.base import BlockContext, BlockType, Routed, policy_of
+from flowforge.blocks.base import BlockContext, BlockType, Output, Routed, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
@@ -174,12 +170,17 @@ class RouterBlock(BlockType):
     type_name = "router"
     seed_fields = {"systemPrompt": "system", "userPrompt": "prompt"}
     Config = RouterConfig
+    outputs = {
+        "prompt": Output("string", "The routing instructions given."),
+        **USAGE_OUTPUTS,
+        "selectedPath": Output("{blockId, blockType, blockTitle}", "The block chosen."),
+        "selectedRoute": Output("string", "The chosen block's id."),
+        "targets": Output("list of {id, type, title, description, currentState}",
+                          "Every candidate, with its output at decision time."),
+        "scores": Output("object", "`semantic` and `hybrid` only: each candidate's "
+                         "similarity to the text routed, by id."),
+    }
     routes = True
-
-    @classmethod
-    def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:
-        return {"prompt", "model", "tokens", "cost", "selectedPath", "selectedRoute", "targets",
-                "scores"}
 
     @classmethod
     async def run(cls, context: BlockContext, config: RouterConfig) -> Any:

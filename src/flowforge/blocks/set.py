@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ConfigDict
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 
 
@@ -25,6 +25,8 @@ class SetBlock(BlockType):
     type_name = "set"
     pure = True                  # nothing outside the run sees it run
     Config = SetConfig
+    outputs: dict[str, Output] = {}
+    more_outputs = "Each field of its `with`, resolved, by name (`{{calc.label}}`)."
 
     @classmethod
     def output_fields(cls, spec: Any, doc: Any) -> set[str] | None:

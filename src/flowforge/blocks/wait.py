@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Suspend
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, Suspend
 from flowforge.blocks.registry import register_block
 
 __all__ = ["WaitConfig", "WaitBlock", "parse_time"]
@@ -64,6 +64,10 @@ class WaitConfig(BlockConfig):
 class WaitBlock(BlockType):
     type_name = "wait"
     Config = WaitConfig
+    outputs = {
+        "until": Output("string", "When the wait ended (ISO 8601, UTC)."),
+        "waited_seconds": Output("number", "How long this run of the block waited."),
+    }
     holds_slot = False          # a wait uses no resources: it never blocks other blocks
 
     @classmethod

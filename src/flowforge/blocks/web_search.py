@@ -8,10 +8,7 @@ knowledge-base phase) rather than leave them to an agent's tool call.
              max_results: 3}
 
 It is the RAG chat's `web_search` tool (`flowforge.websearch`, same back ends,
-same result shape) run once per query.  Output:
-`{results: [{query, answer, citations}], citations: [{title, url, snippet}]
-(every page once, in the order found), context}`; `context` numbers the pages
-with their titles and addresses, ready for a prompt that must cite them.
+same result shape) run once per query.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, policy_of
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError
 from flowforge.workflow.policy import CapabilityUse
@@ -54,6 +51,14 @@ class WebSearchBlock(BlockType):
 
     type_name = "web_search"
     Config = WebSearchConfig
+    outputs = {
+        "results": Output("list of {query, answer, citations}", "What each query found, "
+                          "in the order of the queries."),
+        "citations": Output("list of {title, url, snippet}", "Every page found, once, in "
+                            "the order found."),
+        "context": Output("string", "The pages numbered with their titles and addresses, "
+                          "ready for a prompt that must cite them."),
+    }
 
     @classmethod
     def capabilities(cls, spec: Any) -> list[CapabilityUse]:

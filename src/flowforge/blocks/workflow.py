@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks.base import BlockConfig, BlockContext, BlockType
+from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.workflow.policy import CapabilityUse, looks_like_path
 
@@ -25,6 +25,10 @@ class WorkflowConfig(BlockConfig):
 class WorkflowBlock(BlockType):
     type_name = "workflow"
     Config = WorkflowConfig
+    outputs: dict[str, Output] = {}
+    more_outputs = ("The nested run's `outputs`: its response blocks' outputs by block id "
+                    "(validation checks them once the nested document is loaded; an id "
+                    "given as a template leaves them open).")
     holds_slot = False
 
     @classmethod

@@ -31,13 +31,16 @@ __all__ = ["RunTracer", "tracer_for_run", "use_tracer_provider", "tracing_enable
 
 _PROVIDER: Any = None          # the TracerProvider runs use (None: not configured yet)
 _CONFIGURED = False
+# (provider, its Tracer for flowforge): `get_tracer` builds a new Tracer and
+# instrumentation scope each call (~60 us), a cost no run needs to pay again.
+_TRACER: tuple[Any, Any] | None = None
 
 
 def use_tracer_provider(provider: Any) -> None:
     """Send run traces to this OpenTelemetry TracerProvider (tests install one
     with an in-memory exporter; None turns tracing off again)."""
-    global _PROVIDER, _CONFIGURED
-    _PROVIDER, _CONFIGURED = provider, True
+    global _PROVIDER, _CONFIGURED, _TRACER
+    _PROVIDER, _CONFIGURED, _TRACER = provider, True, None
 
 
 def _provider() -> Any:
@@ -88,22 +91,58 @@ def _parent_key(scope: str) -> tuple[str, str]:
 
 
 class RunTracer:
-    """Builds one run's spans from its events (subscribe it to the run's bus)."""
+    """Builds one run's spans from its events (subscribe it to the run's bus).
+
+    It runs on every block's two events, so what it adds to the SDK's own span
+    cost is kept small: the attributes common to a run are built once, a parent's
+    context is made once for all its children (not once per child), handlers are
+    found in a table, and a block's span is dropped once it has ended.
+
+    A block's span is made when something needs it, not when the block starts:
+    when the block settles (then with its status among the attributes it starts
+    with: one SDK call instead of a start, a `set_attribute` and its lock), or
+    earlier when a span inside it starts (a model call, a tool, a loop pass's
+    block) or it sends a `traceparent`.  The run's span likewise, when its first
+    child or its trace id is needed: a run's start, the busiest moment when many
+    runs start at once, makes no span.  A span is the same either way: it
+    carries the start time of its event and the parent it had then.  (Span
+    processors see `on_start` when it is made: exporters see only ended spans.)"""
+
+    __slots__ = ("tracer", "run_id", "workflow_id", "redact", "content", "remote_parent",
+                 "_run_span", "_run_started", "_run_parent", "blocks", "pending", "calls",
+                 "_base", "_in_context", "_run_context", "_contexts")
 
     def __init__(self, tracer: Any, run_id: str, workflow_id: str,
                  redact: Callable[[Any], Any] = lambda data: data,
                  content: bool = False, remote_parent: str | None = None) -> None:
+        from opentelemetry.trace import set_span_in_context
+
         self.tracer = tracer
         self.run_id = run_id
         self.workflow_id = workflow_id
         self.redact = redact
         self.content = content
         self.remote_parent = remote_parent
-        self.run_span: Any = None
-        self.blocks: dict[tuple[str, str], Any] = {}
+        self._run_span: Any = None
+        self._run_started: dict[str, Any] | None = None  # run_started, until its span is made
+        self._run_parent: Any = None                     # the context the run started in
+        self.blocks: dict[tuple[str, str], Any] = {}     # open block spans by (scope, id)
+        # started blocks whose span is not made yet: their block_started event
+        self.pending: dict[tuple[str, str], dict[str, Any]] = {}
         self.calls: dict[tuple[str, str, int], Any] = {}
+        self._base = {"flowforge.run_id": run_id, "flowforge.workflow_id": workflow_id}
+        self._in_context = set_span_in_context
+        self._run_context: Any = None                    # the run span as a parent
+        self._contexts: dict[tuple[str, str], Any] = {}  # open container spans as parents
 
     # -- what other parts read -------------------------------------------------
+    @property
+    def run_span(self) -> Any:
+        """The run's span (made now if the run started and it was not yet)."""
+        if self._run_span is None and self._run_started is not None:
+            self._make_run_span()
+        return self._run_span
+
     @property
     def trace_id(self) -> str | None:
         if self.run_span is None:
@@ -113,7 +152,7 @@ class RunTracer:
     def traceparent(self, block_id: str | None = None, scope: str | None = None
                     ) -> str | None:
         """The W3C `traceparent` of a block's span (else the run's)."""
-        span = self.blocks.get((scope or "", block_id)) if block_id else None
+        span = self._open((scope or "", block_id)) if block_id else None
         span = span or self.run_span
         if span is None:
             return None
@@ -122,95 +161,150 @@ class RunTracer:
 
     # -- the subscriber ----------------------------------------------------------
     def __call__(self, event: dict[str, Any]) -> None:
-        handler = getattr(self, "_on_" + event["type"], None)
+        handler = _HANDLERS.get(event["type"])
         if handler is not None:
             try:
-                handler(event)
+                handler(self, event)
             except Exception:  # noqa: BLE001 - tracing must never break a run
                 import logging
 
                 logging.getLogger("flowforge").exception("tracing failed on %s", event["type"])
 
     def _attributes(self, **extra: Any) -> dict[str, Any]:
-        base = {"flowforge.run_id": self.run_id, "flowforge.workflow_id": self.workflow_id}
+        base = dict(self._base)
         base.update({k: v for k, v in extra.items() if v is not None})
         return base
 
-    def _start(self, name: str, parent: Any, start: float, **attributes: Any) -> Any:
-        from opentelemetry import trace
+    def _open(self, key: tuple[str, str]) -> Any:
+        """The span of a block that has started and not settled, made now if
+        it was pending; None for a block that is not running."""
+        span = self.blocks.get(key)
+        if span is None and (started := self.pending.pop(key, None)) is not None:
+            span = self.blocks[key] = self._block_span(started, key[0])
+        return span
 
-        context = trace.set_span_in_context(parent) if parent is not None else None
-        return self.tracer.start_span(name, context=context, start_time=_ns(start),
-                                      attributes=self._attributes(**attributes))
+    def _context_of(self, key: tuple[str, str]) -> Any:
+        """An open block's span as the parent of what happens inside it (made
+        once per block), else the run's."""
+        context = self._contexts.get(key)
+        if context is None:
+            span = self._open(key)
+            if span is None:
+                return self._run_as_parent()
+            context = self._contexts[key] = self._in_context(span)
+        return context
+
+    def _start(self, name: str, context: Any, start: float, attributes: dict[str, Any]) -> Any:
+        return self.tracer.start_span(name, context=context, start_time=int(start * 1e9),
+                                      attributes=attributes)
+
+    def _run_as_parent(self) -> Any:
+        if self._run_context is None:
+            span = self.run_span
+            if span is None:
+                return None
+            self._run_context = self._in_context(span)
+        return self._run_context
 
     def _on_run_started(self, event: dict[str, Any]) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-        context = None
         if self.remote_parent:
-            context = TraceContextTextMapPropagator().extract({"traceparent": self.remote_parent})
-        self.run_span = self.tracer.start_span(
-            f"flowforge.run {self.workflow_id}", context=context, kind=trace.SpanKind.INTERNAL,
-            start_time=_ns(event["time"]),
-            attributes=self._attributes(**{"flowforge.user_id": event.get("user")}))
+            from opentelemetry.trace.propagation.tracecontext import \
+                TraceContextTextMapPropagator
+
+            self._run_parent = TraceContextTextMapPropagator().extract(
+                {"traceparent": self.remote_parent})
+        else:                    # the caller's own span, if any, whenever the span is made
+            from opentelemetry.context import get_current
+
+            self._run_parent = get_current()
+        self._run_started = event
+
+    def _make_run_span(self, finished: dict[str, Any] | None = None) -> None:
+        started, self._run_started = self._run_started, None
+        assert started is not None
+        attributes = self._attributes(**{"flowforge.user_id": started.get("user")})
+        if finished is not None:
+            attributes.update(finished)
+        self._run_span = self.tracer.start_span(
+            f"flowforge.run {self.workflow_id}", context=self._run_parent,
+            start_time=_ns(started["time"]), attributes=attributes)
 
     def _on_run_finished(self, event: dict[str, Any]) -> None:
-        if self.run_span is None:
-            return
         status = event.get("status")
-        self.run_span.set_attribute("flowforge.status", status or "")
         usage = event.get("usage") or {}
         tokens = usage.get("tokens") or {}
-        self.run_span.set_attribute("gen_ai.usage.input_tokens", tokens.get("prompt", 0))
-        self.run_span.set_attribute("gen_ai.usage.output_tokens", tokens.get("completion", 0))
-        self.run_span.set_attribute("flowforge.cost_usd", float(usage.get("cost") or 0.0))
+        finished = {"flowforge.status": status or "",
+                    "gen_ai.usage.input_tokens": tokens.get("prompt", 0),
+                    "gen_ai.usage.output_tokens": tokens.get("completion", 0),
+                    "flowforge.cost_usd": float(usage.get("cost") or 0.0)}
+        if self._run_span is None:
+            if self._run_started is None:
+                return
+            self._make_run_span(finished)
+        else:
+            self._run_span.set_attributes(finished)
         if status == "failed":
             self._error(self.run_span, event.get("error"))
-        for span in list(self.calls.values()) + list(self.blocks.values()):
-            if span.is_recording():          # cut off (cancelled): close what is open
-                span.end(end_time=_ns(event["time"]))
-        self.run_span.end(end_time=_ns(event["time"]))
+        end = _ns(event["time"])
+        for started in list(self.pending.values()):                   # cut off (cancelled):
+            self._open((started.get("scope") or "", started["block_id"]))  # close what is
+        for span in (*self.calls.values(), *self.blocks.values()):    # open
+            if span.is_recording():
+                span.end(end_time=end)
+        self.calls.clear()
+        self.blocks.clear()
+        self.pending.clear()
+        self._contexts.clear()
+        self.run_span.end(end_time=end)
 
     def _error(self, span: Any, message: Any) -> None:
         from opentelemetry.trace import Status, StatusCode
 
         text = str(self.redact(message) or "failed")
         span.set_status(Status(StatusCode.ERROR, text[:500]))
-        span.set_attribute("error.type", "flowforge.block_failed" if span is not self.run_span
+        span.set_attribute("error.type", "flowforge.block_failed" if span is not self._run_span
                            else "flowforge.run_failed")
 
-    def _block_parent(self, scope: str) -> Any:
+    def _block_context(self, scope: str) -> Any:
+        """The parent of a block's span: its container's (loop, parallel map,
+        nested workflow) for a block in a scope, else the run's."""
         if not scope:
-            return self.run_span
-        return self.blocks.get(_parent_key(scope)) or self.run_span
+            return self._run_as_parent()
+        return self._context_of(_parent_key(scope))
+
+    def _block_span(self, started: dict[str, Any], scope: str,
+                    settled: dict[str, Any] | None = None) -> Any:
+        """A block's span from its `block_started` event; with `settled` (made
+        as it settles) the status and skip reason are among its attributes."""
+        block_id = started["block_id"]
+        attributes = {**self._base, "flowforge.block_id": block_id}
+        if (block_type := started.get("block_type")) is not None:
+            attributes["flowforge.block_type"] = block_type
+        if scope:
+            attributes["flowforge.scope"] = scope
+        if settled is not None:
+            attributes.update(settled)
+        return self._start(f"flowforge.block {block_id}", self._block_context(scope),
+                           started["time"], attributes)
 
     def _on_block_started(self, event: dict[str, Any]) -> None:
-        scope = event.get("scope") or ""
-        key = (scope, event["block_id"])
-        self.blocks[key] = self._start(
-            f"flowforge.block {event['block_id']}", self._block_parent(scope), event["time"],
-            **{"flowforge.block_id": event["block_id"],
-               "flowforge.block_type": event.get("block_type"),
-               "flowforge.scope": scope or None})
+        self.pending[(event.get("scope") or "", event["block_id"])] = event
 
     def _settle(self, event: dict[str, Any], status: str) -> None:
         scope = event.get("scope") or ""
         key = (scope, event["block_id"])
-        span = self.blocks.get(key)
-        if span is None:                 # skipped before starting: a zero-length span
-            span = self._start(f"flowforge.block {event['block_id']}",
-                               self._block_parent(scope), event["time"],
-                               **{"flowforge.block_id": event["block_id"],
-                                  "flowforge.block_type": event.get("block_type"),
-                                  "flowforge.scope": scope or None})
-            self.blocks[key] = span
-        span.set_attribute("flowforge.status", status)
+        settled = {"flowforge.status": status}
+        if status == "skipped" and event.get("reason"):
+            settled["flowforge.skip_reason"] = str(event["reason"])
+        span = self.blocks.pop(key, None)
+        if span is None:                 # made now; skipped before starting: zero-length
+            span = self._block_span(self.pending.pop(key, None) or event, scope, settled)
+        else:                            # made earlier: it was a parent or sent a traceparent
+            self._contexts.pop(key, None)
+            span.set_attributes(settled)
         if status == "failed":
             self._error(span, event.get("error"))
-        elif status == "skipped" and event.get("reason"):
-            span.set_attribute("flowforge.skip_reason", str(event["reason"]))
-        span.end(end_time=_ns(event["time"]))
+        span.end(end_time=int(event["time"] * 1e9))
 
     def _on_block_succeeded(self, event: dict[str, Any]) -> None:
         self._settle(event, "succeeded")
@@ -233,12 +327,13 @@ class RunTracer:
         system, _, name = model.partition("/")
         request = event.get("request") or {}
         span = self._start(
-            f"chat {name or model}", self.blocks.get((scope, event.get("block_id", ""))),
-            event["time"], **{"gen_ai.operation.name": "chat", "gen_ai.system": system or None,
-                              "gen_ai.request.model": name or model,
-                              "gen_ai.request.temperature": request.get("temperature"),
-                              "gen_ai.request.max_tokens": request.get("max_tokens"),
-                              "flowforge.purpose": event.get("purpose")})
+            f"chat {name or model}", self._context_of((scope, event.get("block_id", ""))),
+            event["time"], self._attributes(**{
+                "gen_ai.operation.name": "chat", "gen_ai.system": system or None,
+                "gen_ai.request.model": name or model,
+                "gen_ai.request.temperature": request.get("temperature"),
+                "gen_ai.request.max_tokens": request.get("max_tokens"),
+                "flowforge.purpose": event.get("purpose")}))
         if self.content:
             span.set_attribute("gen_ai.prompt", json.dumps(
                 self.redact(request.get("messages")), ensure_ascii=False, default=str))
@@ -271,8 +366,9 @@ class RunTracer:
     def _finished_span(self, event: dict[str, Any], name: str, **attributes: Any) -> Any:
         """A span for something a block reports once it is over (with its duration)."""
         duration = float(event.get("duration_ms") or 0.0) / 1000
-        parent = self.blocks.get((event.get("scope") or "", event.get("block_id", "")))
-        return self._start(name, parent, event["time"] - duration, **attributes)
+        context = self._context_of((event.get("scope") or "", event.get("block_id", "")))
+        return self._start(name, context, event["time"] - duration,
+                           self._attributes(**attributes))
 
     def _on_tool_called(self, event: dict[str, Any]) -> None:
         span = self._finished_span(event, f"execute_tool {event.get('name')}",
@@ -293,13 +389,22 @@ class RunTracer:
         span.end(end_time=_ns(event["time"]))
 
 
+# event type -> handler: one dictionary look-up per event
+_HANDLERS: dict[str, Callable[[RunTracer, dict[str, Any]], None]] = {
+    name[len("_on_"):]: handler for name, handler in vars(RunTracer).items()
+    if name.startswith("_on_")}
+
+
 def tracer_for_run(run_id: str, workflow_id: str, redact: Callable[[Any], Any],
                    remote_parent: str | None = None) -> RunTracer | None:
     """A tracer for one run, or None when tracing is off (then nothing subscribes)."""
+    global _TRACER
     provider = _provider()
     if provider is None:
         return None
-    from flowforge import __version__
+    if _TRACER is None or _TRACER[0] is not provider:
+        from flowforge import __version__
 
-    return RunTracer(provider.get_tracer("flowforge", __version__), run_id, workflow_id,
+        _TRACER = (provider, provider.get_tracer("flowforge", __version__))
+    return RunTracer(_TRACER[1], run_id, workflow_id,
                      redact=redact, content=capture_content(), remote_parent=remote_parent)
