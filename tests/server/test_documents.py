@@ -74,6 +74,45 @@ async def test_graph_of_a_stored_workflow(server):
     assert ("twice", "again") in edges and ("big", "last") in edges and ("each", "last") in edges
 
 
+async def test_branch_labels_say_which_way_each_edge_goes(server):
+    """Two cases to one block are one label, not two run together; an
+    approval's edges say approve / reject, not their targets' names."""
+    document = {"id": "lbl", "blocks": [
+        {"id": "assess", "type": "set", "with": {"amount": 5}},
+        {"id": "gate", "type": "condition", "after": ["assess"],
+         "with": {"cases": [{"when": "assess.amount >= 1000", "goto": "big"},
+                            {"when": "assess.amount < 0", "goto": "big"}],
+                  "default": "big"}},
+        {"id": "big", "type": "set", "with": {"x": 1}},
+        {"id": "ok", "type": "approval", "after": ["big"], "with": {"on_reject": "no"}},
+        {"id": "yes", "type": "set", "after": ["ok"], "with": {"x": 1}},
+        {"id": "no", "type": "set", "with": {"x": 2}}]}
+    async with server.client("alice") as alice:
+        assert (await alice.post("/api/workflows", json=document)).status_code == 201
+        graph = (await alice.get("/api/workflows/lbl/graph")).json()
+    labels = {(e["source"], e["target"]): e.get("label") for e in graph["edges"]}
+    assert labels[("gate", "big")] == "assess.amount >= 1000 | assess.amount < 0 | default"
+    assert labels[("ok", "yes")] == "approve" and labels[("ok", "no")] == "reject"
+    nodes = {n["id"]: n for n in graph["nodes"]}
+    assert nodes["assess"]["outputs"] == ["amount"]      # what `{{assess.` may complete to
+
+
+async def test_the_schema_route_is_the_cli_schema_with_each_type_described(server):
+    from flowforge.service.schema import workflow_json_schema
+
+    async with server.client("alice") as alice:
+        answer = await alice.get("/api/schema")
+        assert (await server.client(None).get("/api/schema")).status_code == 401
+    assert answer.status_code == 200
+    schema = answer.json()
+    assert schema == workflow_json_schema()
+    kinds = schema["$defs"]["BlockSpec"]["properties"]["type"]
+    described = {entry["const"]: entry["description"] for entry in kinds["oneOf"]}
+    assert set(described) == set(kinds["enum"])
+    assert described["approval"] == "The run waits for a person to approve or reject."
+    assert all(text and "\n" not in text for text in described.values())
+
+
 async def test_the_web_app_never_shadows_the_api(server):
     async with server.client("alice") as alice:
         page = await alice.get("/workflows/support")

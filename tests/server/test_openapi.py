@@ -57,6 +57,7 @@ EXPECTED = {
     "/api/agent/tasks/{task_id}": {"get"},
     # the web app's editor (server/routes/documents.py, issue 13)
     "/api/validate": {"post"},
+    "/api/schema": {"get"},
     "/api/workflows/{workflow_id}/graph": {"get"},
     # knowledge bases for the web app (server/routes/knowledge.py, issue 13)
     "/api/knowledge": {"get", "post"},

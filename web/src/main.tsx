@@ -25,6 +25,7 @@ const AppWorkflow = lazy(() => import("./pages/AppWorkflow").then((m) => ({ defa
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
   let params;
   if (path === "/" || path === "/workflows") return <Workflows />;
+  if (path === "/new-workflow") return <WorkflowPage key="new" id={null} version={null} />;
   if ((params = match("/workflows/:id/run", path))) return <RunForm id={params.id} />;
   if ((params = match("/workflows/:id", path))) {
     const version = Number(query.get("version")) || null;

@@ -4,8 +4,38 @@ import { useSyncExternalStore } from "react";
 
 const listeners = new Set<() => void>();
 
+/** A page with unsaved work says so here: `navigate` (and the Back button)
+ * then ask before leaving; a reload or a closed tab asks through the browser. */
+let leaveWarning: (() => string | null) | null = null;
+
+export function setLeaveWarning(warning: (() => string | null) | null): void {
+  leaveWarning = warning;
+}
+
+function mayLeave(): boolean {
+  const message = leaveWarning?.();
+  return !message || window.confirm(message);
+}
+
+window.addEventListener("beforeunload", (event) => {
+  if (leaveWarning?.()) event.preventDefault();
+});
+
+let shown = location.pathname + location.search;
+
+window.addEventListener("popstate", () => {
+  const wanted = location.pathname + location.search;
+  if (wanted !== shown && leaveWarning?.() && !mayLeave()) {
+    history.pushState(null, "", shown);           // stay: the URL goes back to this page
+    return;
+  }
+  shown = wanted;
+}, true);
+
 export function navigate(path: string, replace = false): void {
   if (path === location.pathname + location.search) return;
+  if (!mayLeave()) return;
+  shown = path;
   if (replace) history.replaceState(null, "", path);
   else history.pushState(null, "", path);
   listeners.forEach((listener) => listener());

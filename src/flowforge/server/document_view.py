@@ -95,12 +95,12 @@ def graph_view(compiled: CompiledWorkflow) -> dict[str, Any]:
     are `branch` edges labelled with the case that takes them."""
     nodes: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
-    _add_scope(compiled.graph, None, nodes, edges)
+    _add_scope(compiled.graph, None, nodes, edges, compiled.doc)
     return {"id": compiled.id, "name": compiled.doc.name or compiled.id,
             "nodes": nodes, "edges": edges}
 
 
-def _add_scope(graph: Graph, parent: str | None, nodes: list, edges: list) -> None:
+def _add_scope(graph: Graph, parent: str | None, nodes: list, edges: list, doc: Any) -> None:
     for node in graph.nodes.values():
         spec = node.spec
         entry: dict[str, Any] = {"id": node.id, "type": node.type, "name": node.name,
@@ -110,9 +110,12 @@ def _add_scope(graph: Graph, parent: str | None, nodes: list, edges: list) -> No
             entry["description"] = spec.description
         if node.type == "workflow" and isinstance(spec.with_.get("workflow"), str):
             entry["workflow"] = spec.with_["workflow"]
+        outputs = _outputs(node, doc)
+        if outputs is not None:
+            entry["outputs"] = outputs
         nodes.append(entry)
         if node.children is not None:
-            _add_scope(node.children, node.id, nodes, edges)
+            _add_scope(node.children, node.id, nodes, edges, doc)
     for node in graph.nodes.values():
         for source, kind in node.inputs.items():
             origin = graph.nodes.get(source)
@@ -127,13 +130,29 @@ def _add_scope(graph: Graph, parent: str | None, nodes: list, edges: list) -> No
             edges.append(edge)
 
 
+def _outputs(node: Any, doc: Any) -> list[str] | None:
+    """The output fields the document tells of (what an editor offers after
+    `{{block.`), None when they are open."""
+    method = getattr(node.info, "output_fields", None)
+    if method is None or not node.config_ok:
+        return None
+    try:
+        fields = method(node.spec, doc)
+    except Exception:  # noqa: BLE001 - a third-party hook tripping: the output is open
+        return None
+    return sorted(fields) if fields is not None else None
+
+
 def _branch_label(router: Any, target: Any) -> str:
-    """A condition's case (`when`) or `default`; a router's candidate name."""
+    """A condition's cases (`when`) and/or `default` that go to `target`, an
+    approval's `approve` or `reject`, a router's candidate name."""
     with_ = router.spec.with_
     if router.type == "condition":
-        for case in with_.get("cases") or []:
-            if isinstance(case, dict) and case.get("goto") == target.id:
-                return str(case.get("when", target.name))
+        labels = [str(case.get("when", "")) for case in with_.get("cases") or []
+                  if isinstance(case, dict) and case.get("goto") == target.id]
         if with_.get("default") == target.id:
-            return "default"
+            labels.append("default")
+        return " | ".join(labels) or target.name
+    if router.type == "approval":
+        return "reject" if with_.get("on_reject") == target.id else "approve"
     return target.name

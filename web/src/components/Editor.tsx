@@ -1,6 +1,8 @@
 // The YAML editor: CodeMirror 6, checked by the server's validator as you
 // type (POST /api/validate). Each problem is underlined at its line and listed
 // below with its line number; while the text is valid the graph follows it.
+// The canvas and the block forms change the same text: `text` is written into
+// the editor as one change (undo takes it back), the cursor kept.
 import { useEffect, useRef, useState } from "react";
 import { EditorState } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers, highlightActiveLine } from "@codemirror/view";
@@ -19,10 +21,12 @@ export interface Checked {
 
 export function Editor(props: {
   initial: string;
+  text?: string;
   onChange: (text: string) => void;
   onChecked: (checked: Checked) => void;
 }) {
   const host = useRef<HTMLDivElement>(null);
+  const viewRef = useRef<EditorView | null>(null);
   const [problems, setProblems] = useState<Problem[] | null>(null);
   const callbacks = useRef(props);
   callbacks.current = props;
@@ -65,9 +69,25 @@ export function Editor(props: {
     // axe: a scrollable region must be reachable by keyboard (its contenteditable
     // child is not counted), so the scroller itself takes focus too
     view.scrollDOM.tabIndex = 0;
-    return () => view.destroy();
+    viewRef.current = view;
+    return () => { viewRef.current = null; view.destroy(); };
     // the editor is created once per document loaded; `initial` changes re-create it
   }, [props.initial]);
+
+  useEffect(() => {
+    const view = viewRef.current;
+    const wanted = props.text;
+    if (!view || wanted === undefined) return;
+    const current = view.state.doc.toString();
+    if (current === wanted) return;
+    let start = 0;
+    while (start < current.length && start < wanted.length && current[start] === wanted[start]) start++;
+    let end = 0;
+    while (end < current.length - start && end < wanted.length - start &&
+           current[current.length - 1 - end] === wanted[wanted.length - 1 - end]) end++;
+    view.dispatch({ changes: { from: start, to: current.length - end,
+                               insert: wanted.slice(start, wanted.length - end) } });
+  }, [props.text]);
 
   return (
     <div className="editor-wrap">

@@ -7,6 +7,7 @@ import {
   type Edge, type Node, type NodeProps,
 } from "@xyflow/react";
 import { layout, type WorkflowGraph } from "../layout";
+import { edgeTypes } from "./LabelledEdge";
 
 export type BlockState = "pending" | "waiting" | "running" | "succeeded" | "failed" | "skipped" | "cancelled";
 
@@ -94,6 +95,7 @@ export function Graph(props: {
     id: edge.id,
     source: edge.source,
     target: edge.target,
+    type: "labelled",
     label: edge.label,
     className: `edge-${edge.kind}`,
     animated: states?.[edge.source]?.state === "running",
@@ -106,7 +108,7 @@ export function Graph(props: {
 
   return (
     <div className="graph" role="region" aria-label={`Graph of ${graph.name}`}>
-      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes}
+      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} edgeTypes={edgeTypes}
                  fitView fitViewOptions={{ maxZoom: 1 }} minZoom={0.05} nodesDraggable={false} nodesConnectable={false}
                  onNodeClick={(_, node) => onSelect?.(node.id)}
                  onPaneClick={() => onSelect?.(null)}

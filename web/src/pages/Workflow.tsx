@@ -1,15 +1,30 @@
-// A workflow: its graph (following the editor's text while it is valid), the
-// selected block's config, the YAML editor with live problems, versions, save.
-import { useEffect, useMemo, useState } from "react";
-import YAML from "yaml";
+// A workflow in the editor: the canvas, the selected block's form and the
+// YAML pane, all three on one text. The text is the source of truth: the
+// canvas and the form turn each action into an edit of it (yamlEdits.ts:
+// comments, key order and untouched lines kept), the YAML pane shows and
+// takes the same text, the server checks it as it changes, and a save sends
+// it as written. Unsaved work is not lost to a click or a reload unasked.
+import { useEffect, useMemo, useRef, useState } from "react";
+import YAML, { type Document } from "yaml";
 import { api, ApiError, type Problem } from "../api";
-import { Link, navigate } from "../router";
-import { Graph } from "../components/Graph";
+import { Link, navigate, setLeaveWarning } from "../router";
+import { Canvas } from "../components/Canvas";
+import { BlockForm } from "../components/BlockForm";
+import { Palette, type Pick } from "../components/Palette";
 import { Editor, type Checked } from "../components/Editor";
 import { Json, ProblemList } from "../components/Common";
 import type { WorkflowGraph } from "../layout";
+import { graphOf, positions as positionsOf } from "../docGraph";
+import { loadSchema, type Schema } from "../schema";
+import {
+  addBlock, connect, disconnect, editText, EditRefused, freshId, removeBlock, setField,
+  setPosition, unsetField,
+} from "../yamlEdits";
 
 interface Version { version: number; created_at?: string }
+
+/** What "New workflow" starts from: nothing saved until the author saves. */
+export const NEW_WORKFLOW = "version: 1\nid: my-workflow\nname: My workflow\nblocks: []\n";
 
 /** The stored document (every default written out) as the YAML a person
  * writes: empty `after: []`, `with: {}`, `blocks: []` and top-level empty
@@ -34,19 +49,55 @@ export function findBlock(blocks: any[] | undefined, id: string): any | null {
   return null;
 }
 
-export function WorkflowPage({ id, version }: { id: string; version: number | null }) {
-  const [text, setText] = useState<string | null>(null);
-  const [initial, setInitial] = useState<string | null>(null);
-  const [graph, setGraph] = useState<WorkflowGraph | null>(null);
+/** id -> `blocks[2]` / `blocks[4].blocks[0]`: where the server's problems point. */
+function blockPaths(blocks: any[] | undefined, prefix = "", out: Record<string, string> = {}) {
+  (blocks ?? []).forEach((block, index) => {
+    if (!block || typeof block.id !== "string") return;
+    out[block.id] = `${prefix}blocks[${index}]`;
+    blockPaths(block.blocks, `${prefix}blocks[${index}].`, out);
+  });
+  return out;
+}
+
+function specsById(blocks: any[] | undefined, out: Record<string, any> = {}) {
+  for (const block of blocks ?? []) {
+    if (!block || typeof block.id !== "string") continue;
+    out[block.id] = block;
+    specsById(block.blocks, out);
+  }
+  return out;
+}
+
+export function WorkflowPage({ id, version }: { id: string | null; version: number | null }) {
+  const fresh = id === null;
+  const [text, setText] = useState<string | null>(fresh ? NEW_WORKFLOW : null);
+  const [initial, setInitial] = useState<string | null>(fresh ? NEW_WORKFLOW : null);
+  const [saved, setSaved] = useState<string | null>(fresh ? NEW_WORKFLOW : null);
+  const [checked, setChecked] = useState<WorkflowGraph | null>(null);
   const [current, setCurrent] = useState<number | null>(null);
   const [versions, setVersions] = useState<Version[]>([]);
   const [selected, setSelected] = useState<string | null>(null);
-  const [valid, setValid] = useState(true);
+  const [edge, setEdge] = useState<{ source: string; target: string } | null>(null);
+  const [valid, setValid] = useState(!fresh);
+  const [problems, setProblems] = useState<Problem[]>([]);
   const [notice, setNotice] = useState<string | null>(null);
   const [error, setError] = useState<{ message: string; problems: Problem[] } | null>(null);
   const [missing, setMissing] = useState<string | null>(null);
+  const [schema, setSchema] = useState<Schema | null>(null);
+  const [palette, setPalette] = useState(false);
+  const dirty = text !== null && saved !== null && text !== saved;
+  const dirtyRef = useRef(false);
+  dirtyRef.current = dirty;
+
+  useEffect(() => {
+    setLeaveWarning(() => dirtyRef.current
+      ? "This workflow has unsaved changes: leave and lose them?" : null);
+    return () => setLeaveWarning(null);
+  }, []);
+  useEffect(() => { loadSchema().then(setSchema).catch(() => undefined); }, []);
 
   async function load() {
+    if (fresh) return;
     const suffix = version ? `?version=${version}` : "";
     try {
       const row = await api<any>("GET", `/api/workflows/${encodeURIComponent(id)}${suffix}`);
@@ -56,9 +107,8 @@ export function WorkflowPage({ id, version }: { id: string; version: number | nu
                                                             { lineWidth: 0 });
       setInitial(yamlText);
       setText(yamlText);
+      setSaved(yamlText);
       setCurrent(row.version);
-      setGraph(await api<WorkflowGraph>("GET",
-        `/api/workflows/${encodeURIComponent(id)}/graph${suffix}`));
       setVersions((await api<{ versions: Version[] }>(
         "GET", `/api/workflows/${encodeURIComponent(id)}/versions`)).versions);
     } catch (err) {
@@ -69,22 +119,100 @@ export function WorkflowPage({ id, version }: { id: string; version: number | nu
 
   useEffect(() => { load(); }, [id, version]);
 
-  const document = useMemo(() => {
-    try { return text ? YAML.parse(text) : null; } catch { return null; }
+  const parsed = useMemo(() => {
+    try {
+      const doc = text !== null ? YAML.parse(text) : null;
+      return doc && typeof doc === "object" ? doc : null;
+    } catch { return null; }
   }, [text]);
+  const lastGood = useRef<any>(null);
+  if (parsed) lastGood.current = parsed;
+  const document = parsed ?? lastGood.current;
+  const graph = useMemo(() => graphOf(document ?? {}), [document]);
+  const positions = useMemo(() => positionsOf(document), [document]);
+  const specs = useMemo(() => specsById(document?.blocks), [document]);
+  const paths = useMemo(() => blockPaths(document?.blocks), [document]);
   const block = selected && document ? findBlock(document.blocks, selected) : null;
+
+  /** One canvas or form action: an edit of the text, or a message saying why not. */
+  function change(action: (doc: Document) => void) {
+    if (text === null) return;
+    try {
+      setText(editText(text, action));
+      setNotice(null);
+      setError(null);
+    } catch (err) {
+      if (!(err instanceof EditRefused)) throw err;
+      setError({ message: err.message, problems: [] });
+    }
+  }
+
+  const nextSpot = useRef<{ x: number; y: number } | null>(null);
+  function pick(choice: Pick) {
+    setPalette(false);
+    let made = "";
+    change((doc) => {
+      made = freshId(doc, choice.type ?? choice.uses ?? "block");
+      const spec = choice.type ? { id: made, type: choice.type } : { id: made, uses: choice.uses };
+      addBlock(doc, spec, nextSpot.current ?? { x: 0, y: 0 });
+    });
+    if (made) { setSelected(made); setEdge(null); }
+  }
+
+  const references = useMemo(() => {
+    const out: string[] = [];
+    for (const name of Object.keys(document?.inputs ?? {})) out.push(`input.${name}`);
+    for (const name of Object.keys(document?.variables ?? {})) out.push(`vars.${name}`);
+    // every block the selected one may read without a cycle: not itself, not downstream
+    const downstream = new Set<string>(selected ? [selected] : []);
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const e of graph.edges) {
+        if (downstream.has(e.source) && !downstream.has(e.target)) { downstream.add(e.target); grew = true; }
+      }
+    }
+    const outputs = new Map((checked?.nodes ?? []).map((n: any) => [n.id, n.outputs as string[] | undefined]));
+    for (const node of graph.nodes) {
+      if (downstream.has(node.id)) continue;
+      const fields = outputs.get(node.id) ?? (node.type === "set" ? Object.keys(specs[node.id]?.with ?? {}) : null);
+      if (fields && fields.length) fields.forEach((field) => out.push(`${node.id}.${field}`));
+      else out.push(node.id);
+    }
+    return out;
+  }, [document, graph, selected, checked, specs]);
+
+  const blockProblems = useMemo(() => {
+    const prefix = selected ? paths[selected] : null;
+    if (!prefix) return [];
+    return problems.filter((p) => p.where.startsWith(`${prefix}.`))
+      .map((p) => ({ ...p, where: p.where.slice(prefix.length + 1) }))
+      .filter((p) => !/^blocks\[/.test(p.where));
+  }, [problems, paths, selected]);
 
   async function save() {
     if (text === null) return;
     setError(null);
+    const target = fresh ? String(parsed?.id ?? "") : id;
     try {
-      const saved = await api<any>("PUT", `/api/workflows/${encodeURIComponent(id)}`,
-                                   { text, type: "application/yaml" });
-      setNotice(`Saved version ${saved.version}.`);
-      setCurrent(saved.version);
+      if (fresh) {
+        const taken = await api("GET", `/api/workflows/${encodeURIComponent(target)}`)
+          .then(() => true, (err) => { if ((err as ApiError).status === 404) return false; throw err; });
+        if (taken) {
+          setError({ message: `a workflow '${target}' exists already: change \`id:\` to save this one ` +
+                              "beside it", problems: [] });
+          return;
+        }
+      }
+      const answer = await api<any>("PUT", `/api/workflows/${encodeURIComponent(target)}`,
+                                    { text, type: "application/yaml" });
+      setSaved(text);
+      dirtyRef.current = false;
+      setNotice(`Saved version ${answer.version}.`);
+      if (fresh) { navigate(`/workflows/${encodeURIComponent(target)}`, true); return; }
+      setCurrent(answer.version);
       setVersions((await api<{ versions: Version[] }>(
-        "GET", `/api/workflows/${encodeURIComponent(id)}/versions`)).versions);
-      if (version) navigate(`/workflows/${encodeURIComponent(id)}`, true);
+        "GET", `/api/workflows/${encodeURIComponent(target)}/versions`)).versions);
+      if (version) navigate(`/workflows/${encodeURIComponent(target)}`, true);
     } catch (err) {
       const e = err as ApiError;
       setError({ message: e.message, problems: e.details ?? [] });
@@ -92,45 +220,97 @@ export function WorkflowPage({ id, version }: { id: string; version: number | nu
   }
 
   if (missing) return <main><h1>Not found</h1><p role="alert">{missing}</p></main>;
+  const title = fresh ? "New workflow" : document?.name ?? id;
   return (
     <main className="workflow-page">
       <div className="title-row">
-        <h1>{graph?.name ?? id}</h1>
-        <span className="badge" aria-label="Version shown">version {current ?? "..."}</span>
-        <label htmlFor="version">Versions</label>
-        <select id="version" value={version ?? ""} onChange={(event) => navigate(
-          `/workflows/${encodeURIComponent(id)}${event.target.value ? `?version=${event.target.value}` : ""}`)}>
-          <option value="">latest</option>
-          {versions.map((v) => <option key={v.version} value={v.version}>version {v.version}</option>)}
-        </select>
-        <button type="button" onClick={save} disabled={!valid}>Save as a new version</button>
-        <Link to={`/workflows/${encodeURIComponent(id)}/run`} className="button">Run...</Link>
-        <Link to={`/runs?workflow=${encodeURIComponent(id)}`}>Runs of this workflow</Link>
+        <h1>{title}</h1>
+        {!fresh && <>
+          <span className="badge" aria-label="Version shown">version {current ?? "..."}</span>
+          <label htmlFor="version">Versions</label>
+          <select id="version" value={version ?? ""} onChange={(event) => navigate(
+            `/workflows/${encodeURIComponent(id)}${event.target.value ? `?version=${event.target.value}` : ""}`)}>
+            <option value="">latest</option>
+            {versions.map((v) => <option key={v.version} value={v.version}>version {v.version}</option>)}
+          </select>
+        </>}
+        <button type="button" onClick={() => setPalette(!palette)} aria-expanded={palette}
+                disabled={text === null}>Add block</button>
+        <button type="button" onClick={save} disabled={!valid}>
+          {fresh ? "Save the new workflow" : "Save as a new version"}</button>
+        {dirty && <span className="badge unsaved" role="status">Unsaved changes</span>}
+        {!fresh && <>
+          <Link to={`/workflows/${encodeURIComponent(id)}/run`} className="button">Run...</Link>
+          <Link to={`/runs?workflow=${encodeURIComponent(id)}`}>Runs of this workflow</Link>
+        </>}
       </div>
+      {fresh && <p className="muted">Nothing is stored until you save: set <code>id</code> and{" "}
+        <code>name</code> in the YAML, add blocks from the palette, connect them by dragging from
+        a block's lower handle to another block.</p>}
       {notice && <p role="status" className="ok">{notice}</p>}
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
+      {palette && <Palette schema={schema} onPick={pick} onClose={() => setPalette(false)} />}
       <div className="split">
         <section className="graph-pane" aria-label="Graph">
-          {graph ? <Graph graph={graph} selected={selected} onSelect={setSelected} /> : <p>Loading...</p>}
+          {document ? (
+            <Canvas graph={graph} specs={specs} positions={positions} selected={selected}
+                    nextSpot={nextSpot}
+                    selectedEdge={edge ? `${edge.source}->${edge.target}` : null}
+                    onSelect={(chosen) => { setSelected(chosen); if (chosen) setEdge(null); }}
+                    onSelectEdge={(chosen) => { setEdge(chosen); if (chosen) setSelected(null); }}
+                    onConnect={(source, target, handle) => change((doc) => connect(doc, source, target, handle))}
+                    onDelete={(blocks, edges) => {
+                      change((doc) => {
+                        edges.forEach((e) => disconnect(doc, e.source, e.target));
+                        blocks.forEach((b) => removeBlock(doc, b));
+                      });
+                      if (selected && blocks.includes(selected)) setSelected(null);
+                      setEdge(null);
+                    }}
+                    onMove={(moved, at) => change((doc) => setPosition(doc, moved, at.x, at.y))} />
+          ) : <p>Loading...</p>}
+          {edge && !block && (
+            <aside className="side-panel nokey" aria-label={`Edge ${edge.source} to ${edge.target}`}>
+              <h2>{edge.source} → {edge.target}</h2>
+              <button type="button" onClick={() => {
+                change((doc) => disconnect(doc, edge.source, edge.target));
+                setEdge(null);
+              }}>Delete the edge</button>
+              <button type="button" onClick={() => setEdge(null)}>Close</button>
+            </aside>
+          )}
           {block && (
-            <aside className="side-panel" aria-label={`Block ${selected}`}>
-              <h2>{block.name ?? block.id} <span className="muted">({block.type})</span></h2>
-              {block.description && <p>{block.description}</p>}
+            <aside className="side-panel nokey" aria-label={`Block ${selected}`}>
+              <h2>{block.name ?? block.id} <span className="muted">({block.type ?? block.uses})</span></h2>
               {block.type === "workflow" && typeof block.with?.workflow === "string" &&
                 !/[/.]/.test(block.with.workflow.split("@")[0]) && (
                 <p><Link to={`/workflows/${encodeURIComponent(block.with.workflow.split("@")[0])}`}>
                   Open the nested workflow {block.with.workflow}</Link></p>)}
-              <Json label="Block config" value={YAML.stringify(block, { lineWidth: 0 })} />
-              <button type="button" onClick={() => setSelected(null)}>Close</button>
+              <BlockForm block={block} schema={schema} problems={blockProblems} references={references}
+                         onSet={(path, value) => change((doc) => setField(doc, block.id, path, value))}
+                         onUnset={(path) => change((doc) => unsetField(doc, block.id, path))} />
+              <details>
+                <summary>As YAML</summary>
+                <Json label="Block config" value={YAML.stringify(block, { lineWidth: 0 })} />
+              </details>
+              <div className="panel-actions">
+                <button type="button" onClick={() => {
+                  change((doc) => removeBlock(doc, block.id));
+                  setSelected(null);
+                }}>Delete the block</button>
+                <button type="button" onClick={() => setSelected(null)}>Close</button>
+              </div>
             </aside>
           )}
         </section>
         <section className="editor-pane" aria-label="Editor">
           {initial !== null && (
-            <Editor initial={initial} onChange={(value) => { setText(value); setNotice(null); }}
-                    onChecked={(checked: Checked) => {
-                      setValid(checked.valid);
-                      if (checked.graph) setGraph(checked.graph);
+            <Editor initial={initial} text={text ?? undefined}
+                    onChange={(value) => { setText(value); setNotice(null); }}
+                    onChecked={(result: Checked) => {
+                      setValid(result.valid);
+                      setProblems(result.problems);
+                      if (result.graph) setChecked(result.graph);
                     }} />
           )}
         </section>

@@ -1,5 +1,5 @@
-// Workflows: the latest version of each, its last run's status, a search box
-// and an upload of a YAML or JSON file.
+// Workflows: the latest version of each, its last run's status, a search box,
+// a new workflow built on the canvas, and an upload of a YAML or JSON file.
 import { useEffect, useState } from "react";
 import { api, ApiError, type Problem } from "../api";
 import { Link, navigate } from "../router";
@@ -53,13 +53,15 @@ export function Workflows() {
         <label htmlFor="search">Search workflows</label>
         <input id="search" type="search" value={search} placeholder="name, id or description"
                onChange={(event) => setSearch(event.target.value)} />
+        <button type="button" onClick={() => navigate("/new-workflow")}>New workflow</button>
         <label htmlFor="upload" className="button">Upload a workflow (YAML or JSON)</label>
         <input id="upload" type="file" accept=".yaml,.yml,.json" className="visually-hidden"
                onChange={(event) => { const f = event.target.files?.[0]; if (f) upload(f); }} />
       </div>
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
       {rows === null ? <p>Loading...</p> : rows.length === 0 ? (
-        <p>No workflows yet: upload a YAML or JSON file (e.g. <code>examples/support.yaml</code>).</p>
+        <p>No workflows yet: start a new one on the canvas, or upload a YAML or JSON file
+          (e.g. <code>examples/support.yaml</code>).</p>
       ) : (
         <table>
           <thead><tr><th>Name</th><th>Description</th><th>Version</th><th>Last run</th></tr></thead>

@@ -1,6 +1,8 @@
 """What an editor asks of a document: `POST /api/validate` (every problem at
-its line, and the graph while the text is valid) and a stored workflow's
-graph (`GET /api/workflows/{id}/graph`).  The web app's YAML editor and graph
+its line, and the graph while the text is valid), a stored workflow's
+graph (`GET /api/workflows/{id}/graph`) and the document format itself
+(`GET /api/schema`, what `flowforge schema` prints: the canvas builds its
+palette and its block forms from it, so a new block type needs no UI code).  The web app's YAML editor and graph
 use only these, so the picture and the messages are the engine's own."""
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from flowforge.server.auth import CurrentUser
 from flowforge.server.document_view import check_text, graph_view, located
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
+from flowforge.service.schema import workflow_json_schema
 from flowforge.workflow.joins import join_warnings
 
 __all__ = ["router"]
@@ -69,6 +72,12 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
     return {"valid": not problems, "problems": problems,
             "graph": graph_view(compiled) if compiled is not None else None,
             "warnings": warnings}
+
+
+@router.get("/api/schema", summary="The JSON Schema of the workflow document "
+                                   "(`flowforge schema`), every block type's config included")
+async def document_schema(user: CurrentUser) -> dict[str, Any]:
+    return workflow_json_schema()
 
 
 @router.get("/api/workflows/{workflow_id}/graph",

@@ -1,0 +1,232 @@
+// A block's settings as a form drawn from its config schema (types, choices,
+// defaults, descriptions, required fields). A field left empty is absent from
+// the document (no default is written in); a changed field is one text edit.
+// Template fields complete `{{block.field}}` from the blocks upstream; the
+// server's problems for a field (an expression that does not parse, an
+// unknown reference) show under it as you type.
+import { useEffect, useId, useRef, useState } from "react";
+import YAML from "yaml";
+import type { Problem } from "../api";
+import { configSchema, fields, type Field, type Schema } from "../schema";
+
+export interface FormActions {
+  onSet: (path: string[], value: unknown) => void;
+  onUnset: (path: string[]) => void;
+}
+
+export function BlockForm(props: {
+  block: any;
+  schema: Schema | null;
+  problems: Problem[];            // this block's, `where` relative to the block (`with.prompt`)
+  references: string[];           // what `{{` may complete to: `input.query`, `search.context`
+} & FormActions) {
+  const { block, schema, problems } = props;
+  const type = typeof block.type === "string" ? block.type : block.uses ? "registry" : "";
+  const config = schema ? configSchema(schema, type) : null;
+  const list = config ? fields(schema!, config) : [];
+  const own = (name: string) => problems.filter((p) => p.where === name || p.where.startsWith(`${name}.`) ||
+                                                       p.where.startsWith(`${name}[`));
+  const top: Field[] = [
+    { name: "name", kind: "text", required: false, expression: false,
+      description: "What the canvas shows (templates may use its normalised form too)." },
+    { name: "description", kind: "text", required: false, expression: false,
+      description: "One line for whoever reads the workflow." },
+  ];
+  const free = config && !list.length && config.additionalProperties !== false;
+  return (
+    <form className="block-form" aria-label={`Settings of ${block.id}`}
+          onSubmit={(event) => event.preventDefault()}>
+      {top.map((field) => (
+        <FieldControl key={field.name} blockId={block.id} field={field} value={block[field.name]}
+                      problems={own(field.name)} references={props.references}
+                      onSet={(value) => props.onSet([field.name], value)}
+                      onUnset={() => props.onUnset([field.name])} />
+      ))}
+      {!schema && <p className="muted">Loading the block's settings...</p>}
+      {schema && !config && <p className="muted">Unknown block type '{type}': edit it in the YAML.</p>}
+      {list.map((field) => (
+        <FieldControl key={field.name} blockId={block.id} field={field} value={block.with?.[field.name]}
+                      problems={own(`with.${field.name}`)} references={props.references}
+                      onSet={(value) => props.onSet(["with", field.name], value)}
+                      onUnset={() => props.onUnset(["with", field.name])} />
+      ))}
+      {free && (
+        <FieldControl blockId={block.id} value={block.with}
+                      field={{ name: "with", kind: "yaml", required: false, expression: false,
+                               description: String(config.description ?? "Any fields, as YAML.") }}
+                      problems={own("with")} references={props.references}
+                      onSet={(value) => props.onSet(["with"], value)}
+                      onUnset={() => props.onUnset(["with"])} />
+      )}
+    </form>
+  );
+}
+
+function FieldControl(props: {
+  blockId: string;
+  field: Field;
+  value: unknown;
+  problems: Problem[];
+  references: string[];
+  onSet: (value: unknown) => void;
+  onUnset: () => void;
+}) {
+  const { field, value, problems } = props;
+  const id = useId();
+  const describedBy = `${id}-about`;
+  const shown = field.default === undefined || field.default === null ? ""
+    : ` (default: ${JSON.stringify(field.default)})`;
+  const label = (
+    <label htmlFor={id}>
+      {field.name}{field.required && <span className="required"> (required)</span>}
+    </label>
+  );
+  const about = (
+    <>
+      <p id={describedBy} className="muted field-about">{field.description}{shown}</p>
+      {problems.map((problem, index) => (
+        <p key={index} className="field-problem" role="alert">{problem.message}</p>
+      ))}
+    </>
+  );
+  const common = {
+    id, "aria-describedby": describedBy, "aria-invalid": problems.length > 0 || undefined,
+    "aria-required": field.required || undefined,
+  };
+  let control;
+  if (field.kind === "choice" || field.kind === "boolean") {
+    const choices = field.kind === "boolean" ? ["true", "false"] : field.choices ?? [];
+    control = (
+      <select {...common} value={value === undefined || value === null ? "" : String(value)}
+              onChange={(event) => {
+                const chosen = event.target.value;
+                if (chosen === "") props.onUnset();
+                else props.onSet(field.kind === "boolean" ? chosen === "true" : chosen);
+              }}>
+        <option value="">{field.default !== undefined && field.default !== null
+          ? `default (${String(field.default)})` : "(not set)"}</option>
+        {choices.map((choice) => <option key={choice} value={choice}>{choice}</option>)}
+      </select>
+    );
+  } else if ((field.kind === "text" || field.kind === "long-text") &&
+             (value === undefined || value === null || typeof value === "string")) {
+    control = <TemplateText common={common} long={field.kind === "long-text"}
+                            value={typeof value === "string" ? value : ""}
+                            references={props.references}
+                            onChange={(text) => (text === "" ? props.onUnset() : props.onSet(text))} />;
+  } else {
+    control = <Committed common={common} field={field} value={value} onSet={props.onSet}
+                         onUnset={props.onUnset} />;
+  }
+  return <div className={`field${field.expression ? " expression" : ""}`}>{label}{control}{about}</div>;
+}
+
+/** A number or a YAML value: written when the field is left (or Enter), so a
+ * half-typed `1.` or `[a,` is not written into the document. */
+function Committed(props: { common: Record<string, unknown>; field: Field; value: unknown;
+                            onSet: (value: unknown) => void; onUnset: () => void }) {
+  const { field, value } = props;
+  const numeric = field.kind === "number" || field.kind === "integer";
+  const render = (v: unknown) => v === undefined || v === null ? ""
+    : numeric ? String(v) : YAML.stringify(v, { lineWidth: 0 }).trimEnd();
+  const [draft, setDraft] = useState(render(value));
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => setDraft(render(value)), [JSON.stringify(value)]);
+  const commit = () => {
+    if (draft.trim() === "") { setError(null); if (value !== undefined) props.onUnset(); return; }
+    let parsed: unknown;
+    try {
+      parsed = numeric ? Number(draft) : YAML.parse(draft);
+      if (numeric && !Number.isFinite(parsed as number)) throw new Error("not a number");
+      if (field.kind === "integer" && !Number.isInteger(parsed)) throw new Error("not a whole number");
+    } catch (err) {
+      setError(`${field.name}: ${(err as Error).message.split("\n")[0]}`);
+      return;
+    }
+    setError(null);
+    if (JSON.stringify(parsed) !== JSON.stringify(value)) props.onSet(parsed);
+  };
+  return (
+    <>
+      {numeric
+        ? <input {...props.common} type="text" inputMode="decimal" value={draft}
+                 onChange={(event) => setDraft(event.target.value)} onBlur={commit}
+                 onKeyDown={(event) => { if (event.key === "Enter") commit(); }} />
+        : <textarea {...props.common} rows={Math.min(8, Math.max(2, draft.split("\n").length))}
+                    className="yaml-field" spellCheck={false} value={draft}
+                    onChange={(event) => setDraft(event.target.value)} onBlur={commit} />}
+      {error && <p className="field-problem" role="alert">{error}</p>}
+    </>
+  );
+}
+
+/** Text with `{{` completion: after `{{` (and what follows it), the
+ * references that match are listed; Up/Down choose, Enter or Tab insert. */
+function TemplateText(props: { common: Record<string, unknown>; long: boolean; value: string;
+                               references: string[]; onChange: (text: string) => void }) {
+  const ref = useRef<HTMLTextAreaElement & HTMLInputElement>(null);
+  const [caret, setCaret] = useState<number | null>(null);
+  const [active, setActive] = useState(0);
+  const [closed, setClosed] = useState(false);
+  const listId = `${String(props.common.id)}-refs`;
+  const before = caret === null ? "" : props.value.slice(0, caret);
+  const open = /\{\{\s*([A-Za-z0-9_.-]*)$/.exec(before);
+  const options = open && !closed
+    ? props.references.filter((r) => r.toLowerCase().startsWith(open[1].toLowerCase())).slice(0, 12) : [];
+  const insert = (reference: string) => {
+    if (!open || caret === null) return;
+    const start = caret - open[1].length;
+    const rest = props.value.slice(caret);
+    const close = rest.startsWith("}}") ? "" : "}}";
+    const text = props.value.slice(0, start) + reference + close + rest;
+    props.onChange(text);
+    const at = start + reference.length + 2;
+    requestAnimationFrame(() => {
+      ref.current?.setSelectionRange(at, at);
+      setCaret(at);
+    });
+  };
+  const track = () => { setCaret(ref.current?.selectionStart ?? null); };
+  const attributes = {
+    ...props.common, ref, value: props.value, spellCheck: false,
+    "aria-autocomplete": "list" as const, "aria-controls": options.length ? listId : undefined,
+    "aria-activedescendant": options.length ? `${listId}-${Math.min(active, options.length - 1)}` : undefined,
+    onChange: (event: React.ChangeEvent<HTMLTextAreaElement | HTMLInputElement>) => {
+      props.onChange(event.target.value);
+      setCaret(event.target.selectionStart);
+      setClosed(false);
+      setActive(0);
+    },
+    onKeyUp: (event: React.KeyboardEvent) => {
+      if (!["ArrowUp", "ArrowDown", "Enter", "Tab", "Escape"].includes(event.key)) track();
+    },
+    onClick: track,
+    onBlur: () => setCaret(null),
+    onKeyDown: (event: React.KeyboardEvent) => {
+      if (!options.length) return;
+      if (event.key === "ArrowDown") { event.preventDefault(); setActive((active + 1) % options.length); }
+      else if (event.key === "ArrowUp") { event.preventDefault(); setActive((active + options.length - 1) % options.length); }
+      else if (event.key === "Enter" || event.key === "Tab") {
+        event.preventDefault();
+        insert(options[Math.min(active, options.length - 1)]);
+      } else if (event.key === "Escape") { event.preventDefault(); setClosed(true); }
+    },
+  };
+  return (
+    <div className="template-field">
+      {props.long ? <textarea {...attributes} rows={Math.min(10, Math.max(3, props.value.split("\n").length + 1))} />
+                  : <input {...attributes} type="text" />}
+      {options.length > 0 && (
+        <ul role="listbox" id={listId} className="completions" aria-label="References">
+          {options.map((option, index) => (
+            <li key={option} id={`${listId}-${index}`} role="option"
+                aria-selected={index === Math.min(active, options.length - 1)}
+                onMouseDown={(event) => { event.preventDefault(); insert(option); }}>
+              {`{{${option}}}`}
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,230 @@
+// The editable graph: blocks where the author put them (`metadata.layout`,
+// else laid out automatically), connected by dragging from one block's handle
+// to another's, deleted with Delete/Backspace, moved by dragging. It draws
+// the editor's text and changes nothing itself: every action is handed to the
+// page, which turns it into an edit of the text (yamlEdits.ts).
+import { useEffect, useMemo, useRef, useState } from "react";
+import {
+  Background, Controls, Handle, MarkerType, Position, ReactFlow,
+  type Edge, type Node, type NodeProps, type ReactFlowInstance, useUpdateNodeInternals,
+} from "@xyflow/react";
+import { layout, type WorkflowGraph } from "../layout";
+import type { Position as At } from "../docGraph";
+import { edgeTypes } from "./LabelledEdge";
+
+interface BlockData extends Record<string, unknown> {
+  label: string;
+  blockType: string;
+  blockId: string;
+  container: boolean;
+  selected: boolean;
+  outlets: { id: string; label: string }[];
+}
+
+/** A block: one target handle on top; below, one source handle, or for a
+ * condition one per case plus `default`, for an approval approve / reject. */
+function BlockNode({ id, data }: NodeProps<Node<BlockData>>) {
+  const outlets = data.outlets;
+  // a case added or removed: React Flow measures the handles again, or the
+  // edges from the new one would not be drawn
+  const updateInternals = useUpdateNodeInternals();
+  const shape = outlets.map((outlet) => outlet.id).join(" ");
+  useEffect(() => updateInternals(id), [shape]);
+  return (
+    <div className={`block ${data.container ? "container" : ""} state-none` +
+                    (data.selected ? " chosen" : "")}
+         data-block-id={data.blockId} data-state="">
+      <Handle type="target" position={Position.Top} title={`Into ${data.blockId}`} />
+      <div className="block-head">
+        <span className="block-name">{data.label}</span>
+        <span className="block-type">{data.blockType}</span>
+      </div>
+      {outlets.length === 0
+        ? <Handle type="source" position={Position.Bottom} title={`Out of ${data.blockId}`} />
+        : outlets.map((outlet, index) => (
+          <Handle key={outlet.id} id={outlet.id} type="source" position={Position.Bottom}
+                  className="outlet" title={`Out of ${data.blockId}: ${outlet.label}`}
+                  data-outlet={outlet.id}
+                  style={{ left: `${((index + 1) * 100) / (outlets.length + 1)}%` }} />
+        ))}
+    </div>
+  );
+}
+
+const nodeTypes = { block: BlockNode };
+
+function outletsOf(type: string, spec: any): { id: string; label: string }[] {
+  if (type === "condition") {
+    const cases = Array.isArray(spec?.with?.cases) ? spec.with.cases : [];
+    return [...cases.map((c: any, i: number) => ({ id: `case-${i}`, label: `when ${c?.when ?? ""}` })),
+            { id: "new-case", label: "new case" }, { id: "default", label: "default" }];
+  }
+  if (type === "approval") return [{ id: "approve", label: "approve" }, { id: "reject", label: "reject" }];
+  return [];
+}
+
+/** Which outlet of a condition or approval an edge leaves from. */
+function outletFor(type: string, spec: any, target: string): string | undefined {
+  if (type === "condition") {
+    const cases = Array.isArray(spec?.with?.cases) ? spec.with.cases : [];
+    const index = cases.findIndex((c: any) => c?.goto === target);
+    if (index >= 0) return `case-${index}`;
+    return spec?.with?.default === target ? "default" : undefined;
+  }
+  if (type === "approval") return spec?.with?.on_reject === target ? "reject" : "approve";
+  return undefined;
+}
+
+declare global {
+  interface Window { __ffGraph?: { nodes: number; layoutMs: number; renderMs: number } }
+}
+
+export interface CanvasActions {
+  onSelect: (id: string | null) => void;
+  onSelectEdge: (edge: { source: string; target: string } | null) => void;
+  onConnect: (source: string, target: string, handle: string | null) => void;
+  onDelete: (blocks: string[], edges: { source: string; target: string }[]) => void;
+  onMove: (id: string, at: At) => void;
+}
+
+export function Canvas(props: {
+  graph: WorkflowGraph;
+  specs: Record<string, any>;
+  positions: Record<string, At>;
+  selected: string | null;
+  selectedEdge: string | null;
+  /** Set to the free spot below the lowest block: where the next block goes. */
+  nextSpot?: React.MutableRefObject<At | null>;
+} & CanvasActions) {
+  const { graph, specs, positions, selected, selectedEdge } = props;
+  const actions = useRef(props);
+  actions.current = props;
+  const started = useRef(0);
+  const layoutMs = useRef(0);
+  const [dragging, setDragging] = useState<Record<string, At>>({});
+
+  const placed = useMemo(() => {
+    started.current = performance.now();
+    const result = layout(graph).map((p) => ({ ...p, ...(positions[p.node.id] ?? {}) }));
+    layoutMs.current = performance.now() - started.current;
+    return result;
+  }, [graph, positions]);
+
+  useEffect(() => setDragging({}), [positions]);
+  const flow = useRef<ReactFlowInstance<Node<BlockData>, Edge> | null>(null);
+  const count = useRef<number | null>(null);
+  useEffect(() => {
+    const top = placed.filter((p) => !p.node.parent);
+    if (props.nextSpot) {
+      props.nextSpot.current = top.length
+        ? { x: Math.min(...top.map((p) => p.x)), y: Math.max(...top.map((p) => p.y + p.height)) + 50 }
+        : { x: 0, y: 0 };
+    }
+    // a block added or removed: everything in view again, the new block too
+    if (count.current !== null && count.current !== placed.length) {
+      requestAnimationFrame(() => flow.current?.fitView({ maxZoom: 1 }));
+    }
+    count.current = placed.length;
+  }, [placed]);
+  useEffect(() => {
+    const frame = requestAnimationFrame(() => {
+      window.__ffGraph = { nodes: placed.length, layoutMs: layoutMs.current,
+                           renderMs: performance.now() - started.current };
+    });
+    return () => cancelAnimationFrame(frame);
+  }, [placed]);
+
+  const nodes: Node<BlockData>[] = useMemo(() => placed.map(({ node, x, y, width, height }) => ({
+    id: node.id,
+    type: "block",
+    position: dragging[node.id] ?? { x, y },
+    parentId: node.parent ?? undefined,
+    extent: node.parent ? ("parent" as const) : undefined,
+    selected: node.id === selected,
+    ariaLabel: `${node.name} (${node.type})`,
+    style: { width, height },
+    measured: { width, height },
+    data: {
+      label: node.name, blockType: node.type, blockId: node.id, container: node.container,
+      selected: node.id === selected, outlets: outletsOf(node.type, specs[node.id]),
+    },
+  })), [placed, selected, dragging, specs]);
+
+  const types = useMemo(() => new Map(graph.nodes.map((n) => [n.id, n.type])), [graph]);
+  const edges: Edge[] = useMemo(() => graph.edges.map((edge) => ({
+    id: edge.id,
+    source: edge.source,
+    sourceHandle: outletFor(types.get(edge.source) ?? "", specs[edge.source], edge.target),
+    target: edge.target,
+    type: "labelled",
+    label: edge.label,
+    selected: edge.id === selectedEdge,
+    className: `edge-${edge.kind}${edge.id === selectedEdge ? " chosen" : ""}`,
+    markerEnd: { type: MarkerType.ArrowClosed },
+    style: edge.kind === "error" ? { strokeDasharray: "6 4", stroke: "#b42318" } : undefined,
+    labelStyle: { fontSize: 12, fontWeight: 600 },
+    labelBgStyle: { fill: "#fff8e1" },
+    ariaLabel: `Edge from ${edge.source} to ${edge.target}${edge.label ? ` (${edge.label})` : ""}`,
+    focusable: true,
+    deletable: true,
+  })), [graph, selectedEdge, specs, types]);
+
+  return (
+    <div className="graph canvas" role="region" aria-label={`Canvas of ${graph.name || "the workflow"}`}>
+      <ReactFlow nodes={nodes} edges={edges} nodeTypes={nodeTypes} edgeTypes={edgeTypes}
+                 fitView fitViewOptions={{ maxZoom: 1 }} minZoom={0.05}
+                 onInit={(instance) => { flow.current = instance; }}
+                 nodesDraggable nodesConnectable elementsSelectable
+                 deleteKeyCode={["Delete", "Backspace"]}
+                 onNodeClick={(_, node) => actions.current.onSelect(node.id)}
+                 onEdgeClick={(_, edge) => actions.current.onSelectEdge(
+                   { source: edge.source, target: edge.target })}
+                 onPaneClick={() => { actions.current.onSelect(null); actions.current.onSelectEdge(null); }}
+                 onConnect={(connection) => {
+                   if (connection.source && connection.target) {
+                     actions.current.onConnect(connection.source, connection.target,
+                                               connection.sourceHandle ?? null);
+                   }
+                 }}
+                 onBeforeDelete={async ({ nodes: gone, edges: cut }) => {
+                   // the text changes, and the canvas follows it: React Flow deletes nothing
+                   const blocks = gone.map((n) => n.id);
+                   actions.current.onDelete(blocks, cut
+                     .filter((e) => !blocks.includes(e.source) && !blocks.includes(e.target))
+                     .map((e) => ({ source: e.source, target: e.target })));
+                   return false;
+                 }}
+                 onNodesChange={(changes) => {
+                   for (const change of changes) {
+                     if (change.type === "position" && change.position) {
+                       const at = change.position;
+                       setDragging((current) => ({ ...current, [change.id]: at }));
+                     }
+                     // keyboard selection (Tab to a block, Enter) arrives as a change
+                     if (change.type === "select" && change.selected && change.id !== selected) {
+                       actions.current.onSelect(change.id);
+                     }
+                   }
+                 }}
+                 onEdgesChange={(changes) => {
+                   for (const change of changes) {
+                     if (change.type === "select" && change.selected) {
+                       const edge = graph.edges.find((e) => e.id === change.id);
+                       if (edge) actions.current.onSelectEdge({ source: edge.source, target: edge.target });
+                     }
+                   }
+                 }}
+                 onNodeDragStop={(_, node) => {
+                   const moved = placed.find((p) => p.node.id === node.id);
+                   if (moved && (Math.round(moved.x) !== Math.round(node.position.x) ||
+                                 Math.round(moved.y) !== Math.round(node.position.y))) {
+                     actions.current.onMove(node.id, node.position);
+                   }
+                 }}
+                 proOptions={{ hideAttribution: true }}>
+        <Background />
+        <Controls showInteractive={false} />
+      </ReactFlow>
+    </div>
+  );
+}

@@ -1,0 +1,85 @@
+// The document format as the server states it (GET /api/schema, what
+// `flowforge schema` prints): the palette lists its block types with their
+// one-line descriptions and each block's form is drawn from its config
+// schema, so a new block type needs no change here.
+import { api } from "./api";
+
+export type Schema = Record<string, any>;
+
+let loading: Promise<Schema> | null = null;
+
+export function loadSchema(): Promise<Schema> {
+  loading ??= api<Schema>("GET", "/api/schema").catch((error) => { loading = null; throw error; });
+  return loading;
+}
+
+export interface BlockKind { type: string; description: string }
+
+export function blockKinds(schema: Schema): BlockKind[] {
+  const kind = schema.$defs?.BlockSpec?.properties?.type ?? {};
+  return (kind.oneOf ?? (kind.enum ?? []).map((name: string) => ({ const: name })))
+    .map((entry: any) => ({ type: String(entry.const), description: String(entry.description ?? "") }));
+}
+
+export function resolve(schema: Schema, node: any): any {
+  let current = node;
+  for (let depth = 0; current && typeof current.$ref === "string" && depth < 20; depth++) {
+    const name = current.$ref.replace(/^#\/\$defs\//, "");
+    current = { ...schema.$defs?.[name], ...Object.fromEntries(
+      Object.entries(current).filter(([key]) => key !== "$ref")) };
+  }
+  return current;
+}
+
+/** The config schema of a block type (the `then` of its `if type == ...`). */
+export function configSchema(schema: Schema, type: string): any | null {
+  for (const branch of schema.$defs?.BlockSpec?.allOf ?? []) {
+    if (branch?.if?.properties?.type?.const === type) {
+      return resolve(schema, branch.then?.properties?.with ?? null);
+    }
+  }
+  return null;
+}
+
+export interface Field {
+  name: string;
+  kind: "text" | "long-text" | "number" | "integer" | "boolean" | "choice" | "yaml";
+  choices?: string[];
+  required: boolean;
+  description: string;
+  default?: unknown;
+  expression: boolean;
+}
+
+const LONG = /prompt|system|message|content|template|text|body|instructions|query/;
+
+/** One form field per config property, the required ones first: its kind
+ * from the type (a nullable type is its non-null part), enums as choices,
+ * the rest as YAML. */
+export function fields(schema: Schema, config: any): Field[] {
+  const required = new Set<string>(config?.required ?? []);
+  const entries = Object.entries<any>(config?.properties ?? {});
+  entries.sort(([a], [b]) => Number(required.has(b)) - Number(required.has(a)));
+  return entries.map(([name, raw]) => {
+    let prop = resolve(schema, raw);
+    const options = (prop.anyOf ?? []).map((p: any) => resolve(schema, p))
+      .filter((p: any) => p.type !== "null");
+    if (options.length === 1) prop = { ...options[0], description: prop.description, default: prop.default };
+    const description = String(prop.description ?? raw.description ?? "");
+    const expression = /expression/i.test(description) && prop.type === "string";
+    let kind: Field["kind"] = "yaml";
+    let choices: string[] | undefined;
+    if (Array.isArray(prop.enum)) { kind = "choice"; choices = prop.enum.map(String); }
+    else if (prop.const !== undefined) { kind = "choice"; choices = [String(prop.const)]; }
+    else if (prop.type === "string" || (prop.type === undefined && !prop.anyOf && !prop.properties)) {
+      // a value of any type is most often a template (`{{search.results}}`); a
+      // list or a mapping already there is edited as YAML (see FieldControl)
+      kind = LONG.test(name) ? "long-text" : "text";
+    }
+    else if (prop.type === "integer") kind = "integer";
+    else if (prop.type === "number") kind = "number";
+    else if (prop.type === "boolean") kind = "boolean";
+    return { name, kind, choices, required: required.has(name), description,
+             default: raw.default ?? prop.default, expression };
+  });
+}
