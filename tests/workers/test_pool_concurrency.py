@@ -10,12 +10,13 @@ from tests.workers.test_pool import chain, ended, wait_for
 
 
 async def _run_all(pool, tmp_path, runs: int) -> list[list[str]]:
-    """`runs` one-block runs (the block sleeps 3 s) logging to one file: its lines."""
+    """`runs` one-block runs (the block sleeps 5 s: on a loaded machine the last
+    run may start seconds after the first) logging to one file: its lines."""
     storage = storage_from_url(pool.database)
     await storage.open()
     log = tmp_path / "all.log"
     try:
-        ids = [await enqueue(chain(1, 3.0, log), storage=storage, queue=pool.queue)
+        ids = [await enqueue(chain(1, 5.0, log), storage=storage, queue=pool.queue)
                for _ in range(runs)]
         rows = [await wait_for(storage, run_id, ended, timeout=90) for run_id in ids]
         for run_id in ids:
