@@ -141,3 +141,33 @@ async def test_an_idempotency_key_makes_one_queued_run_on_the_pool(pool, tmp_pat
         assert started == ["0", "1", "2"]                        # each block ran once
     finally:
         await stop()
+
+
+async def test_a_workflow_naming_a_stored_one_by_id_runs_on_the_pool(pool, monkeypatch):
+    """A parent that runs another stored workflow by id (`workflow: greet`) runs on a
+    worker as on the server itself: the worker reads the owner's stored workflows,
+    and only the owner's."""
+    monkeypatch.setenv("FLOWFORGE_QUEUE", pool.queue)
+    pool.start()
+    child = {"id": "greet", "inputs": {"name": {"type": "string"}},
+             "blocks": [{"id": "out", "type": "response",
+                         "with": {"message": "hello {{input.name}}"}}]}
+    parent = {"id": "parent", "blocks": [
+        {"id": "kid", "type": "workflow", "with": {"workflow": "greet",
+                                                   "inputs": {"name": "ada"}}},
+        {"id": "reply", "type": "response", "with": {"message": "{{kid.out.message}}"}}]}
+    live, stop = await start_server(pool.database, workers="celery")
+    try:
+        async with live.client("alice") as alice:
+            for document in (child, parent):
+                saved = await alice.post("/api/workflows", json=document)
+                assert saved.status_code == 201, saved.text
+            started = await alice.post("/api/workflows/parent/runs", json={})
+            assert started.status_code == 202, started.text
+            run_id = started.json()["run_id"]
+            row = await wait_for_status(live, run_id, "succeeded", "failed", timeout=60)
+            assert row["status"] == "succeeded", row.get("error")
+            shown = (await alice.get(f"/api/runs/{run_id}")).json()
+            assert shown["outputs"]["reply"]["message"] == "hello ada", shown
+    finally:
+        await stop()

@@ -266,11 +266,6 @@ class LiveRuns:
         their policy, secrets, stored workflows, shared keys, daily limits."""
         owner = user["user_id"]
 
-        async def stored_workflow(reference: str) -> CompiledWorkflow:
-            workflow_id, _, pinned = reference.partition("@")
-            version = int(pinned) if pinned.isdigit() else None
-            return (await self.workflows.compiled(owner, workflow_id, version))[1]
-
         return {"user": {"id": owner, "name": user["name"], "role": user["role"]},
                 "storage": self.storage,
                 "services": {"files_root": self.settings.files_root,
@@ -280,7 +275,7 @@ class LiveRuns:
                 "model": self.settings.model, "policy": await self.policy(user),
                 "secrets": await load_secrets(self.storage, owner),
                 "provider_keys": self.settings.shared_provider_keys(),
-                "stored_workflows": stored_workflow,
+                "stored_workflows": self.workflows.reader(owner),
                 "budget_limits": await self.daily_limits(user)}
 
     async def daily_limits(self, user: dict[str, Any]) -> list[BudgetLimit]:

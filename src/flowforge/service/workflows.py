@@ -11,7 +11,7 @@ is cached by `(owner, id, version)` and many runs of it cost one compile.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
@@ -102,6 +102,15 @@ class WorkflowStore:
         else:
             self._compiled.move_to_end(key)
         return row, compiled
+
+    def reader(self, owner: str) -> Callable[[str], Awaitable[CompiledWorkflow]]:
+        """What a run of `owner` resolves `workflow: ID` / `ID@VERSION` with: their
+        own stored workflows only (a server's runs and a worker's alike)."""
+        async def stored(reference: str) -> CompiledWorkflow:
+            workflow_id, _, pinned = reference.partition("@")
+            version = int(pinned) if pinned.isdigit() else None
+            return (await self.compiled(owner, workflow_id, version))[1]
+        return stored
 
     def _remember(self, key: tuple[str, str, int], compiled: CompiledWorkflow) -> None:
         self._compiled[key] = compiled

@@ -109,7 +109,7 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
         await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
                                  error="cancelled before a worker started it")
         return "cancelled"
-    policy = TRUSTED
+    policy, owned = TRUSTED, {}
     if not how.get("trusted"):
         from flowforge.service.grants import policy_for
         user = await storage.get_user(row["user_id"])
@@ -119,6 +119,7 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
             return "ended"
         policy = await policy_for(storage, user,
                                   shared_keys=bool(how.get("share_provider_keys")))
+        owned = {"stored_workflows": _stored_workflows(storage, row["user_id"])}
     # A server's run resolves relative paths against its files root (None: refused),
     # a CLI's against its document's folder (workflow.paths).
     services = {FILES_ROOT: how.get("files_root")} if not how.get("trusted") else \
@@ -130,7 +131,7 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
         keys = provider_keys_in(os.environ)
     try:
         await resume(run_id, storage=storage, model=how.get("model"), services=services or None,
-                     policy=policy, **({"provider_keys": keys} if keys else {}))
+                     policy=policy, **owned, **({"provider_keys": keys} if keys else {}))
     except RunStateError as exc:
         log.info("run %s: %s", run_id, exc)
         return "busy"
@@ -139,3 +140,18 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
                                  error=str(exc))
         return "ended"
     return "done"
+
+
+
+_WORKFLOW_STORES: dict[int, Any] = {}
+
+
+def _stored_workflows(storage: Any, owner: str) -> Any:
+    """A run a server submitted names its children by id: the worker reads the
+    owner's stored workflows from the same database, compiled once per process."""
+    from flowforge.service.workflows import WorkflowStore
+
+    store = _WORKFLOW_STORES.get(id(storage))
+    if store is None or store.storage is not storage:
+        store = _WORKFLOW_STORES[id(storage)] = WorkflowStore(storage)
+    return store.reader(owner)
