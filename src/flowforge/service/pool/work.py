@@ -59,7 +59,7 @@ _WARM_UP = {"id": "warm-up", "blocks": [{"id": "ready", "type": "set", "with": {
 #: and SQLite call, and one that gets it back waits up to this long: at 5 ms, a
 #: commit holding SQLite's write lock across processes spent most of its time
 #: waiting for the GIL, and other processes for the lock (measured with 4 worker
-#: processes: ~10x the commit's CPU time; ~3x at 0.5 ms).
+#: processes on a loaded machine: 20-45x the commit's CPU time; 7-15x at 0.5 ms).
 SWITCH_INTERVAL = 0.0005
 
 
