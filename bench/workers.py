@@ -5,10 +5,14 @@ engine, the same runs: a 5-block chain whose blocks sleep 20 ms, every run
 recorded in SQLite.
 
     .venv/bin/python bench/workers.py [--runs 60] [--concurrency 16] [--database postgres]
+        [--shapes 4x16,2x64] [--repeat 3]
 
 With one run at a time per process the pool's figure is bounded by processes x
 1/run-time; with C runs at once per process (one event loop each, as the
-in-process engine) it is bounded by the database and the broker.  What the
+in-process engine) it is bounded by the database and the broker, and still by
+P x C / run-time: 4 x 16 drains at most 640 of these 100 ms runs a second,
+while the in-process engine runs all --runs at once (4 x 64 leaves the bound
+above 2,500).  What the
 pool buys is not speed on one machine but runs that survive crashes and spread
 over machines (bench/chaos.py measures that).
 """
@@ -129,17 +133,35 @@ async def in_process_figure(folder: Path, runs: int, database: str | None = None
             "latency_p99_ms": round(pct(list(values), 0.99) * 1000, 1)}
 
 
+def _shapes(text: str, concurrency: int) -> list[tuple[int, int]]:
+    """`4x16,2x64` -> [(4, 16), (2, 64)]; the default: 1, 2, 4 processes x 1 and x C."""
+    if not text:
+        return [(p, c) for c in (1, concurrency) for p in (1, 2, 4)]
+    shapes = []
+    for part in text.split(","):
+        processes, _, at_once = part.strip().partition("x")
+        if not (processes.isdigit() and at_once.isdigit()):
+            raise SystemExit(f"--shapes {text!r}: write PROCESSESxAT_ONCE, e.g. 4x16,2x64")
+        shapes.append((int(processes), int(at_once)))
+    return shapes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=16,
                         help="Runs at once per process for the second series.")
-    parser.add_argument("--repeat", type=int, default=1, help="Measure each series this "
-                        "many times; the best is kept (a shared machine's noise only slows).")
+    parser.add_argument("--shapes", default="", help="Only these pools, e.g. 4x16,2x64 "
+                        "(processes x runs at once each); default 1, 2, 4 x 1 and x "
+                        "--concurrency.")
+    parser.add_argument("--repeat", type=int, default=1, help="Measure everything this many "
+                        "times, each time the pools then the in-process engine; the medians "
+                        "are printed, and each ratio is the median of the ratios of one time.")
     parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
                         help="The run database: a SQLite file, or a throwaway PostgreSQL "
                              "(Debian's, a schema per series).")
     args = parser.parse_args()
+    shapes = _shapes(args.shapes, args.concurrency)
 
     def database() -> Any:
         if args.database == "sqlite":
@@ -150,37 +172,40 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name, redis_server() as redis:
         folder = Path(name)
         celery_app.cache_clear()
-        rows = {}
-        for concurrency in (1, args.concurrency):
-            for processes in (1, 2, 4):
-                for attempt in range(args.repeat):
-                    folder.joinpath(f"try{attempt}", f"p{processes}x{concurrency}").mkdir(
-                        parents=True, exist_ok=True)
-                tries = []
-                for attempt in range(args.repeat):
-                    with database() as url:
-                        tries.append(asyncio.run(pool_figure(
-                            folder / f"try{attempt}", redis.url, processes, args.runs,
-                            concurrency, url)))
-                rows[processes, concurrency] = row = max(
-                    tries, key=lambda found: found["drain_runs_per_s"])
-                print(json.dumps(row), flush=True)
-        # (the step plugin the workers imported is in each of their folders)
-        with database() as url:
-            inproc = max((asyncio.run(in_process_figure(folder / "try0" / "p1x1", args.runs,
-                                                        url)) for _ in range(args.repeat)),
-                         key=lambda found: found["runs_per_s"])
-        print(json.dumps(inproc), flush=True)
-        c = args.concurrency
-        print(json.dumps({
-            "scaling_4_over_1_one_at_once": round(rows[4, 1]["runs_per_s"] /
-                                                  rows[1, 1]["runs_per_s"], 2),
-            f"one_process_{c}_at_once_over_1": round(rows[1, c]["runs_per_s"] /
-                                                     rows[1, 1]["runs_per_s"], 2),
-            f"one_process_{c}_at_once_drain_over_1": round(
-                rows[1, c]["drain_runs_per_s"] / rows[1, 1]["drain_runs_per_s"], 2),
-            "in_process_over_best_pool_drain": round(inproc["runs_per_s"] / max(
-                row["drain_runs_per_s"] for row in rows.values()), 2)}))
+        tries: dict[tuple[int, int], list[dict]] = {shape: [] for shape in shapes}
+        inproc: list[dict] = []
+        for attempt in range(args.repeat):
+            for processes, concurrency in shapes:
+                where = folder / f"try{attempt}" / f"p{processes}x{concurrency}"
+                where.mkdir(parents=True, exist_ok=True)
+                with database() as url:
+                    tries[processes, concurrency].append(asyncio.run(pool_figure(
+                        folder / f"try{attempt}", redis.url, processes, args.runs,
+                        concurrency, url)))
+            # (the step plugin the workers imported is in each of their folders)
+            first = shapes[0]
+            with database() as url:
+                inproc.append(asyncio.run(in_process_figure(
+                    folder / f"try{attempt}" / f"p{first[0]}x{first[1]}", args.runs, url)))
+        for shape in shapes:
+            print(json.dumps(_median_row(tries[shape])), flush=True)
+        print(json.dumps(_median_row(inproc)), flush=True)
+        ratios = {f"pool_{p}x{c}_drain_over_in_process": round(statistics.median(
+            row["drain_runs_per_s"] / alone["runs_per_s"]
+            for row, alone in zip(tries[p, c], inproc)), 2) for p, c in shapes}
+        ratios["best_pool_drain_over_in_process"] = round(statistics.median(
+            max(tries[shape][n]["drain_runs_per_s"] for shape in shapes) /
+            inproc[n]["runs_per_s"] for n in range(args.repeat)), 2)
+        print(json.dumps({"repeats": args.repeat, **ratios}))
+
+
+def _median_row(rows: list[dict]) -> dict:
+    """The median of each figure over the repeats (the first row's other fields)."""
+    merged = dict(rows[0])
+    for key, value in rows[0].items():
+        if isinstance(value, float):
+            merged[key] = round(statistics.median(row[key] for row in rows), 1)
+    return merged
 
 
 if __name__ == "__main__":

@@ -79,3 +79,34 @@ async def test_the_log_is_checkpointed_by_a_thread_not_by_commits(storage, tmp_p
         await asyncio.sleep(0.05)
     assert database.stat().st_size > before + 1_000_000, "nothing was checkpointed"
     assert len(await storage.list_runs(limit=20_000)) == 12_000
+
+
+async def test_while_another_process_holds_the_write_lock_the_loop_goes_on(storage, tmp_path):
+    # Another process (here: another connection) writing to the file holds its
+    # write lock; the writes made meanwhile wait for it without holding up the
+    # event loop (SQLite's busy handler used to sleep on the loop's thread, every
+    # run of a worker process with it), keep their order, and are stored once
+    # the lock is free.  A lease's compare-and-set waits the same way.
+    import sqlite3
+
+    await storage.create_run(_run("r1", status="queued"))
+    other = sqlite3.connect(tmp_path / "flowforge.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        writes = asyncio.gather(
+            storage.update_run("r1", status="running", error="first"),
+            storage.claim_run("r1", "me", 30.0),
+            storage.update_run("r1", error="second"))
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        for _ in range(20):                      # ~20 ms of a loop that keeps running
+            await asyncio.sleep(0.001)
+        # (held up, the loop took the busy timeout, 10 s, for the first write alone)
+        assert loop.time() - began < 5.0 and not writes.done()
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    results = await asyncio.wait_for(writes, 5)
+    assert results == [None, True, None]
+    row = await storage.get_run("r1")
+    assert (row["status"], row["error"], row["lease_owner"]) == ("running", "second", "me")

@@ -67,7 +67,8 @@ def worker_command(
     threads pool feeding it); a message is acknowledged when its run ends or
     waits, so a killed process's runs go back to the queue and are resumed."""
     from flowforge.cli.main import import_plugins
-    from flowforge.service.pool import QueueError, default_queue, start_reaper, worker_app
+    from flowforge.service.pool import (QueueError, default_queue, prepare_worker,
+                                        start_reaper, worker_app)
     from flowforge.service.resuming import RESUME_CUT_OFF_ENV
 
     import_plugins(imports)
@@ -86,6 +87,7 @@ def worker_command(
         if processes > 1:
             code = _supervise(processes, concurrency, queues, broker, loglevel, imports)
         else:
+            prepare_worker(db)
             code = _celery_worker(app, [
                 "worker", "--pool=threads", f"--concurrency={concurrency}", "-Q", queues,
                 f"--loglevel={loglevel}", "--without-gossip", "--without-mingle", "-n",

@@ -4,9 +4,13 @@ and resolving the references of nested `workflow` blocks."""
 from __future__ import annotations
 
 import difflib
+import threading
+from collections import OrderedDict
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Mapping
+
+import orjson
 
 from flowforge.blocks.registry import block_types
 from flowforge.engine import preflight
@@ -18,7 +22,7 @@ from flowforge.workflow.model import ModelUse, Workflow, nested_input_problems
 from flowforge.workflow.paths import document_root, resolve_path
 from flowforge.workflow.policy import looks_like_path
 
-__all__ = ["load", "load_text", "compile_document", "register_workflow", "resolve_workflow",
+__all__ = ["load", "load_stored", "load_text", "compile_document", "register_workflow", "resolve_workflow",
            "registered_workflow", "model_problem", "model_problems", "key_problems",
            "nested_problems"]
 
@@ -217,6 +221,37 @@ def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWor
         return compile_document(document_from_data(target))
     path = Path(target)
     return compile_document(read_document(path), path)
+
+
+#: Documents compiled for stored runs, by their canonical JSON (most recent last).
+_STORED: "OrderedDict[bytes, CompiledWorkflow]" = OrderedDict()
+_STORED_KEEP = 64
+_STORED_LOCK = threading.Lock()
+
+
+def load_stored(document: dict[str, Any]) -> CompiledWorkflow:
+    """`load` for a stored run's document (a worker's or a resume's), compiled
+    once per distinct document in this process: a worker pool runs the same
+    few documents thousands of times, and compiling one again cost more than
+    running a short run.  A compiled workflow is never changed by a run (the
+    in-process engine shares one between runs at once), and compiling is a
+    function of the document and of what this process registered (block types,
+    functions, workflows: imported at start), so the copy is the same."""
+    try:
+        key = orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):     # (a value beyond JSON's: not kept)
+        return load(document)
+    with _STORED_LOCK:                 # (a server's threads may load too)
+        found = _STORED.get(key)
+        if found is not None:
+            _STORED.move_to_end(key)
+            return found
+    compiled = load(document)          # a document that fails to load is not kept
+    with _STORED_LOCK:
+        _STORED[key] = compiled
+        while len(_STORED) > _STORED_KEEP:
+            _STORED.popitem(last=False)
+    return compiled
 
 
 def load_text(text: str, source: str = "<text>") -> CompiledWorkflow:

@@ -18,10 +18,11 @@ from typing import Any, Awaitable, Callable
 from flowforge.engine.result import RunResult
 from flowforge.service.cancel import (LEASE_SECONDS, cancelled_events, lease_holder_alive,
                                       lease_lapsed, process_id)
-from flowforge.service.loading import load
+from flowforge.service.loading import load_stored
 from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, _stored_run,
                                     open_storage, start_run)
 from flowforge.storage import Storage
+from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES
 from flowforge.workflow.graph import CompiledWorkflow
 
 __all__ = ["resume", "start_resume", "resume_due", "resume_cut_off", "fail_cut_off",
@@ -95,10 +96,13 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
 
 async def start_resume(run_id: str, *, storage: Storage | None,
                        decisions: dict[str, dict[str, Any]] | None = None,
-                       **options: Any) -> RunHandle:
-    """`resume`, started in the background on an open storage: the handle."""
+                       row: dict[str, Any] | None = None, **options: Any) -> RunHandle:
+    """`resume`, started in the background on an open storage: the handle.
+    `row`: the run's row as the caller just read it (a worker), not read again:
+    the lease is taken only if its status is still the one in it."""
     opened = storage
-    row = await _stored_run(opened, run_id, "resuming")
+    if row is None:
+        row = await _stored_run(opened, run_id, "resuming")
     run_id = row["run_id"]
     if row["status"] == "succeeded":
         # (A failed or cancelled run may be resumed: what did not succeed runs again.)
@@ -122,10 +126,13 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         raise RunStateError(f"run {run_id} is no longer waiting: another request resumed "
                             f"it first")
     try:
-        if row.get("started_at") is None:   # a queued run: a worker starts it now
-            await opened.update_run(run_id, started_at=time.time())
-        compiled: CompiledWorkflow = load(row["document"])
-        blocks = await opened.get_blocks(run_id)
+        compiled: CompiledWorkflow = load_stored(row["document"])
+        # Read once the lease is held: nothing is added to them meanwhile.  A run no
+        # block ever started (a queued run's first start) has no checkpoints to read.
+        events = await opened.get_events(run_id)
+        seq = events[-1]["seq"] if events else 0
+        blocks = await opened.get_blocks(run_id) if any(
+            event["type"] in BLOCK_EVENT_TYPES for event in events) else []
         checkpoint = {b["block_id"]: (b["status"], b["output"])
                       for b in blocks if b["scope"] == "" and b["status"] == "succeeded"}
         children: dict[str, dict[str, tuple[str, Any]]] = {}
@@ -137,8 +144,6 @@ async def start_resume(run_id: str, *, storage: Storage | None,
                         if b["scope"] == "" and b["status"] == "waiting"}
         for block_id, decision in (decisions or {}).items():
             resume_state.setdefault(block_id, {})["decision"] = decision
-        events = await opened.get_events(run_id)
-        seq = events[-1]["seq"] if events else 0
         # Blocks the cut caught running get a terminal event before anything runs again.
         cut = [b for b in blocks if b["status"] == "running"]
         closing = cancelled_events(run_id, cut, seq + 1, time.time(), "the process running "
@@ -154,7 +159,9 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         handle = await start_run(compiled, row["inputs"], storage=opened, run_id=run_id,
                                  checkpoint=checkpoint, child_checkpoints=children,
                                  start_seq=seq, workflow_version=row.get("workflow_version"),
-                                 **options)
+                                 # a queued run: a worker starts it now
+                                 started_at=time.time() if row.get("started_at") is None
+                                 else None, **options)
     except BaseException:
         await opened.update_run(run_id, lease_owner=None, lease_expires_at=None)
         raise

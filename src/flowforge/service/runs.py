@@ -180,7 +180,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                     traceparent: str | None = None, budget: Any = None,
                     budget_limits: list[BudgetLimit] | None = None,
                     idempotency: tuple[str, str] | None = None,
-                    webhook: str | None = None
+                    webhook: str | None = None, started_at: float | None = None
                     ) -> tuple[Run, Recorder | None]:
     """Create the run (row, memory, recorder); `_execute` runs it and writes the outcome.
 
@@ -189,7 +189,9 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
     `idempotency` (key, request fingerprint) is stored in the run's row: when
     the user already has a run with that key, IdempotencyKeyTaken is raised
     and nothing is stored or started.  `webhook` (a server's) goes in the same
-    row: a retried submission finds the run with it, whenever the first died."""
+    row: a retried submission finds the run with it, whenever the first died.
+    `started_at`: a stored run starting now (a queued one), written with its
+    `running` status rather than in a write of its own."""
     compiled = load(workflow)
     check_policy(compiled, policy, model_override=model)
     if storage is not None:
@@ -227,7 +229,8 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
         else:
             # Resuming is asked for explicitly: it supersedes an earlier cancel request.
             await storage.update_run(run_obj.run_id, status="running", finished_at=None,
-                                     error=None, cancel_requested_at=None)
+                                     error=None, cancel_requested_at=None,
+                                     **({"started_at": started_at} if started_at else {}))
         # every write is fenced by the lease this process took (created or claimed)
         recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)),
                             lease=(process_id(), LEASE_SECONDS))

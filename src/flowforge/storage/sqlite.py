@@ -23,7 +23,8 @@ from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
 from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, created, recorded, updated
-from flowforge.storage.sqlite_writes import GroupWriter
+from flowforge.storage.sqlite_writes import (BUSY_SECONDS, LOCK_RETRY, GroupWriter,
+                                            take_write_lock)
 from flowforge.storage.wal import Checkpointer
 
 __all__ = ["SQLiteStorage"]
@@ -57,7 +58,7 @@ class SQLiteStorage(Storage):
                 db.close()
                 db = self._read_only()
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA busy_timeout=10000")
+            db.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
             db.execute("PRAGMA foreign_keys=ON")
             db.row_factory = sqlite3.Row
             self.db = db
@@ -155,8 +156,29 @@ class SQLiteStorage(Storage):
             raise self._unusable(exc) from None
 
     async def _sql_change(self, sql: str, args: Any = ()) -> int:
+        """One statement that writes (a lease's compare-and-set, ...): while
+        another process holds the write lock, the loop goes on and the
+        statement tries again a moment later (`sqlite_writes`), up to
+        BUSY_SECONDS, then waits in SQLite's busy handler as before."""
+        db = self._conn()
+        deadline = None
         try:
-            return self._conn().execute(sql, args).rowcount
+            while not self.read_only:
+                if take_write_lock(db) is None:
+                    try:
+                        changed = db.execute(sql, args).rowcount
+                        db.execute("COMMIT")
+                    except BaseException:
+                        if db.in_transaction:
+                            db.execute("ROLLBACK")
+                        raise
+                    return changed
+                now = time.monotonic()
+                deadline = deadline or now + BUSY_SECONDS
+                if now >= deadline:
+                    break
+                await asyncio.sleep(LOCK_RETRY)
+            return db.execute(sql, args).rowcount
         except sqlite3.OperationalError as exc:      # a full disk, a read-only file
             raise self._unusable(exc) from None
 

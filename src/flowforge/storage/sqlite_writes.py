@@ -5,6 +5,15 @@ connection was tried and measured: SQLite releases Python's GIL for each
 row, and taking it back while the loop is busy costs up to a thread switch
 interval (5 ms), so 500 concurrent runs took longer, not shorter.  What does
 run on a thread is the log's checkpoint, one long call (`wal.py`).
+
+Several processes on one file (a worker pool's) take turns at its write
+lock.  A statement that finds it taken sleeps in SQLite's busy handler (1,
+2, 5, 10 ... ms), and on the loop's thread that sleep held up every run of
+the process: measured with 4 worker processes, most of a commit's time was
+that wait.  So a group takes the lock without waiting (`take_write_lock`)
+and, when another process holds it, tries again a moment later while the
+loop goes on; a group kept out for BUSY_SECONDS fails as a statement that
+waited that long does ("database is locked").
 """
 
 from __future__ import annotations
@@ -20,7 +29,10 @@ from flowforge.storage.encoding import same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
                                        behind, behind_failed, key_taken, plan, refuse_behind, settle)
 
-__all__ = ["GroupWriter"]
+__all__ = ["GroupWriter", "BUSY_SECONDS", "LOCK_RETRY", "take_write_lock"]
+
+#: How long a write waits for another process to release the write lock.
+BUSY_SECONDS = 10.0
 
 class GroupWriter:
     """Gathers the writes of a loop turn and commits them after the turn."""
@@ -30,6 +42,8 @@ class GroupWriter:
         """`notify(run_id)` wakes the run's followers; `committed()` after each group."""
         self._connection, self._notify, self._committed = connection, notify, committed
         self._batch: list[Write] = []
+        self._waiting: asyncio.TimerHandle | None = None   # for the lock, another try
+        self._since: float | None = None                   # kept out of the lock since
 
     def join(self, write: Write) -> asyncio.Future:
         loop = asyncio.get_running_loop()
@@ -39,35 +53,92 @@ class GroupWriter:
             loop.call_soon(self._flush)
         return write.future
 
-    def _flush(self) -> None:
+    def _flush(self, wait: bool = False) -> None:
+        """Commit the gathered writes (and those that joined them while they
+        waited for the lock, in order); `wait`: in SQLite's busy handler."""
+        self._waiting = None
         batch, self._batch = self._batch, []
         if not batch:
             return
+        begun = False
         try:
-            errors = commit_group(self._connection(), batch)
+            db = self._connection()
+            if not wait:
+                refused = take_write_lock(db)
+                if refused is not None:
+                    loop = asyncio.get_running_loop()
+                    now = loop.time()
+                    self._since = now if self._since is None else self._since
+                    if now - self._since < BUSY_SECONDS:
+                        self._batch = batch     # (empty meanwhile: nothing ran since)
+                        self._waiting = loop.call_later(LOCK_RETRY, self._flush)
+                        return
+                    raise refused
+                begun = True
+            self._since = None
+            errors = commit_group(db, batch, begun=begun)
             self._committed()
         except Exception as exc:  # noqa: BLE001 - closed meanwhile: every writer hears it
+            self._since = None
             errors = [exc] * len(batch)
+            if begun and self._in_transaction():
+                self._connection().execute("ROLLBACK")     # never hold the lock after
         settle(batch, errors, self._notify)
+
+    def _in_transaction(self) -> bool:
+        try:
+            return self._connection().in_transaction
+        except Exception:  # noqa: BLE001 - closed: nothing is held
+            return False
 
     def close(self) -> None:
         """Commit what is gathered now (the storage is closing)."""
-        self._flush()
+        if self._waiting is not None:
+            self._waiting.cancel()
+        self._flush(wait=True)
 
 
-def commit_group(db: sqlite3.Connection, batch: list[Write]) -> list[Exception | None]:
-    """Commit `batch` in one transaction; on failure, each write alone (never
-    one behind a failed write of its run: `refuse_behind`).  The error of each
-    write (None: stored)."""
+#: Seconds between two tries at a write lock another process holds.
+LOCK_RETRY = 0.001
+_BUSY = 5                   # SQLITE_BUSY (extended codes keep it in the low byte)
+
+
+def take_write_lock(db: sqlite3.Connection) -> sqlite3.OperationalError | None:
+    """Begin a write transaction if no other process holds the file's write
+    lock, without waiting: None when begun, else SQLite's "database is
+    locked" (any other error is raised)."""
+    (timeout,) = db.execute("PRAGMA busy_timeout").fetchone()
+    db.execute("PRAGMA busy_timeout=0")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        return None
+    except sqlite3.OperationalError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if (code is None or code & 0xFF != _BUSY) and "database is locked" not in str(exc):
+            raise                   # a full disk, a read-only file: not a wait
+        return exc
+    finally:
+        db.execute(f"PRAGMA busy_timeout={int(timeout)}")
+
+
+def commit_group(db: sqlite3.Connection, batch: list[Write], *,
+                 begun: bool = False) -> list[Exception | None]:
+    """Commit `batch` in one transaction (`begun`: the caller began it); on
+    failure, each write alone (never one behind a failed write of its run:
+    `refuse_behind`).  The error of each write (None: stored)."""
     errors: list[Exception | None] = [None] * len(batch)
     failed: set = set()
     live = refuse_behind(batch, errors, failed)
     if not live:
+        if begun:
+            db.execute("ROLLBACK")
         return errors
     try:
-        _commit(db, plan(live, _SQL))
+        _commit(db, plan(live, _SQL), begun=begun)
         return errors
     except Exception as exc:  # noqa: BLE001 - isolate the failing write
+        if db.in_transaction:       # (begun here, and the plan failed)
+            db.execute("ROLLBACK")
         if len(batch) == 1:
             return [_named(exc, batch[0])]
     for index, write in enumerate(batch):
@@ -97,9 +168,10 @@ def _named(exc: Exception, write: Write) -> Exception:
     return exc
 
 
-def _commit(db: sqlite3.Connection, steps: list[Step]) -> None:
-    db.execute("BEGIN IMMEDIATE")
+def _commit(db: sqlite3.Connection, steps: list[Step], begun: bool = False) -> None:
     try:
+        if not begun:
+            db.execute("BEGIN IMMEDIATE")
         for sql, rows, check in steps:
             if sql is _SQL.fence:
                 _fence(db, rows)

@@ -45,11 +45,11 @@ from flowforge.service.pool.queued import born_on_pool
 from flowforge.service.pool.reaper import REAP_EVERY, reap, start_reaper
 from flowforge.service.pool.schedules import GRACE, fire_due, list_schedules
 from flowforge.service.pool.waiting import decide_on_pool, requeue_due, requeue_waiting
-from flowforge.service.pool.work import work, worker_app
+from flowforge.service.pool.work import prepare_worker, work, worker_app
 
 __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QueueError", "broker_url",
            "celery_app", "default_queue", "visibility_timeout", "enqueue", "QueuedHandle",
            "start_queued", "stored_result", "process_loop", "deliver_owed",
            "deliver_owed_webhooks", "deliver_when_ended", "born_on_pool", "REAP_EVERY", "reap",
            "start_reaper", "GRACE", "fire_due", "list_schedules", "decide_on_pool",
-           "requeue_due", "requeue_waiting", "work", "worker_app"]
+           "requeue_due", "requeue_waiting", "prepare_worker", "work", "worker_app"]

@@ -82,6 +82,9 @@ def celery_app(url: str | None = None) -> Any:
         raise QueueError("the worker pool needs Celery: pip install 'flowforge[workers]'") \
             from None
     app = Celery("flowforge", broker=broker_url(url))
+    if app.conf.broker_url.startswith(("redis://", "rediss://")):
+        from flowforge.service.pool.redis_channel import reuse_clients
+        reuse_clients()                       # senders and workers alike (redis_channel)
     app.conf.update(
         task_acks_late=True,                  # a message is done only when the run is
         task_reject_on_worker_lost=True,      # a killed child puts its message back

@@ -14,8 +14,10 @@ token was replaced, is dropped at once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -26,12 +28,13 @@ from flowforge.service.pool.loop import process_loop
 from flowforge.service.pool.owed import deliver_when_ended
 from flowforge.service.pool.queued import fail_cut_off_run, how_queued, resumes
 from flowforge.service.pool.redis_channel import fail_as_connection_loss
+from flowforge.service.loading import load
 from flowforge.service.resuming import resume
 from flowforge.service.runs import RunStateError, open_storage
 from flowforge.workflow.paths import DOCUMENT_DIR, FILES_ROOT
 from flowforge.workflow.policy import TRUSTED
 
-__all__ = ["work", "worker_app"]
+__all__ = ["work", "worker_app", "prepare_worker"]
 
 log = logging.getLogger("flowforge.queue")
 
@@ -45,6 +48,35 @@ def worker_app(url: str | None = None) -> Any:
     if TASK_NAME not in app.tasks:
         app.task(name=TASK_NAME, bind=True, ignore_result=True)(_run_task)
     return app
+
+
+#: What a worker compiles before it says it is ready (the loaders' imports).
+_WARM_UP = {"id": "warm-up", "blocks": [{"id": "ready", "type": "set", "with": {}}]}
+
+
+#: The worker process's GIL switch interval (Python's default: 5 ms).  Its threads
+#: (Celery's consumer, the runs' loop) hand the GIL to each other at every socket
+#: and SQLite call, and one that gets it back waits up to this long: at 5 ms, a
+#: commit holding SQLite's write lock across processes spent most of its time
+#: waiting for the GIL, and other processes for the lock (measured with 4 worker
+#: processes on a loaded machine: 20-45x the commit's CPU time; 7-15x at 0.5 ms).
+SWITCH_INTERVAL = 0.0005
+
+
+def prepare_worker(database: str | None = None) -> None:
+    """Ready this process to run runs: pay now, before the worker says it is
+    ready, what its first run would pay instead (~0.7 s of CPU, while the runs
+    it took wait): the block types' and the loaders' imports, and the run
+    storage opened on the process's loop; and shorten the GIL's switch
+    interval (`SWITCH_INTERVAL`).  A database that cannot be opened now is
+    left to the first run to report."""
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    load(_WARM_UP)
+    try:
+        process_loop().call(lambda storage: asyncio.sleep(0), database)
+    except Exception as exc:  # noqa: BLE001 - each run opens it again and says why
+        log.warning("the run database could not be opened yet (%s): runs will try again",
+                    exc)
 
 
 def _run_task(task: Any, run_id: str, database: str | None = None,
@@ -131,7 +163,8 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
         keys = provider_keys_in(os.environ)
     try:
         await resume(run_id, storage=storage, model=how.get("model"), services=services or None,
-                     policy=policy, **owned, **({"provider_keys": keys} if keys else {}))
+                     policy=policy, row=row, **owned,
+                     **({"provider_keys": keys} if keys else {}))
     except RunStateError as exc:
         log.info("run %s: %s", run_id, exc)
         return "busy"
