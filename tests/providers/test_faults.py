@@ -202,7 +202,7 @@ async def test_a_hundred_runs_at_thirty_percent_faults_all_succeed(quick, monkey
     try:
         results = [await flowforge.run(document, storage=False) for _ in range(100)]
     finally:
-        for stop in stops:
+        for stop in reversed(stops):      # last started first: see tests/conftest.py
             await stop()
     failed = [r.error for r in results if r.status != "succeeded"]
     assert failed == []
@@ -260,7 +260,7 @@ async def test_a_cut_stream_goes_to_the_fallback_model(quick, monkeypatch):
     try:
         result = await flowforge.run(document, storage=False)
     finally:
-        for stop in stops:
+        for stop in reversed(stops):      # last started first: see tests/conftest.py
             await stop()
     assert result.status == "succeeded", result.error
     assert primary.seen == ["cut"] * 3 and backup.seen == ["ok"]

@@ -54,7 +54,7 @@ async def research_web(tmp_path, knowledge, knowledge_path, monkeypatch):  # noq
         return live
 
     yield make
-    for stop in stops:
+    for stop in reversed(stops):      # last started first: see tests/conftest.py
         await stop()
 
 

@@ -157,8 +157,10 @@ async def test_the_cli_queues_and_follows_a_run(pool):
 
 def cut_off_run(database: str, log: Path, folder: Path, env: dict,
                 steps: int = 3) -> tuple[str, str]:
-    """A process starts a `steps`-step run and dies (os._exit) after step 0, leaving
-    it `running`: (run id, the dead pid)."""
+    """A process starts a `steps`-step run and dies (os._exit) once step 1 started,
+    leaving it `running` with step 0 stored as succeeded (step 1, a function,
+    starts only once step 0's outcome is stored; waiting for step 0's own last
+    line instead raced that write): (run id, the dead pid)."""
     script = folder / "die.py"
     script.write_text(f"""
 import asyncio, json, os, sys
@@ -171,7 +173,7 @@ async def main():
     handle = await flowforge.start_run(json.loads({json.dumps(chain(steps, 0.5, log))!r}),
                                        storage={database!r})
     print(handle.run_id, os.getpid(), flush=True)
-    while "end 0" not in (open({str(log)!r}).read() if os.path.exists({str(log)!r}) else ""):
+    while "start 1" not in (open({str(log)!r}).read() if os.path.exists({str(log)!r}) else ""):
         await asyncio.sleep(0.05)
     os._exit(9)
 asyncio.run(main())
