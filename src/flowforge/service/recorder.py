@@ -196,6 +196,7 @@ class Recorder:
         self.cut_off: StoreUnreachable | None = None
         self.on_cut_off: Callable[[StoreUnreachable], None] | None = None
         self.dropped = False
+        self.closed = False         # the outcome is stored: what comes later is not the run's
         self.lease = lease
         self.lost: LeaseLost | None = None          # a fenced write was refused
         self.on_lost: Callable[[], None] | None = None
@@ -219,7 +220,7 @@ class Recorder:
     def __call__(self, event: dict) -> None:
         """The bus subscriber: O(1), never blocks; the events of one loop turn
         are handed to storage together, after the turn."""
-        if self.dropped:
+        if self.dropped or self.closed:
             return
         if not self.pending:
             self._turn.add(self)
@@ -408,3 +409,7 @@ class Recorder:
             raise self.cut_off
         if self.error is not None:
             raise self.error
+        # a task the run cancelled may still settle after this (a nested block's
+        # `block_cancelled`): the run's record ended with its outcome, and a write
+        # now would come after `run_finished`, under a lease already given back
+        self.closed = outcome is not None
