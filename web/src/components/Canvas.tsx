@@ -8,7 +8,8 @@ import {
   Background, Controls, Handle, MarkerType, Position, ReactFlow,
   type Edge, type Node, type NodeProps, type ReactFlowInstance, useUpdateNodeInternals,
 } from "@xyflow/react";
-import { layout, type WorkflowGraph } from "../layout";
+import { type WorkflowGraph } from "../layout";
+import { useTimedLayout } from "./timedLayout";
 import type { Position as At } from "../docGraph";
 import { edgeTypes } from "./LabelledEdge";
 
@@ -75,9 +76,6 @@ function outletFor(type: string, spec: any, target: string): string | undefined 
   return undefined;
 }
 
-declare global {
-  interface Window { __ffGraph?: { nodes: number; layoutMs: number; renderMs: number } }
-}
 
 export interface CanvasActions {
   onSelect: (id: string | null) => void;
@@ -99,16 +97,10 @@ export function Canvas(props: {
   const { graph, specs, positions, selected, selectedEdge } = props;
   const actions = useRef(props);
   actions.current = props;
-  const started = useRef(0);
-  const layoutMs = useRef(0);
   const [dragging, setDragging] = useState<Record<string, At>>({});
 
-  const placed = useMemo(() => {
-    started.current = performance.now();
-    const result = layout(graph).map((p) => ({ ...p, ...(positions[p.node.id] ?? {}) }));
-    layoutMs.current = performance.now() - started.current;
-    return result;
-  }, [graph, positions]);
+  const placed = useTimedLayout(
+    graph, (laid) => laid.map((p) => ({ ...p, ...(positions[p.node.id] ?? {}) })), positions);
 
   useEffect(() => setDragging({}), [positions]);
   const flow = useRef<ReactFlowInstance<Node<BlockData>, Edge> | null>(null);
@@ -125,13 +117,6 @@ export function Canvas(props: {
       requestAnimationFrame(() => flow.current?.fitView({ maxZoom: 1 }));
     }
     count.current = placed.length;
-  }, [placed]);
-  useEffect(() => {
-    const frame = requestAnimationFrame(() => {
-      window.__ffGraph = { nodes: placed.length, layoutMs: layoutMs.current,
-                           renderMs: performance.now() - started.current };
-    });
-    return () => cancelAnimationFrame(frame);
   }, [placed]);
 
   const nodes: Node<BlockData>[] = useMemo(() => placed.map(({ node, x, y, width, height }) => ({

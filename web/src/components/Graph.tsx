@@ -6,7 +6,8 @@ import {
   Background, Controls, Handle, MarkerType, Position, ReactFlow,
   type Edge, type Node, type NodeProps,
 } from "@xyflow/react";
-import { layout, type WorkflowGraph } from "../layout";
+import { type WorkflowGraph } from "../layout";
+import { useTimedLayout } from "./timedLayout";
 import { edgeTypes } from "./LabelledEdge";
 
 export type BlockState = "pending" | "waiting" | "running" | "succeeded" | "failed" | "skipped" | "cancelled";
@@ -41,9 +42,6 @@ function BlockNode({ data }: NodeProps<Node<BlockData>>) {
 
 const nodeTypes = { block: BlockNode };
 
-declare global {
-  interface Window { __ffGraph?: { nodes: number; layoutMs: number; renderMs: number } }
-}
 
 export function Graph(props: {
   graph: WorkflowGraph;
@@ -52,22 +50,7 @@ export function Graph(props: {
   onSelect?: (id: string | null) => void;
 }) {
   const { graph, states, selected, onSelect } = props;
-  const started = useRef(0);
-  const layoutMs = useRef(0);
-  const placed = useMemo(() => {
-    started.current = performance.now();
-    const result = layout(graph);
-    layoutMs.current = performance.now() - started.current;
-    return result;
-  }, [graph]);
-
-  useEffect(() => {
-    const frame = requestAnimationFrame(() => {
-      window.__ffGraph = { nodes: placed.length, layoutMs: layoutMs.current,
-                           renderMs: performance.now() - started.current };
-    });
-    return () => cancelAnimationFrame(frame);
-  }, [placed]);
+  const placed = useTimedLayout(graph);
 
   const nodes: Node<BlockData>[] = useMemo(() => placed.map(({ node, x, y, width, height }) => ({
     id: node.id,
