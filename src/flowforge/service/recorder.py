@@ -396,6 +396,11 @@ class Recorder:
             if not submitted or self.pending:
                 self._submit(None if self.dropped or submitted else outcome)
                 submitted = True
+                # a task the run cancelled may still settle after this (a nested
+                # block's `block_cancelled`): the run's record ends with its outcome,
+                # and a write after it would come after `run_finished`, under a lease
+                # the outcome gives back
+                self.closed = outcome is not None
             for write, _, _ in list(self._writes):
                 if not write.done():
                     try:
@@ -409,7 +414,3 @@ class Recorder:
             raise self.cut_off
         if self.error is not None:
             raise self.error
-        # a task the run cancelled may still settle after this (a nested block's
-        # `block_cancelled`): the run's record ended with its outcome, and a write
-        # now would come after `run_finished`, under a lease already given back
-        self.closed = outcome is not None
