@@ -15,6 +15,7 @@ token was replaced, is dropped at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -175,16 +176,14 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
     return "done"
 
 
-
-_WORKFLOW_STORES: dict[int, Any] = {}
-
-
 def _stored_workflows(storage: Any, owner: str) -> Any:
     """A run a server submitted names its children by id: the worker reads the
     owner's stored workflows from the same database, compiled once per process."""
+    return _workflow_store(storage).reader(owner)
+
+
+@functools.lru_cache(maxsize=8)       # a worker process opens one storage
+def _workflow_store(storage: Any) -> Any:
     from flowforge.service.workflows import WorkflowStore
 
-    store = _WORKFLOW_STORES.get(id(storage))
-    if store is None or store.storage is not storage:
-        store = _WORKFLOW_STORES[id(storage)] = WorkflowStore(storage)
-    return store.reader(owner)
+    return WorkflowStore(storage)
