@@ -44,7 +44,7 @@ async def nested_problems(compiled: CompiledWorkflow, resolve: Callable[[str, An
         return []
     problems: list[Problem] = []
     label = compiled.source.name if compiled.source is not None else f"'{compiled.id}'"
-    for where, spec, reference in compiled.doc.workflow_references():
+    for where, spec, reference in compiled.workflow_references:
         used_by = f"(used by {label} {where.rpartition('.with')[0]} '{spec.id}')"
         try:
             child = resolve(reference, compiled.source)

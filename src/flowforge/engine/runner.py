@@ -183,7 +183,7 @@ class Run:
         embedding models included); for a `nested` workflow the models of its
         blocks (its `defaults:` and `budget:` are the parent run's)."""
         compiled = nested or self.workflow
-        models = compiled.doc.models()
+        models = compiled.model_uses
         if nested is not None:
             models = [use for use in models if use.where.startswith("blocks[")]
         elif self.budget is not None:       # the budget that runs: a request's replaces the doc's
