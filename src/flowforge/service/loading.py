@@ -205,8 +205,12 @@ def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWor
     if not isinstance(target, (str, Path, dict)):
         raise WorkflowError(f"cannot load a workflow from {type(target).__name__}: give a file "
                             f"path, a mapping (the document) or a Workflow")
-    from flowforge.thinker.pipeline import workflow_data_if_pipeline
-    converted = workflow_data_if_pipeline(target)      # Pipeline JSON (the thinker's) too
+    converted = None
+    if isinstance(target, dict) or Path(target).suffix == ".json":
+        # Pipeline JSON (the thinker's) too; imported only then: importing the
+        # thinker costs every command line that loads a YAML file ~70 ms
+        from flowforge.thinker.pipeline import workflow_data_if_pipeline
+        converted = workflow_data_if_pipeline(target)
     if converted is not None:
         return compile_document(document_from_data(
             converted, str(target) if isinstance(target, (str, Path)) else "<pipeline>"),
