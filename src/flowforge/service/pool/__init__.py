@@ -19,6 +19,7 @@ only (tests/workers/test_pool_shape.py walks them):
     waiting     a waiting run decided or due goes back to its queue
     schedules   triggers fire, exactly once across schedulers
     work        what a worker does with a message
+    redis_consumer  a worker on Redis takes its messages on the runs' loop
     reaper      reap: runs whose lease lapsed, lost messages, due runs,
                 schedules and owed webhooks, every REAP_EVERY seconds
 
@@ -43,6 +44,7 @@ from flowforge.service.pool.loop import process_loop
 from flowforge.service.pool.owed import deliver_owed, deliver_owed_webhooks, deliver_when_ended
 from flowforge.service.pool.queued import born_on_pool
 from flowforge.service.pool.reaper import REAP_EVERY, reap, start_reaper
+from flowforge.service.pool.redis_consumer import RedisConsumer
 from flowforge.service.pool.schedules import GRACE, fire_due, list_schedules
 from flowforge.service.pool.waiting import decide_on_pool, requeue_due, requeue_waiting
 from flowforge.service.pool.work import prepare_worker, work, worker_app
@@ -51,5 +53,5 @@ __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QueueError"
            "celery_app", "default_queue", "visibility_timeout", "enqueue", "QueuedHandle",
            "start_queued", "stored_result", "process_loop", "deliver_owed",
            "deliver_owed_webhooks", "deliver_when_ended", "born_on_pool", "REAP_EVERY", "reap",
-           "start_reaper", "GRACE", "fire_due", "list_schedules", "decide_on_pool",
+           "start_reaper", "RedisConsumer", "GRACE", "fire_due", "list_schedules", "decide_on_pool",
            "requeue_due", "requeue_waiting", "prepare_worker", "work", "worker_app"]

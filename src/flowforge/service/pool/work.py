@@ -1,7 +1,8 @@
-"""A worker runs a queued run: Celery's task hands the run's id to the
-process's one event loop (`loop.process_loop`) and waits, so one process runs
-many runs at once; the run's lease (a compare-and-set on its row) stops two
-processes from running one run, and `work` drops a second message for a run
+"""A worker runs a queued run on the process's one event loop
+(`loop.process_loop`), so one process runs many runs at once: a worker on
+Redis takes the run's id there itself (`redis_consumer`), on another broker
+Celery's task hands it over and waits.  The run's lease (a compare-and-set
+on its row) stops two processes from running one run, and `work` drops a second message for a run
 this process is running already.  The run goes through `resume`: checkpointed
 blocks are not run again, whether the run is new or taken over.
 
@@ -28,7 +29,6 @@ from flowforge.service.pool.broker import TASK_NAME, celery_app
 from flowforge.service.pool.loop import process_loop
 from flowforge.service.pool.owed import deliver_when_ended
 from flowforge.service.pool.queued import fail_cut_off_run, how_queued, resumes
-from flowforge.service.pool.redis_channel import fail_as_connection_loss
 from flowforge.service.loading import load
 from flowforge.service.resuming import resume
 from flowforge.service.runs import RunStateError, open_storage
@@ -42,10 +42,8 @@ log = logging.getLogger("flowforge.queue")
 
 def worker_app(url: str | None = None) -> Any:
     """`celery_app` with the task that runs a run: what `flowforge worker` runs
-    (with Redis as the broker, made to survive the broker: `redis_channel`)."""
+    on a broker other than Redis (on Redis: `redis_consumer`)."""
     app = celery_app(url)
-    if app.conf.broker_url.startswith(("redis://", "rediss://")):
-        fail_as_connection_loss()
     if TASK_NAME not in app.tasks:
         app.task(name=TASK_NAME, bind=True, ignore_result=True)(_run_task)
     return app
@@ -56,7 +54,8 @@ _WARM_UP = {"id": "warm-up", "blocks": [{"id": "ready", "type": "set", "with": {
 
 
 #: The worker process's GIL switch interval (Python's default: 5 ms).  Its threads
-#: (Celery's consumer, the runs' loop) hand the GIL to each other at every socket
+#: (the runs' loop, the reaper; on a broker other than Redis, Celery's consumer)
+#: hand the GIL to each other at every socket
 #: and SQLite call, and one that gets it back waits up to this long: at 5 ms, a
 #: commit holding SQLite's write lock across processes spent most of its time
 #: waiting for the GIL, and other processes for the lock (measured with 4 worker
