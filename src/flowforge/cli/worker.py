@@ -174,9 +174,14 @@ def _redis_worker(url: str, queues: str, concurrency: int) -> int:
             print(f"{name}: stopping now; {len(consumer.running)} run(s) in flight are "
                   f"taken over by other workers", file=sys.stderr, flush=True)
             os._exit(1)
-        print(f"{name}: warm shutdown: no more runs taken, {len(consumer.running)} in flight "
-              f"finish (send the signal again to stop now)", file=sys.stderr, flush=True)
-        loop.call_soon_threadsafe(consumer.stop)
+
+        async def stopping() -> None:
+            consumer.stop()
+            print(f"{name}: warm shutdown: no more runs taken, {len(consumer.running)} in "
+                  f"flight finish (send the signal again to stop now)", file=sys.stderr,
+                  flush=True)
+
+        asyncio.run_coroutine_threadsafe(stopping(), loop)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -192,7 +197,8 @@ def _redis_worker(url: str, queues: str, concurrency: int) -> int:
         except TimeoutError:
             continue
         except Exception as exc:  # noqa: BLE001 - said, and the status says it
-            print(f"{name}: Unrecoverable error: {exc!r}", file=sys.stderr, flush=True)
+            print(f"{name}: Unrecoverable error: {type(exc).__name__}({str(exc)!r}) from the "
+                  f"broker (check its URL and the Redis server)", file=sys.stderr, flush=True)
             return 1
 
 

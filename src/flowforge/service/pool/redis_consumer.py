@@ -133,7 +133,7 @@ class RedisConsumer:
     a warm shutdown."""
 
     def __init__(self, url: str, queues: Iterable[str], concurrency: int, *,
-                 visibility: float | None = None,
+                 visibility: float | None = None, restore_every: float = RESTORE_EVERY,
                  handle: Callable[[list[Any]], Awaitable[Any]] | None = None,
                  task_name: str | None = None,
                  on_ready: Callable[[], None] | None = None) -> None:
@@ -144,6 +144,7 @@ class RedisConsumer:
             raise ValueError("a consumer needs at least one queue")
         self.concurrency = max(1, concurrency)
         self.visibility = visibility or visibility_timeout()
+        self.restore_every = restore_every
         self.handle = handle or run_message
         self.task_name = task_name or TASK_NAME
         self.running: dict[asyncio.Task, str] = {}       # run task -> its delivery tag
@@ -220,11 +221,15 @@ class RedisConsumer:
 
     async def _wait_for_one(self) -> list[bytes]:
         """The queues were empty: wait (BRPOP, never cancelled: a BRPOP cut off
-        could lose the message Redis gave it) for a message, and record it."""
+        could lose the message Redis gave it) for a message, and record it; one
+        that came after `stop()` goes back where it was, first in line."""
         found = await self._client.brpop(self._keys(), timeout=WAIT)
         if not found:
             return []
         key, raw = found
+        if self._stopping:
+            await self._client.rpush(key, raw)
+            return []
         queue = key.decode().split(SEP)[0]
         try:
             message = json.loads(raw)
@@ -313,7 +318,7 @@ class RedisConsumer:
     async def _side_work(self) -> None:
         """Acknowledge ended runs as they end (many in one round trip when many
         ended meanwhile) and sweep every RESTORE_EVERY seconds."""
-        next_sweep = time.monotonic() + RESTORE_EVERY
+        next_sweep = time.monotonic() + self.restore_every
         while True:
             try:
                 await asyncio.wait_for(self._ack_due.wait(),
@@ -323,7 +328,7 @@ class RedisConsumer:
             self._ack_due.clear()
             await self._flush_acks()
             if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + RESTORE_EVERY
+                next_sweep = time.monotonic() + self.restore_every
                 try:
                     await self._sweep()
                 except Exception as exc:  # noqa: BLE001 - the next sweep tries again
