@@ -247,7 +247,7 @@ def main() -> None:
         for shape in shapes:
             print(json.dumps(_median_row(tries[shape])), flush=True)
         print(json.dumps(_median_row(inproc)), flush=True)
-        ratios = {f"pool_{p}x{c}_{figure[:-len("_runs_per_s")]}_over_in_process": round(statistics.median(
+        ratios = {f"pool_{p}x{c}_{figure.removesuffix('_runs_per_s')}_over_in_process": round(statistics.median(
             row[figure] / alone["runs_per_s"] for row, alone in zip(tries[p, c], inproc)), 2)
             for p, c in shapes
             for figure in ("drain_runs_per_s", "drain_with_startup_runs_per_s")}
