@@ -64,7 +64,8 @@ def worker_command(
                                      "(--no-resume) marked failed, naming the process and "
                                      "how to resume them (`flowforge runs resume RUN_ID`); "
                                      "also FLOWFORGE_RESUME_CUT_OFF=0."),
-    loglevel: str = typer.Option("warning", "--loglevel", help="Celery's log level."),
+    loglevel: str = typer.Option("warning", "--loglevel", help="Log level of the worker's "
+                                 "lines (and of Celery's, on a broker other than Redis)."),
     imports: List[str] = typer.Option([], "--import", "-I",
                                       help="Python file or module to import first, e.g. one "
                                            "registering @flowforge.function callables."),
