@@ -1,6 +1,7 @@
-"""Runs on a pool of workers: Celery, with Redis (or any Celery broker) as the
-queue and the run storage (PostgreSQL across machines, SQLite on one) as the
-state.  No second engine: a worker runs a queued run with `resume`, the same
+"""Runs on a pool of workers: Celery messages, with Redis (or any Celery
+broker) as the queue and the run storage (PostgreSQL across machines, SQLite
+on one) as the state; a worker on Redis takes its messages on its runs' loop
+(`redis_consumer`), on another broker it is a Celery worker.  No second engine: a worker runs a queued run with `resume`, the same
 code that finishes a run cut off by a crash.
 
     FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 16
@@ -29,10 +30,11 @@ processes from running one run) and runs it on its process's loop; its
 events are stored as they happen, so SSE and WebSocket clients of any server
 see them.  A run that waits frees the worker.  Cancel is the row's cancel
 mark.  A worker killed at any point: its messages were not acknowledged
-(`acks_late`), so the broker gives them back after its visibility timeout,
-and one reaper per lapse sends runs whose lease lapsed ahead of the new runs
-(`reaper`); the next worker resumes from the checkpoints, so what succeeded
-never runs again.  A broker that restarts is reconnected to (`broker`).
+(a message is acknowledged when its run ends or waits), so they come back
+after the visibility timeout, and one reaper per lapse sends runs whose lease
+lapsed ahead of the new runs (`reaper`); the next worker resumes from the checkpoints, so what succeeded
+never runs again.  A broker that restarts is reconnected to (`broker`,
+`redis_consumer`).
 """
 
 from flowforge.service.pool.broker import (BROKER_ENV, DEFAULT_QUEUE, QUEUE_ENV, TASK_NAME,

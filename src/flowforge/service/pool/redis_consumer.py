@@ -161,7 +161,9 @@ class RedisConsumer:
         """Take and run messages until `stop()`, then wait for the runs in flight
         to end (each acknowledged as it ends).  A lost broker is reconnected
         to, for ever, while runs go on; an error Redis answers (a wrong
-        database number, a key of the wrong type) stops it: raised."""
+        database number, a key of the wrong type) stops it: raised.  Stop it
+        with `stop()`, not by cancelling: a BRPOP cut off can lose the message
+        Redis just gave it."""
         import redis.asyncio as aioredis
 
         self._client = aioredis.Redis.from_url(

@@ -1,16 +1,17 @@
 """A worker runs a queued run on the process's one event loop
 (`loop.process_loop`), so one process runs many runs at once: a worker on
 Redis takes the run's id there itself (`redis_consumer`), on another broker
-Celery's task hands it over and waits.  The run's lease (a compare-and-set
-on its row) stops two processes from running one run, and `work` drops a second message for a run
-this process is running already.  The run goes through `resume`: checkpointed
-blocks are not run again, whether the run is new or taken over.
+Celery's task hands it over and waits. The run's lease (a compare-and-set on
+its row) stops two processes from running one run, and `work` drops a second
+message for a run this process is running already. The run goes through
+`resume`: checkpointed blocks are not run again, whether the run is new or
+taken over.
 
-A message a reaper sent for a run whose lease lapsed carries the handoff
-token the reaper left on the row: the worker that takes the message takes the
-lease from the token (`claim_run(expected_owner=token)`), so the takeover
-does not wait for the token to lapse, and a stale copy of the message, whose
-token was replaced, is dropped at once.
+A message a reaper sent for a run whose lease lapsed carries the handoff token
+the reaper left on the row: the worker that takes the message takes the lease
+from the token (`claim_run(expected_owner=token)`), so the takeover does not
+wait for the token to lapse, and a stale copy of the message, whose token was
+replaced, is dropped at once.
 """
 
 from __future__ import annotations
@@ -53,13 +54,12 @@ def worker_app(url: str | None = None) -> Any:
 _WARM_UP = {"id": "warm-up", "blocks": [{"id": "ready", "type": "set", "with": {}}]}
 
 
-#: The worker process's GIL switch interval (Python's default: 5 ms).  Its threads
-#: (the runs' loop, the reaper; on a broker other than Redis, Celery's consumer)
-#: hand the GIL to each other at every socket
-#: and SQLite call, and one that gets it back waits up to this long: at 5 ms, a
-#: commit holding SQLite's write lock across processes spent most of its time
-#: waiting for the GIL, and other processes for the lock (measured with 4 worker
-#: processes on a loaded machine: 20-45x the commit's CPU time; 7-15x at 0.5 ms).
+#: The worker process's GIL switch interval (Python's default: 5 ms).  Its threads (the
+#: runs' loop, the reaper; on a broker other than Redis, Celery's consumer) hand the GIL
+#: to each other at every socket and SQLite call, and one that gets it back waits up to
+#: this long: at 5 ms, a commit holding SQLite's write lock across processes spent most
+#: of its time waiting for the GIL, and other processes for the lock (measured with 4
+#: worker processes on a loaded machine: 20-45x the commit's CPU time; 7-15x at 0.5 ms).
 SWITCH_INTERVAL = 0.0005
 
 
