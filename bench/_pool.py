@@ -13,7 +13,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+#: The flowforge measured: this checkout's, or FLOWFORGE_BENCH_SRC's (another
+#: version's `src`, e.g. `git archive main src | tar -x -C /tmp/main`, to measure
+#: before and after with the same bench).  The worker processes are given it on
+#: PYTHONPATH: without it they imported whatever flowforge the venv had installed.
+SRC = Path(os.environ.get("FLOWFORGE_BENCH_SRC") or ROOT / "src").resolve()
+sys.path.insert(0, str(SRC))
 
 STEP_PLUGIN = '''
 import asyncio, os, time
@@ -29,6 +34,21 @@ async def bench_step(n: int, seconds: float = 0.02, log: str = "", idempotency_k
         with open(log, "a") as out:
             out.write(f"end {n} {time.time():.6f} {os.getpid()} {idempotency_key}\\n")
     return {"n": n}
+
+if os.environ.get("BENCH_PROFILE"):      # bench/worker_cpu.py --profile: the runs' loop
+    import cProfile
+    from flowforge.service.pool import process_loop
+
+    _loop, _profile = process_loop().loop, cProfile.Profile()
+    _path = f"{os.environ['BENCH_PROFILE']}.{os.getpid()}"
+
+    def _dump():
+        _profile.disable()
+        _profile.dump_stats(_path)
+        _profile.enable()
+        _loop.call_later(1.0, _dump)
+
+    _loop.call_soon_threadsafe(lambda: (_profile.enable(), _loop.call_later(1.0, _dump)))
 '''
 
 
@@ -53,7 +73,7 @@ class Workers:
         self.folder, self.queue = folder, queue
         self.plugin = folder / "bench_plugin.py"
         self.plugin.write_text(STEP_PLUGIN)
-        self.env = {**os.environ, "FLOWFORGE_BROKER_URL": broker,
+        self.env = {**os.environ, "PYTHONPATH": str(SRC), "FLOWFORGE_BROKER_URL": broker,
                     "FLOWFORGE_DATABASE_URL": database, "FLOWFORGE_QUEUE": queue,
                     "FLOWFORGE_LEASE_SECONDS": str(lease),
                     "FLOWFORGE_QUEUE_VISIBILITY": "10",

@@ -6,6 +6,11 @@ them; its CPU (every process) less what the same worker spends starting and
 idling until ready, over the runs; Redis's CPU likewise.
 
     .venv/bin/python bench/worker_cpu.py [--runs 300] [--processes 1] [--concurrency 16]
+        [--profile /tmp/worker.prof]
+
+`--profile PATH`: cProfile on each worker process's runs' loop (PATH.PID),
+and the functions that took the most time printed: the CPU figures are then
+the profiler's too, not the worker's alone.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ def _cpu(workers: Workers) -> float:
     return total
 
 
-async def measure(folder: Path, redis, processes: int, concurrency: int, runs: int) -> dict:
+async def measure(folder: Path, redis, processes: int, concurrency: int, runs: int,
+                  profile: str | None = None) -> dict:
     database = f"sqlite:///{folder / 'runs.db'}"
     storage = storage_from_url(database)
     await storage.open()
@@ -53,6 +59,8 @@ async def measure(folder: Path, redis, processes: int, concurrency: int, runs: i
         broker = psutil.Process(redis.process.pid)
         before = sum(broker.cpu_times()[:2])
         workers = Workers(folder / "drain", redis.url, database, queue)
+        if profile:
+            workers.env["BENCH_PROFILE"] = profile
         workers.start(concurrency=concurrency, processes=processes)
         try:
             await _wait_all(storage, ids, {run_id: 0.0 for run_id in ids})
@@ -73,12 +81,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--profile", default=None, help="cProfile the runs' loop of each "
+                        "worker process into PROFILE.PID and print the top of it.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name, redis_server() as redis:
         for part in ("idle", "drain"):
             Path(name, part).mkdir()
         print(json.dumps(asyncio.run(measure(Path(name), redis, args.processes,
-                                             args.concurrency, args.runs))))
+                                             args.concurrency, args.runs, args.profile))))
+    if args.profile:
+        import glob
+        import pstats
+
+        for path in sorted(glob.glob(f"{args.profile}.*")):
+            print(f"--- {path}")
+            stats = pstats.Stats(path)
+            stats.sort_stats("tottime").print_stats(25)
+            stats.sort_stats("cumulative").print_stats(40)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Workers survive their broker: Redis killed (-9) and started again empty under
 a worker with runs in flight.  The worker reconnects and keeps serving: the
 runs in flight end once, each block once, and a run queued after the restart
-runs.  A worker that does stop on an error exits non-zero (it used to exit 0
-after Kombu's AttributeError, leaving nothing to restart it)."""
+runs.  A worker that does stop on an error exits non-zero (a Celery worker
+used to exit 0 after Kombu's AttributeError, leaving nothing to restart it)."""
 
 from __future__ import annotations
 
@@ -71,9 +71,23 @@ async def test_a_worker_reconnects_to_a_restarted_broker_and_keeps_serving(own_p
     assert "Connection to broker lost" in log              # it did see Redis go
 
 
-def test_a_worker_that_stops_on_an_error_exits_non_zero(own_pool, tmp_path):
-    """A consumer step that fails (as Kombu's AttributeError did): Celery stops
-    the worker, and `flowforge worker` says so by its status and in words."""
+def test_a_worker_that_stops_on_an_error_exits_non_zero(own_pool, own_redis, tmp_path):
+    """An error Redis answers that no retry mends (here a database number the
+    server does not have): the worker stops, and `flowforge worker` says so by
+    its status and in words, instead of retrying for ever."""
+    worker = own_pool.start(options=("--broker", own_redis.url[:-1] + "99"))
+    status = worker.wait(60)
+    text = (tmp_path / "worker-0.log").read_text()
+    assert "Unrecoverable error: ResponseError('DB index is out of range')" in text, \
+        text[-3000:]
+    assert status == 1
+    assert "the worker stopped on an error (exit status 1)" in text
+
+
+def test_a_celery_worker_that_stops_on_an_error_exits_non_zero(own_pool, tmp_path):
+    """A broker other than Redis keeps Celery's worker: a consumer step that
+    fails (as Kombu's AttributeError did) stops it, and `flowforge worker`
+    says so by its status and in words (it used to exit 0)."""
     plugin = tmp_path / "failing_step.py"
     plugin.write_text(
         "from celery import bootsteps\n"
@@ -82,8 +96,8 @@ def test_a_worker_that_stops_on_an_error_exits_non_zero(own_pool, tmp_path):
         "    requires = {'celery.worker.consumer.tasks:Tasks'}\n"
         "    def start(self, consumer):\n"
         "        raise RuntimeError('a consumer step failed')\n"
-        "worker_app().steps['consumer'].add(Failing)\n")
-    worker = own_pool.start(options=("--import", str(plugin)))
+        "worker_app('memory://').steps['consumer'].add(Failing)\n")
+    worker = own_pool.start(options=("--broker", "memory://", "--import", str(plugin)))
     status = worker.wait(60)
     text = (tmp_path / "worker-0.log").read_text()
     assert "Unrecoverable error: RuntimeError('a consumer step failed')" in text, text[-3000:]

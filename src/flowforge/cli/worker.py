@@ -1,5 +1,13 @@
-"""`flowforge worker`: a Celery worker that runs queued runs, and the CLI side
-of `flowforge run FILE --queue` (enqueue, then follow the run's stored events).
+"""`flowforge worker`: a worker that runs queued runs, and the CLI side of
+`flowforge run FILE --queue` (enqueue, then follow the run's stored events).
+
+On Redis, a worker process takes its run messages on the runs' own event loop
+(`pool.RedisConsumer`), not through Celery's consumer and thread pool: that
+handling cost a worker more CPU per run than the run itself.  Senders still
+send Celery task messages, so Celery workers and these can share a queue.
+What a Redis worker does not do: Celery's remote control and inspection
+(`celery inspect`, `celery control`) and its task events.  On another broker
+(amqp://, memory://) `flowforge worker` is a Celery worker as before.
 
     export FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0
     export FLOWFORGE_DATABASE_URL=postgresql://.../flowforge   # shared by every machine
@@ -56,16 +64,20 @@ def worker_command(
                                      "(--no-resume) marked failed, naming the process and "
                                      "how to resume them (`flowforge runs resume RUN_ID`); "
                                      "also FLOWFORGE_RESUME_CUT_OFF=0."),
-    loglevel: str = typer.Option("warning", "--loglevel", help="Celery's log level."),
+    loglevel: str = typer.Option("warning", "--loglevel", help="Log level of the worker's "
+                                 "lines (and of Celery's, on a broker other than Redis)."),
     imports: List[str] = typer.Option([], "--import", "-I",
                                       help="Python file or module to import first, e.g. one "
                                            "registering @flowforge.function callables."),
 ) -> None:
-    """Run queued runs (Celery worker); runs whose worker died are resumed here.
+    """Run queued runs; runs whose worker died are resumed here.
 
-    Each process runs up to --concurrency runs at once on one event loop (Celery's
-    threads pool feeding it); a message is acknowledged when its run ends or
-    waits, so a killed process's runs go back to the queue and are resumed."""
+    Each process runs up to --concurrency runs at once on one event loop (on
+    Redis it takes its messages there itself; on another broker a Celery
+    threads pool feeds it); a message is acknowledged when its run ends or
+    waits, so a killed process's runs go back to the queue and are resumed.
+    SIGTERM or Ctrl-C: no more runs are taken, the runs in flight finish
+    (a second one stops at once; their runs are taken over)."""
     from flowforge.cli.main import import_plugins
     from flowforge.service.pool import (QueueError, default_queue, prepare_worker,
                                         start_reaper, worker_app)
@@ -86,6 +98,9 @@ def worker_command(
     try:
         if processes > 1:
             code = _supervise(processes, concurrency, queues, broker, loglevel, imports)
+        elif app.conf.broker_url.startswith(("redis://", "rediss://")):
+            prepare_worker(db)
+            code = _redis_worker(app.conf.broker_url, queues, concurrency)
         else:
             prepare_worker(db)
             code = _celery_worker(app, [
@@ -129,6 +144,63 @@ def _celery_worker(app: Any, argv: list[str]) -> int:
     finally:
         celery.params[0].default = None
     return code if isinstance(code, int) else 0
+
+
+def _redis_worker(url: str, queues: str, concurrency: int) -> int:
+    """Take runs from Redis on this process's loop (`pool.RedisConsumer`) until
+    SIGTERM or Ctrl-C (a warm shutdown: the runs in flight finish; a second
+    signal exits at once, leaving them to the reapers); the exit status."""
+    import signal
+    import socket
+    import sys
+    import threading
+
+    from flowforge.service.pool import RedisConsumer, process_loop
+
+    loop = process_loop().loop
+    name = f"flowforge-{os.getpid()}@{socket.gethostname()}"
+    ready = threading.Event()
+
+    async def make() -> RedisConsumer:
+        return RedisConsumer(url, queues.split(","), concurrency, on_ready=ready.set)
+
+    consumer = asyncio.run_coroutine_threadsafe(make(), loop).result()
+    serving = asyncio.run_coroutine_threadsafe(consumer.serve(), loop)
+    signals = 0
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            print(f"{name}: stopping now; {len(consumer.running)} run(s) in flight are "
+                  f"taken over by other workers", file=sys.stderr, flush=True)
+            os._exit(1)
+
+        async def stopping() -> None:
+            consumer.stop()
+            print(f"{name}: warm shutdown: no more runs taken, {len(consumer.running)} in "
+                  f"flight finish (send the signal again to stop now)", file=sys.stderr,
+                  flush=True)
+
+        asyncio.run_coroutine_threadsafe(stopping(), loop)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    said_ready = False
+    while True:
+        if not said_ready and ready.is_set():
+            said_ready = True
+            print(f"{name} ready. queues {queues}, {concurrency} runs at once",
+                  file=sys.stderr, flush=True)
+        try:
+            serving.result(timeout=0.2)
+            return 0
+        except TimeoutError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - said, and the status says it
+            print(f"{name}: Unrecoverable error: {type(exc).__name__}({str(exc)!r}) from the "
+                  f"broker (check its URL and the Redis server)", file=sys.stderr, flush=True)
+            return 1
 
 
 def _supervise(processes: int, concurrency: int, queues: str, broker: str | None,

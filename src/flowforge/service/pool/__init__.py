@@ -1,6 +1,7 @@
-"""Runs on a pool of workers: Celery, with Redis (or any Celery broker) as the
-queue and the run storage (PostgreSQL across machines, SQLite on one) as the
-state.  No second engine: a worker runs a queued run with `resume`, the same
+"""Runs on a pool of workers: Celery messages, with Redis (or any Celery
+broker) as the queue and the run storage (PostgreSQL across machines, SQLite
+on one) as the state; a worker on Redis takes its messages on its runs' loop
+(`redis_consumer`), on another broker it is a Celery worker.  No second engine: a worker runs a queued run with `resume`, the same
 code that finishes a run cut off by a crash.
 
     FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 16
@@ -19,6 +20,7 @@ only (tests/workers/test_pool_shape.py walks them):
     waiting     a waiting run decided or due goes back to its queue
     schedules   triggers fire, exactly once across schedulers
     work        what a worker does with a message
+    redis_consumer  a worker on Redis takes its messages on the runs' loop
     reaper      reap: runs whose lease lapsed, lost messages, due runs,
                 schedules and owed webhooks, every REAP_EVERY seconds
 
@@ -28,10 +30,11 @@ processes from running one run) and runs it on its process's loop; its
 events are stored as they happen, so SSE and WebSocket clients of any server
 see them.  A run that waits frees the worker.  Cancel is the row's cancel
 mark.  A worker killed at any point: its messages were not acknowledged
-(`acks_late`), so the broker gives them back after its visibility timeout,
-and one reaper per lapse sends runs whose lease lapsed ahead of the new runs
-(`reaper`); the next worker resumes from the checkpoints, so what succeeded
-never runs again.  A broker that restarts is reconnected to (`broker`).
+(a message is acknowledged when its run ends or waits), so they come back
+after the visibility timeout, and one reaper per lapse sends runs whose lease
+lapsed ahead of the new runs (`reaper`); the next worker resumes from the checkpoints, so what succeeded
+never runs again.  A broker that restarts is reconnected to (`broker`,
+`redis_consumer`).
 """
 
 from flowforge.service.pool.broker import (BROKER_ENV, DEFAULT_QUEUE, QUEUE_ENV, TASK_NAME,
@@ -43,6 +46,7 @@ from flowforge.service.pool.loop import process_loop
 from flowforge.service.pool.owed import deliver_owed, deliver_owed_webhooks, deliver_when_ended
 from flowforge.service.pool.queued import born_on_pool
 from flowforge.service.pool.reaper import REAP_EVERY, reap, start_reaper
+from flowforge.service.pool.redis_consumer import RedisConsumer
 from flowforge.service.pool.schedules import GRACE, fire_due, list_schedules
 from flowforge.service.pool.waiting import decide_on_pool, requeue_due, requeue_waiting
 from flowforge.service.pool.work import prepare_worker, work, worker_app
@@ -51,5 +55,5 @@ __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QueueError"
            "celery_app", "default_queue", "visibility_timeout", "enqueue", "QueuedHandle",
            "start_queued", "stored_result", "process_loop", "deliver_owed",
            "deliver_owed_webhooks", "deliver_when_ended", "born_on_pool", "REAP_EVERY", "reap",
-           "start_reaper", "GRACE", "fire_due", "list_schedules", "decide_on_pool",
+           "start_reaper", "RedisConsumer", "GRACE", "fire_due", "list_schedules", "decide_on_pool",
            "requeue_due", "requeue_waiting", "prepare_worker", "work", "worker_app"]

@@ -1,12 +1,13 @@
 """One event loop per worker process, shared by every run the process runs.
 
 Runs are I/O bound (model calls, HTTP, sleeps), so one process can run many at
-once on one loop, as the in-process engine does.  A Celery worker keeps its
-`acks_late` promise only if the task returns when its run ends, so each Celery
-task (one thread of the worker's `threads` pool) hands its run to this loop
-with `asyncio.run_coroutine_threadsafe` and blocks until the run ends: the
-message is acknowledged then, and a killed process takes its unacknowledged
-messages with it (they come back to the queue).
+once on one loop, as the in-process engine does. On Redis, the worker takes
+its messages on this loop too (`redis_consumer`). On another broker, a Celery
+worker keeps its `acks_late` promise only if the task returns when its run
+ends, so each Celery task (one thread of the worker's `threads` pool) hands
+its run to this loop with `asyncio.run_coroutine_threadsafe` and blocks until
+the run ends: the message is acknowledged then, and a killed process takes its
+unacknowledged messages with it (they come back to the queue).
 
 The loop also keeps one opened storage per database for all its runs: one
 connection (pool), one cancel watcher and one lease heartbeat for every run of

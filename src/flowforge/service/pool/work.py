@@ -1,15 +1,17 @@
-"""A worker runs a queued run: Celery's task hands the run's id to the
-process's one event loop (`loop.process_loop`) and waits, so one process runs
-many runs at once; the run's lease (a compare-and-set on its row) stops two
-processes from running one run, and `work` drops a second message for a run
-this process is running already.  The run goes through `resume`: checkpointed
-blocks are not run again, whether the run is new or taken over.
+"""A worker runs a queued run on the process's one event loop
+(`loop.process_loop`), so one process runs many runs at once: a worker on
+Redis takes the run's id there itself (`redis_consumer`), on another broker
+Celery's task hands it over and waits. The run's lease (a compare-and-set on
+its row) stops two processes from running one run, and `work` drops a second
+message for a run this process is running already. The run goes through
+`resume`: checkpointed blocks are not run again, whether the run is new or
+taken over.
 
-A message a reaper sent for a run whose lease lapsed carries the handoff
-token the reaper left on the row: the worker that takes the message takes the
-lease from the token (`claim_run(expected_owner=token)`), so the takeover
-does not wait for the token to lapse, and a stale copy of the message, whose
-token was replaced, is dropped at once.
+A message a reaper sent for a run whose lease lapsed carries the handoff token
+the reaper left on the row: the worker that takes the message takes the lease
+from the token (`claim_run(expected_owner=token)`), so the takeover does not
+wait for the token to lapse, and a stale copy of the message, whose token was
+replaced, is dropped at once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from flowforge.service.pool.broker import TASK_NAME, celery_app
 from flowforge.service.pool.loop import process_loop
 from flowforge.service.pool.owed import deliver_when_ended
 from flowforge.service.pool.queued import fail_cut_off_run, how_queued, resumes
-from flowforge.service.pool.redis_channel import fail_as_connection_loss
 from flowforge.service.loading import load
 from flowforge.service.resuming import resume
 from flowforge.service.runs import RunStateError, open_storage
@@ -42,10 +43,8 @@ log = logging.getLogger("flowforge.queue")
 
 def worker_app(url: str | None = None) -> Any:
     """`celery_app` with the task that runs a run: what `flowforge worker` runs
-    (with Redis as the broker, made to survive the broker: `redis_channel`)."""
+    on a broker other than Redis (on Redis: `redis_consumer`)."""
     app = celery_app(url)
-    if app.conf.broker_url.startswith(("redis://", "rediss://")):
-        fail_as_connection_loss()
     if TASK_NAME not in app.tasks:
         app.task(name=TASK_NAME, bind=True, ignore_result=True)(_run_task)
     return app
@@ -55,12 +54,12 @@ def worker_app(url: str | None = None) -> Any:
 _WARM_UP = {"id": "warm-up", "blocks": [{"id": "ready", "type": "set", "with": {}}]}
 
 
-#: The worker process's GIL switch interval (Python's default: 5 ms).  Its threads
-#: (Celery's consumer, the runs' loop) hand the GIL to each other at every socket
-#: and SQLite call, and one that gets it back waits up to this long: at 5 ms, a
-#: commit holding SQLite's write lock across processes spent most of its time
-#: waiting for the GIL, and other processes for the lock (measured with 4 worker
-#: processes on a loaded machine: 20-45x the commit's CPU time; 7-15x at 0.5 ms).
+#: The worker process's GIL switch interval (Python's default: 5 ms).  Its threads (the
+#: runs' loop, the reaper; on a broker other than Redis, Celery's consumer) hand the GIL
+#: to each other at every socket and SQLite call, and one that gets it back waits up to
+#: this long: at 5 ms, a commit holding SQLite's write lock across processes spent most
+#: of its time waiting for the GIL, and other processes for the lock (measured with 4
+#: worker processes on a loaded machine: 20-45x the commit's CPU time; 7-15x at 0.5 ms).
 SWITCH_INTERVAL = 0.0005
 
 
