@@ -150,6 +150,7 @@ class RedisConsumer:
         self.running: dict[asyncio.Task, str] = {}       # run task -> its delivery tag
         self._acks: list[str] = []
         self._stopping = False
+        self._closing = False               # serve() is ending: the side work stops
         self._wake = asyncio.Event()        # a slot freed, an ack is due, or stop()
         self._ack_due = asyncio.Event()
         self._client: Any = None
@@ -177,8 +178,17 @@ class RedisConsumer:
                 await asyncio.wait(list(self.running))
             await self._flush_acks(final=True)
         finally:
+            # The side work ends at its next turn; cancelling it is not enough on its
+            # own: redis-py can swallow a cancel that lands inside a command, and the
+            # loop went on (seen as a stop() that never returned, on a loaded machine).
+            self._closing = True
+            self._ack_due.set()
             side.cancel()
-            await asyncio.gather(side, return_exceptions=True)
+            try:
+                await asyncio.wait_for(asyncio.gather(side, return_exceptions=True),
+                                       WAIT + 2)
+            except asyncio.TimeoutError:
+                log.warning("the broker did not answer while the worker stopped")
             await self._client.aclose()
 
     def stop(self) -> None:
@@ -321,7 +331,7 @@ class RedisConsumer:
         """Acknowledge ended runs as they end (many in one round trip when many
         ended meanwhile) and sweep every RESTORE_EVERY seconds."""
         next_sweep = time.monotonic() + self.restore_every
-        while True:
+        while not self._closing:
             try:
                 await asyncio.wait_for(self._ack_due.wait(),
                                        max(0.0, next_sweep - time.monotonic()))
