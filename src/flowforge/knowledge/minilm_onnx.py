@@ -29,9 +29,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from platformdirs import user_cache_dir
-
 from flowforge.errors import FlowforgeError
+from flowforge.workflow.paths import model_cache
 
 __all__ = ["model_dir", "onnx_path", "build_onnx", "MODEL_NAME", "MAX_TOKENS", "DIMENSIONS"]
 
@@ -66,8 +65,7 @@ def onnx_path() -> Path:
     weights = model_dir() / "model.safetensors"
     stat = weights.stat()
     key = hashlib.sha256(f"{_FORMAT}:{stat.st_size}:{int(stat.st_mtime)}".encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("FLOWFORGE_MODEL_CACHE") or Path(user_cache_dir("flowforge")) / "models")
-    return cache / f"minilm-l6-v2-{key}.onnx"
+    return model_cache() / f"minilm-l6-v2-{key}.onnx"
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:

@@ -22,17 +22,12 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["faster_copy", "cache_folder"]
+from flowforge.workflow.paths import model_cache
+
+__all__ = ["faster_copy"]
 
 #: bump when the conversion changes: a new name, a new copy
 _FORMAT = "q8_0-v1"
-
-
-def cache_folder() -> Path:
-    from platformdirs import user_cache_dir
-
-    return Path(os.environ.get("FLOWFORGE_MODEL_CACHE")
-                or Path(user_cache_dir("flowforge")) / "models")
 
 
 def faster_copy(shipped: str) -> str:
@@ -42,7 +37,7 @@ def faster_copy(shipped: str) -> str:
         return shipped
     try:
         stat = os.stat(shipped)
-        target = cache_folder() / (f"{Path(shipped).stem}.{_FORMAT}-"
+        target = model_cache() / (f"{Path(shipped).stem}.{_FORMAT}-"
                                    f"{stat.st_size}-{int(stat.st_mtime)}.gguf")
         if target.is_file():
             return str(target)

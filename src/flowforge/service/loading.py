@@ -112,10 +112,10 @@ async def key_problems(compiled: CompiledWorkflow, env: Mapping[str, str]) -> li
         except NotFound:
             return None
 
-    own = _key_problems(compiled, env, compiled.doc.models())
+    own = _key_problems(compiled, env, compiled.model_uses)
     return own + await preflight.nested_problems(
         compiled, resolve, lambda child: _key_problems(
-            child, env, [use for use in child.doc.models() if use.where.startswith("blocks[")]))
+            child, env, [use for use in child.model_uses if use.where.startswith("blocks[")]))
 
 
 def _key_problems(compiled: CompiledWorkflow, env: Mapping[str, str], uses: list[ModelUse]

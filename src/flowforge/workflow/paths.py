@@ -25,7 +25,8 @@ from typing import Any, Mapping
 
 from flowforge.errors import WorkflowError
 
-__all__ = ["FILES_ROOT", "DOCUMENT_DIR", "document_folder", "document_root", "resolve_path"]
+__all__ = ["FILES_ROOT", "DOCUMENT_DIR", "document_folder", "document_root", "resolve_path",
+           "model_cache"]
 
 #: The run service a server sets: its files root (a folder, or None when not configured).
 FILES_ROOT = "files_root"
@@ -67,3 +68,15 @@ def resolve_path(reference: str | Path, root: Path | None, what: str) -> Path:
                             f"`flowforge serve --files-root DIR` (or FLOWFORGE_FILES_ROOT=DIR) "
                             f"to resolve relative paths under DIR, or write an absolute path")
     return Path(root) / path
+
+
+def model_cache() -> Path:
+    """Where models built from installed packages are cached (the embedding
+    model's ONNX file, the local model's Q8_0 copy): `FLOWFORGE_MODEL_CACHE`,
+    else the user's cache directory."""
+    import os
+
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("FLOWFORGE_MODEL_CACHE")
+                or Path(user_cache_dir("flowforge")) / "models")
