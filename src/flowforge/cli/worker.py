@@ -79,7 +79,7 @@ def worker_command(
     SIGTERM or Ctrl-C: no more runs are taken, the runs in flight finish
     (a second one stops at once; their runs are taken over)."""
     from flowforge.cli.main import import_plugins
-    from flowforge.service.pool import (QueueError, default_queue, prepare_worker,
+    from flowforge.service.pool import (QueueError, default_queue, is_redis, prepare_worker,
                                         start_reaper, worker_app)
     from flowforge.service.resuming import RESUME_CUT_OFF_ENV
 
@@ -98,7 +98,7 @@ def worker_command(
     try:
         if processes > 1:
             code = _supervise(processes, concurrency, queues, broker, loglevel, imports)
-        elif app.conf.broker_url.startswith(("redis://", "rediss://")):
+        elif is_redis(app.conf.broker_url):
             prepare_worker(db)
             code = _redis_worker(app.conf.broker_url, queues, concurrency)
         else:

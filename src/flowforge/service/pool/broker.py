@@ -22,7 +22,7 @@ from flowforge.errors import FlowforgeError
 
 __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QUEUED_PRIORITY",
            "TAKEOVER_PRIORITY", "QueueError", "broker_url", "celery_app", "default_queue",
-           "send_run", "visibility_timeout"]
+           "send_run", "visibility_timeout", "is_redis"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
 DEFAULT_QUEUE = "flowforge"
@@ -55,6 +55,12 @@ def visibility_timeout() -> float:
     return value if value >= 1.0 else 60.0
 
 
+def is_redis(url: str) -> bool:
+    """Whether the broker is Redis: its workers take their messages themselves
+    (`redis_consumer`), and its senders share one client per channel."""
+    return url.startswith(("redis://", "rediss://"))
+
+
 def broker_url(url: str | None = None) -> str:
     found = url or os.environ.get(BROKER_ENV)
     if not found:
@@ -82,7 +88,7 @@ def celery_app(url: str | None = None) -> Any:
         raise QueueError("the worker pool needs Celery: pip install 'flowforge[workers]'") \
             from None
     app = Celery("flowforge", broker=broker_url(url))
-    if app.conf.broker_url.startswith(("redis://", "rediss://")):
+    if is_redis(app.conf.broker_url):
         from flowforge.service.pool.redis_channel import reuse_clients
         reuse_clients()                       # senders and workers alike (redis_channel)
     app.conf.update(
