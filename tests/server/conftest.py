@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +89,23 @@ async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None
         await storage.close()
 
     return live, stop
+
+
+def wait_healthy(process: subprocess.Popen, url: str, seconds: float = 30.0) -> None:
+    """Wait until a `flowforge serve` process answers /health; fail the test,
+    with what it wrote to a piped stderr, if it exits or is not up in time."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if process.poll() is not None:
+            said = process.stderr.read().decode()[-2000:] if process.stderr else ""
+            pytest.fail(f"the server exited before it answered /health: {said}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, f"the server did not start within {seconds} s"
+        time.sleep(0.1)
 
 
 async def serve_asgi(app: Any):

@@ -11,14 +11,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from flowforge.server.rate_limit import TokenBuckets
-from tests.server.conftest import start_server
+from tests.server.conftest import start_server, wait_healthy
 
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
 DOCUMENT = {"id": "tiny", "blocks": [{"id": "a", "type": "set", "with": {"v": 1}}]}
@@ -90,12 +89,7 @@ def _serve(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, str, str]:
                                start_new_session=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    wait_healthy(process, url)
     return process, url, key
 
 

@@ -15,10 +15,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
+from tests.server.conftest import wait_healthy
 
 BIN = Path(sys.executable).parent
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -41,16 +40,7 @@ def serve(folder: Path) -> tuple[subprocess.Popen, str, str, dict]:
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.2)
+    wait_healthy(process, url)
     return process, url, key, env
 
 
