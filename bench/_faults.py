@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import _outages
-from _pool import Workers, chain, pct
+from _pool import Workers, chain, pct, restart_redis_at_random
 
 from flowforge.service.pool import enqueue
 from flowforge.storage import storage_from_url, testing
@@ -127,12 +127,7 @@ async def _pool_under_faults(folder: Path, redis: Any, args: Any, check: Callabl
                 outages.append((down, time.time()))
 
         async def restart_redis() -> None:
-            for _ in range(args.redis_restarts):
-                await asyncio.sleep(rng.uniform(0.5, 2 * args.redis_every - 0.5))
-                if await all_ended():
-                    return
-                redis_restarts.append(time.time())
-                await asyncio.to_thread(redis.restart, args.redis_down)
+            await restart_redis_at_random(redis, args, rng, all_ended, redis_restarts)
 
         tasks = [asyncio.create_task(job()) for job in (kill_workers, restart_postgres,
                                                         restart_redis)]

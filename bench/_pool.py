@@ -125,6 +125,20 @@ class Workers:
             time.sleep(0.1)
 
 
+async def restart_redis_at_random(redis, args, rng, all_ended, restarts: list[float]) -> None:
+    """Restart the broker `args.redis_restarts` times, each after a random wait
+    around `args.redis_every` seconds (down `args.redis_down` s), unless every
+    run ended first; each restart's time goes to `restarts`."""
+    import asyncio
+
+    for _ in range(args.redis_restarts):
+        await asyncio.sleep(rng.uniform(0.5, 2 * args.redis_every - 0.5))
+        if await all_ended():
+            return
+        restarts.append(time.time())
+        await asyncio.to_thread(redis.restart, args.redis_down)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")

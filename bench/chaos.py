@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _pool import Workers, chain, pct, redis_server
+from _pool import Workers, chain, pct, redis_server, restart_redis_at_random
 from _sse import Followed, ServerProcess, check_events, follow_run
 
 from flowforge.service.pool import celery_app, enqueue  # noqa: E402
@@ -145,17 +145,10 @@ async def chaos(folder: Path, redis: Any, args: argparse.Namespace) -> dict:
                 workers.kill(pool[victim])
                 pool[victim] = start()
 
-        async def restart_redis() -> None:
-            for _ in range(args.redis_restarts):
-                await asyncio.sleep(rng.uniform(0.5, 2 * args.redis_every - 0.5))
-                if await all_ended():
-                    return
-                restarts.append(time.time())
-                await asyncio.to_thread(redis.restart, args.redis_down)
-
         killed: set[int] = set()
         restarts: list[float] = []
-        tasks = [asyncio.create_task(kill_workers()), asyncio.create_task(restart_redis())]
+        tasks = [asyncio.create_task(kill_workers()), asyncio.create_task(
+            restart_redis_at_random(redis, args, rng, all_ended, restarts))]
         if server is not None:
             tasks.append(asyncio.create_task(_restart_server(server, rng, args, all_ended,
                                                              sse)))
