@@ -131,7 +131,9 @@ async def serve_asgi(app: Any):
 
 
 @pytest.fixture
-async def server(tmp_path):
+async def server(tmp_path, monkeypatch):
+    """A server on SQLite, its secrets sealed with a key of its own."""
+    monkeypatch.setenv("FLOWFORGE_SECRET_KEY_FILE", str(tmp_path / "secret.key"))
     live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
     yield live
     await stop()

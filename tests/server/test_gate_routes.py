@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from flowforge.workflow.policy import Policy
-from tests.server.conftest import start_server
 
 #: names of values that can reach the host (see `Policy.model_problem`, `check_kb_id`, ...)
 GATED_NAMES = {"model", "embedding_model", "fallback", "downgrade", "kb", "kb_id",
@@ -117,14 +116,6 @@ def gated_operations(document: dict[str, Any]) -> dict[tuple[str, str], set[str]
             if names & GATED_NAMES:
                 found[(method, path)] = names & GATED_NAMES
     return found
-
-
-@pytest.fixture
-async def server(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLOWFORGE_SECRET_KEY_FILE", str(tmp_path / "secret.key"))
-    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
-    yield live
-    await stop()
 
 
 @pytest.fixture

@@ -10,15 +10,6 @@ import re
 import pytest
 
 from flowforge.server.webui import STATIC, accepted_encodings
-from tests.server.conftest import start_server
-
-
-@pytest.fixture
-async def server(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLOWFORGE_SECRET_KEY_FILE", str(tmp_path / "secret.key"))
-    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")
-    yield live
-    await stop()
 
 
 @pytest.mark.parametrize("header, expected", [
