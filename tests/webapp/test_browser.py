@@ -93,9 +93,12 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.get_by_role("button", name="Start the run").click()
     await page.wait_for_url(re.compile(r".*/runs/[0-9a-f]+$"))
     await page.locator("[aria-label='Run status'] .status-succeeded").wait_for(timeout=60_000)
-    await page.wait_for_function(      # every block settled on the graph
-        "[...document.querySelectorAll('[data-block-id]')].every(e => "
-        "['succeeded', 'skipped'].includes(e.dataset.state))")
+    # every block drawn and settled: the status can show before the graph is
+    # fetched, and `every` over no block at all is true
+    await page.wait_for_function(
+        "(els => els.length === 7 && els.every(e => "
+        "['succeeded', 'skipped'].includes(e.dataset.state)))"
+        "([...document.querySelectorAll('[data-block-id]')])")
     states = await blocks.evaluate_all("els => Object.fromEntries(els.map(e => "
                                        "[e.dataset.blockId, e.dataset.state]))")
     assert states == {**{b: "succeeded" for b in SUPPORT_BLOCKS}, "review": "skipped"}
