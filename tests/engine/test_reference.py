@@ -18,7 +18,7 @@ import asyncio
 import itertools
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import flowforge
@@ -289,7 +289,9 @@ async def _through_the_store(blocks: list[dict[str, Any]], cancel_at: int | None
 
         handle.run.bus.subscribe(cancel_later)
     result = await asyncio.wait_for(handle.wait(), 20)
-    for _ in range(4):               # each resume may reach approvals not asked before
+    # one resume after the cancel, then one per approval at most: each resume
+    # may reach an approval not asked before (a chain of them asks one by one)
+    for _ in range(1 + len(decisions)):
         if result.status not in ("waiting", "cancelled") and \
                 "waiting" not in {r.status for r in result.blocks.values()}:
             break
@@ -297,8 +299,14 @@ async def _through_the_store(blocks: list[dict[str, Any]], cancel_at: int | None
     _check(result, interpret(blocks), False, "resumed through the store")
 
 
+_APPROVAL_CHAIN = [{"id": "b0", "kind": "ok", "reads": [], "after": []}] + [
+    {"id": f"b{i}", "kind": "approval", "reads": [], "after": [f"b{i - 1}"],
+     "decision": "approve" if i < 4 else "reject", "on_reject": None} for i in range(1, 5)]
+
+
 @settings(max_examples=60, **_SETTINGS)
 @given(blocks=graphs(), cancel=st.one_of(st.none(), st.integers(1, 12)))
+@example(blocks=_APPROVAL_CHAIN, cancel=1)      # a cancel, then four approvals one by one
 def test_resume_through_the_store(tmp_path_factory, blocks, cancel):
     url = f"sqlite:///{tmp_path_factory.getbasetemp() / 'reference.db'}"
     asyncio.run(_through_the_store(blocks, cancel, url))
