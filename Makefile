@@ -35,9 +35,12 @@ demo: install
 
 # The suite starts hundreds of `flowforge` processes: with PYTHONDONTWRITEBYTECODE
 # set (as on CI machines) each would compile the package again (~0.2 s of CPU):
-# compileall writes the bytecode once, imports only read it.
+# compileall writes the bytecode once, imports only read it.  Likewise every
+# pytest worker would rewrite the asserts of every test module it collects:
+# warm_test_cache.py writes pytest's cache of them once, which workers read.
 test: install
 	$(BIN)/python -m compileall -q src tests > /dev/null
+	$(BIN)/python scripts/warm_test_cache.py
 	$(BIN)/python -m pytest -n auto --dist loadfile
 
 bench: install
