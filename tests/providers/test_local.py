@@ -245,6 +245,28 @@ async def test_the_default_model_runs_from_a_q8_0_copy_made_once(tmp_path, monke
     assert answer.text.strip() and answer.usage.completion_tokens > 0
 
 
+def test_another_install_of_the_same_weights_reuses_the_copy(tmp_path, monkeypatch):
+    """The copy is named after the weights' content: a reinstall or another
+    checkout (the same file, a new time) does not build a second one."""
+    import os
+    import shutil
+
+    from flowforge.providers._local_weights import faster_copy
+
+    monkeypatch.setenv("FLOWFORGE_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLOWFORGE_LOCAL_REQUANTIZE", "0")
+    shipped = default_model_path()
+    monkeypatch.delenv("FLOWFORGE_LOCAL_REQUANTIZE")
+    first = faster_copy(shipped)
+    assert first != shipped                                         # a copy was made
+    other = tmp_path / "other-install" / os.path.basename(shipped)
+    other.parent.mkdir()
+    shutil.copyfile(shipped, other)
+    os.utime(other, (1, 1))
+    assert faster_copy(str(other)) == first
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
 def test_the_shipped_file_is_kept_when_asked_or_when_no_copy_can_be_made(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOWFORGE_LOCAL_REQUANTIZE", "0")
     monkeypatch.setenv("FLOWFORGE_MODEL_CACHE", str(tmp_path / "cache"))

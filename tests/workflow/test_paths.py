@@ -40,3 +40,22 @@ def test_a_server_without_a_root_refuses_naming_files_root():
     message = str(caught.value)
     assert "knowledge source 'policies' is a relative path" in message
     assert "--files-root" in message and str(Path.cwd()) not in message
+
+
+def test_a_weights_fingerprint_follows_the_content_not_the_file_time(tmp_path):
+    import os
+
+    from flowforge.workflow.paths import weights_fingerprint
+
+    content = bytes(range(256)) * 4096                              # 1 MiB
+    first, second = tmp_path / "a.bin", tmp_path / "b.bin"
+    first.write_bytes(content)
+    second.write_bytes(content)
+    os.utime(second, (1, 1))                                        # another install's time
+    assert weights_fingerprint(first) == weights_fingerprint(second)
+    changed = bytearray(content)
+    changed[700_000] ^= 1                                           # other weights, same size
+    second.write_bytes(bytes(changed))
+    assert weights_fingerprint(first) != weights_fingerprint(second)
+    first.write_bytes(content[:-1])                                 # other size
+    assert weights_fingerprint(first) != weights_fingerprint(tmp_path / "b.bin")

@@ -20,7 +20,6 @@ Install the weights without their torch dependency:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 from flowforge.errors import FlowforgeError
-from flowforge.workflow.paths import model_cache
+from flowforge.workflow.paths import model_cache, weights_fingerprint
 
 __all__ = ["model_dir", "onnx_path", "build_onnx", "MODEL_NAME", "MAX_TOKENS", "DIMENSIONS"]
 
@@ -59,13 +58,11 @@ def model_dir() -> Path:
 
 
 def onnx_path() -> Path:
-    """Where the ONNX file for the installed weights is cached. The
-    name carries a hash of the weights' size and modification time, so a
-    reinstalled package gets a fresh build."""
+    """Where the ONNX file for the installed weights is cached. The name
+    carries the conversion's format and the weights' content fingerprint:
+    other weights get a build of their own, a reinstall of the same does not."""
     weights = model_dir() / "model.safetensors"
-    stat = weights.stat()
-    key = hashlib.sha256(f"{_FORMAT}:{stat.st_size}:{int(stat.st_mtime)}".encode()).hexdigest()[:12]
-    return model_cache() / f"minilm-l6-v2-{key}.onnx"
+    return model_cache() / f"minilm-l6-v2-{_FORMAT}-{weights_fingerprint(weights)}.onnx"
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:

@@ -22,7 +22,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from flowforge.workflow.paths import model_cache
+from flowforge.workflow.paths import model_cache, weights_fingerprint
 
 __all__ = ["faster_copy"]
 
@@ -36,9 +36,8 @@ def faster_copy(shipped: str) -> str:
     if os.environ.get("FLOWFORGE_LOCAL_REQUANTIZE", "1").strip().lower() in ("0", "false", "no"):
         return shipped
     try:
-        stat = os.stat(shipped)
         target = model_cache() / (f"{Path(shipped).stem}.{_FORMAT}-"
-                                   f"{stat.st_size}-{int(stat.st_mtime)}.gguf")
+                                   f"{weights_fingerprint(shipped)}.gguf")
         if target.is_file():
             return str(target)
         return _requantize(shipped, target)

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from flowforge.errors import WorkflowError
 
 __all__ = ["FILES_ROOT", "DOCUMENT_DIR", "document_folder", "document_root", "resolve_path",
-           "model_cache"]
+           "model_cache", "weights_fingerprint"]
 
 #: The run service a server sets: its files root (a folder, or None when not configured).
 FILES_ROOT = "files_root"
@@ -80,3 +80,22 @@ def model_cache() -> Path:
 
     return Path(os.environ.get("FLOWFORGE_MODEL_CACHE")
                 or Path(user_cache_dir("flowforge")) / "models")
+
+
+def weights_fingerprint(path: str | Path) -> str:
+    """A short name for a weights file's content, for the names of what the
+    model cache builds from it.  Keyed on content, not on modification time:
+    every install or checkout of the same package writes the same weights with
+    a new time, and a time-keyed cache built a 90 MB copy for each of them.
+    The file's size and 16 slices of 64 KiB spread over it are read (~1 MiB,
+    a millisecond): other weights of the same size differ in all of them."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    size = Path(path).stat().st_size
+    digest.update(str(size).encode())
+    with open(path, "rb") as weights:
+        for index in range(16):
+            weights.seek(max(0, size - 65536) * index // 15)
+            digest.update(weights.read(65536))
+    return digest.hexdigest()[:12]
