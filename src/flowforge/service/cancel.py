@@ -25,6 +25,7 @@ import uuid
 import weakref
 from typing import Any, Callable
 
+from flowforge.processes import process_exists
 from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
@@ -82,13 +83,7 @@ def lease_holder_alive(owner: str | None) -> bool | None:
         return None
     if owner == PROCESS:
         return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return process_exists(int(pid))
 
 def lease_lapsed(row: dict[str, Any], now: float | None = None) -> bool:
     """Whether no process runs this run any more: its lease expired (or was never

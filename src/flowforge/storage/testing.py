@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Iterator
 
 from flowforge.errors import StorageError
+from flowforge.processes import process_exists
 
 __all__ = ["ThrowawayPostgres", "folder_of", "temporary_schema", "start", "stop", "stop_server",
            "shared_url", "main", "crash", "restart"]
@@ -178,9 +179,11 @@ def stop_server(pid: int, folder: str | None, prefix: str) -> None:
             os.kill(pid, signal.SIGINT)          # "fast" shutdown
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                os.kill(pid, 0)
-                time.sleep(0.05)
-            os.kill(pid, signal.SIGQUIT)
+                if not process_exists(pid):
+                    break
+                time.sleep(0.02)
+            else:
+                os.kill(pid, signal.SIGQUIT)
         except ProcessLookupError:
             pass
     if folder and Path(folder).name.startswith(prefix):

@@ -1,0 +1,32 @@
+"""Whether a process still runs, for code that watches processes it did not
+start (a PostgreSQL server after `pg_ctl start`, a lease's holder).
+
+`os.kill(pid, 0)` alone says yes for a zombie: a process that has exited
+but whose parent has not collected it yet.  A process whose parent is busy,
+or an init that reaps every second or two (as in containers), keeps a dead
+process looking alive for that long: here a stopped PostgreSQL looked alive
+for 1-2 s after it had exited in 40 ms, and a lease's holder killed with -9
+looked alive until its parent collected it.  Like errors.py, below every
+layer."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["process_exists"]
+
+
+def process_exists(pid: int) -> bool:
+    """Whether `pid` names a process that has not exited (a zombie has)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass                                   # another user's: it exists
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # "pid (command) state ...": the command may hold spaces and parentheses
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True                            # no /proc (not Linux): kill(0) said so

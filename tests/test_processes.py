@@ -1,0 +1,45 @@
+"""A process that exited is gone, even before its parent collected it: a
+stopped PostgreSQL is waited for 40 ms, not until init reaps it, and a run's
+lease held by a killed process is free at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from flowforge.processes import process_exists
+from flowforge.service.cancel import PROCESS, host_name, lease_holder_alive
+
+
+def _zombie() -> subprocess.Popen:
+    """A child that has exited and that nobody has collected yet."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while open(f"/proc/{child.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child did not exit"
+        time.sleep(0.01)
+    return child
+
+
+def test_an_exited_process_is_gone_before_it_is_collected():
+    child = _zombie()
+    try:
+        os.kill(child.pid, 0)                       # the kernel still answers for it ...
+        assert process_exists(child.pid) is False   # ... but it runs no more
+    finally:
+        child.wait()
+    assert process_exists(child.pid) is False
+    assert process_exists(os.getpid()) is True
+    assert process_exists(1) is True                # another user's or init: it exists
+
+
+def test_a_lease_held_by_a_process_that_exited_is_not_held():
+    child = _zombie()
+    try:
+        assert lease_holder_alive(f"{host_name()}:{child.pid}:x") is False
+    finally:
+        child.wait()
+    assert lease_holder_alive(PROCESS) is True
+    assert lease_holder_alive(f"another-host:{os.getpid()}:x") is None
