@@ -19,7 +19,6 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 try:
     import psycopg
-    from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -33,6 +32,7 @@ from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.grouping import JSON_RUN_FIELDS, created, recorded, updated
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
+from flowforge.storage.postgres_takes import PostgresTakes
 from flowforge.storage.postgres_writes import CHANNEL, PostgresGroupWriter
 
 __all__ = ["PostgresStorage"]
@@ -71,6 +71,7 @@ class PostgresStorage(Storage):
         self.pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task | None = None      # LISTEN for other processes' events
         self._writer = PostgresGroupWriter(self._pool, self._notify)
+        self._takes = PostgresTakes(self._connection)
 
     # -- lifecycle ---------------------------------------------------------------
     async def open(self) -> None:
@@ -214,48 +215,8 @@ class PostgresStorage(Storage):
     async def take_run(self, run_id: str, owner: str, ttl: float,
                        expected_owner: str | None = None,
                        expected_status: str | None = None) -> dict[str, Any] | None:
-        """In one round trip (a pipeline): the claim in a transaction of its own,
-        committed before the reads that follow it, as `claim_run` then the reads
-        would be.  A worker took four round trips here, each a turn of the server
-        processes that share the cores with the workers (bench/RESULTS.md)."""
-        now = time.time()
-        status = " AND status = %s" if expected_status is not None else ""
-        async with self._connection() as conn:
-            claim, events, blocks = (conn.cursor(row_factory=dict_row) for _ in range(3))
-            try:
-                async with conn.pipeline() as pipeline:
-                    await conn.execute("BEGIN")
-                    await claim.execute(
-                        "UPDATE runs SET lease_owner = %s, lease_expires_at = %s WHERE "
-                        "run_id = %s AND (lease_owner IS NULL OR lease_owner = %s OR "
-                        f"lease_expires_at < %s OR lease_owner = %s){status} RETURNING "
-                        f"{', '.join(RUN_FIELDS)}",
-                        (owner, now + ttl, run_id, owner, now, expected_owner or owner,
-                         *([expected_status] if expected_status is not None else [])))
-                    await conn.execute("COMMIT")
-                    await events.execute("SELECT data FROM run_events WHERE run_id = %s "
-                                         "ORDER BY seq", (run_id,))
-                    await blocks.execute(f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks "
-                                         f"WHERE run_id = %s ORDER BY position", (run_id,))
-                    await pipeline.sync()
-            except BaseException:
-                if conn.info.transaction_status in (TransactionStatus.INTRANS,
-                                                    TransactionStatus.INERROR):
-                    with contextlib.suppress(Exception):      # the first error is the one
-                        await conn.execute("ROLLBACK")
-                raise
-            row = await claim.fetchone()
-            if row is None:
-                return None
-            found = [_loads(item["data"]) for item in await events.fetchall()]
-            rows = await blocks.fetchall()
-        if not any(event["type"] in BLOCK_EVENT_TYPES for event in found):
-            return {"row": _run_row(row), "events": found, "blocks": []}
-        for item in rows:
-            for key in _JSON_BLOCK:
-                item[key] = _loads(item[key])
-        return {"row": _run_row(row), "events": found,
-                "blocks": merged(fold(run_id, found), rows)}
+        """With the other takes of this loop turn, in one round trip (`postgres_takes`)."""
+        return await self._takes.join(run_id, owner, ttl, expected_owner, expected_status)
 
     async def cancel_requests(self, run_ids: list[str]) -> set[str]:
         if not run_ids:
