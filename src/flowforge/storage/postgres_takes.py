@@ -99,11 +99,9 @@ class PostgresTakes:
                         if not take.future.done():
                             take.future.set_result(found.get(take.run_id))
                 group = []
-        except BaseException as exc:             # cancelled with its loop: say so
+        except BaseException:                    # cancelled with its loop
             for take in group + self._waiting:
-                if not take.future.done():
-                    take.future.set_exception(exc if isinstance(exc, Exception) else
-                                              asyncio.CancelledError())
+                take.future.cancel()
             self._waiting = []
             raise
         finally:

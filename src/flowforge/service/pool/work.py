@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import os
 import sys
@@ -67,10 +68,11 @@ SWITCH_INTERVAL = 0.0005
 def prepare_worker(database: str | None = None) -> None:
     """Ready this process to run runs: pay now, before the worker says it is
     ready, what its first run would pay instead (~0.7 s of CPU, while the runs
-    it took wait): the block types' and the loaders' imports, and the run
-    storage opened on the process's loop; and shorten the GIL's switch
-    interval (`SWITCH_INTERVAL`).  A database that cannot be opened now is
-    left to the first run to report."""
+    it took wait): the block types' and the loaders' imports, the run storage
+    opened on the process's loop, and the collector's walk over what they
+    left (`gc.freeze`, below); and shorten the GIL's switch interval
+    (`SWITCH_INTERVAL`).  A database that cannot be opened now is left to the
+    first run to report."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     load(_WARM_UP)
     try:
@@ -78,6 +80,13 @@ def prepare_worker(database: str | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - each run opens it again and says why
         log.warning("the run database could not be opened yet (%s): runs will try again",
                     exc)
+    # The imports leave ~100,000 objects that live as long as the process, and the
+    # first full collection walked them all: 90-160 ms per worker process, on the
+    # runs' loop, in its first burst of runs (4 x 64 on PostgreSQL drained at half
+    # the rate of later bursts; bench/RESULTS.md).  Collected once here and frozen
+    # (kept out of the collector's generations), they are never walked again.
+    gc.collect()
+    gc.freeze()
 
 
 def _run_task(task: Any, run_id: str, database: str | None = None,
