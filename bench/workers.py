@@ -57,17 +57,23 @@ async def _wait_all(storage, run_ids: list[str], started: dict[str, float]) -> d
     return ended
 
 
-def _park(broker: str, queue: str) -> list[str]:
-    """Move `queue`'s lists (one per priority step) aside, messages untouched:
-    the runs wait, enqueued, while the workers start on an empty queue."""
+#: The drain's runs are queued on `PARKED + queue`, a queue no worker reads, and its
+#: lists renamed to the workers' queue at the release.  Enqueued on the workers' own
+#: queue and moved aside, they were runs of that queue nowhere in it: once they had
+#: waited the bench's lease (3 s; enqueueing 200 runs on PostgreSQL and starting 4
+#: workers takes longer), the workers' reapers sent them again as lost messages, and
+#: some ran before the release (24 of 200 in one try, 2026-11-26).
+PARKED = "parked-"
+
+
+def _parked(broker: str, queue: str) -> list[str]:
+    """The workers' queue's lists (one per priority step) that wait under
+    `PARKED + queue`, their messages untouched."""
     import redis
 
     client = redis.Redis.from_url(broker)
-    keys = [key for key in [queue, *(f"{queue}\x06\x16{n}" for n in (3, 6, 9))]
-            if client.exists(key)]
-    for key in keys:
-        client.rename(key, f"parked-{key}")
-    return keys
+    return [key for key in [queue, *(f"{queue}\x06\x16{n}" for n in (3, 6, 9))]
+            if client.exists(f"{PARKED}{key}")]
 
 
 def _release(broker: str, keys: list[str]) -> float:
@@ -76,7 +82,7 @@ def _release(broker: str, keys: list[str]) -> float:
 
     with redis.Redis.from_url(broker).pipeline(transaction=True) as pipe:
         for key in keys:
-            pipe.rename(f"parked-{key}", key)
+            pipe.rename(f"{PARKED}{key}", key)
         pipe.execute()
     return time.time()
 
@@ -98,7 +104,7 @@ async def pool_figure(folder: Path, broker: str, processes: int, runs: int,
     """Three figures.  *live*: runs enqueued while the workers run (runs/s from
     the first enqueue to the last end, and latency from enqueue to end: the
     client's own enqueue rate bounds it).  *drain*: what the workers alone
-    sustain: the runs enqueued, then parked aside while the workers start
+    sustain: the runs enqueued, parked aside (`PARKED`) while the workers start
     and say they are ready on the empty queue, then released at once (runs/s
     from the release to the last run's end).  *drain with start-up* (the old
     drain figure): the runs enqueued, then the workers started (runs/s from
@@ -133,8 +139,8 @@ async def pool_figure(folder: Path, broker: str, processes: int, runs: int,
         finally:
             workers.stop()
         queue = f"bench-{uuid.uuid4().hex[:6]}"
-        drained = await enqueue_all(queue)
-        parked = _park(broker, queue)
+        drained = await enqueue_all(f"{PARKED}{queue}")
+        parked = _parked(broker, queue)
         workers = Workers(folder / f"p{processes}x{concurrency}", broker, database, queue)
         workers.start(concurrency=concurrency, processes=processes)
         try:
@@ -143,7 +149,8 @@ async def pool_figure(folder: Path, broker: str, processes: int, runs: int,
             await _wait_all(storage, drained, {r: 0.0 for r in drained})
         finally:
             workers.stop()
-        drain = runs / ((await _span(storage, drained))[1] - released)
+        first_drained, last_drained = await _span(storage, drained)
+        drain = runs / (last_drained - released)
         queue = f"bench-{uuid.uuid4().hex[:6]}"
         cold = await enqueue_all(queue)
         workers = Workers(folder / f"p{processes}x{concurrency}", broker, database, queue)
@@ -161,6 +168,8 @@ async def pool_figure(folder: Path, broker: str, processes: int, runs: int,
             "latency_p50_ms": round(statistics.median(values) * 1000, 1),
             "latency_p99_ms": round(pct(values, 0.99) * 1000, 1),
             "drain_runs_per_s": round(drain, 1),
+            # < 0: a run started before the release (the figure would not be a drain)
+            "drain_first_start_s": round(first_drained - released, 3),
             "drain_with_startup_runs_per_s": round(runs / (last - first), 1)}
 
 

@@ -506,6 +506,64 @@ async def test_leases_let_one_process_run_a_run(storage):
     assert await storage.renew_leases(["r1"], "host:3:c", ttl=60) == []
 
 
+async def test_take_run_claims_as_claim_run_does_and_reads_what_a_resumer_needs(storage):
+    """A worker takes a queued run's lease and reads its row, events and
+    checkpoints in one call: the same compare-and-set as `claim_run`, and
+    what it reads is what `get_run`, `get_events` and `get_blocks` say once
+    the lease is held."""
+    await storage.create_run(_run("r1", status="queued", inputs={"a": 1}))
+    await storage.record("r1", [_event(1, "run_queued", trusted=True)], [])
+    taken = await storage.take_run("r1", "host:1:a", ttl=60, expected_status="queued")
+    assert taken["row"]["lease_owner"] == "host:1:a" and taken["row"]["inputs"] == {"a": 1}
+    assert taken["row"] == await storage.get_run("r1")
+    assert [e["type"] for e in taken["events"]] == ["run_queued"]
+    assert taken["blocks"] == []                       # no block ever ran: nothing read
+    # held and alive: refused, as claim_run; a status that moved on: refused
+    assert await storage.take_run("r1", "host:2:b", ttl=60) is None
+    assert await storage.take_run("r1", "host:1:a", ttl=60, expected_status="running") is None
+    assert (await storage.get_run("r1"))["lease_owner"] == "host:1:a"
+    # a run with checkpoints (queued again after a takeover): they come folded, as stored
+    await storage.record("r1", [
+        _event(2, "block_started", block_id="a", block_type="set", inputs={"x": 1}),
+        _event(3, "block_succeeded", block_id="a", output={"y": 2}),
+        _event(4, "block_started", block_id="b", block_type="set")],
+        [{"scope": "", "block_id": "b", "status": "running", "reason": "kept"}])
+    taken = await storage.take_run("r1", "host:2:b", ttl=60, expected_owner="host:1:a")
+    assert taken["row"]["lease_owner"] == "host:2:b"
+    assert [e["seq"] for e in taken["events"]] == [1, 2, 3, 4]
+    assert taken["blocks"] == await storage.get_blocks("r1")
+    assert [(b["block_id"], b["status"], b["output"]) for b in taken["blocks"]] == \
+        [("a", "succeeded", {"y": 2}), ("b", "running", None)]
+    assert taken["blocks"][1]["reason"] == "kept"
+    assert await storage.take_run("nope", "host:1:a", ttl=60) is None
+
+
+async def test_takes_at_once_each_get_their_own_run_and_a_run_goes_to_one_taker(storage):
+    """A worker takes its messages' runs in the same moment (PostgreSQL answers
+    them together): each taker gets its own run and events, and of two takers
+    of one run exactly one gets it, as one after the other."""
+    for n in range(4):
+        await storage.create_run(_run(f"r{n}", status="queued", inputs={"n": n}))
+        await storage.record(f"r{n}", [{**_event(1, "run_queued"), "run_id": f"r{n}",
+                                        "n": n}], [])
+    found = await asyncio.gather(
+        *(storage.take_run(f"r{n}", "host:1:a", ttl=60, expected_status="queued")
+          for n in range(4)),
+        storage.take_run("r0", "host:2:b", ttl=60),                        # held by a
+        storage.take_run("r1", "host:1:a", ttl=60, expected_status="running"),
+        storage.take_run("nope", "host:1:a", ttl=60))
+    for n in range(4):
+        assert found[n]["row"]["run_id"] == f"r{n}" and found[n]["row"]["inputs"] == {"n": n}
+        assert [e["n"] for e in found[n]["events"]] == [n] and found[n]["blocks"] == []
+    assert found[4:] == [None, None, None]
+    assert {(await storage.get_run(f"r{n}"))["lease_owner"] for n in range(4)} == {"host:1:a"}
+    await storage.renew_leases(["r2"], "host:1:a", ttl=-1)               # r2's lapses
+    second = await asyncio.gather(storage.take_run("r2", "host:2:b", ttl=60),
+                                  storage.take_run("r2", "host:3:c", ttl=60))
+    assert [bool(taken) for taken in second] == [True, False]
+    assert (await storage.get_run("r2"))["lease_owner"] == "host:2:b"
+
+
 async def test_a_write_fenced_by_a_lease_is_stored_only_while_its_owner_holds_it(storage):
     """Issue 24: a process stalled past its lease (its database away for longer)
     must store nothing once another process took the run over, whatever it had

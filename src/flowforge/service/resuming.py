@@ -22,7 +22,6 @@ from flowforge.service.loading import load_stored
 from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, _stored_run,
                                     open_storage, start_run)
 from flowforge.storage import Storage
-from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES
 from flowforge.workflow.graph import CompiledWorkflow
 
 __all__ = ["resume", "start_resume", "resume_due", "resume_cut_off", "fail_cut_off",
@@ -96,43 +95,28 @@ async def resume(run_id: str, *, storage: StorageArg = None, model: str | None =
 
 async def start_resume(run_id: str, *, storage: Storage | None,
                        decisions: dict[str, dict[str, Any]] | None = None,
-                       row: dict[str, Any] | None = None, **options: Any) -> RunHandle:
+                       row: dict[str, Any] | None = None,
+                       taken: dict[str, Any] | None = None, **options: Any) -> RunHandle:
     """`resume`, started in the background on an open storage: the handle.
     `row`: the run's row as the caller just read it (a worker), not read again:
-    the lease is taken only if its status is still the one in it."""
+    the lease is taken only if its status is still the one in it.  `taken`:
+    what the caller's `storage.take_run` returned (this process holds the
+    lease; the row, events and checkpoints in it were read after the claim):
+    nothing is claimed or read again."""
     opened = storage
-    if row is None:
-        row = await _stored_run(opened, run_id, "resuming")
+    if taken is None:
+        taken = await _take(opened, run_id, row)
+    row = taken["row"]
     run_id = row["run_id"]
-    if row["status"] == "succeeded":
-        # (A failed or cancelled run may be resumed: what did not succeed runs again.)
-        raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
-                            f"resume; start a new run instead")
-    holder = row.get("lease_owner")
-    alive = lease_holder_alive(holder)
-    if not await opened.claim_run(run_id, process_id(), LEASE_SECONDS,
-                                  expected_owner=holder if alive is False else None,
-                                  expected_status=row["status"]):
-        now_row = await opened.get_run(run_id) or row
-        if now_row["status"] != row["status"]:
-            raise RunStateError(f"run {run_id} became {now_row['status']} (another process "
-                                f"ran it) just as this one was to resume it: left alone")
-        left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
-        raise RunStateError(
-            f"run {run_id} is being run by another live process ({holder}; its lease "
-            f"runs {left:.0f} s more unless renewed): cancel it (`flowforge runs cancel "
-            f"{run_id}`) or wait for it to end")
     if row["status"] == "waiting" and not await opened.take_waiting(run_id):
+        await opened.update_run(run_id, lease_owner=None, lease_expires_at=None)
         raise RunStateError(f"run {run_id} is no longer waiting: another request resumed "
                             f"it first")
     try:
         compiled: CompiledWorkflow = load_stored(row["document"])
-        # Read once the lease is held: nothing is added to them meanwhile.  A run no
-        # block ever started (a queued run's first start) has no checkpoints to read.
-        events = await opened.get_events(run_id)
+        # Read once the lease was held (`take_run`): nothing is added to them meanwhile.
+        events, blocks = taken["events"], taken["blocks"]
         seq = events[-1]["seq"] if events else 0
-        blocks = await opened.get_blocks(run_id) if any(
-            event["type"] in BLOCK_EVENT_TYPES for event in events) else []
         checkpoint = {b["block_id"]: (b["status"], b["output"])
                       for b in blocks if b["scope"] == "" and b["status"] == "succeeded"}
         children: dict[str, dict[str, tuple[str, Any]]] = {}
@@ -167,6 +151,34 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         raise
     handle.run.resume_state = resume_state
     return handle
+
+
+async def _take(opened: Storage, run_id: str, row: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's lease for this process, with what `take_run` read after it;
+    RunStateError when the run succeeded or another live process holds it."""
+    if row is None:
+        row = await _stored_run(opened, run_id, "resuming")
+    run_id = row["run_id"]
+    if row["status"] == "succeeded":
+        # (A failed or cancelled run may be resumed: what did not succeed runs again.)
+        raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
+                            f"resume; start a new run instead")
+    holder = row.get("lease_owner")
+    alive = lease_holder_alive(holder)
+    taken = await opened.take_run(run_id, process_id(), LEASE_SECONDS,
+                                  expected_owner=holder if alive is False else None,
+                                  expected_status=row["status"])
+    if taken is not None:
+        return taken
+    now_row = await opened.get_run(run_id) or row
+    if now_row["status"] != row["status"]:
+        raise RunStateError(f"run {run_id} became {now_row['status']} (another process "
+                            f"ran it) just as this one was to resume it: left alone")
+    left = max(0.0, (row.get("lease_expires_at") or 0) - time.time())
+    raise RunStateError(
+        f"run {run_id} is being run by another live process ({holder}; its lease "
+        f"runs {left:.0f} s more unless renewed): cancel it (`flowforge runs cancel "
+        f"{run_id}`) or wait for it to end")
 
 
 async def resume_due(*, storage: StorageArg = None, now: float | None = None,

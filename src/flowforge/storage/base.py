@@ -181,6 +181,26 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
              *([expected_status] if expected_status is not None else [])))
         return changed == 1
 
+    async def take_run(self, run_id: str, owner: str, ttl: float,
+                       expected_owner: str | None = None,
+                       expected_status: str | None = None) -> dict[str, Any] | None:
+        """`claim_run`, and once the lease is held, what a resumer reads: `{row,
+        events, blocks}` (the row as it is after the claim, every event, and the
+        block checkpoints, `[]` when no event says a block ran); None when the
+        lease was not taken.  Everything is read after the claim committed, so
+        nothing is added to the run meanwhile (its writers are fenced by the
+        lease).  Back ends with a round trip per query do it in one."""
+        from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES  # it imports this module
+
+        if not await self.claim_run(run_id, owner, ttl, expected_owner, expected_status):
+            return None
+        row = await self.get_run(run_id)
+        if row is None:
+            return None
+        events = await self.get_events(run_id)
+        return {"row": row, "events": events, "blocks": await self.get_blocks(run_id)
+                if any(event["type"] in BLOCK_EVENT_TYPES for event in events) else []}
+
     async def renew_leases(self, run_ids: list[str], owner: str, ttl: float) -> list[str]:
         """Extend `owner`'s leases on these runs (the heartbeat); the ids whose
         lease another process holds now (it expired and was taken over: the

@@ -32,6 +32,7 @@ from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.grouping import JSON_RUN_FIELDS, created, recorded, updated
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
+from flowforge.storage.postgres_takes import PostgresTakes
 from flowforge.storage.postgres_writes import CHANNEL, PostgresGroupWriter
 
 __all__ = ["PostgresStorage"]
@@ -70,6 +71,7 @@ class PostgresStorage(Storage):
         self.pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task | None = None      # LISTEN for other processes' events
         self._writer = PostgresGroupWriter(self._pool, self._notify)
+        self._takes = PostgresTakes(self._connection)
 
     # -- lifecycle ---------------------------------------------------------------
     async def open(self) -> None:
@@ -209,6 +211,12 @@ class PostgresStorage(Storage):
         row = await self._fetchone(f"SELECT {', '.join(RUN_FIELDS)} FROM runs "
                                    f"WHERE run_id = %s", (run_id,))
         return _run_row(row) if row else None
+
+    async def take_run(self, run_id: str, owner: str, ttl: float,
+                       expected_owner: str | None = None,
+                       expected_status: str | None = None) -> dict[str, Any] | None:
+        """With the other takes of this loop turn, in one round trip (`postgres_takes`)."""
+        return await self._takes.join(run_id, owner, ttl, expected_owner, expected_status)
 
     async def cancel_requests(self, run_ids: list[str]) -> set[str]:
         if not run_ids:

@@ -9,13 +9,18 @@ from typing import Any
 
 from flowforge.service.resuming import fail_cut_off, resume_cut_off
 
-__all__ = ["how_queued", "born_on_pool", "resumes", "fail_cut_off_run"]
+__all__ = ["how_queued", "how_queued_in", "born_on_pool", "resumes", "fail_cut_off_run"]
 
 
 async def how_queued(storage: Any, run_id: str) -> dict[str, Any]:
     """The run's `run_queued` event (a run started in a process, cut off, then
     queued has none: it is trusted, as its process was)."""
-    for event in await storage.get_events(run_id):
+    return how_queued_in(await storage.get_events(run_id))
+
+
+def how_queued_in(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """`how_queued` from the run's events, already read."""
+    for event in events:
         if event["type"] == "run_queued":
             return event
     return {"trusted": True}

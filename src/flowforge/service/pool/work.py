@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import os
 import sys
@@ -29,7 +30,8 @@ from flowforge.service.cancel import LEASE_SECONDS, lease_lapsed, process_id
 from flowforge.service.pool.broker import TASK_NAME, celery_app
 from flowforge.service.pool.loop import process_loop
 from flowforge.service.pool.owed import deliver_when_ended
-from flowforge.service.pool.queued import fail_cut_off_run, how_queued, resumes
+from flowforge.service.pool.queued import (fail_cut_off_run, how_queued, how_queued_in,
+                                            resumes)
 from flowforge.service.loading import load
 from flowforge.service.resuming import resume
 from flowforge.service.runs import RunStateError, open_storage
@@ -66,10 +68,11 @@ SWITCH_INTERVAL = 0.0005
 def prepare_worker(database: str | None = None) -> None:
     """Ready this process to run runs: pay now, before the worker says it is
     ready, what its first run would pay instead (~0.7 s of CPU, while the runs
-    it took wait): the block types' and the loaders' imports, and the run
-    storage opened on the process's loop; and shorten the GIL's switch
-    interval (`SWITCH_INTERVAL`).  A database that cannot be opened now is
-    left to the first run to report."""
+    it took wait): the block types' and the loaders' imports, the run storage
+    opened on the process's loop, and the collector's walk over what they
+    left (`gc.freeze`, below); and shorten the GIL's switch interval
+    (`SWITCH_INTERVAL`).  A database that cannot be opened now is left to the
+    first run to report."""
     sys.setswitchinterval(SWITCH_INTERVAL)
     load(_WARM_UP)
     try:
@@ -77,6 +80,13 @@ def prepare_worker(database: str | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - each run opens it again and says why
         log.warning("the run database could not be opened yet (%s): runs will try again",
                     exc)
+    # The imports leave ~100,000 objects that live as long as the process, and the
+    # first full collection walked them all: 90-160 ms per worker process, on the
+    # runs' loop, in its first burst of runs (4 x 64 on PostgreSQL drained at half
+    # the rate of later bursts; bench/RESULTS.md).  Collected once here and frozen
+    # (kept out of the collector's generations), they are never walked again.
+    gc.collect()
+    gc.freeze()
 
 
 def _run_task(task: Any, run_id: str, database: str | None = None,
@@ -112,7 +122,13 @@ _WORKING: set[str] = set()
 
 async def _work(run_id: str, database: str | Any, handoff: str | None) -> str:
     async with open_storage(database) as storage:
-        row = await storage.get_run(run_id)
+        taken = None
+        if handoff is None:
+            # Most messages: a run queued and never taken.  Its lease, row and events
+            # in one go (one round trip on PostgreSQL); any other run is read first.
+            taken = await storage.take_run(run_id, process_id(), LEASE_SECONDS,
+                                           expected_status="queued")
+        row = taken["row"] if taken else await storage.get_run(run_id)
         if row is None or row["status"] not in ("queued", "running"):
             log.info("run %s: dropped its message (the run is %s)", run_id,
                      row["status"] if row else "unknown")
@@ -124,22 +140,51 @@ async def _work(run_id: str, database: str | Any, handoff: str | None) -> str:
                      "or the run moved on)", run_id)
             return "busy"
         try:
-            return await _work_on(storage, run_id, row)
+            return await _work_on(storage, run_id, row, taken)
         finally:
             if row.get("webhook_state") == "pending":
                 await deliver_when_ended(storage, run_id, later=storage is database)
 
 
-async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
-    """`_work` on the run's row, read once it was found queued or running."""
-    how = await how_queued(storage, run_id)
+async def _work_on(storage: Any, run_id: str, row: dict[str, Any],
+                   taken: dict[str, Any] | None) -> str:
+    """`_work` on the run's row, read once it was found queued or running;
+    `taken`: what `take_run` read, this process holding the lease already
+    (a run that does not start here gives it back)."""
+    how = how_queued_in(taken["events"]) if taken else await how_queued(storage, run_id)
     if row["status"] == "running" and not resumes(how) and lease_lapsed(row):
         # a message back from a lost worker: with resuming off, the run fails, saying so
         await fail_cut_off_run(storage, run_id)
         return "ended"
+    freed = {"lease_owner": None, "lease_expires_at": None} if taken else {}
+    try:
+        options = await _options(storage, run_id, row, how, freed)
+    except BaseException:
+        if freed:
+            await storage.update_run(run_id, **freed)
+        raise
+    if isinstance(options, str):
+        return options
+    try:
+        await resume(run_id, storage=storage, row=row, taken=taken, **options)
+    except RunStateError as exc:
+        log.info("run %s: %s", run_id, exc)
+        return "busy"
+    except WorkflowError as exc:     # the stored document no longer loads: say so
+        await storage.update_run(run_id, status="failed", finished_at=time.time(),
+                                 error=str(exc))
+        return "ended"
+    return "done"
+
+
+async def _options(storage: Any, run_id: str, row: dict[str, Any], how: dict[str, Any],
+                   freed: dict[str, Any]) -> dict[str, Any] | str:
+    """`resume`'s options for the run as it was queued (`how`), or what became
+    of a run that does not start: `cancelled` (before it started) or `ended`
+    (its user is gone); `freed`: the lease columns such a run gives back."""
     if row["status"] == "queued" and row.get("cancel_requested_at"):
         await storage.update_run(run_id, status="cancelled", finished_at=time.time(),
-                                 error="cancelled before a worker started it")
+                                 error="cancelled before a worker started it", **freed)
         return "cancelled"
     policy, owned = TRUSTED, {}
     if not how.get("trusted"):
@@ -147,7 +192,8 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
         user = await storage.get_user(row["user_id"])
         if user is None:
             await storage.update_run(run_id, status="failed", finished_at=time.time(),
-                                     error=f"the user {row['user_id']} no longer exists")
+                                     error=f"the user {row['user_id']} no longer exists",
+                                     **freed)
             return "ended"
         policy = await policy_for(storage, user,
                                   shared_keys=bool(how.get("share_provider_keys")))
@@ -161,18 +207,8 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any]) -> str:
     if how.get("share_provider_keys"):       # the keys of this worker's environment
         from flowforge.providers.registry import provider_keys_in
         keys = provider_keys_in(os.environ)
-    try:
-        await resume(run_id, storage=storage, model=how.get("model"), services=services or None,
-                     policy=policy, row=row, **owned,
-                     **({"provider_keys": keys} if keys else {}))
-    except RunStateError as exc:
-        log.info("run %s: %s", run_id, exc)
-        return "busy"
-    except WorkflowError as exc:     # the stored document no longer loads: say so
-        await storage.update_run(run_id, status="failed", finished_at=time.time(),
-                                 error=str(exc))
-        return "ended"
-    return "done"
+    return {"model": how.get("model"), "services": services or None, "policy": policy,
+            **owned, **({"provider_keys": keys} if keys else {})}
 
 
 def _stored_workflows(storage: Any, owner: str) -> Any:
