@@ -4,20 +4,13 @@ pytest itself accepts, with pytest's rewritten asserts in it."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.script_modules import script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("warm_test_cache",
-                                                  ROOT / "scripts" / "warm_test_cache.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return script("warm_test_cache")
 
 
 def test_the_written_cache_is_read_by_pytest_with_its_asserts_rewritten(tmp_path):

@@ -7,23 +7,15 @@ the answer arrives through generate_response (forced on the re-ask)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from flowforge.service.chat import ChatError, ask
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.script_modules import script
 
 
 @pytest.fixture(scope="module")
 def chat_model_server():
-    spec = importlib.util.spec_from_file_location("local_llm_server",
-                                                  ROOT / "scripts" / "local_llm_server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    with module.LocalLLMServer(threads=1, n_ctx=8192) as server:
+    with script("local_llm_server").LocalLLMServer(threads=1, n_ctx=8192) as server:
         yield server
 
 

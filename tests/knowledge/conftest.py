@@ -5,24 +5,20 @@ PostgreSQL test gets a schema of its own."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from flowforge.knowledge.api import Knowledge, close_all
 from flowforge.knowledge.store import knowledge_store_from_url
+from tests.script_modules import script
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "policies"
 
 
 def _pgvector_script():
-    spec = importlib.util.spec_from_file_location("pgvector_server",
-                                                  ROOT / "scripts" / "pgvector_server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("pgvector_server")
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,7 @@ that lets a test send requests to a hosted API's address when its transport is f
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from typing import Any, Callable
 
 import httpx2
@@ -15,16 +13,11 @@ import pytest
 
 from flowforge.providers import base
 from flowforge.providers.registry import clear_provider_cache
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.script_modules import script
 
 
 def _server_module():
-    spec = importlib.util.spec_from_file_location("local_llm_server",
-                                                  ROOT / "scripts" / "local_llm_server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return script("local_llm_server")
 
 
 @pytest.fixture(scope="session")

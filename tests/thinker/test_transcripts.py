@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
+from tests.script_modules import load_module
 from tests.thinker.conftest import EXAMPLES
 
 
 def _recorder():
-    spec = importlib.util.spec_from_file_location("build_record", EXAMPLES / "record.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(EXAMPLES / "record.py", "build_record")
 
 
 RECORDER = _recorder()

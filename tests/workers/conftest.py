@@ -4,7 +4,6 @@ queue of their own, and a SQLite run database they share."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -14,16 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_modules import script
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = str(Path(__file__).with_name("plugin.py"))
 
 
 def _redis_module():
-    spec = importlib.util.spec_from_file_location("redis_server",
-                                                  ROOT / "scripts" / "redis_server.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return script("redis_server")
 
 
 @pytest.fixture(scope="session")
