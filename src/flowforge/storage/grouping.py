@@ -31,9 +31,10 @@ from typing import Any, Callable, Sequence
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
                                     IdempotencyKeyTaken, LeaseLost)
-from flowforge.storage.encoding import dumps
+from flowforge.storage.encoding import dumps, loads
 
-__all__ = ["JSON_RUN_FIELDS", "Statements", "Step", "Write", "block_row", "created", "plan",
+__all__ = ["JSON_RUN_FIELDS", "JSON_BLOCK_FIELDS", "decoded_run", "decoded_block", "Statements",
+           "Step", "Write", "block_row", "created", "plan",
            "fence_rows",
            "recorded", "settle", "updated", "key_taken", "IDEMPOTENCY_INDEX", "behind", "behind_failed",
            "refuse_behind"]
@@ -43,6 +44,23 @@ IDEMPOTENCY_INDEX = "runs_by_idempotency_key"
 
 #: Run columns stored as JSON text.
 JSON_RUN_FIELDS = frozenset({"inputs", "outputs", "usage", "memory", "document", "budget"})
+#: Block checkpoint columns stored as JSON text.
+JSON_BLOCK_FIELDS = frozenset({"inputs", "output"})
+
+
+def decoded_run(row: dict[str, Any]) -> dict[str, Any]:
+    """A run's row as read (a dict of its columns), its JSON columns decoded in place."""
+    for key in JSON_RUN_FIELDS:
+        if key in row:
+            row[key] = loads(row[key])
+    return row
+
+
+def decoded_block(row: dict[str, Any]) -> dict[str, Any]:
+    """A block checkpoint's row as read, its JSON columns decoded in place."""
+    for key in JSON_BLOCK_FIELDS:
+        row[key] = loads(row[key])
+    return row
 
 
 class Write:

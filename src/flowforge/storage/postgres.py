@@ -30,15 +30,14 @@ from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, R
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
 from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
-from flowforge.storage.grouping import JSON_RUN_FIELDS, created, recorded, updated
+from flowforge.storage.grouping import (created, decoded_block, decoded_run, recorded,
+                                        updated)
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 from flowforge.storage.postgres_takes import PostgresTakes
 from flowforge.storage.postgres_writes import CHANNEL, PostgresGroupWriter
 
 __all__ = ["PostgresStorage"]
 
-_JSON_RUN = JSON_RUN_FIELDS
-_JSON_BLOCK = {"inputs", "output"}
 _MIGRATION_LOCK = 0x666C6F77   # "flow": one advisory lock id for schema changes
 
 
@@ -210,7 +209,7 @@ class PostgresStorage(Storage):
     async def get_run(self, run_id: str) -> dict[str, Any] | None:
         row = await self._fetchone(f"SELECT {', '.join(RUN_FIELDS)} FROM runs "
                                    f"WHERE run_id = %s", (run_id,))
-        return _run_row(row) if row else None
+        return decoded_run(row) if row else None
 
     async def take_run(self, run_id: str, owner: str, ttl: float,
                        expected_owner: str | None = None,
@@ -239,7 +238,7 @@ class PostgresStorage(Storage):
         rows = await self._fetch(
             f"SELECT {columns} FROM runs {clause} ORDER BY created_at DESC, position DESC "
             f"LIMIT %s OFFSET %s", [*args, limit, offset])
-        return [_run_row(row) for row in rows]
+        return [decoded_run(row) for row in rows]
 
     # -- events and blocks ---------------------------------------------------------
     async def record(self, run_id: str, events: list[dict[str, Any]],
@@ -267,10 +266,8 @@ class PostgresStorage(Storage):
                                    (run_id, list(BLOCK_EVENT_TYPES)))
         rows = await self._fetch(f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks "
                                  f"WHERE run_id = %s ORDER BY position", (run_id,))
-        for item in rows:
-            for key in _JSON_BLOCK:
-                item[key] = _loads(item[key])
-        return merged(fold(run_id, (_loads(row["data"]) for row in events)), rows)
+        return merged(fold(run_id, (_loads(row["data"]) for row in events)),
+                      [decoded_block(item) for item in rows])
 
     # -- memory ------------------------------------------------------------------
     async def get_memory(self, user_id: str, keys: list[str] | None = None) -> dict[str, Any]:
@@ -408,12 +405,6 @@ class PostgresStorage(Storage):
                                  f"webhook_deliveries WHERE run_id = %s ORDER BY attempt",
                                  (run_id,))
 
-
-def _run_row(row: dict[str, Any]) -> dict[str, Any]:
-    for key in _JSON_RUN:
-        if key in row:
-            row[key] = _loads(row[key])
-    return row
 
 
 def _safe(url: str) -> str:

@@ -29,11 +29,9 @@ from psycopg.rows import dict_row
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS
 from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps, loads
-from flowforge.storage.grouping import JSON_RUN_FIELDS
+from flowforge.storage.grouping import decoded_block, decoded_run
 
 __all__ = ["PostgresTakes"]
-
-_JSON_BLOCK = ("inputs", "output")
 
 #: The claims of a group, one row each: [run_id, owner, until, now, expected owner,
 #: expected status]; the row comes back as it is after the claim.
@@ -134,10 +132,7 @@ class PostgresTakes:
             block_rows = await blocks.fetchall()
         taken: dict[str, dict[str, Any]] = {}
         for row in rows:
-            for key in JSON_RUN_FIELDS:
-                if key in row:
-                    row[key] = loads(row[key])
-            taken[row["run_id"]] = {"row": row, "events": [], "blocks": []}
+            taken[row["run_id"]] = {"row": decoded_run(row), "events": [], "blocks": []}
         for item in event_rows:
             if item["run_id"] in taken:
                 taken[item["run_id"]]["events"].append(loads(item["data"]))
@@ -148,9 +143,6 @@ class PostgresTakes:
         for run_id, found in taken.items():
             # as `get_blocks`, read only when an event says a block ran
             if any(event["type"] in BLOCK_EVENT_TYPES for event in found["events"]):
-                for item in by_run.get(run_id, []):
-                    for key in _JSON_BLOCK:
-                        item[key] = loads(item[key])
                 found["blocks"] = merged(fold(run_id, found["events"]),
-                                         by_run.get(run_id, []))
+                                         [decoded_block(item) for item in by_run.get(run_id, [])])
         return taken

@@ -22,15 +22,14 @@ from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, R
 from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
-from flowforge.storage.grouping import JSON_RUN_FIELDS, Write, created, recorded, updated
+from flowforge.storage.grouping import (Write, created, decoded_block, decoded_run, recorded,
+                                        updated)
 from flowforge.storage.sqlite_writes import (BUSY_SECONDS, LOCK_RETRY, GroupWriter,
                                             take_write_lock)
 from flowforge.storage.wal import Checkpointer
 
 __all__ = ["SQLiteStorage"]
 
-_JSON_RUN = JSON_RUN_FIELDS
-_JSON_BLOCK = {"inputs", "output"}
 
 
 class SQLiteStorage(Storage):
@@ -260,12 +259,7 @@ class SQLiteStorage(Storage):
         rows = db.execute(
             f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks WHERE run_id = ? ORDER BY rowid",
             (run_id,)).fetchall()
-        stored = []
-        for row in rows:
-            item = dict(row)
-            for key in _JSON_BLOCK:
-                item[key] = _loads(item[key])
-            stored.append(item)
+        stored = [decoded_block(dict(row)) for row in rows]
         return merged(fold(run_id, (_loads(row[0]) for row in events)), stored)
 
     # -- memory ------------------------------------------------------------------
@@ -422,8 +416,4 @@ class SQLiteStorage(Storage):
 
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
-    item = dict(row)
-    for key in _JSON_RUN:
-        if key in item:
-            item[key] = _loads(item[key])
-    return item
+    return decoded_run(dict(row))
