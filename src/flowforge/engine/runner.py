@@ -183,10 +183,8 @@ class Run:
         embedding models included); for a `nested` workflow the models of its
         blocks (its `defaults:` and `budget:` are the parent run's)."""
         compiled = nested or self.workflow
-        models = compiled.model_uses
-        if nested is not None:
-            models = [use for use in models if use.where.startswith("blocks[")]
-        elif self.budget is not None:       # the budget that runs: a request's replaces the doc's
+        models = compiled.model_uses if nested is None else nested.block_model_uses
+        if nested is None and self.budget is not None:   # a request's budget replaces the doc's
             models = [use for use in models if not use.where.startswith("budget.")] + [
                 ModelUse("budget.on_exceed.downgrade", limit.downgrade)
                 for limit in self.budget.limits if limit.downgrade]

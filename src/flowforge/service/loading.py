@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import orjson
 
@@ -115,10 +115,10 @@ async def key_problems(compiled: CompiledWorkflow, env: Mapping[str, str]) -> li
     own = _key_problems(compiled, env, compiled.model_uses)
     return own + await preflight.nested_problems(
         compiled, resolve, lambda child: _key_problems(
-            child, env, [use for use in child.model_uses if use.where.startswith("blocks[")]))
+            child, env, child.block_model_uses))
 
 
-def _key_problems(compiled: CompiledWorkflow, env: Mapping[str, str], uses: list[ModelUse]
+def _key_problems(compiled: CompiledWorkflow, env: Mapping[str, str], uses: Sequence[ModelUse]
                   ) -> list[Problem]:
     from flowforge.providers.registry import ProviderOptions, check_models
 

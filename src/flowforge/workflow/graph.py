@@ -162,6 +162,12 @@ class CompiledWorkflow:
         return tuple(self.doc.models())
 
     @cached_property
+    def block_model_uses(self) -> tuple[Any, ...]:
+        """`model_uses` of the blocks alone: what a nested run checks (its
+        `defaults:` and `budget:` are the parent run's)."""
+        return tuple(use for use in self.model_uses if use.where.startswith("blocks["))
+
+    @cached_property
     def workflow_references(self) -> tuple[tuple[str, BlockSpec, str], ...]:
         """`doc.workflow_references()`, walked once, for the same reason."""
         return tuple(self.doc.workflow_references())
