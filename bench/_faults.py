@@ -126,11 +126,9 @@ async def _pool_under_faults(folder: Path, redis: Any, args: Any, check: Callabl
                 server["pg"] = await asyncio.to_thread(testing.restart, server["pg"])
                 outages.append((down, time.time()))
 
-        async def restart_redis() -> None:
-            await restart_redis_at_random(redis, args, rng, all_ended, redis_restarts)
-
-        tasks = [asyncio.create_task(job()) for job in (kill_workers, restart_postgres,
-                                                        restart_redis)]
+        tasks = [asyncio.create_task(job()) for job in (kill_workers, restart_postgres)] + [
+            asyncio.create_task(restart_redis_at_random(redis, args, rng, all_ended,
+                                                        redis_restarts))]
         deadline = time.monotonic() + args.timeout
         done, late = await asyncio.wait(tasks, timeout=args.timeout)
         for task in late:

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
 from flowforge.errors import FlowforgeError
 from flowforge.workflow.paths import model_cache, weights_fingerprint
 

@@ -1,8 +1,9 @@
 """Runs on a pool of workers: Celery messages, with Redis (or any Celery
 broker) as the queue and the run storage (PostgreSQL across machines, SQLite
 on one) as the state; a worker on Redis takes its messages on its runs' loop
-(`redis_consumer`), on another broker it is a Celery worker.  No second engine: a worker runs a queued run with `resume`, the same
-code that finishes a run cut off by a crash.
+(`redis_consumer`), on another broker it is a Celery worker.  No second
+engine: a worker runs a queued run with `resume`, the same code that
+finishes a run cut off by a crash.
 
     FLOWFORGE_BROKER_URL=redis://127.0.0.1:6379/0 flowforge worker --concurrency 16
     flowforge run flow.yaml --queue            # or `flowforge serve --workers celery`
@@ -32,9 +33,9 @@ see them.  A run that waits frees the worker.  Cancel is the row's cancel
 mark.  A worker killed at any point: its messages were not acknowledged
 (a message is acknowledged when its run ends or waits), so they come back
 after the visibility timeout, and one reaper per lapse sends runs whose lease
-lapsed ahead of the new runs (`reaper`); the next worker resumes from the checkpoints, so what succeeded
-never runs again.  A broker that restarts is reconnected to (`broker`,
-`redis_consumer`).
+lapsed ahead of the new runs (`reaper`); the next worker resumes from the
+checkpoints, so what succeeded never runs again.  A broker that restarts is
+reconnected to (`broker`, `redis_consumer`).
 """
 
 from flowforge.service.pool.broker import (BROKER_ENV, DEFAULT_QUEUE, QUEUE_ENV, TASK_NAME,
@@ -52,8 +53,8 @@ from flowforge.service.pool.waiting import decide_on_pool, requeue_due, requeue_
 from flowforge.service.pool.work import prepare_worker, work, worker_app
 
 __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QueueError", "broker_url",
-           "celery_app", "default_queue", "visibility_timeout", "is_redis", "enqueue", "QueuedHandle",
-           "start_queued", "stored_result", "process_loop", "deliver_owed",
+           "celery_app", "default_queue", "visibility_timeout", "is_redis", "enqueue",
+           "QueuedHandle", "start_queued", "stored_result", "process_loop", "deliver_owed",
            "deliver_owed_webhooks", "deliver_when_ended", "born_on_pool", "REAP_EVERY", "reap",
            "start_reaper", "RedisConsumer", "GRACE", "fire_due", "list_schedules", "decide_on_pool",
            "requeue_due", "requeue_waiting", "prepare_worker", "work", "worker_app"]
