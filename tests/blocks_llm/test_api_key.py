@@ -11,7 +11,6 @@ import pytest
 import flowforge
 from flowforge.errors import ValidationFailed
 from flowforge.providers import base
-from flowforge.providers import openai as openai_provider
 from flowforge.providers import registry
 from flowforge.providers.registry import clear_provider_cache, key_variables
 from flowforge.storage import storage_from_url
@@ -31,6 +30,8 @@ def completion(text):
 def openai_seen(monkeypatch):
     """`openai/...` through the real SDK onto a fake transport; yields the
     Authorization header of every request and the answer to give."""
+    # imports the vendor SDK: in the test that needs it, not in every worker's collection
+    from flowforge.providers import openai as openai_provider
     seen: list[str] = []
     answer = {"response": None}
 

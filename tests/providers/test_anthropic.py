@@ -8,7 +8,6 @@ import httpx2
 import pytest
 
 from flowforge.errors import MissingCredentials, ProviderError
-from flowforge.providers import anthropic as anthropic_provider
 from flowforge.providers import registry
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
@@ -37,6 +36,9 @@ def api_error(status, kind, text, headers=None):
 
 @pytest.fixture
 def anthropic_via(monkeypatch, allow_model_requests):
+    # imports the vendor SDK: in the test that needs it, not in every worker's collection
+    from flowforge.providers import anthropic as anthropic_provider
+
     def install(recorder):
         monkeypatch.setitem(registry._FACTORIES, "anthropic",
                             lambda name, options: anthropic_provider._factory(

@@ -13,7 +13,6 @@ import httpx2
 import pytest
 
 from flowforge.errors import MissingCredentials, ProviderError
-from flowforge.providers import openai as openai_provider
 from flowforge.providers import registry
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, Provider, Usage
 from flowforge.providers.call import call_model
@@ -56,6 +55,9 @@ class Sleeps:
 @pytest.fixture
 def openai_via(monkeypatch, allow_model_requests):
     """Route `openai/...` through the real SDK onto a MockTransport recorder."""
+    # imports the vendor SDK: in the test that needs it, not in every worker's collection
+    from flowforge.providers import openai as openai_provider
+
     def install(recorder: Recorder):
         monkeypatch.setitem(registry._FACTORIES, "openai",
                             lambda name, options: openai_provider._factory(

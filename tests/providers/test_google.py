@@ -10,7 +10,6 @@ import httpx2
 import pytest
 
 from flowforge.errors import MissingCredentials, ProviderError
-from flowforge.providers import google as google_provider
 from flowforge.providers import registry
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
@@ -41,6 +40,9 @@ def api_error(code, status, message, headers=None):
 
 @pytest.fixture
 def google_via(monkeypatch, allow_model_requests):
+    # imports the vendor SDK: in the test that needs it, not in every worker's collection
+    from flowforge.providers import google as google_provider
+
     def install(recorder):
         monkeypatch.setitem(registry._FACTORIES, "google",
                             lambda name, options: google_provider._factory(

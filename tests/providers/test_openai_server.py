@@ -11,7 +11,6 @@ import pytest
 from flowforge.errors import MissingCredentials, ProviderError
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.providers.openai_compatible import variable_prefix
 from flowforge.providers.registry import ProviderOptions
 
 TIME_TOOL = ToolSpec("get_time", "Current time in a timezone",
@@ -68,6 +67,9 @@ async def test_a_tool_call_round_trip(openai_env):
 
 
 async def test_openai_compatible_server_with_a_schema(llama_server):
+    # imports the vendor SDK: in the test that needs it, not in every worker's collection
+    from flowforge.providers.openai_compatible import variable_prefix
+
     schema = {"type": "object", "properties": {"route": {"enum": ["standard", "review"]}},
               "required": ["route"]}
     env = {variable_prefix("llama") + "BASE_URL": llama_server.base_url,

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from flowforge.providers import openai as openai_provider
 from flowforge.providers import registry
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
@@ -23,6 +22,9 @@ TIME_TOOL = ToolSpec("get_time", "Current time in a timezone",
 
 @pytest.fixture
 def openai_via(monkeypatch, allow_model_requests):
+    # imports the vendor SDK: in the test that needs it, not in every worker's collection
+    from flowforge.providers import openai as openai_provider
+
     def install(recorder):
         monkeypatch.setitem(registry._FACTORIES, "openai",
                             lambda name, options: openai_provider._factory(
