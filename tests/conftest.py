@@ -29,63 +29,6 @@ def pytest_xdist_auto_num_workers(config):
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
-# Files that take 20 s or more of wall time, slowest first (`make test` prints
-# the slowest tests).  xdist hands a worker one file at a time, by default
-# the files with the most tests first; a slow file of one test then came
-# last and ran alone on one worker while the others had finished (schemathesis,
-# ~30 s, was the last file of the run).  Longest first evens out the end.
-# A file missing from the list only loses its place, never a test.
-SLOW_FILES = (
-    "tests/test_readme.py",
-    "tests/server/test_schemathesis.py",
-    "tests/docs/test_manual.py",
-    "tests/apps/test_chat_real_model.py",
-    "tests/server/test_cli.py",
-    "tests/cli/test_cli.py",
-    "tests/providers/test_faults.py",
-    "tests/cli/test_one_command_line.py",
-    "tests/workers/test_pool_concurrency.py",
-    "tests/webapp/test_browser.py",
-    "tests/cli/test_consistency.py",
-    "tests/storage/test_postgres_outage.py",
-    "tests/workers/test_pool_approvals.py",
-    "tests/webapp/test_narrow.py",
-    "tests/sandbox/test_escapes.py",
-    "tests/workers/test_pool.py",
-    "tests/apps/test_chat_cli.py",
-    "tests/tracing/test_phoenix.py",
-    "tests/engine/test_reference.py",
-    "tests/webapp/test_research.py",
-    "tests/webapp/test_approvals.py",
-    "tests/workers/test_broker_restart.py",
-    "tests/webapp/test_large_graph.py",
-    "tests/webapp/test_canvas.py",
-    "tests/server/test_capabilities.py",
-)
-
-
-def pytest_configure(config):
-    # xdist's own order (most tests first) would undo the order below
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The slow files first, then the others by their number of tests (xdist's
-    own order); within a file, tests keep their order.  Every worker sorts
-    the same collection the same way, as xdist requires."""
-    import collections
-
-    rank = {name: place for place, name in enumerate(SLOW_FILES)}
-    counts = collections.Counter(item.nodeid.split("::", 1)[0] for item in items)
-
-    def order(item):
-        name = item.nodeid.split("::", 1)[0]
-        return (rank.get(name, len(rank)), -counts[name], name)
-
-    items.sort(key=order)
-
-
 @pytest.fixture(autouse=True)
 def _isolated_database(tmp_path, monkeypatch):
     """Runs recorded by a test go to a throwaway SQLite file, never the user's."""
