@@ -30,6 +30,7 @@ from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS
 from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps, loads
 from flowforge.storage.grouping import decoded_block, decoded_run
+from flowforge.storage.turns import TurnGatherer
 
 __all__ = ["PostgresTakes"]
 
@@ -58,52 +59,48 @@ class _Take:
     future: asyncio.Future = field(default=None)  # type: ignore[assignment]
 
 
-class PostgresTakes:
+class PostgresTakes(TurnGatherer[_Take]):
     """Gathers `take_run` calls and answers them a group at a time."""
+
+    _task_name = "flowforge-postgres-takes"
 
     def __init__(self, connection: Callable[[], Any]) -> None:
         """`connection()`: an async context manager giving a pooled connection."""
+        super().__init__()
         self._connection = connection
-        self._waiting: list[_Take] = []
-        self._drainer: asyncio.Task | None = None
 
     def join(self, run_id: str, owner: str, ttl: float, expected_owner: str | None,
              expected_status: str | None) -> asyncio.Future:
-        loop = asyncio.get_running_loop()
-        take = _Take(run_id, owner, ttl, expected_owner, expected_status, loop.create_future())
-        self._waiting.append(take)
-        if self._drainer is None:
-            self._drainer = loop.create_task(self._drain(), name="flowforge-postgres-takes")
+        take = _Take(run_id, owner, ttl, expected_owner, expected_status,
+                     asyncio.get_running_loop().create_future())
+        self._gather(take)
         return take.future
 
-    async def _drain(self) -> None:
+    def _next_group(self, waiting: list[_Take]) -> tuple[list[_Take], list[_Take]]:
+        """A run named twice waits for the next group (one UPDATE changes a row once)."""
         group: list[_Take] = []
+        later: list[_Take] = []
+        named: set[str] = set()
+        for take in waiting:
+            (later if take.run_id in named else group).append(take)
+            named.add(take.run_id)
+        return group, later
+
+    async def _answer(self, group: list[_Take]) -> None:
         try:
-            await asyncio.sleep(0)               # the rest of this loop turn's takes
-            while self._waiting:
-                group, later, named = [], [], set()
-                for take in self._waiting:
-                    (later if take.run_id in named else group).append(take)
-                    named.add(take.run_id)
-                self._waiting = later
-                try:
-                    found = await self._take_group(group)
-                except Exception as exc:  # noqa: BLE001 - each caller gets it
-                    for take in group:
-                        if not take.future.done():
-                            take.future.set_exception(exc)
-                else:
-                    for take in group:
-                        if not take.future.done():
-                            take.future.set_result(found.get(take.run_id))
-                group = []
-        except BaseException:                    # cancelled with its loop
-            for take in group + self._waiting:
-                take.future.cancel()
-            self._waiting = []
-            raise
-        finally:
-            self._drainer = None
+            found = await self._take_group(group)
+        except Exception as exc:  # noqa: BLE001 - each caller gets it
+            for take in group:
+                if not take.future.done():
+                    take.future.set_exception(exc)
+        else:
+            for take in group:
+                if not take.future.done():
+                    take.future.set_result(found.get(take.run_id))
+
+    def _abandon(self, left: list[_Take], exc: BaseException) -> None:
+        for take in left:
+            take.future.cancel()
 
     async def _take_group(self, group: list[_Take]) -> dict[str, dict[str, Any]]:
         """Claim the group's runs; what each claimed run reads, by run id."""

@@ -33,6 +33,7 @@ from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflict
 from flowforge.storage.encoding import dumps, same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, behind,
                                        behind_failed, key_taken, plan, refuse_behind, settle)
+from flowforge.storage.turns import TurnGatherer
 
 __all__ = ["PostgresGroupWriter", "CHANNEL"]
 
@@ -44,39 +45,28 @@ CHANNEL = "flowforge_runs"
 CONNECT_WAIT = 5.0
 
 
-class PostgresGroupWriter:
+class PostgresGroupWriter(TurnGatherer[Write]):
     """Gathers writes and commits them a group at a time."""
+
+    _task_name = "flowforge-postgres-writes"
 
     def __init__(self, pool: Callable[[], Any], notify: Callable[[str], None]) -> None:
         """`pool()` is the open connection pool; `notify(run_id)` wakes this
         process's followers of the run."""
+        super().__init__()
         self._pool, self._notify = pool, notify
-        self._batch: list[Write] = []
-        self._drainer: asyncio.Task | None = None
 
     def join(self, write: Write) -> asyncio.Future:
-        loop = asyncio.get_running_loop()
-        write.future = loop.create_future()
-        self._batch.append(write)
-        if self._drainer is None:
-            self._drainer = loop.create_task(self._drain(), name="flowforge-postgres-writes")
+        write.future = asyncio.get_running_loop().create_future()
+        self._gather(write)
         return write.future
 
-    async def _drain(self) -> None:
-        batch: list[Write] = []
-        try:
-            await asyncio.sleep(0)               # the rest of this loop turn's writes
-            while self._batch:
-                batch, self._batch = self._batch, []
-                settle(batch, await self._commit_group(batch), self._notify)
-                batch = []
-        except BaseException as exc:             # cancelled with its loop: say so
-            left, self._batch = batch + self._batch, []
-            settle(left, [StorageError(f"the write was interrupted ({exc!r})")] * len(left),
-                   self._notify)
-            raise
-        finally:
-            self._drainer = None
+    async def _answer(self, batch: list[Write]) -> None:
+        settle(batch, await self._commit_group(batch), self._notify)
+
+    def _abandon(self, left: list[Write], exc: BaseException) -> None:
+        settle(left, [StorageError(f"the write was interrupted ({exc!r})")] * len(left),
+               self._notify)
 
     async def close(self) -> None:
         """Wait until everything gathered is committed."""
