@@ -18,18 +18,17 @@ changes a row once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS
 from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps, loads
 from flowforge.storage.grouping import decoded_block, decoded_run
+from flowforge.storage.postgres_writes import rolled_back_on_error
 from flowforge.storage.turns import TurnGatherer
 
 __all__ = ["PostgresTakes"]
@@ -110,20 +109,13 @@ class PostgresTakes(TurnGatherer[_Take]):
         ids = [t.run_id for t in group]
         async with self._connection() as conn:
             claim, events, blocks = (conn.cursor(row_factory=dict_row) for _ in range(3))
-            try:
-                async with conn.pipeline() as pipeline:
-                    await conn.execute("BEGIN")
-                    await claim.execute(_CLAIM, (dumps(claims),))
-                    await conn.execute("COMMIT")      # the reads see the run as claimed
-                    await events.execute(_EVENTS, (ids,))
-                    await blocks.execute(_BLOCKS, (ids,))
-                    await pipeline.sync()
-            except BaseException:
-                if conn.info.transaction_status in (TransactionStatus.INTRANS,
-                                                    TransactionStatus.INERROR):
-                    with contextlib.suppress(Exception):      # the first error is the one
-                        await conn.execute("ROLLBACK")
-                raise
+            async with rolled_back_on_error(conn), conn.pipeline() as pipeline:
+                await conn.execute("BEGIN")
+                await claim.execute(_CLAIM, (dumps(claims),))
+                await conn.execute("COMMIT")      # the reads see the run as claimed
+                await events.execute(_EVENTS, (ids,))
+                await blocks.execute(_BLOCKS, (ids,))
+                await pipeline.sync()
             rows = await claim.fetchall()
             event_rows = await events.fetchall()
             block_rows = await blocks.fetchall()

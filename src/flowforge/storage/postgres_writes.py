@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 from psycopg import OperationalError
 from psycopg.pq import TransactionStatus
@@ -35,7 +35,7 @@ from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Wri
                                        behind_failed, key_taken, plan, refuse_behind, settle)
 from flowforge.storage.turns import TurnGatherer
 
-__all__ = ["PostgresGroupWriter", "CHANNEL"]
+__all__ = ["PostgresGroupWriter", "CHANNEL", "rolled_back_on_error"]
 
 #: NOTIFY channel: the payload is the id of a run that has new events.
 CHANNEL = "flowforge_runs"
@@ -43,6 +43,20 @@ CHANNEL = "flowforge_runs"
 #: the whole time a run waits for its server to come back: each try of a
 #: run's failed writes must end well before it, `service/recorder.py`).
 CONNECT_WAIT = 5.0
+
+
+@contextlib.asynccontextmanager
+async def rolled_back_on_error(conn: Any) -> AsyncIterator[None]:
+    """Around a pipeline that opens a transaction by hand (BEGIN ... COMMIT): what
+    an error left open is rolled back, and the first error is the one raised."""
+    try:
+        yield
+    except BaseException:
+        if conn.info.transaction_status in (TransactionStatus.INTRANS,
+                                            TransactionStatus.INERROR):
+            with contextlib.suppress(Exception):
+                await conn.execute("ROLLBACK")
+        raise
 
 
 class PostgresGroupWriter(TurnGatherer[Write]):
@@ -113,24 +127,17 @@ class PostgresGroupWriter(TurnGatherer[Write]):
         CONFLICT; any error rolls back and the writes go one by one (`_commit`)."""
         notified = sorted({write.notify for write in batch if write.notify})
         async with self._pool().connection(timeout=CONNECT_WAIT) as conn:
-            try:
-                async with conn.pipeline() as pipeline:
-                    await conn.execute("BEGIN")
-                    for sql, rows, _ in steps:
-                        if sql is _FIRST_TRY.upsert_blocks:
-                            rows = _merged(rows)
-                        await conn.execute(sql, (dumps(rows),))
-                    if notified:      # delivered at commit, to every process LISTENing
-                        await conn.execute("SELECT pg_notify(%s, run_id) FROM "
-                                           "unnest(%s::text[]) AS run_id", (CHANNEL, notified))
-                    await conn.execute("COMMIT")
-                    await pipeline.sync()
-            except BaseException:
-                if conn.info.transaction_status in (TransactionStatus.INTRANS,
-                                                    TransactionStatus.INERROR):
-                    with contextlib.suppress(Exception):      # the first error is the one
-                        await conn.execute("ROLLBACK")
-                raise
+            async with rolled_back_on_error(conn), conn.pipeline() as pipeline:
+                await conn.execute("BEGIN")
+                for sql, rows, _ in steps:
+                    if sql is _FIRST_TRY.upsert_blocks:
+                        rows = _merged(rows)
+                    await conn.execute(sql, (dumps(rows),))
+                if notified:      # delivered at commit, to every process LISTENing
+                    await conn.execute("SELECT pg_notify(%s, run_id) FROM "
+                                       "unnest(%s::text[]) AS run_id", (CHANNEL, notified))
+                await conn.execute("COMMIT")
+                await pipeline.sync()
 
     async def _commit(self, steps: list[Step], batch: list[Write]) -> None:
         """One transaction, its statements sent together (a pipeline): a round
