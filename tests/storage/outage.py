@@ -29,23 +29,29 @@ async def outage_step(name: str, seconds: float) -> dict:
 '''
 
 
-def chain_yaml(count: int, seconds: float) -> str:
+def chain_yaml(count: int, seconds: float, hold: dict[str, float] | None = None) -> str:
     lines = ["id: outage", "blocks:"]
     for n in range(count):
         after = f", after: [s{n - 1}]" if n else ""
+        took = (hold or {}).get(f"s{n}", seconds)
         lines.append(f"  - {{id: s{n}, type: function{after}, with: {{function: outage_step, "
-                     f"args: {{name: s{n}, seconds: {seconds}}}}}}}")
+                     f"args: {{name: s{n}, seconds: {took}}}}}}}")
     return "\n".join(lines) + "\n"
 
 
 class Chain:
-    """A chain workflow, its functions and its side-effect log in `folder`."""
+    """A chain workflow, its functions and its side-effect log in `folder`.
+
+    Each block sleeps `seconds`, or its own time in `hold`: a test that breaks
+    the database once a block started holds that block long enough (3 s) for
+    the break to land before it ends, even on a loaded machine where stopping
+    PostgreSQL takes a second."""
 
     def __init__(self, folder: Path, database: str, count: int = 6, seconds: float = 0.5,
-                 retry: float | None = None) -> None:
+                 retry: float | None = None, hold: dict[str, float] | None = None) -> None:
         self.folder, self.database, self.count = folder, database, count
         (folder / "functions.py").write_text(FUNCTIONS)
-        (folder / "chain.yaml").write_text(chain_yaml(count, seconds))
+        (folder / "chain.yaml").write_text(chain_yaml(count, seconds, hold))
         self.effects = folder / "effects.log"
         self.env = {**os.environ, "FF_EFFECTS": str(self.effects),
                     "FLOWFORGE_DATABASE_URL": database}

@@ -66,13 +66,15 @@ async def _stored(url: str, run_id: str) -> tuple[dict, list[dict]]:
 
 def test_a_run_pauses_while_the_disk_is_full_and_goes_on_once_space_is_freed(disk, tmp_path):
     database = f"sqlite:///{disk / 'runs.db'}"
-    chain = Chain(tmp_path, database, count=6, seconds=0.4)
+    chain = Chain(tmp_path, database, count=6, seconds=0.4, hold={"s2": 3})
     chain.env["FLOWFORGE_LEASE_SECONDS"] = "3"     # renewed every second: into the full disk
     process = chain.start()
     try:
         chain.wait_for("start", "s2")
         filler = fill(disk)
-        time.sleep(2.5)
+        full = time.time()
+        ended = chain.wait_for("end", "s2")     # its success meets the full disk
+        time.sleep(1)
         filler.unlink()
         freed = time.time()
         code, result, err = finish(process)
@@ -91,16 +93,18 @@ def test_a_run_pauses_while_the_disk_is_full_and_goes_on_once_space_is_freed(dis
             ["block_started", "block_succeeded"]
     starts = {name: at for kind, name, at in chain.lines() if kind == "start"}
     assert [kind for kind, _, _ in chain.lines()].count("start") == 6
+    assert ended > full, "s2 ended before the disk was full: hold it longer"
     assert starts["s3"] > freed, (starts, freed)   # s3 waited for s2's success to be stored
 
 
 def test_a_disk_that_stays_full_cuts_the_run_off_and_resume_finishes_it(disk, tmp_path):
     database = f"sqlite:///{disk / 'runs.db'}"
-    chain = Chain(tmp_path, database, count=5, seconds=0.4, retry=1)
+    chain = Chain(tmp_path, database, count=5, seconds=0.4, retry=1, hold={"s1": 3})
     process = chain.start()
     try:
         chain.wait_for("start", "s1")
         filler = fill(disk)
+        full = time.time()
         code, result, err = finish(process)
     finally:
         if process.poll() is None:
@@ -114,6 +118,8 @@ def test_a_disk_that_stays_full_cuts_the_run_off_and_resume_finishes_it(disk, tm
     assert "full" in error and f"flowforge runs resume {run_id}" in error
     assert f"error: {error}" in " ".join(err.split()), err
     assert not [name for kind, name, _ in chain.lines() if kind == "start" and name >= "s2"]
+    assert all(at > full for kind, name, at in chain.lines() if (kind, name) == ("end", "s1")), \
+        "s1 ended before the disk was full: hold it longer"
 
     filler.unlink()
     row, events = asyncio.run(_stored(database, run_id))
