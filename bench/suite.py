@@ -7,6 +7,7 @@ so compare trees in runs made one after the other.
 
     .venv/bin/python bench/suite.py                 # make test's steps, then the report
     .venv/bin/python bench/suite.py -- tests/cli    # pytest arguments after --
+    .venv/bin/python bench/suite.py --log LOG       # ... and keep the log of every test
     .venv/bin/python bench/suite.py --report LOG    # the report of a log already written
 
 The other half of this file is a pytest plugin, loaded into the controller
@@ -132,10 +133,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", type=Path, metavar="LOG",
                         help="only print the report of a log an earlier run wrote")
+    parser.add_argument("--log", type=Path, metavar="LOG",
+                        help="keep the run's log here (one JSON line per test) for a "
+                             "later --report or a closer look; by default it is thrown away")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = parser.parse_args()
     if args.report:
         print(json.dumps(report(args.report), indent=1))
+        return
+    if args.log:
+        args.log.unlink(missing_ok=True)
+        print(json.dumps(run(args.pytest_args, args.log.resolve()), indent=1))
         return
     with tempfile.TemporaryDirectory(prefix="flowforge-suite-") as folder:
         print(json.dumps(run(args.pytest_args, Path(folder) / "suite.jsonl"), indent=1))
