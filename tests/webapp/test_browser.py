@@ -5,6 +5,7 @@ and never see another user's run."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 from playwright.async_api import expect
@@ -199,6 +200,37 @@ async def test_history_filters_by_date_and_compares_two_runs(web, page):
     await page.get_by_text("No runs match.").wait_for()
     await page.goto(web.url + "/runs?workflow=two&since=2000-01-01")
     await page.locator("tbody tr").nth(1).wait_for()
+
+
+async def test_an_older_filters_late_answer_does_not_replace_the_newer_ones(web, page):
+    """Filters changed quickly: the answer for 'succeeded' is held back until the
+    answer for 'failed' is shown; when it lands, the page still lists what
+    'failed' matched (nothing), not the succeeded run."""
+    async with web.client("alice") as alice:
+        assert (await alice.post("/api/workflows", json=chain("late", count=1, seconds=0))
+                ).status_code == 201
+        ran = await alice.post("/api/workflows/late/runs?wait=true", json={})
+        assert ran.json()["status"] == "succeeded"
+    await sign_in(page, web)
+    held, released = asyncio.Event(), asyncio.Event()
+
+    async def hold_back(route):
+        held.set()
+        await released.wait()
+        await route.continue_()
+    await page.route(re.compile(r".*/api/runs\?.*status=succeeded.*"), hold_back)
+    await page.goto(web.url + "/runs")
+    await page.locator("tbody tr").first.wait_for()
+    await page.get_by_label("Status").select_option("succeeded")
+    await asyncio.wait_for(held.wait(), 15)
+    await page.get_by_label("Status").select_option("failed")
+    await page.get_by_text("No runs match.").wait_for()
+    async with page.expect_event("requestfinished",
+                                 lambda request: "status=succeeded" in request.url):
+        released.set()
+    await page.wait_for_timeout(500)     # time for the page to read it and draw
+    await expect(page.get_by_text("No runs match.")).to_be_visible()
+    await expect(page.locator("tbody tr")).to_have_count(0)
 
 
 async def test_a_loop_is_drawn_around_its_children_and_they_light_up(web, page):

@@ -14,9 +14,14 @@ export function AppWorkflow({ id }: { id: string }) {
   const [selected, setSelected] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    api<App>("GET", `/api/apps/${encodeURIComponent(id)}`).then(setApp)
-      .catch((err) => setError((err as ApiError).status === 404
-        ? `There is no application workflow named '${id}'.` : (err as Error).message));
+    let live = true;      // another application chosen meanwhile: this answer is stale
+    api<App>("GET", `/api/apps/${encodeURIComponent(id)}`)
+      .then((loaded) => { if (live) setApp(loaded); })
+      .catch((err) => {
+        if (live) setError((err as ApiError).status === 404
+          ? `There is no application workflow named '${id}'.` : (err as Error).message);
+      });
+    return () => { live = false; };
   }, [id]);
   if (error) return <main><h1>Application workflow</h1><p role="alert" className="error">{error}</p></main>;
   if (!app) return <main><h1>Application workflow</h1><p>Loading...</p></main>;

@@ -56,11 +56,14 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
     setMessages([]);
     setError(null);
     if (!sessionId) { setKb(""); return; }
+    let live = true;      // another session chosen meanwhile: this answer is stale
     api<{ messages: Message[] }>("GET", `/api/chat/sessions/${encodeURIComponent(sessionId)}`)
       .then((data) => {
+        if (!live) return;
         setMessages(data.messages ?? []);
         setKb(sessionBase(data.messages ?? []));
-      }).catch((err) => setError(err.message));
+      }).catch((err) => { if (live) setError(err.message); });
+    return () => { live = false; };
   }, [sessionId]);
 
   async function ask(event: React.FormEvent) {

@@ -9,8 +9,11 @@ export function Compare({ a, b }: { a: string; b: string }) {
   const [runs, setRuns] = useState<any[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
+    let live = true;      // other runs chosen meanwhile: this answer is stale
     Promise.all([a, b].map((id) => api<any>("GET", `/api/runs/${encodeURIComponent(id)}`)))
-      .then(setRuns).catch((err) => setError(err.message));
+      .then((both) => { if (live) setRuns(both); })
+      .catch((err) => { if (live) setError(err.message); });
+    return () => { live = false; };
   }, [a, b]);
   if (error) return <main><h1>Compare runs</h1><p role="alert" className="error">{error}</p></main>;
   if (!runs) return <main><h1>Compare runs</h1><p>Loading...</p></main>;

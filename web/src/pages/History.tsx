@@ -31,8 +31,13 @@ export function History({ query }: { query: URLSearchParams }) {
     if (workflow) params.set("workflow", workflow);
     if (status) params.set("status", status);
     setRuns(null);
-    api<{ runs: RunRow[] }>("GET", `/api/runs?${params}`).then((data) => setRuns(data.runs))
-      .catch((err) => setError(err.message));
+    // filters changed quickly: an older filter's answer may land after this
+    // one's, and must not replace it (`live` is false once the filter moved on)
+    let live = true;
+    api<{ runs: RunRow[] }>("GET", `/api/runs?${params}`)
+      .then((data) => { if (live) setRuns(data.runs); })
+      .catch((err) => { if (live) setError(err.message); });
+    return () => { live = false; };
   }, [workflow, status]);
 
   function filter(key: string, value: string) {

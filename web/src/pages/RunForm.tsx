@@ -28,12 +28,15 @@ export function RunForm({ id }: { id: string }) {
   const [error, setError] = useState<{ message: string; problems: Problem[] } | null>(null);
 
   useEffect(() => {
+    let live = true;      // another workflow chosen meanwhile: this answer is stale
     api<any>("GET", `/api/workflows/${encodeURIComponent(id)}`).then((row) => {
+      if (!live) return;
       const declared: Record<string, Schema> = row.document?.inputs ?? {};
       setName(row.document?.name ?? id);
       setInputs(declared);
       setValues(Object.fromEntries(Object.entries(declared).map(([k, s]) => [k, initialValue(s)])));
-    }).catch((err) => setError({ message: err.message, problems: [] }));
+    }).catch((err) => { if (live) setError({ message: err.message, problems: [] }); });
+    return () => { live = false; };
   }, [id]);
 
   async function start(event: React.FormEvent) {

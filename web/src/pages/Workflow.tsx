@@ -96,11 +96,14 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   }, []);
   useEffect(() => { loadSchema().then(setSchema).catch(() => undefined); }, []);
 
-  async function load() {
+  /** `live()` turns false once another workflow or version is chosen: an
+   *  answer for the old one that lands after that is dropped, not shown. */
+  async function load(live: () => boolean = () => true) {
     if (fresh) return;
     const suffix = version ? `?version=${version}` : "";
     try {
       const row = await api<any>("GET", `/api/workflows/${encodeURIComponent(id)}${suffix}`);
+      if (!live()) return;
       // the text as the author wrote it (comments, key order); a re-dump only
       // for versions saved before texts were kept
       const yamlText: string = row.source ?? YAML.stringify(readable(row.document),
@@ -109,15 +112,21 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
       setText(yamlText);
       setSaved(yamlText);
       setCurrent(row.version);
-      setVersions((await api<{ versions: Version[] }>(
-        "GET", `/api/workflows/${encodeURIComponent(id)}/versions`)).versions);
+      const listed = await api<{ versions: Version[] }>(
+        "GET", `/api/workflows/${encodeURIComponent(id)}/versions`);
+      if (live()) setVersions(listed.versions);
     } catch (err) {
+      if (!live()) return;
       if ((err as ApiError).status === 404) setMissing((err as Error).message);
       else setError({ message: (err as Error).message, problems: [] });
     }
   }
 
-  useEffect(() => { load(); }, [id, version]);
+  useEffect(() => {
+    let live = true;
+    load(() => live);
+    return () => { live = false; };
+  }, [id, version]);
 
   const parsed = useMemo(() => {
     try {
