@@ -2,7 +2,15 @@
 `start_server`) and Debian's Chromium driven by Playwright, headless.  Nothing
 is downloaded: Playwright launches /usr/bin/chromium (scripts/install_system_deps.sh
 installs it).  Each test writes screenshots to tests/webapp/screenshots/ for a
-reviewer to look at."""
+reviewer to look at.
+
+One browser serves every test of a pytest worker: starting Playwright's
+driver (a Node.js process) and Chromium cost ~2 s of CPU, which was most of
+what a browser test spent.  Each test still gets a browser context of its own
+(its own cookies, storage and cache), so no state passes between tests.  The
+shared browser lives in the worker's session event loop, so the tests here
+and their async fixtures run in that loop (`SESSION_LOOP`, and the hook
+below that marks this folder's tests)."""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from tests.server.conftest import start_server
 
@@ -21,8 +30,21 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run",
                  "--disable-quic", "--disable-dev-shm-usage"]
 
+#: the loop of this folder's async tests and fixtures: the shared browser's
+SESSION_LOOP = "session"
 
-@pytest.fixture
+
+def pytest_collection_modifyitems(items):
+    """Run this folder's async tests in the worker's session loop (the hook
+    sees the whole run's items: only those under tests/webapp are marked)."""
+    here = Path(__file__).resolve().parent
+    marker = pytest.mark.asyncio(loop_scope=SESSION_LOOP)
+    for item in items:
+        if here in Path(str(item.path)).parents and item.get_closest_marker("asyncio"):
+            item.add_marker(marker, append=False)   # before auto mode's own
+
+
+@pytest_asyncio.fixture(loop_scope=SESSION_LOOP)
 async def web(tmp_path, monkeypatch):
     """The server of the support demo: the scripted model, files under examples/,
     alice granted `server_files` (the knowledge block reads examples/policies)."""
@@ -39,7 +61,7 @@ async def web(tmp_path, monkeypatch):
     await stop()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="session", loop_scope=SESSION_LOOP)
 async def browser():
     from playwright.async_api import async_playwright
 
@@ -50,7 +72,7 @@ async def browser():
         await chromium.close()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope=SESSION_LOOP)
 async def page(browser):
     # The tests read the page with scripts of their own (wait_for_function, axe-core),
     # which the app's Content-Security-Policy refuses; test_csp.py runs the app under it.

@@ -8,15 +8,16 @@ import re
 from playwright.async_api import expect
 
 import pytest
+import pytest_asyncio
 
 from tests.apps.conftest import knowledge, knowledge_path, plan  # noqa: F401 - fixtures
 from tests.apps.helpers import call
 from tests.server.conftest import start_server
-from tests.webapp.conftest import shot, sign_in
+from tests.webapp.conftest import SESSION_LOOP, shot, sign_in
 from tests.webapp.test_accessibility import serious_violations
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope=SESSION_LOOP)
 async def chat_web(tmp_path, knowledge, knowledge_path, plan, monkeypatch):  # noqa: F811
     monkeypatch.setenv("FLOWFORGE_KNOWLEDGE_URL", f"sqlite:///{knowledge_path}")
     steps = []

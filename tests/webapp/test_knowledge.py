@@ -7,15 +7,16 @@ from __future__ import annotations
 import re
 
 import pytest
+import pytest_asyncio
 from playwright.async_api import expect
 
 from tests.apps.conftest import knowledge, knowledge_path  # noqa: F401 - fixtures
 from tests.server.conftest import start_server
-from tests.webapp.conftest import shot, sign_in
+from tests.webapp.conftest import SESSION_LOOP, shot, sign_in
 from tests.webapp.test_accessibility import serious_violations
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope=SESSION_LOOP)
 async def kb_web(tmp_path, knowledge, knowledge_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("FLOWFORGE_KNOWLEDGE_URL", f"sqlite:///{knowledge_path}")
     live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}")

@@ -6,8 +6,9 @@ serious or critical violation, and no request leaves the server's origin
 from __future__ import annotations
 
 import pytest
+import pytest_asyncio
 
-from tests.webapp.conftest import EXAMPLES, shot, sign_in
+from tests.webapp.conftest import SESSION_LOOP, EXAMPLES, shot, sign_in
 from tests.webapp.test_accessibility import serious_violations
 
 PHONE = {"width": 390, "height": 844}
@@ -28,7 +29,7 @@ PAGES = [
 ]
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope=SESSION_LOOP)
 async def filled(web):
     """alice's support workflow with a finished run, and a knowledge base of hers."""
     async with web.client("alice") as alice:

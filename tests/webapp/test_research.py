@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 
 import pytest
+import pytest_asyncio
 import yaml
 from playwright.async_api import expect
 
 from tests.apps.conftest import knowledge, knowledge_path  # noqa: F401 - fixtures
 from tests.server.conftest import start_server
-from tests.webapp.conftest import EXAMPLES, shot, sign_in
+from tests.webapp.conftest import SESSION_LOOP, EXAMPLES, shot, sign_in
 from tests.webapp.test_accessibility import serious_violations
 
 RULES = EXAMPLES / "scripted" / "research.rules.yaml"
@@ -40,7 +41,7 @@ new MutationObserver((mutations) => {
 """
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope=SESSION_LOOP)
 async def research_web(tmp_path, knowledge, knowledge_path, monkeypatch):  # noqa: F811
     """A server per rules file: `await research_web(rules_path)`."""
     monkeypatch.setenv("FLOWFORGE_SECRET_KEY_FILE", str(tmp_path / "secret.key"))
