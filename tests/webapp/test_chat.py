@@ -7,7 +7,6 @@ import re
 
 from playwright.async_api import expect
 
-import pytest
 import pytest_asyncio
 
 from tests.apps.conftest import knowledge, knowledge_path, plan  # noqa: F401 - fixtures

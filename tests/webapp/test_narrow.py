@@ -5,7 +5,6 @@ serious or critical violation, and no request leaves the server's origin
 
 from __future__ import annotations
 
-import pytest
 import pytest_asyncio
 
 from tests.webapp.conftest import SESSION_LOOP, EXAMPLES, shot, sign_in

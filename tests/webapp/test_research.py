@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 import pytest_asyncio
 import yaml
 from playwright.async_api import expect
