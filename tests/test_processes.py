@@ -43,3 +43,38 @@ def test_a_lease_held_by_a_process_that_exited_is_not_held():
         child.wait()
     assert lease_holder_alive(PROCESS) is True
     assert lease_holder_alive(f"another-host:{os.getpid()}:x") is None
+
+
+_FROZEN = '''
+import gc, json, weakref
+import flowforge
+from flowforge.processes import freeze_start_up_heap
+
+class Node:
+    pass
+
+before = len(gc.get_objects())
+freeze_start_up_heap()
+frozen = gc.get_freeze_count()
+walked = len(gc.get_objects())              # what a full collection still walks
+cycle = Node(); cycle.me = cycle            # garbage made after start-up ...
+alive = weakref.ref(cycle)
+del cycle
+gc.collect()
+print(json.dumps({"before": before, "frozen": frozen, "walked": walked,
+                  "collected": alive() is None}))
+'''
+
+
+def test_a_frozen_start_up_heap_is_not_walked_and_later_garbage_is_still_collected():
+    """What `flowforge serve` and the pool's workers do once started: the
+    imports' objects leave the collector's generations, later cycles do not."""
+    import json
+
+    ran = subprocess.run([sys.executable, "-c", _FROZEN], capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    assert seen["frozen"] >= 0.9 * seen["before"] > 10_000, seen   # `import flowforge`'s
+    assert seen["walked"] < 0.01 * seen["frozen"], seen
+    assert seen["collected"] is True, seen

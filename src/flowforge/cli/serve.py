@@ -117,6 +117,7 @@ def serve(
         raise typer.Exit(INVALID)
     from flowforge.cli.main import import_plugins
     from flowforge.errors import StorageError
+    from flowforge.processes import freeze_start_up_heap
     from flowforge.storage import default_database_url, storage_from_url
 
     import_plugins(imports)
@@ -177,6 +178,7 @@ def serve(
                                            log_level=log_level,
                                            proxy_headers=False,
                                            timeout_keep_alive=keep_alive))
+    freeze_start_up_heap()     # as the pool's workers do: see flowforge.processes
     try:
         server.run(sockets=[listening])
     finally:
