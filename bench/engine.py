@@ -5,6 +5,8 @@ measured in the same process run on the same machine.
     .venv/bin/python bench/engine.py --s4-anatomy 6    # where S4's time goes, per round
     .venv/bin/python bench/engine.py --tracing         # S1 and S4 with tracing off and on,
                                                        # beside the raw SDK's span cost
+    .venv/bin/python bench/engine.py --tracing --frozen-heap   # ... in a process whose
+                         # start-up heap is frozen, as `flowforge serve` and workers do
 
 S4 with every run recorded (SQLite, PostgreSQL) against S4 in memory: bench/durability.py.
 An earlier commit's run tracer against today's: bench/tracing_before_after.py.
@@ -459,7 +461,20 @@ async def main() -> None:
     parser.add_argument("--tracing", action="store_true",
                         help="only S1 and S4 of flowforge with tracing off and on, beside the "
                              "raw OpenTelemetry SDK's cost of one span")
+    parser.add_argument("--frozen-heap", action="store_true",
+                        help="first freeze what the imports left, as `flowforge serve` and the "
+                             "pool's workers do once started (flowforge.processes."
+                             "freeze_start_up_heap); by default the heap is left as a program "
+                             "that embeds flowforge has it")
     args = parser.parse_args()
+    if args.frozen_heap:
+        import opentelemetry.sdk.trace.export  # noqa: F401 - imported before the freeze
+
+        from flowforge.processes import freeze_start_up_heap
+        from flowforge.service import tracing  # noqa: F401
+
+        freeze_start_up_heap()
+        print(json.dumps({"heap": "start-up objects frozen, as flowforge's processes do"}))
     if args.tracing:
         await tracing_cost(args.repeat)
         return
