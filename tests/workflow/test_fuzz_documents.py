@@ -8,11 +8,10 @@ runs the same generators for longer."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
-from hypothesis import strategies as st
 
 from tests.workflow.fuzzing import documents, example_mutations, load_any
 
@@ -20,12 +19,24 @@ SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
                     suppress_health_check=list(HealthCheck), database=None)
 
 
+def _timed(work: Callable[[], Any], limit: float = 1.0) -> Any:
+    """`work()`'s result, failing if it takes `limit` seconds or more twice in a
+    row: a blow-up (an alias bomb, a quadratic parse) is slow every time, while
+    one slow try on a loaded 2-core machine is noise (the rule of
+    test_expression_budget.py's `seconds()`)."""
+    took = []
+    for _ in range(2):
+        started = time.perf_counter()
+        result = work()
+        took.append(time.perf_counter() - started)
+        if took[-1] < limit:
+            return result
+    raise AssertionError(f"took {took[0]:.2f} s, then {took[1]:.2f} s (limit {limit} s)")
+
+
 def _check(document: Any) -> None:
-    started = time.perf_counter()
-    outcome = load_any(document)
-    elapsed = time.perf_counter() - started
+    outcome = _timed(lambda: load_any(document))
     assert outcome in ("ok", "invalid"), outcome
-    assert elapsed < 1.0, f"loading took {elapsed:.2f} s"
 
 
 @SETTINGS
@@ -65,9 +76,9 @@ def test_known_attacks_are_refused_in_time(text):
     import flowforge
     from flowforge.errors import WorkflowError
 
-    started = time.perf_counter()
-    try:
-        flowforge.load_text(text, "attack.yaml")
-    except WorkflowError as exc:
-        assert str(exc)
-    assert time.perf_counter() - started < 1.0
+    def load() -> None:
+        try:
+            flowforge.load_text(text, "attack.yaml")
+        except WorkflowError as exc:
+            assert str(exc)
+    _timed(load)
