@@ -4,10 +4,11 @@ is downloaded: Playwright launches /usr/bin/chromium (scripts/install_system_dep
 installs it).  Each test writes screenshots to tests/webapp/screenshots/ for a
 reviewer to look at.
 
-One browser serves every test of a pytest worker: starting Playwright's
-driver (a Node.js process) and Chromium cost ~2 s of CPU, which was most of
-what a browser test spent.  Each test still gets a browser context of its own
-(its own cookies, storage and cache), so no state passes between tests.  The
+One browser serves every test of a pytest worker: each test started
+Playwright's driver (a Node.js process, ~1.4 s of CPU) and Chromium (~0.7 s);
+now each worker does it once (the suite's CPU fell by ~10 s: most of what a
+browser test costs is Chromium drawing).  Each test still gets a browser
+context of its own (cookies, storage, cache), so no state passes between tests.  The
 shared browser lives in the worker's session event loop, so the tests here
 and their async fixtures run in that loop (`SESSION_LOOP`, and the hook
 below that marks this folder's tests)."""
