@@ -7,12 +7,12 @@ runs the same generators for longer."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
+from tests.timing import fastest
 from tests.workflow.fuzzing import documents, example_mutations, load_any
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
@@ -21,17 +21,10 @@ SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
 
 def _timed(work: Callable[[], Any], limit: float = 1.0) -> Any:
     """`work()`'s result, failing if it takes `limit` seconds or more twice in a
-    row: a blow-up (an alias bomb, a quadratic parse) is slow every time, while
-    one slow try on a loaded 2-core machine is noise (the rule of
-    test_expression_budget.py's `seconds()`)."""
-    took = []
-    for _ in range(2):
-        started = time.perf_counter()
-        result = work()
-        took.append(time.perf_counter() - started)
-        if took[-1] < limit:
-            return result
-    raise AssertionError(f"took {took[0]:.2f} s, then {took[1]:.2f} s (limit {limit} s)")
+    row (tests/timing.py: a blow-up is slow every time, one slow try is noise)."""
+    result, took = fastest(work, limit, tries=2)
+    assert took < limit, f"took {took:.2f} s at best of two tries (limit {limit} s)"
+    return result
 
 
 def _check(document: Any) -> None:
