@@ -1,8 +1,9 @@
 // An application's shipped workflow (the chat, the research phases): its graph
 // and its YAML, read-only.  Chat and research runs name these workflows, which
 // no user stored, so a run's "of <workflow>" link comes here.
-import { useEffect, useState } from "react";
+import { useState } from "react";
 import { api, ApiError } from "../api";
+import { useCurrentEffect } from "../components/useCurrentEffect";
 import { Link } from "../router";
 import { Graph } from "../components/Graph";
 import type { WorkflowGraph } from "../layout";
@@ -13,15 +14,13 @@ export function AppWorkflow({ id }: { id: string }) {
   const [app, setApp] = useState<App | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let live = true;      // another application chosen meanwhile: this answer is stale
+  useCurrentEffect((current) => {
     api<App>("GET", `/api/apps/${encodeURIComponent(id)}`)
-      .then((loaded) => { if (live) setApp(loaded); })
+      .then((loaded) => { if (current()) setApp(loaded); })
       .catch((err) => {
-        if (live) setError((err as ApiError).status === 404
+        if (current()) setError((err as ApiError).status === 404
           ? `There is no application workflow named '${id}'.` : (err as Error).message);
       });
-    return () => { live = false; };
   }, [id]);
   if (error) return <main><h1>Application workflow</h1><p role="alert" className="error">{error}</p></main>;
   if (!app) return <main><h1>Application workflow</h1><p>Loading...</p></main>;

@@ -2,6 +2,7 @@
 // answer marked KB (a knowledge base) or Web, and the caller's sessions.
 import { useEffect, useRef, useState } from "react";
 import { api, ApiError } from "../api";
+import { useCurrentEffect } from "../components/useCurrentEffect";
 import { Link, navigate } from "../router";
 
 interface Source { kind: string; title: string; url?: string | null; document_id?: string | null }
@@ -50,20 +51,18 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
       .then((data) => setBases([...new Set(data.knowledge_bases.map((b) => b.name))]))
       .catch(() => undefined);
   }, []);
-  useEffect(() => {
+  useCurrentEffect((current) => {
     if (sessionId && sessionId === made.current) return;
     made.current = null;
     setMessages([]);
     setError(null);
     if (!sessionId) { setKb(""); return; }
-    let live = true;      // another session chosen meanwhile: this answer is stale
     api<{ messages: Message[] }>("GET", `/api/chat/sessions/${encodeURIComponent(sessionId)}`)
       .then((data) => {
-        if (!live) return;
+        if (!current()) return;
         setMessages(data.messages ?? []);
         setKb(sessionBase(data.messages ?? []));
-      }).catch((err) => { if (live) setError(err.message); });
-    return () => { live = false; };
+      }).catch((err) => { if (current()) setError(err.message); });
   }, [sessionId]);
 
   async function ask(event: React.FormEvent) {

@@ -1,19 +1,18 @@
 // Two runs side by side: status, inputs, outputs and each block's status,
 // the rows that differ marked.
-import { useEffect, useState } from "react";
+import { useState } from "react";
 import { api } from "../api";
+import { useCurrentEffect } from "../components/useCurrentEffect";
 import { Link } from "../router";
 import { Json, StatusBadge, Wide } from "../components/Common";
 
 export function Compare({ a, b }: { a: string; b: string }) {
   const [runs, setRuns] = useState<any[] | null>(null);
   const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let live = true;      // other runs chosen meanwhile: this answer is stale
+  useCurrentEffect((current) => {
     Promise.all([a, b].map((id) => api<any>("GET", `/api/runs/${encodeURIComponent(id)}`)))
-      .then((both) => { if (live) setRuns(both); })
-      .catch((err) => { if (live) setError(err.message); });
-    return () => { live = false; };
+      .then((both) => { if (current()) setRuns(both); })
+      .catch((err) => { if (current()) setError(err.message); });
   }, [a, b]);
   if (error) return <main><h1>Compare runs</h1><p role="alert" className="error">{error}</p></main>;
   if (!runs) return <main><h1>Compare runs</h1><p>Loading...</p></main>;

@@ -4,6 +4,7 @@ import { useEffect, useState } from "react";
 import { api } from "../api";
 import { Link, navigate } from "../router";
 import { StatusBadge, Wide } from "../components/Common";
+import { useCurrentEffect } from "../components/useCurrentEffect";
 
 interface RunRow {
   run_id: string; workflow_id: string; workflow_version?: number; status: string;
@@ -26,18 +27,14 @@ export function History({ query }: { query: URLSearchParams }) {
     api<{ workflows: { id: string }[] }>("GET", "/api/workflows?limit=500")
       .then((data) => setWorkflows(data.workflows.map((w) => w.id))).catch(() => undefined);
   }, []);
-  useEffect(() => {
+  useCurrentEffect((current) => {
     const params = new URLSearchParams({ limit: "100" });
     if (workflow) params.set("workflow", workflow);
     if (status) params.set("status", status);
     setRuns(null);
-    // filters changed quickly: an older filter's answer may land after this
-    // one's, and must not replace it (`live` is false once the filter moved on)
-    let live = true;
     api<{ runs: RunRow[] }>("GET", `/api/runs?${params}`)
-      .then((data) => { if (live) setRuns(data.runs); })
-      .catch((err) => { if (live) setError(err.message); });
-    return () => { live = false; };
+      .then((data) => { if (current()) setRuns(data.runs); })
+      .catch((err) => { if (current()) setError(err.message); });
   }, [workflow, status]);
 
   function filter(key: string, value: string) {

@@ -1,7 +1,8 @@
 // Start a run: a form generated from the workflow's declared inputs (type,
 // default, description), checked by the server like any API call.
-import { useEffect, useState } from "react";
+import { useState } from "react";
 import { api, ApiError, type Problem } from "../api";
+import { useCurrentEffect } from "../components/useCurrentEffect";
 import { navigate } from "../router";
 import { ProblemList } from "../components/Common";
 
@@ -27,16 +28,14 @@ export function RunForm({ id }: { id: string }) {
   const [name, setName] = useState(id);
   const [error, setError] = useState<{ message: string; problems: Problem[] } | null>(null);
 
-  useEffect(() => {
-    let live = true;      // another workflow chosen meanwhile: this answer is stale
+  useCurrentEffect((current) => {
     api<any>("GET", `/api/workflows/${encodeURIComponent(id)}`).then((row) => {
-      if (!live) return;
+      if (!current()) return;
       const declared: Record<string, Schema> = row.document?.inputs ?? {};
       setName(row.document?.name ?? id);
       setInputs(declared);
       setValues(Object.fromEntries(Object.entries(declared).map(([k, s]) => [k, initialValue(s)])));
-    }).catch((err) => { if (live) setError({ message: err.message, problems: [] }); });
-    return () => { live = false; };
+    }).catch((err) => { if (current()) setError({ message: err.message, problems: [] }); });
   }, [id]);
 
   async function start(event: React.FormEvent) {

@@ -7,6 +7,7 @@
 import { useEffect, useMemo, useRef, useState } from "react";
 import YAML, { type Document } from "yaml";
 import { api, ApiError, type Problem } from "../api";
+import { useCurrentEffect } from "../components/useCurrentEffect";
 import { Link, navigate, setLeaveWarning } from "../router";
 import { Canvas } from "../components/Canvas";
 import { BlockForm } from "../components/BlockForm";
@@ -97,7 +98,8 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   useEffect(() => { loadSchema().then(setSchema).catch(() => undefined); }, []);
 
   /** `live()` turns false once another workflow or version is chosen: an
-   *  answer for the old one that lands after that is dropped, not shown. */
+   *  answer for the old one that lands after that is dropped, not shown
+   *  (useCurrentEffect). */
   async function load(live: () => boolean = () => true) {
     if (fresh) return;
     const suffix = version ? `?version=${version}` : "";
@@ -122,11 +124,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     }
   }
 
-  useEffect(() => {
-    let live = true;
-    load(() => live);
-    return () => { live = false; };
-  }, [id, version]);
+  useCurrentEffect((current) => { load(current); }, [id, version]);
 
   const parsed = useMemo(() => {
     try {
