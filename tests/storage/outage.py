@@ -75,6 +75,14 @@ class Chain:
         return [(kind, name, float(at)) for kind, name, at in
                 (line.split() for line in self.effects.read_text().splitlines())]
 
+    def held_past(self, block: str, moment: float, what: str) -> None:
+        """The premise of a test that breaks the database while `block` runs:
+        it did not end before `moment`, when the break had landed (a block cut
+        off never ends, which also holds)."""
+        early = [at for kind, name, at in self.lines()
+                 if (kind, name) == ("end", block) and at <= moment]
+        assert not early, f"{block} ended before {what}: hold it longer"
+
     def wait_for(self, kind: str, name: str, timeout: float = 60) -> float:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
