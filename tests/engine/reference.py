@@ -33,6 +33,9 @@ The rules (docs/guides/workflows.md, "Routing" and "Failures"):
    block that waits everything waits (is skipped until the run is resumed).
 4. Otherwise a block runs when every required dependency ran for it and, if
    it has alternatives, at least one of them did.  Else it is skipped.
+5. A run with a block that waits is waiting, even when another branch
+   failed: the independent branches still run, a waiting one included.
+   Once nothing waits, the run failed if a failure was not handled.
 """
 
 from __future__ import annotations
@@ -120,10 +123,10 @@ def interpret(blocks: list[dict[str, Any]], label: str | None = None,
             else:
                 status[bid], cause[bid] = "skipped", "not taken"
         statuses[(label, bid)] = status[bid]
-    if any(s == "failed" and not by_id[b].get("on_error") for b, s in status.items()):
-        return "failed", statuses
     if "waiting" in status.values():
         return "waiting", statuses
+    if any(s == "failed" and not by_id[b].get("on_error") for b, s in status.items()):
+        return "failed", statuses
     return "succeeded", statuses
 
 

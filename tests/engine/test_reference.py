@@ -164,8 +164,10 @@ class Store:
     def __init__(self) -> None:
         self.succeeded: list[tuple[str | None, str, Any]] = []
         self.waiting: dict[str, Any] = {}
+        self.failed: dict[str, str] = {}      # top-level failures of the last run
 
     def take(self, result: Any) -> None:
+        self.failed = {}
         for event in result.events:
             key = (event.get("scope"), event.get("block_id"))
             if event["type"] == "block_succeeded" and not event.get("resumed") and \
@@ -173,10 +175,16 @@ class Store:
                 self.succeeded.append((*key, event["output"]))
             elif event["type"] == "block_waiting" and key[0] is None:
                 self.waiting[key[1]] = event["output"]
+            elif event["type"] == "block_failed" and key[0] is None:
+                self.failed[key[1]] = event["error"]
 
-    def checkpoint(self, upto: int | None = None) -> tuple[dict, dict]:
+    def checkpoint(self, upto: int | None = None, going_on: bool = False
+                   ) -> tuple[dict, dict]:
+        """`going_on`: a waiting run resumed keeps its failures (resuming.py)."""
         top: dict[str, tuple[str, Any]] = {}
         children: dict[str, dict[str, tuple[str, Any]]] = {}
+        if going_on:
+            top.update((bid, ("failed", {"error": error})) for bid, error in self.failed.items())
         for scope, bid, output in self.succeeded[:upto]:
             if scope is None:
                 top[bid] = ("succeeded", output)
@@ -186,10 +194,11 @@ class Store:
 
 
 async def _run(doc: Any, store: Store | None = None, upto: int | None = None,
-               decisions: dict[str, str] | None = None, cancel_at: int | None = None) -> Any:
+               decisions: dict[str, str] | None = None, cancel_at: int | None = None,
+               going_on: bool = False) -> Any:
     options: dict[str, Any] = {}
     if store is not None:
-        top, children = store.checkpoint(upto)
+        top, children = store.checkpoint(upto, going_on)
         options = {"checkpoint": top, "child_checkpoints": children}
     handle = await start_run(doc, {}, storage=False, services=dict(_NO_STORE), **options)
     states = {bid: {**state} for bid, state in (store.waiting if store else {}).items()}
@@ -246,7 +255,7 @@ async def _play(blocks: list[dict[str, Any]], cancel_at: int | None,
         _check(first, asked, True, "first run")
     final = interpret(blocks)
     if first.status == "waiting":
-        decided = await _run(doc, store, decisions=decisions)
+        decided = await _run(doc, store, decisions=decisions, going_on=True)
         store.take(decided)
         _check(decided, final, False, "resumed with the decisions")
     for upto in (range(len(store.succeeded) + 1) if prefixes is None else prefixes):
@@ -304,9 +313,23 @@ _APPROVAL_CHAIN = [{"id": "b0", "kind": "ok", "reads": [], "after": []}] + [
      "decision": "approve" if i < 4 else "reject", "on_reject": None} for i in range(1, 5)]
 
 
+# Rejected approvals in two branches, one reached only by the other's
+# rejection: it is asked on the resume that rejects the first, after the
+# second failed the other branch (the run waits for it, and ends failed).
+_REJECTED_BRANCHES = [
+    {"id": "b0", "kind": "approval", "reads": [], "after": [], "decision": "reject",
+     "on_reject": "b2"},
+    {"id": "b1", "kind": "ok", "reads": [], "after": []},
+    {"id": "b2", "kind": "approval", "reads": [], "after": [], "decision": "reject",
+     "on_reject": None},
+    {"id": "b3", "kind": "approval", "reads": [], "after": [], "decision": "reject",
+     "on_reject": None}]
+
+
 @settings(max_examples=60, **_SETTINGS)
 @given(blocks=graphs(), cancel=st.one_of(st.none(), st.integers(1, 12)))
 @example(blocks=_APPROVAL_CHAIN, cancel=1)      # a cancel, then four approvals one by one
+@example(blocks=_REJECTED_BRANCHES, cancel=None)
 def test_resume_through_the_store(tmp_path_factory, blocks, cancel):
     url = f"sqlite:///{tmp_path_factory.getbasetemp() / 'reference.db'}"
     asyncio.run(_through_the_store(blocks, cancel, url))

@@ -228,3 +228,54 @@ async def test_an_approval_decided_before_a_long_wait_keeps_its_route_on_resume(
     assert _statuses(done) == {"ok": "succeeded", "pause": "succeeded", "pay": "succeeded",
                                "refuse": "skipped"}
     assert COUNTS == {"pay": 1}
+
+
+@flowforge.function("wt_flaky")
+def flaky(name: str) -> dict:
+    """Fails the first time it is called for `name`, then succeeds."""
+    COUNTS[name] = COUNTS.get(name, 0) + 1
+    if COUNTS[name] == 1:
+        raise RuntimeError(f"{name} failed")
+    return {"name": name}
+
+
+def _flaky(block_id: str, **extra) -> dict:
+    return {"id": block_id, "type": "function",
+            "with": {"function": "wt_flaky", "args": {"name": block_id}}, **extra}
+
+
+async def test_a_failed_branch_leaves_a_waiting_approval_decidable_and_is_kept(db):
+    doc = {"id": "two", "blocks": [
+        _flaky("lookup"),
+        {"id": "ok", "type": "approval", "with": {"message": "Refund?"}},
+        _step("pay", after=["ok"])]}
+    first = await flowforge.run(doc, storage=db)
+    # The approval's branch still runs: the person already asked can decide it.
+    assert first.status == "waiting" and "lookup: RuntimeError: lookup failed" in first.error
+    assert _statuses(first) == {"lookup": "failed", "ok": "waiting", "pay": "skipped"}
+    decided = await decide(first.run_id, "ok", "approve", by="ann", storage=db)
+    # Deciding runs the approval's branch; the failure is kept, not tried again
+    # (it would succeed now), and it fails the run once nothing waits.
+    assert decided.status == "failed" and "lookup failed" in decided.error
+    assert _statuses(decided) == {"lookup": "failed", "ok": "succeeded", "pay": "succeeded"}
+    assert COUNTS == {"lookup": 1, "pay": 1}
+    # Resuming the failed run tries the failure again, and nothing else.
+    again = await flowforge.resume(first.run_id, storage=db)
+    assert again.status == "succeeded" and COUNTS == {"lookup": 2, "pay": 1}
+
+
+async def test_trying_a_failed_run_again_keeps_a_failure_its_on_error_handled(db):
+    doc = {"id": "handled", "blocks": [
+        _flaky("charge", on_error="refund"), _step("refund"), _step("ship", after=["charge"]),
+        _flaky("report")]}
+    first = await flowforge.run(doc, storage=db)
+    assert first.status == "failed" and first.error == "report: RuntimeError: report failed"
+    assert _statuses(first) == {"charge": "failed", "refund": "succeeded", "ship": "skipped",
+                                "report": "failed"}
+    again = await flowforge.resume(first.run_id, storage=db)
+    # `charge` would succeed now; running it again would take both of its
+    # routes (the refund already made, and the shipping).
+    assert again.status == "succeeded"
+    assert _statuses(again) == {"charge": "failed", "refund": "succeeded", "ship": "skipped",
+                                "report": "succeeded"}
+    assert COUNTS == {"charge": 1, "refund": 1, "report": 2}

@@ -272,15 +272,21 @@ class Run:
             if self.scheduler.cancelled:
                 self.status = "cancelled"
                 self.error = "the run was cancelled"
-            elif top.errors:
-                self.status = "failed"
-                self.error = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items())
             elif self.scheduler.suspended:
-                # Blocks wait for a person or a time: the run stops here, to be resumed.
+                # Blocks wait for a person or a time: the run stops here, to be
+                # resumed.  A failure in another branch does not end it: the
+                # independent branches still run, the waiting ones included
+                # (an approval already asked stays decidable), and the run ends
+                # failed once they have.  The failure is kept, not run again.
                 self.status = "waiting"
+                if top.errors:
+                    self.error = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items())
                 due = [s.resume_at for s in self.scheduler.suspended.values()
                        if s.resume_at is not None]
                 self.resume_at = min(due) if due else None
+            elif top.errors:
+                self.status = "failed"
+                self.error = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items())
             else:
                 self.status = "succeeded"
         result = self._result(top)

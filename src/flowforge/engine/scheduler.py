@@ -21,7 +21,8 @@ nested workflow):
   block that waits (an approval, a long wait) holds back every block
   downstream of it until the run is resumed.
 - A block restored from a checkpoint counts as ran, with the routing
-  decision it stored.
+  decision it stored; a failure restored from one (a resumed run keeps the
+  failures it already had, see service/resuming.py) counts as that failure.
 
 Each settled block walks its outgoing edges once (`Node.out`): a required
 edge that did not run blocks its dependant (`Scope.blocked`, with a rank so
@@ -143,11 +144,15 @@ class Scheduler:
         if not scope.graph.nodes:
             return scope
         if preset:
-            restored = {nid: output for nid, (status, output) in preset.items()
-                        if nid in scope.graph.nodes and status == SUCCEEDED}
+            restored = {nid: entry for nid, entry in preset.items()
+                        if nid in scope.graph.nodes and entry[0] in (SUCCEEDED, FAILED)}
             for nid in restored:
                 scope.pending[nid] = -1        # below zero: never queued again
-            for nid, output in restored.items():
+            for nid, (status, output) in restored.items():
+                if status == FAILED:           # an outcome kept: {"error": ...}
+                    error = output.get("error") if isinstance(output, dict) else None
+                    self._settle(scope, nid, FAILED, None, error or "failed", resumed=True)
+                    continue
                 if scope.graph.nodes[nid].info.routes and isinstance(output, dict):
                     # A stored routing decision is its `selectedPath` (router and condition).
                     selected = output.get("selectedPath") or {}
@@ -494,10 +499,15 @@ class Scheduler:
             scope.values[nid] = failure
             if node.spec.on_error is None:
                 scope.errors[nid] = error or "failed"
-            bus.publish("block_failed", nid, error=error, scope=scope.label,
-                        handled_by=node.spec.on_error,
-                        **failure_detail(exc, self.owner is None or self.owner.policy.trusted,
-                                         f"run {bus.run_id}, block {nid}"))
+            if resumed:
+                bus.publish("block_failed", nid, error=error, scope=scope.label,
+                            handled_by=node.spec.on_error, resumed=True)
+            else:
+                bus.publish("block_failed", nid, error=error, scope=scope.label,
+                            handled_by=node.spec.on_error,
+                            **failure_detail(exc, self.owner is None or
+                                             self.owner.policy.trusted,
+                                             f"run {bus.run_id}, block {nid}"))
         elif status == SKIPPED:
             bus.publish("block_skipped", nid, reason=reason, scope=scope.label,
                         block_type=node.type)

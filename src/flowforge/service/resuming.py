@@ -2,8 +2,9 @@
 failed or was cancelled, or one `waiting` for a time or a person.
 
 Blocks that succeeded are restored, not run again (what they spent still
-counts against the run's budget); blocks the cut caught running get a
-terminal event first; blocks that suspended the run find what they stored
+counts against the run's budget), and so are failures, except those that
+failed a run being tried again (`_checkpoint`); blocks the cut caught running
+get a terminal event first; blocks that suspended the run find what they stored
 (`context.resume_state`), with a person's decision injected for an approval.
 A lease on the run row (and, for a `waiting` run, a compare-and-set of its
 status) makes sure one process resumes it.
@@ -117,8 +118,7 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         # Read once the lease was held (`take_run`): nothing is added to them meanwhile.
         events, blocks = taken["events"], taken["blocks"]
         seq = events[-1]["seq"] if events else 0
-        checkpoint = {b["block_id"]: (b["status"], b["output"])
-                      for b in blocks if b["scope"] == "" and b["status"] == "succeeded"}
+        checkpoint = _checkpoint(compiled, row["status"], blocks)
         children: dict[str, dict[str, tuple[str, Any]]] = {}
         for b in blocks:
             if b["scope"] and b["status"] == "succeeded":
@@ -153,6 +153,29 @@ async def start_resume(run_id: str, *, storage: Storage | None,
     return handle
 
 
+def _checkpoint(compiled: CompiledWorkflow, status: str, blocks: list[dict[str, Any]]
+                ) -> dict[str, tuple[str, Any]]:
+    """The top-level outcomes a resume keeps: every success, and the failures
+    that are not to be tried again.  A run resumed to go on (`waiting` for a
+    decision or a time, or cut off `running`) keeps all its failures: its
+    other branches run on and it ends failed.  A run resumed after it ended
+    failed or cancelled is being tried again: the failures that failed it run
+    again, while a failure its `on_error` block handled stays (the handler's
+    branch was the one taken; running the block again could take both)."""
+    go_on = status in ("waiting", "running", "queued")
+    nodes = compiled.graph.nodes
+    kept: dict[str, tuple[str, Any]] = {}
+    for b in blocks:
+        if b["scope"] != "":
+            continue
+        if b["status"] == "succeeded":
+            kept[b["block_id"]] = ("succeeded", b["output"])
+        elif b["status"] == "failed" and (go_on or (
+                b["block_id"] in nodes and nodes[b["block_id"]].spec.on_error is not None)):
+            kept[b["block_id"]] = ("failed", {"error": b.get("error")})
+    return kept
+
+
 async def _take(opened: Storage, run_id: str, row: dict[str, Any] | None) -> dict[str, Any]:
     """The run's lease for this process, with what `take_run` read after it;
     RunStateError when the run succeeded or another live process holds it."""
@@ -160,7 +183,7 @@ async def _take(opened: Storage, run_id: str, row: dict[str, Any] | None) -> dic
         row = await _stored_run(opened, run_id, "resuming")
     run_id = row["run_id"]
     if row["status"] == "succeeded":
-        # (A failed or cancelled run may be resumed: what did not succeed runs again.)
+        # (A failed or cancelled run may be resumed: the failures that failed it run again.)
         raise RunStateError(f"run {run_id} already succeeded: there is nothing to "
                             f"resume; start a new run instead")
     holder = row.get("lease_owner")
