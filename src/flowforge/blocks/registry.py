@@ -1,8 +1,17 @@
 """The table of block types. Adding a block type is one module and one
-`@register_block`; nothing in the engine changes."""
+`@register_block`; nothing in the engine changes.
+
+A built-in type's module is imported the first time its type is looked up,
+not when the table is first read: a command whose workflow uses `set` and
+`response` does not pay for importing the agent, its tools and the HTTP
+client (a tenth of a second of every short command's start).  Listing the
+table's names costs nothing; walking its types (`items()`, `values()`)
+imports them all."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
 from flowforge.blocks.base import BlockType
@@ -22,27 +31,45 @@ def register_block(cls: T) -> T:
     return cls
 
 
-def block_types() -> dict[str, type[BlockType]]:
-    """Every registered block type, built-ins loaded."""
-    _load_builtins()
-    return _TYPES
+class _BlockTypes(Mapping[str, type[BlockType]]):
+    """Every block type by name: the registered ones, and the built-ins,
+    each imported on its first look-up."""
+
+    def __getitem__(self, name: str) -> type[BlockType]:
+        block_type = _TYPES.get(name)
+        if block_type is None:
+            from flowforge.blocks import BUILTIN_TYPES
+
+            module = BUILTIN_TYPES.get(name)
+            if module is None:
+                raise KeyError(name)
+            importlib.import_module(f"flowforge.blocks.{module}")
+            block_type = _TYPES[name]
+        return block_type
+
+    def __contains__(self, name: object) -> bool:
+        from flowforge.blocks import BUILTIN_TYPES
+
+        return name in _TYPES or name in BUILTIN_TYPES
+
+    def __iter__(self) -> Iterator[str]:
+        from flowforge.blocks import BUILTIN_TYPES
+
+        yield from BUILTIN_TYPES
+        yield from (name for name in list(_TYPES) if name not in BUILTIN_TYPES)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+_TABLE = _BlockTypes()
+
+
+def block_types() -> Mapping[str, type[BlockType]]:
+    """Every block type by name (a built-in's module is imported on its
+    first look-up)."""
+    return _TABLE
 
 
 def get_block_type(name: str) -> type[BlockType] | None:
-    return block_types().get(name)
-
-
-_loaded = False
-
-
-def _load_builtins() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
-
-    from flowforge.blocks import BUILTIN_MODULES
-
-    for module in BUILTIN_MODULES:
-        importlib.import_module(f"flowforge.blocks.{module}")
+    return _TABLE.get(name)

@@ -11,7 +11,10 @@ own line breaks do not leak), wrapped like any other text.
 
 from __future__ import annotations
 
-import click
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:          # typer's commands are click's; importing click costs a command ~10 ms
+    import click
 
 __all__ = ["whole_short_help"]
 

@@ -13,13 +13,25 @@ import re
 from pathlib import Path
 from typing import Any
 
-from flowforge.apps.chains.exporter import workflow_to_agent
-from flowforge.apps.chains.importer import (BASE_URL_VARIABLE, LLM_PROVIDERS, agent_to_workflow,
-                                            is_agent, key_values)
-
 __all__ = ["agent_to_workflow", "workflow_to_agent", "is_agent", "workflow_data_if_agent",
            "split_variables", "secret_names", "agent_keys", "key_values", "BASE_URL_VARIABLE",
            "LLM_PROVIDERS"]
+
+# The converters import the LLM blocks; `load()` and `flowforge run` ask this
+# package about every file they load, and most are not Agents: the converters
+# are imported when first used (PEP 562), not with the package.
+_LAZY = {"agent_to_workflow": "importer", "is_agent": "importer", "key_values": "importer",
+         "BASE_URL_VARIABLE": "importer", "LLM_PROVIDERS": "importer",
+         "workflow_to_agent": "exporter"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 _SECRET_RE = re.compile(r"\{\{\s*secrets\.([A-Za-z0-9_\-]+)\s*\}\}")
 _SUFFIXES = (".json", ".yaml", ".yml")
@@ -44,6 +56,8 @@ def _agent_data(target: Any) -> tuple[dict[str, Any] | None, str | None]:
 
         data = parse_text(text, str(path))
         source = str(path)
+    from flowforge.apps.chains.importer import is_agent
+
     return (data, source) if is_agent(data) else (None, None)
 
 
@@ -53,15 +67,22 @@ def workflow_data_if_agent(target: Any) -> dict[str, Any] | None:
     agent, source = _agent_data(target)
     # load() and `flowforge run` run the Agent as given, on the caller's own
     # machine: a key written in it is used as a run secret (`agent_keys`).
-    return None if agent is None else agent_to_workflow(agent, source=source,
-                                                        literal_keys=True)
+    if agent is None:
+        return None
+    from flowforge.apps.chains.importer import agent_to_workflow
+
+    return agent_to_workflow(agent, source=source, literal_keys=True)
 
 
 def agent_keys(target: Any) -> dict[str, str]:
     """API keys written in an Agent's own `variables` (a dict or a file): the
     workflow leaves them out, and a run of the file passes them as secrets."""
     agent, _ = _agent_data(target)
-    return key_values(agent) if agent is not None else {}
+    if agent is None:
+        return {}
+    from flowforge.apps.chains.importer import key_values
+
+    return key_values(agent)
 
 
 def secret_names(document: Any) -> set[str]:

@@ -1,0 +1,73 @@
+"""The block-type table: every built-in is there by name from the start,
+its module imported on first look-up, so a short command pays only for the
+block types its workflow uses; a plugin's type joins the same table."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import flowforge
+from flowforge.blocks import BUILTIN_TYPES, BlockType, block_types, get_block_type, \
+    register_block
+
+
+def test_each_built_in_module_registers_the_type_named_for_it():
+    for name, module in BUILTIN_TYPES.items():
+        importlib.import_module(f"flowforge.blocks.{module}")
+        block_type = get_block_type(name)
+        assert block_type is not None and block_type.type_name == name, name
+        assert block_type.__module__ == f"flowforge.blocks.{module}", name
+
+
+def test_names_are_known_before_any_module_is_imported_and_unknown_ones_say_so():
+    found = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        from flowforge.blocks import block_types
+        names = sorted(block_types())
+        print(len(names), 'agent' in block_types(), 'flowforge.blocks.agent' in sys.modules)
+        print(block_types().get('nonesuch'), 'flowforge.blocks.agent' in sys.modules)
+        block_types()['agent']
+        print('flowforge.blocks.agent' in sys.modules)
+    """)], capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == [str(len(BUILTIN_TYPES)), "True", "False",
+                                    "None", "False", "True"]
+    with pytest.raises(KeyError):
+        block_types()["nonesuch"]
+
+
+def test_a_workflow_of_set_blocks_imports_no_other_block_module(tmp_path):
+    doc = tmp_path / "w.yaml"
+    doc.write_text("id: w\nblocks:\n  - {id: a, type: set, with: {x: 1}}\n"
+                   "  - {id: b, type: response, with: {message: '{{a.x}}'}}\n")
+    ran = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, flowforge
+        result = flowforge.run_sync({str(doc)!r}, storage=False)
+        loaded = sorted(m.rsplit('.', 1)[1] for m in sys.modules
+                        if m.startswith('flowforge.blocks.') and not m.rsplit('.', 1)[1]
+                        .startswith('_') and m.rsplit('.', 1)[1] not in ('base', 'registry'))
+        print(result.status, *loaded)
+    """)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["succeeded", "response", "set"]
+
+
+def test_a_plugin_type_is_in_the_same_table():
+    @register_block
+    class Shout(BlockType):
+        type_name = "test_registry_shout"
+
+        @classmethod
+        async def run(cls, context, config):
+            return {"said": "HEY"}
+
+    assert "test_registry_shout" in block_types() and "test_registry_shout" in list(
+        block_types())
+    result = flowforge.run_sync({"id": "p", "blocks": [{"id": "s", "type": "test_registry_shout"}]},
+                                storage=False)
+    assert result.status == "succeeded" and result.results["s"] == {"said": "HEY"}
