@@ -118,3 +118,63 @@ def test_runs_list_tells_a_cut_off_run_from_a_running_one(tmp_path):
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
     assert "cut off (runs resume)" in _cli("runs", "list", env=env).stdout
+
+
+FLAKY = '''
+
+@flowforge.function("flaky_note")
+def flaky_note(name: str) -> dict:
+    seen = open(os.environ["FF_SIDE_EFFECTS"]).read().split() if os.path.exists(
+        os.environ["FF_SIDE_EFFECTS"]) else []
+    note(name)
+    if name not in seen:
+        raise RuntimeError("fails the first time")
+    return {"name": name}
+'''
+
+
+def test_a_cut_off_run_keeps_its_failures_and_a_failed_run_tries_them_again(tmp_path):
+    (tmp_path / "functions.py").write_text(FUNCTIONS + FLAKY)
+    (tmp_path / "leased.yaml").write_text(
+        WORKFLOW + "  - {id: flaky, type: function, with: {function: flaky_note, "
+                   "args: {name: flaky}}}\n")
+    effects = tmp_path / "effects.log"
+    env = {**os.environ, "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'runs.db'}",
+           "FF_SIDE_EFFECTS": str(effects)}
+    functions = ["--import", str(tmp_path / "functions.py")]
+    first = subprocess.Popen([FLOWFORGE, "run", str(tmp_path / "leased.yaml"), "--quiet",
+                              *functions], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:                   # `slow` runs and `flaky`'s failure is stored
+            assert first.poll() is None and time.monotonic() < deadline
+            listed = json.loads(_cli("runs", "list", "--json", env=env).stdout or "[]")
+            if listed and "slow" in effects.read_text():
+                shown = json.loads(_cli("runs", "show", listed[0]["run_id"], "--json",
+                                        env=env).stdout)
+                if any(b["block_id"] == "flaky" and b["status"] == "failed"
+                       for b in shown["blocks"]):
+                    break
+            time.sleep(0.2)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)                  # the machine "crashes"
+        first.wait()
+    run_id = listed[0]["run_id"]
+    fast = {**env, "FF_SLOW": "0"}
+    # Going on after the crash: the failure stays a failure (not tried again
+    # behind the user's back); the other branch finishes; the run fails.
+    resumed = _cli("runs", "resume", run_id, "--json", *functions, env=fast)
+    assert resumed.returncode == 1, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "failed"
+    assert "fails the first time" in result["blocks"]["flaky"]["error"]
+    assert {b: r["status"] for b, r in result["blocks"].items()} == {
+        "first": "succeeded", "slow": "succeeded", "last": "succeeded", "flaky": "failed"}
+    assert sorted(effects.read_text().split()) == ["first", "flaky", "last", "slow", "slow"]
+    # Resuming the failed run tries again what failed it, and only that.
+    again = _cli("runs", "resume", run_id, "--json", *functions, env=fast)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["status"] == "succeeded"
+    assert sorted(effects.read_text().split()) == ["first", "flaky", "flaky", "last", "slow",
+                                                   "slow"]

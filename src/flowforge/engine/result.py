@@ -51,7 +51,8 @@ class RunResult:
     usage: dict[str, Any]
     memory: dict[str, Any]
     events: list[dict] = field(default_factory=list)
-    error: str | None = None                  # why the run failed, when it did (not in JSON)
+    error: str | None = None                  # why the run failed, when it did (not in JSON);
+    #                                           a waiting run's failures in other branches
 
     @property
     def succeeded(self) -> bool:
