@@ -13,5 +13,5 @@ BUILTIN_TYPES["registry"] = "registry_block"
 #: Built-in block modules.
 BUILTIN_MODULES = list(BUILTIN_TYPES.values())
 
-__all__ = ["BUILTIN_MODULES", "BUILTIN_TYPES", "BlockConfig", "BlockContext", "BlockType", "ChildOutcome",
-           "Routed", "block_types", "get_block_type", "register_block"]
+__all__ = ["BUILTIN_MODULES", "BUILTIN_TYPES", "BlockConfig", "BlockContext", "BlockType",
+           "ChildOutcome", "Routed", "block_types", "get_block_type", "register_block"]

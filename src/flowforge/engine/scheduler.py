@@ -499,15 +499,11 @@ class Scheduler:
             scope.values[nid] = failure
             if node.spec.on_error is None:
                 scope.errors[nid] = error or "failed"
-            if resumed:
-                bus.publish("block_failed", nid, error=error, scope=scope.label,
-                            handled_by=node.spec.on_error, resumed=True)
-            else:
-                bus.publish("block_failed", nid, error=error, scope=scope.label,
-                            handled_by=node.spec.on_error,
-                            **failure_detail(exc, self.owner is None or
-                                             self.owner.policy.trusted,
-                                             f"run {bus.run_id}, block {nid}"))
+            detail = {"resumed": True} if resumed else failure_detail(
+                exc, self.owner is None or self.owner.policy.trusted,
+                f"run {bus.run_id}, block {nid}")
+            bus.publish("block_failed", nid, error=error, scope=scope.label,
+                        handled_by=node.spec.on_error, **detail)
         elif status == SKIPPED:
             bus.publish("block_skipped", nid, reason=reason, scope=scope.label,
                         block_type=node.type)
