@@ -10,8 +10,8 @@ import flowforge
 
 PACKAGES = ["flowforge", "flowforge.workflow", "flowforge.engine", "flowforge.blocks",
             "flowforge.providers", "flowforge.storage", "flowforge.service", "flowforge.tools",
-            "flowforge.errors", "flowforge.apps.chains",
-            "flowforge.service.pool"]
+            "flowforge.errors", "flowforge.apps.chains", "flowforge.knowledge",
+            "flowforge.service.pool", "flowforge.lazy"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -19,6 +19,15 @@ def test_all_names_exist(name):
     module = importlib.import_module(name)
     missing = [item for item in module.__all__ if not hasattr(module, item)]
     assert missing == []
+
+
+def test_a_lazily_exported_name_is_its_module_s_and_an_unknown_one_is_named():
+    from flowforge.apps import chains
+    from flowforge.apps.chains import importer
+
+    assert chains.agent_to_workflow is importer.agent_to_workflow
+    with pytest.raises(AttributeError, match="'flowforge.apps.chains' has no attribute 'nope'"):
+        chains.nope
 
 
 def test_top_level_api():

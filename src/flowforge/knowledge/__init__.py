@@ -13,7 +13,7 @@ Names are imported lazily so `import flowforge.knowledge.tool` stays cheap.
 
 from __future__ import annotations
 
-from typing import Any
+from flowforge.lazy import lazy_attributes
 
 __all__ = ["Knowledge", "AddReport", "open_knowledge", "knowledge_for", "close_all",
            "get_embedder", "rank_routes", "knowledge_store_from_url", "default_knowledge_url"]
@@ -23,10 +23,4 @@ _WHERE = {"Knowledge": "api", "AddReport": "api", "open_knowledge": "api",
           "rank_routes": "semantic", "knowledge_store_from_url": "store",
           "default_knowledge_url": "store"}
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'flowforge.knowledge' has no attribute '{name}'")
-    import importlib
-    return getattr(importlib.import_module(f"flowforge.knowledge.{module}"), name)
+__getattr__ = lazy_attributes(__name__, _WHERE)

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from flowforge.lazy import lazy_attributes
+
 __all__ = ["agent_to_workflow", "workflow_to_agent", "is_agent", "workflow_data_if_agent",
            "split_variables", "secret_names", "agent_keys", "key_values", "BASE_URL_VARIABLE",
            "LLM_PROVIDERS"]
@@ -24,14 +26,7 @@ _LAZY = {"agent_to_workflow": "importer", "is_agent": "importer", "key_values": 
          "BASE_URL_VARIABLE": "importer", "LLM_PROVIDERS": "importer",
          "workflow_to_agent": "exporter"}
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 _SECRET_RE = re.compile(r"\{\{\s*secrets\.([A-Za-z0-9_\-]+)\s*\}\}")
 _SUFFIXES = (".json", ".yaml", ".yml")
