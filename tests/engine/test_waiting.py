@@ -9,8 +9,10 @@ import asyncio
 import time
 
 import pytest
+from rich.console import Console
 
 import flowforge
+from flowforge.cli.runs_view import list_runs
 from flowforge.service.approvals import decide
 from flowforge.service.resuming import resume_due
 from flowforge.service.runs import RunStateError
@@ -253,6 +255,9 @@ async def test_a_failed_branch_leaves_a_waiting_approval_decidable_and_is_kept(d
     # The approval's branch still runs: the person already asked can decide it.
     assert first.status == "waiting" and "lookup: RuntimeError: lookup failed" in first.error
     assert _statuses(first) == {"lookup": "failed", "ok": "waiting", "pay": "skipped"}
+    listed = Console(record=True, width=200)
+    await list_runs(db, None, "waiting", None, 10, False, listed)
+    assert "waiting (a branch failed)" in listed.export_text()   # `runs list` says so
     decided = await decide(first.run_id, "ok", "approve", by="ann", storage=db)
     # Deciding runs the approval's branch; the failure is kept, not tried again
     # (it would succeed now), and it fails the run once nothing waits.

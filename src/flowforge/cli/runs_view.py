@@ -83,7 +83,11 @@ async def list_runs(db: str | None, workflow: str | None, status: str | None, us
 
 def _shown_status(row: dict[str, Any]) -> str:
     """`running`, unless no process runs it any more: then `cut off` (its lease
-    lapsed, or its process on this host is gone), which `runs resume` finishes."""
+    lapsed, or its process on this host is gone), which `runs resume` finishes.
+    A run waiting while another branch has already failed says so: it will end
+    failed, and `--status failed` lists it only then."""
+    if row["status"] == "waiting" and row.get("error"):
+        return "waiting (a branch failed)"
     if row["status"] != "running":
         return row["status"]
     import time
