@@ -16,7 +16,15 @@ from typing import TypeVar
 
 from flowforge.blocks.base import BlockType
 
-__all__ = ["register_block", "block_types", "get_block_type"]
+__all__ = ["BUILTIN_TYPES", "register_block", "block_types", "get_block_type"]
+
+#: Built-in block types and the module of each (under flowforge.blocks),
+#: imported when its type is first looked up.
+BUILTIN_TYPES = {name: name for name in (
+    "input", "response", "set", "function", "condition", "loop", "parallel", "workflow",
+    "agent", "router", "evaluator", "guardrail", "llm", "parser", "http", "knowledge",
+    "keyword_lookup", "web_search", "progress", "wait", "approval")}
+BUILTIN_TYPES["registry"] = "registry_block"
 
 _TYPES: dict[str, type[BlockType]] = {}
 
@@ -38,8 +46,6 @@ class _BlockTypes(Mapping[str, type[BlockType]]):
     def __getitem__(self, name: str) -> type[BlockType]:
         block_type = _TYPES.get(name)
         if block_type is None:
-            from flowforge.blocks import BUILTIN_TYPES
-
             module = BUILTIN_TYPES.get(name)
             if module is None:
                 raise KeyError(name)
@@ -48,13 +54,9 @@ class _BlockTypes(Mapping[str, type[BlockType]]):
         return block_type
 
     def __contains__(self, name: object) -> bool:
-        from flowforge.blocks import BUILTIN_TYPES
-
         return name in _TYPES or name in BUILTIN_TYPES
 
     def __iter__(self) -> Iterator[str]:
-        from flowforge.blocks import BUILTIN_TYPES
-
         yield from BUILTIN_TYPES
         yield from (name for name in list(_TYPES) if name not in BUILTIN_TYPES)
 
