@@ -171,3 +171,31 @@ async def test_a_deadline_reads_as_one_and_a_cancel_leaves_no_block_pending(web,
     await page.locator("[aria-label='Run status'] .status-cancelled").wait_for()
     for block in ("paid", "refused"):
         await page.locator(f"[data-block-id={block}][data-state=skipped]").wait_for()
+
+
+async def test_a_run_waiting_beside_a_failed_branch_says_so_and_can_still_be_decided(web, page):
+    """The run stays `waiting` for its approval; the history marks it, since it
+    will end failed once the approval is decided."""
+    doc = {"id": "lookup-refund", "blocks": [
+        {"id": "lookup", "type": "set", "with": {"v": {"expr": "1 / 0"}}},
+        {"id": "manager", "type": "approval", "with": {"message": "Refund?"}},
+        {"id": "paid", "type": "response", "after": ["manager"], "with": {"message": "paid"}}]}
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", json=doc)
+        assert saved.status_code == 201, saved.text
+        started = await alice.post("/api/workflows/lookup-refund/runs?wait=true", json={})
+        run_id = started.json()["run_id"]
+        assert started.json()["status"] == "waiting", started.text
+    await sign_in(page, web)
+    await page.goto(web.url + "/runs?status=waiting")
+    row = page.locator("tbody tr", has_text="lookup-refund")
+    await row.locator(".status-waiting").wait_for()
+    marked = row.locator(".branch-failed")
+    assert (await marked.text_content()).strip() == "a branch failed"
+    assert "division by zero" in await marked.get_attribute("title")
+
+    await page.goto(web.url + f"/runs/{run_id}")
+    await page.get_by_text("lookup: ExpressionError").first.wait_for()
+    await page.get_by_role("region", name="Approval").get_by_role("button", name="Approve").click()
+    await page.locator("[aria-label='Run status'] .status-failed").wait_for()
+    await page.locator("[data-block-id=paid][data-state=succeeded]").wait_for()

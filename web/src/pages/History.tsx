@@ -83,7 +83,10 @@ export function History({ query }: { query: URLSearchParams }) {
                            checked={chosen.includes(run.run_id)} onChange={() => toggle(run.run_id)} /></td>
                 <td><Link to={`/runs/${run.run_id}`}><code>{run.run_id.slice(0, 12)}</code></Link></td>
                 <td>{run.workflow_id}{run.workflow_version ? ` v${run.workflow_version}` : ""}</td>
-                <td><StatusBadge status={run.status} /></td>
+                <td><StatusBadge status={run.status} />
+                  {/* it will end failed once nothing waits; `--status failed` lists it only then */}
+                  {run.status === "waiting" && run.error &&
+                    <span className="muted branch-failed" title={run.error}> a branch failed</span>}</td>
                 <td>{when(run.started_at ?? run.created_at)}</td>
                 <td>{when(run.finished_at)}</td>
               </tr>
