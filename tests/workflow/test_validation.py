@@ -94,6 +94,21 @@ def test_containers_hide_their_children_from_outside():
                               "container")
 
 
+def test_a_container_without_children_says_where_they_go():
+    doc = {"id": "w", "blocks": [
+        {"id": "repeat", "type": "loop", "with": {"times": 2}},
+        {"id": "each", "type": "parallel", "with": {"for_each": [1, 2], "blocks": [
+            {"id": "inner", "type": "set", "with": {"v": 1}}]}},
+        {"id": "plain", "type": "set", "with": {"v": 1},
+         "blocks": [{"id": "child", "type": "set", "with": {"v": 1}}]}]}
+    found = problems_of(doc)
+    assert "blocks[0].blocks: a loop block needs child `blocks:`" in found
+    # child blocks written under `with:` by mistake: the place they belong is named
+    assert "blocks[1].blocks: a parallel block needs child `blocks:` beside `with:`, " \
+           "not inside it" in found
+    assert "blocks[2].blocks: block type 'set' cannot hold child blocks" in found
+
+
 def test_malformed_yaml_names_line_and_column(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("id: x\nblocks:\n  - id: a\n    type: [set\n")

@@ -131,7 +131,9 @@ class _Compiler:
         children_names: dict[str, str] = {}
         if info.container:
             if not spec.blocks:
-                self.add(f"{where}.blocks", f"a {type_name} block needs child `blocks:`")
+                inside = "blocks" in spec.with_      # a common slip: listed under `with:`
+                self.add(f"{where}.blocks", f"a {type_name} block needs child `blocks:`"
+                         + (" beside `with:`, not inside it" if inside else ""))
             else:
                 inner_outer = {k: v for k, v in visible.items() if v != spec.id}
                 node.children = self.compile_scope(spec.blocks, f"{where}.", inner_outer, True)
