@@ -125,3 +125,23 @@ async def test_the_docs_pages_work_offline(server):
             for url in urls:
                 assert (await client.get(url)).status_code == 200, url
         assert '"validatorUrl": null' in (await client.get("/docs")).text
+
+
+def test_apps_as_made_share_one_document_and_an_app_with_routes_of_its_own_gets_its_own():
+    from flowforge.server.app import create_app
+
+    first, second = create_app(), create_app()
+    document = first.openapi()
+    assert second.openapi() is document          # built once per process, not per app
+    assert set(EXPECTED) <= set(document["paths"])
+
+    extended = create_app()
+
+    @extended.get("/mine")
+    async def mine() -> dict:
+        return {}
+
+    own = extended.openapi()
+    assert own is not document and "/mine" in own["paths"]
+    assert "/mine" not in document["paths"] and "/mine" not in create_app().openapi()["paths"]
+    assert set(own["paths"]) - {"/mine"} == set(document["paths"])

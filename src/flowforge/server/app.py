@@ -100,15 +100,37 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
     from flowforge.server.manual_pages import install_manual; install_manual(app)  # /manual/
     from flowforge.server.webui import install_web_app   # `/`: the web app, after the API
     install_web_app(app)
-    app.openapi = lambda: _openapi(app)      # type: ignore[method-assign]
+    made = tuple(map(id, app.router.routes))
+    app.openapi = lambda: _openapi(app, made)      # type: ignore[method-assign]
     return app
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
+#: The API document of an app as `create_app` made it.  Every such app has the
+#: same routes (none depends on the settings), so the document is a function
+#: of the code: it is built once per process, not on each app's first request
+#: with a body (the media-type check reads it), where it cost ~0.15 s of CPU.
+_MADE_DOCUMENT: dict[str, Any] | None = None
+
+
+def _openapi(app: FastAPI, made: tuple[int, ...]) -> dict[str, Any]:
     """FastAPI's document plus the workflow format, which routes read from a
-    raw body (JSON or YAML) and so cannot declare as a parameter."""
+    raw body (JSON or YAML) and so cannot declare as a parameter.  An app
+    whose routes changed after `create_app` (a program that added its own)
+    gets a document of its own."""
+    global _MADE_DOCUMENT
     if app.openapi_schema:
         return app.openapi_schema
+    as_made = tuple(map(id, app.router.routes)) == made
+    if as_made and _MADE_DOCUMENT is not None:
+        app.openapi_schema = _MADE_DOCUMENT
+        return _MADE_DOCUMENT
+    app.openapi_schema = _build_openapi(app)
+    if as_made:
+        _MADE_DOCUMENT = app.openapi_schema
+    return app.openapi_schema
+
+
+def _build_openapi(app: FastAPI) -> dict[str, Any]:
     schema = get_openapi(title=app.title, version=app.version, description=app.description,
                          routes=app.routes)
     workflow = Workflow.model_json_schema(by_alias=True,
@@ -139,7 +161,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                     # what server/idempotency.py accepts, so clients can know it
                     parameter["schema"] = {"type": "string", "minLength": 1,
                                            "maxLength": 255, "pattern": "^[!-~][ -~]*$"}
-    app.openapi_schema = schema
     return schema
 
 
