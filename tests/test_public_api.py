@@ -11,7 +11,7 @@ import flowforge
 PACKAGES = ["flowforge", "flowforge.workflow", "flowforge.engine", "flowforge.blocks",
             "flowforge.providers", "flowforge.storage", "flowforge.service", "flowforge.tools",
             "flowforge.errors", "flowforge.apps.chains", "flowforge.knowledge",
-            "flowforge.service.pool", "flowforge.lazy"]
+            "flowforge.service.pool", "flowforge.lazy", "flowforge.tls"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -20,6 +20,7 @@ import flowforge
 from flowforge.server import ServerSettings, create_app
 from flowforge.service.users import create_user
 from flowforge.storage import storage_from_url
+from flowforge.tls import verified_context
 from tests.storage.conftest import postgres_schema_url, postgres_url, storage_url  # noqa: F401
 
 
@@ -57,7 +58,9 @@ class Server:
 
     def client(self, who: str | None = "alice", **kwargs: Any) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {self.keys[who]}"} if who else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30, **kwargs)
+        # the shared TLS context: httpx would load the CA bundle for each client
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30,
+                                 verify=verified_context(), **kwargs)
 
     @property
     def ws_url(self) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from flowforge.errors import FlowforgeError, MissingCredentials, ProviderError
+from flowforge.tls import verified_context
 
 __all__ = ["Embedder", "LocalMiniLM", "OpenAIEmbedder", "get_embedder", "DEFAULT_MODEL",
            "normalise_model_name"]
@@ -250,7 +251,8 @@ class OpenAIEmbedder(Embedder):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         vectors: list[list[float]] = []
         async with httpx.AsyncClient(base_url=self.base_url.rstrip("/") + "/", headers=headers,
-                                     transport=self.transport, timeout=60) as client:
+                                     transport=self.transport, timeout=60,
+                                     verify=verified_context()) as client:
             for start in range(0, len(texts), 256):
                 batch = texts[start:start + 256]
                 try:

@@ -25,6 +25,7 @@ from urllib.parse import urljoin, urlsplit
 import yaml
 
 from flowforge.errors import FlowforgeError
+from flowforge.tls import verified_context
 
 __all__ = ["SourceDocument", "IngestError", "SUPPORTED_SUFFIXES", "load_path", "load_paths", "load_bytes",
            "fetch_url", "normalise_tags", "merge_tags", "parse_tag_options"]
@@ -255,7 +256,7 @@ async def fetch_url(url: str, tags: Mapping[str, list[str]] | None = None, *,
     current = url
     try:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False,
-                                     transport=transport) as client:
+                                     transport=transport, verify=verified_context()) as client:
             for _ in range(_MAX_REDIRECTS + 1):
                 await check_url(current, allow_private_network)
                 async with client.stream("GET", current) as response:

@@ -39,6 +39,7 @@ from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Pr
 from flowforge.providers.registry import ProviderOptions, register_provider
 from flowforge.providers.retry import (connection_error, error_from_status, timeout_error,
                                        unusable_answer)
+from flowforge.tls import verified_context
 
 __all__ = ["ReplicateProvider", "DEFAULT_BASE_URL"]
 
@@ -56,7 +57,8 @@ class ReplicateProvider(Provider):
                  http_client: httpx.AsyncClient | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.remote = not is_loopback_url(self.base_url)
-        self.client = http_client or httpx.AsyncClient(timeout=httpx.Timeout(60.0))
+        self.client = http_client or httpx.AsyncClient(timeout=httpx.Timeout(60.0),
+                                                          verify=verified_context())
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
     async def complete(self, request: LLMRequest,

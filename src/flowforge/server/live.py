@@ -31,6 +31,7 @@ from flowforge.service.resuming import start_resume
 from flowforge.service.runs import RunHandle, RunStateError, start_run
 from flowforge.service.secrets import load_secrets
 from flowforge.service.workflows import WorkflowStore
+from flowforge.tls import verified_context
 from flowforge.workflow.policy import Policy
 from flowforge.storage.base import Storage
 from flowforge.workflow.graph import CompiledWorkflow
@@ -48,7 +49,8 @@ class LiveRuns:
                  http: httpx.AsyncClient | None = None) -> None:
         self.storage = storage
         self.settings = settings
-        self.http = http or httpx.AsyncClient(timeout=settings.webhook_timeout)
+        self.http = http or httpx.AsyncClient(timeout=settings.webhook_timeout,
+                                               verify=verified_context())
         self.workflows = WorkflowStore(storage)
         self.handles: dict[str, RunHandle] = {}
         self.background: set[asyncio.Task] = set()

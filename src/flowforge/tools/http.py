@@ -19,6 +19,7 @@ from urllib.parse import quote, urljoin
 
 
 from flowforge.errors import ToolError
+from flowforge.tls import verified_context
 from flowforge.tools.network import check_url
 from flowforge.tools.spec import Tool, ToolContext
 
@@ -58,7 +59,8 @@ async def http_request(method: str, url: str, *, headers: Mapping[str, str] | No
     method = method.upper()
     started = time.perf_counter()
     try:
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False,
+                                     verify=verified_context()) as client:
             for _hop in range(_MAX_REDIRECTS + 1):
                 await check_url(url, allow_private_network)
                 request = client.build_request(method, url, headers=dict(headers or {}),

@@ -24,6 +24,7 @@ import httpx
 from flowforge.errors import ProviderError, ToolError
 from flowforge.providers.retry import (RetryPolicy, connection_error, error_from_status,
                                        timeout_error)
+from flowforge.tls import verified_context
 
 __all__ = ["SearchResult", "WebSearchBackend", "post_json", "DEFAULT_TIMEOUT", "search_error", "clip"]
 
@@ -59,7 +60,8 @@ async def post_json(backend: str, url: str, body: Mapping[str, Any], *,
     """POST `body` as JSON, retried per `retry`; the decoded JSON object answer."""
     retry = retry or RetryPolicy(attempts=3)
     attempt = 0
-    async with httpx.AsyncClient(timeout=timeout, transport=transport) as client:
+    async with httpx.AsyncClient(timeout=timeout, transport=transport,
+                                 verify=verified_context()) as client:
         while True:
             attempt += 1
             try:

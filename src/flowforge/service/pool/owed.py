@@ -19,6 +19,7 @@ from flowforge.errors import StorageError
 from flowforge.service.pool.follow import stored_result
 from flowforge.service.webhooks import deliver_webhook, delivery_options, webhook_payload
 from flowforge.storage.base import Storage
+from flowforge.tls import verified_context
 
 __all__ = ["deliver_owed", "deliver_when_ended", "deliver_owed_webhooks"]
 
@@ -52,7 +53,7 @@ async def deliver_owed(storage: Storage, run_id: str, *,
             settled = "failed"
             return False
         payload = webhook_payload(await stored_result(storage, run_id), row)
-        http = client or httpx.AsyncClient(timeout=timeout)
+        http = client or httpx.AsyncClient(timeout=timeout, verify=verified_context())
         try:
             delivered = await deliver_webhook(
                 storage, http, run_id, url, payload, owner["webhook_secret"],
