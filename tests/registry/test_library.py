@@ -60,3 +60,26 @@ async def test_an_llm_answer_that_breaks_the_schema_fails_the_test():
         unregister_script("lib-bad")
     assert not report.passed
     assert "summary" in report.first_error
+
+
+def test_the_library_is_read_once_each_caller_gets_copies_and_a_changed_file_is_read_again(
+        tmp_path, monkeypatch):
+    from flowforge.registry import registry as module
+
+    for path in module.LIBRARY_DIR.glob("*.yaml"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(module, "LIBRARY_DIR", tmp_path)
+    reads = []
+    real = module.read_definition_file
+    monkeypatch.setattr(module, "read_definition_file",
+                        lambda path: reads.append(path) or real(path))
+    first = library_definitions()
+    assert len(reads) == len(first) == len(LIBRARY)
+    first[0].description = "changed by a caller"          # a copy: nobody else sees it
+    again = library_definitions()
+    assert len(reads) == len(first)                        # not read a second time
+    assert again[0].description == LIBRARY[again[0].id].description
+    edited = tmp_path / f"{again[0].id}.yaml"
+    edited.write_text(edited.read_text().replace(again[0].description[:20],
+                                                 "An edited description"))
+    assert library_definitions()[0].description.startswith("An edited description")

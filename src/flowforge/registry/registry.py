@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -63,8 +64,19 @@ def read_definition_file(path: str | Path) -> BlockDefinition:
 
 
 def library_definitions() -> list[BlockDefinition]:
-    """The bundled starter library, in id order."""
-    return [read_definition_file(path) for path in sorted(LIBRARY_DIR.glob("*.yaml"))]
+    """The bundled starter library, in id order.  Every registry opened seeds
+    from it, and reading and checking its files costs ~0.1 s, so that is done
+    once per process (again if a file changes); each caller gets copies."""
+    files = tuple((path.name, stat.st_mtime_ns, stat.st_size)
+                  for path in sorted(LIBRARY_DIR.glob("*.yaml")) for stat in [path.stat()])
+    return [definition.model_copy(deep=True)
+            for definition in _checked_library(str(LIBRARY_DIR), files)]
+
+
+@functools.lru_cache(maxsize=4)
+def _checked_library(folder: str, files: tuple[tuple[str, int, int], ...]
+                     ) -> tuple[BlockDefinition, ...]:
+    return tuple(read_definition_file(Path(folder) / name) for name, _, _ in files)
 
 
 class Registry:
