@@ -103,7 +103,7 @@ def wait_healthy(process: subprocess.Popen, url: str, seconds: float = 30.0) -> 
             said = process.stderr.read().decode()[-2000:] if process.stderr else ""
             pytest.fail(f"the server exited before it answered /health: {said}")
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx.get(f"{url}/health", timeout=2, verify=verified_context()).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from flowforge.tls import verified_context
 from tests.echo_server import echo_server, sending
 
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
@@ -60,7 +61,7 @@ def test_serve_answers_with_a_created_key_and_refuses_without(tmp_path):
         base = f"http://127.0.0.1:{port}"
         for _ in range(150):
             try:
-                if httpx.get(f"{base}/health").status_code == 200:
+                if httpx.get(f"{base}/health", verify=verified_context()).status_code == 200:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
@@ -184,7 +185,7 @@ def test_serve_imports_functions_as_run_and_worker_do(tmp_path):
         base = f"http://127.0.0.1:{port}"
         for _ in range(150):
             try:
-                if httpx.get(f"{base}/health").status_code == 200:
+                if httpx.get(f"{base}/health", verify=verified_context()).status_code == 200:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)

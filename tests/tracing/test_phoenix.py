@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flowforge.tls import verified_context
+
 ROOT = Path(__file__).resolve().parents[2]
 PHOENIX = ROOT / ".venv-phoenix" / "bin" / "phoenix"
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
@@ -46,7 +48,7 @@ def phoenix(tmp_path_factory):
         while True:
             assert process.poll() is None, (folder / "phoenix.log").read_text()[-3000:]
             try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/healthz", timeout=2, verify=verified_context()).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
