@@ -89,7 +89,9 @@ async def http_request(method: str, url: str, *, headers: Mapping[str, str] | No
     except httpx.TimeoutException:
         raise ToolError(f"{method} {url} timed out after {timeout:g}s") from None
     except httpx.HTTPError as exc:
-        raise ToolError(f"{method} {url} failed: {type(exc).__name__}: {exc}") from None
+        hint = "; if the server's certificate comes from your own CA, set SSL_CERT_FILE " \
+            "to a file of its certificate" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else ""
+        raise ToolError(f"{method} {url} failed: {type(exc).__name__}: {exc}{hint}") from None
 
 
 def _parse(body: bytes, content_type: str) -> Any:
