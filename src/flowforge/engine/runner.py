@@ -269,6 +269,7 @@ class Run:
                 if top.remaining:
                     top.done = asyncio.get_running_loop().create_future()
                     await top.done
+            failures = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items()) or None
             if self.scheduler.cancelled:
                 self.status = "cancelled"
                 self.error = "the run was cancelled"
@@ -279,14 +280,13 @@ class Run:
                 # (an approval already asked stays decidable), and the run ends
                 # failed once they have.  The failure is kept, not run again.
                 self.status = "waiting"
-                if top.errors:
-                    self.error = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items())
+                self.error = failures
                 due = [s.resume_at for s in self.scheduler.suspended.values()
                        if s.resume_at is not None]
                 self.resume_at = min(due) if due else None
-            elif top.errors:
+            elif failures:
                 self.status = "failed"
-                self.error = "; ".join(f"{bid}: {err}" for bid, err in top.errors.items())
+                self.error = failures
             else:
                 self.status = "succeeded"
         result = self._result(top)
