@@ -79,15 +79,19 @@ def worker_command(
     SIGTERM or Ctrl-C: no more runs are taken, the runs in flight finish
     (a second one stops at once; their runs are taken over)."""
     from flowforge.cli.main import import_plugins
-    from flowforge.service.pool import (QueueError, default_queue, is_redis, prepare_worker,
-                                        start_reaper, worker_app)
+    from flowforge.service.pool import (QueueError, broker_url, default_queue, is_redis,
+                                        prepare_worker, start_reaper, worker_app)
     from flowforge.service.resuming import RESUME_CUT_OFF_ENV
 
     import_plugins(imports)
     _log_to_stderr(loglevel)
     queues = queues or default_queue()
     try:
-        app = worker_app(broker)
+        url = broker_url(broker)
+        # On Redis a worker takes its messages itself, and a supervisor only starts
+        # workers: Celery's application (~0.25 s of CPU to import and build) is
+        # needed only by a worker on another broker, and by whatever sends.
+        app = worker_app(broker) if processes == 1 and not is_redis(url) else None
     except QueueError as exc:
         _fail(str(exc))
     if db:
@@ -98,9 +102,9 @@ def worker_command(
     try:
         if processes > 1:
             code = _supervise(processes, concurrency, queues, broker, loglevel, imports)
-        elif is_redis(app.conf.broker_url):
+        elif app is None:
             prepare_worker(db)
-            code = _redis_worker(app.conf.broker_url, queues, concurrency)
+            code = _redis_worker(url, queues, concurrency)
         else:
             prepare_worker(db)
             code = _celery_worker(app, [

@@ -29,7 +29,7 @@ from typing import Any
 from flowforge.errors import StorageError
 from flowforge.service.cancel import LEASE_SECONDS, lease_holder_alive, lease_lapsed
 from flowforge.service.pool.broker import (QUEUED_PRIORITY, TAKEOVER_PRIORITY, QueueError,
-                                           celery_app, default_queue, send_run)
+                                           broker_url, celery_app, default_queue, send_run)
 from flowforge.service.pool.loop import process_loop
 from flowforge.service.pool.owed import deliver_owed_webhooks
 from flowforge.service.pool.queued import fail_cut_off_run, how_queued, resumes
@@ -55,7 +55,7 @@ async def reap(database: str | None = None, *, broker: str | None = None,
     process's): the ids this reaper sent.  A lapse another reaper took first
     is left to it.  With resuming off (here, or by whoever queued the run), a
     cut-off running run is marked failed instead."""
-    app = celery_app(broker)
+    broker_url(broker)                   # no broker configured: say so before any change
     queue = queue or default_queue()
     sent = []
     async with open_storage(database) as storage:
@@ -68,7 +68,8 @@ async def reap(database: str | None = None, *, broker: str | None = None,
                   if lease_lapsed(row, now)]
         lost = [row for row in queued if not row.get("lease_owner")
                 and row["created_at"] < now - LEASE_SECONDS]
-        broker_now = _look_at(app, queue) if lapsed or lost else None
+        # Celery's application only when there is a message to send
+        broker_now = _look_at(celery_app(broker), queue) if lapsed or lost else None
         for row in lapsed:
             owner = row.get("lease_owner") or ""
             if owner.startswith(HANDOFF_PREFIX) and not broker_now.lost(owner):

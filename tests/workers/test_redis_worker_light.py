@@ -1,0 +1,44 @@
+"""On Redis a worker takes its messages itself (`RedisConsumer`): it runs runs
+without importing Celery or Kombu, whose application cost every worker start
+~0.25 s of CPU; only a message to send (a reaper's takeover, a due run) needs
+them."""
+
+from __future__ import annotations
+
+from flowforge.service.pool import enqueue
+from flowforge.storage import storage_from_url
+from tests.workers.test_pool import chain, ended, wait_for
+
+#: Imported first by the worker (`--import`): any import of Celery or Kombu fails.
+NO_CELERY = '''
+import importlib.abc
+import sys
+
+
+class NoCelery(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("celery", "kombu"):
+            raise ImportError(f"{name} may not be imported by this worker")
+        return None
+
+
+sys.meta_path.insert(0, NoCelery())
+'''
+
+
+async def test_a_worker_on_redis_runs_runs_without_celery(pool, tmp_path):
+    blocker = tmp_path / "no_celery.py"
+    blocker.write_text(NO_CELERY)
+    worker = pool.start(options=("--import", str(blocker)))
+    pool.wait_ready(worker)
+    storage = storage_from_url(pool.database)
+    await storage.open()
+    try:
+        run_id = await enqueue(chain(2, 0.02, tmp_path / "steps.log"), storage=storage,
+                               queue=pool.queue)
+        row = await wait_for(storage, run_id, ended)
+        assert row["status"] == "succeeded", row
+        assert (tmp_path / "steps.log").read_text().count("end") == 2
+    finally:
+        await storage.close()
+    assert worker.poll() is None           # still serving: nothing it did needed Celery
