@@ -15,7 +15,7 @@ import os
 import ssl
 from functools import lru_cache
 
-__all__ = ["verified_context"]
+__all__ = ["certificate_hint", "verified_context"]
 
 
 def verified_context() -> ssl.SSLContext:
@@ -23,6 +23,16 @@ def verified_context() -> ssl.SSLContext:
     checked against the same CAs httpx's own default would trust."""
     return _context(os.environ.get("SSL_CERT_FILE") or None,
                     os.environ.get("SSL_CERT_DIR") or None)
+
+
+def certificate_hint(exc: BaseException) -> str:
+    """What to add to the message of a refused certificate that no trusted CA
+    signed (the usual case: a company's own CA in front of the server); else
+    nothing.  Retrying such a request cannot help: the fix is the user's."""
+    if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
+        return ""
+    return ("; if the server's certificate comes from your own CA, set SSL_CERT_FILE "
+            "to a file of its certificate")
 
 
 @lru_cache(maxsize=4)

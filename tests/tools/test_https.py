@@ -1,6 +1,8 @@
-"""HTTPS from the `http` block's client: a certificate no trusted CA signed
-is refused, and a CA named by `SSL_CERT_FILE` is trusted, as httpx's own
-default would do (flowforge shares one TLS context among its clients)."""
+"""HTTPS from flowforge's clients (the `http` block's, the document fetcher's,
+web search's): a certificate no trusted CA signed is refused, with the way to
+trust a CA of one's own, and a CA named by `SSL_CERT_FILE` is trusted, as
+httpx's own default would do (flowforge shares one TLS context among its
+clients)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from flowforge.errors import ToolError
+from flowforge.knowledge.ingest import IngestError, fetch_url
+from flowforge.providers.retry import RetryPolicy
 from flowforge.tools.http import http_request
+from flowforge.websearch.base import post_json
 
 
 def _certificate(subject: str, key, issuer_name, issuer_key, *, ca: bool) -> x509.Certificate:
@@ -87,3 +92,29 @@ async def test_a_ca_named_by_ssl_cert_file_is_trusted(https_server, monkeypatch)
     monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
     answer = await http_request("GET", url, allow_private_network=True, timeout=10)
     assert answer.status == 200 and answer.data == {"secure": True}
+
+
+async def test_the_document_fetcher_refuses_it_and_says_how_to_trust_it(https_server,
+                                                                       monkeypatch):
+    url, ca_file = https_server
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    with pytest.raises(IngestError, match="CERTIFICATE_VERIFY_FAILED.*set SSL_CERT_FILE"):
+        await fetch_url(url, allow_private_network=True, timeout=10)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
+    documents = await fetch_url(url, allow_private_network=True, timeout=10)
+    assert documents and "secure" in documents[0].text
+
+
+async def test_web_search_refuses_it_at_once_and_says_how_to_trust_it(https_server,
+                                                                     monkeypatch):
+    url, _ = https_server
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+    async def no_retry(delay):
+        raise AssertionError("a refused certificate was retried")
+
+    with pytest.raises(ToolError, match="CERTIFICATE_VERIFY_FAILED.*set SSL_CERT_FILE"):
+        await post_json("perplexity", url, {"query": "q"}, headers={}, timeout=10,
+                        retry=RetryPolicy(attempts=3, sleep=no_retry))

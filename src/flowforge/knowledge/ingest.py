@@ -25,7 +25,7 @@ from urllib.parse import urljoin, urlsplit
 import yaml
 
 from flowforge.errors import FlowforgeError
-from flowforge.tls import verified_context
+from flowforge.tls import certificate_hint, verified_context
 
 __all__ = ["SourceDocument", "IngestError", "SUPPORTED_SUFFIXES", "load_path", "load_paths", "load_bytes",
            "fetch_url", "normalise_tags", "merge_tags", "parse_tag_options"]
@@ -277,4 +277,5 @@ async def fetch_url(url: str, tags: Mapping[str, list[str]] | None = None, *,
     except ToolError as exc:
         raise IngestError(str(exc)) from None
     except httpx.HTTPError as exc:
-        raise IngestError(f"{url}: download failed ({type(exc).__name__}: {exc})") from None
+        raise IngestError(f"{url}: download failed ({type(exc).__name__}: {exc})"
+                          f"{certificate_hint(exc)}") from None

@@ -19,7 +19,7 @@ from urllib.parse import quote, urljoin
 
 
 from flowforge.errors import ToolError
-from flowforge.tls import verified_context
+from flowforge.tls import certificate_hint, verified_context
 from flowforge.tools.network import check_url
 from flowforge.tools.spec import Tool, ToolContext
 
@@ -89,9 +89,8 @@ async def http_request(method: str, url: str, *, headers: Mapping[str, str] | No
     except httpx.TimeoutException:
         raise ToolError(f"{method} {url} timed out after {timeout:g}s") from None
     except httpx.HTTPError as exc:
-        hint = "; if the server's certificate comes from your own CA, set SSL_CERT_FILE " \
-            "to a file of its certificate" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else ""
-        raise ToolError(f"{method} {url} failed: {type(exc).__name__}: {exc}{hint}") from None
+        raise ToolError(f"{method} {url} failed: {type(exc).__name__}: {exc}"
+                        f"{certificate_hint(exc)}") from None
 
 
 def _parse(body: bytes, content_type: str) -> Any:

@@ -24,7 +24,7 @@ import httpx
 from flowforge.errors import ProviderError, ToolError
 from flowforge.providers.retry import (RetryPolicy, connection_error, error_from_status,
                                        timeout_error)
-from flowforge.tls import verified_context
+from flowforge.tls import certificate_hint, verified_context
 
 __all__ = ["SearchResult", "WebSearchBackend", "post_json", "DEFAULT_TIMEOUT", "search_error", "clip"]
 
@@ -80,7 +80,9 @@ async def post_json(backend: str, url: str, body: Mapping[str, Any], *,
             except httpx.TimeoutException as exc:
                 error = timeout_error(backend, f"no answer within {timeout:g} s ({exc})")
             except httpx.TransportError as exc:
-                error = connection_error(backend, str(exc) or type(exc).__name__)
+                hint = certificate_hint(exc)     # a refused certificate: no retry mends it
+                error = ProviderError(f"could not connect: {exc}{hint}", provider=backend) \
+                    if hint else connection_error(backend, str(exc) or type(exc).__name__)
             except ProviderError as exc:
                 error = exc
             delay = retry.delay_for(error, attempt)
