@@ -255,7 +255,6 @@ async def _ask_model(context: BlockContext, config: RouterConfig, calls: ModelCa
 async def _semantic_scores(context: BlockContext, config: RouterConfig,
                            candidates: list[Node]) -> list[tuple[str, float]]:
     try:
-        from flowforge.knowledge.embeddings import get_embedder
         from flowforge.knowledge.semantic import rank_routes
     except ImportError as exc:
         raise BlockError(context.block_id, RouterBlock.type_name,

@@ -24,7 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flowforge.cli.options import db_option
-from flowforge.errors import FlowforgeError, NotFound, StorageError
+from flowforge.errors import FlowforgeError
 
 __all__ = ["kb_app", "matching_documents"]
 

@@ -25,7 +25,7 @@ from flowforge.cli import kb as kb_cli
 from flowforge.cli.exits import run_exit_code
 from flowforge.cli.helptext import whole_short_help
 from flowforge.cli.options import add_db_aliases, db_option
-from flowforge.errors import FlowforgeError, InputError, StorageError, WorkflowError
+from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 
 __all__ = ["app", "main"]
 
