@@ -9,16 +9,26 @@ from flowforge.service.pool import enqueue
 from flowforge.storage import storage_from_url
 from tests.workers.test_pool import chain, ended, wait_for
 
-#: Imported first by the worker (`--import`): any import of Celery or Kombu fails.
+#: Imported first by the worker (`--import`): Celery and Kombu stay installed (the
+#: worker checks that they are), but importing either fails.
 NO_CELERY = '''
 import importlib.abc
+import importlib.machinery
 import sys
+
+
+class Refused(importlib.abc.Loader):
+    def create_module(self, spec):
+        raise ImportError(f"{spec.name} may not be imported by this worker")
+
+    def exec_module(self, module):
+        raise ImportError(f"{module.__name__} may not be imported by this worker")
 
 
 class NoCelery(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("celery", "kombu"):
-            raise ImportError(f"{name} may not be imported by this worker")
+            return importlib.machinery.ModuleSpec(name, Refused())
         return None
 
 

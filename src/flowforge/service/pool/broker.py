@@ -21,7 +21,8 @@ from typing import Any
 from flowforge.errors import FlowforgeError
 
 __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QUEUED_PRIORITY",
-           "TAKEOVER_PRIORITY", "QueueError", "broker_url", "celery_app", "default_queue",
+           "TAKEOVER_PRIORITY", "QueueError", "broker_url", "celery_app", "require_celery",
+           "default_queue",
            "send_run", "visibility_timeout", "is_redis"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
@@ -78,6 +79,18 @@ _SEND_RETRY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5,
                "interval_max": 1.0}
 
 
+_NO_CELERY = "the worker pool needs Celery: pip install 'flowforge[workers]'"
+
+
+def require_celery() -> None:
+    """Say now, not at the first message to send, that Celery is missing: a
+    worker on Redis loads it only then (a reaper's takeover, a due run)."""
+    import importlib.util
+
+    if importlib.util.find_spec("celery") is None:
+        raise QueueError(_NO_CELERY)
+
+
 @lru_cache(maxsize=8)
 def celery_app(url: str | None = None) -> Any:
     """The Celery application for this broker (a worker adds the task that runs
@@ -85,8 +98,7 @@ def celery_app(url: str | None = None) -> Any:
     try:
         from celery import Celery
     except ImportError:
-        raise QueueError("the worker pool needs Celery: pip install 'flowforge[workers]'") \
-            from None
+        raise QueueError(_NO_CELERY) from None
     app = Celery("flowforge", broker=broker_url(url))
     if is_redis(app.conf.broker_url):
         from flowforge.service.pool.redis_channel import reuse_clients
