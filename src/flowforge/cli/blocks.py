@@ -20,24 +20,23 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from flowforge.cli.exits import fail as _fail
 from flowforge.errors import FlowforgeError
 
 __all__ = ["blocks_app", "definition_yaml"]
 
 blocks_app = typer.Typer(help="The block registry: list, show, add, search, test.",
                          no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
+out = Console(markup=False)
+err = Console(stderr=True, markup=False)
 
 
 from flowforge.cli.exits import exit_code  # noqa: E402
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
 
 
 def _registry():
@@ -140,7 +139,7 @@ def add_block(file: Path = typer.Argument(..., help="Block definition (YAML or J
         saved = _registry().add(definition)
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))
-    out.print(f"added [bold]{saved.id}[/] version {saved.version}")
+    out.print(f"added [bold]{escape(saved.id)}[/] version {saved.version}", markup=True)
 
 
 @blocks_app.command("delete")
@@ -189,9 +188,9 @@ def test_block(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Opt
     else:
         for result in report.results:
             mark = "[green]pass[/]" if result["ok"] else "[red]fail[/]"
-            out.print(f"example {result['example']}: {mark} "
-                      f"{result.get('error') or json.dumps(result.get('output'))}",
-                      highlight=False)
+            detail = result.get("error") or json.dumps(result.get("output"))
+            out.print(f"example {escape(str(result['example']))}: {mark} {escape(detail)}",
+                      highlight=False, markup=True)
         if report.note:
             out.print(report.note)
     raise typer.Exit(0 if report.passed else 1)

@@ -21,42 +21,48 @@ from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from flowforge.cli.exits import fail
 from flowforge.errors import FlowforgeError
 
 __all__ = ["build_command", "register", "describe_event"]
 
-out = Console()
-err = Console(stderr=True)
+out = Console(markup=False)
+err = Console(stderr=True, markup=False)
 
 
 def describe_event(event: dict[str, Any]) -> str | None:
-    """One line for the terminal (None: not worth a line)."""
+    """One line for the terminal, as markup whose data (names, errors) is escaped
+    (None: not worth a line)."""
     kind = event["type"]
+    name = escape(str(event.get("name", "")))
     if kind == "stage":
-        return f"[bold]== {event['stage']}[/]"
+        return f"[bold]== {escape(str(event['stage']))}[/]"
     if kind == "decompose_blocks":
-        return "plan: " + ", ".join(f"{b['name']} ({b['execution_type']})"
-                                    for b in event["blocks"])
+        return "plan: " + escape(", ".join(f"{b['name']} ({b['execution_type']})"
+                                           for b in event["blocks"]))
     if kind == "search_found":
-        return f"  found {event['required']} -> {event['block_id']}"
+        return f"  found {escape(str(event['required']))} -> {escape(str(event['block_id']))}"
     if kind == "search_missing":
-        return f"  missing {event['required']} (will write it)"
+        return f"  missing {escape(str(event['required']))} (will write it)"
     if kind == "creating_block":
-        return f"  writing {event['name']} (attempt {event['attempt']})"
+        return f"  writing {name} (attempt {event['attempt']})"
     if kind == "block_test_failed":
-        return f"  [red]test failed[/] {event['name']}: {str(event['error'])[:300]}"
+        return f"  [red]test failed[/] {name}: {escape(str(event['error'])[:300])}"
     if kind == "block_test_passed":
-        return f"  [green]test passed[/] {event['name']}"
+        return f"  [green]test passed[/] {name}"
     if kind == "block_created":
-        return f"  saved {event['block_id']} v{event['version']} (created_by: thinker)"
+        return (f"  saved {escape(str(event['block_id']))} v{event['version']} "
+                f"(created_by: thinker)")
     if kind == "block_create_failed":
-        return f"  [red]gave up on[/] {event['name']} after {event['attempts']} attempts"
+        return f"  [red]gave up on[/] {name} after {event['attempts']} attempts"
     if kind == "validation":
         return "  wiring valid" if event["ok"] else \
-            "  [red]wiring invalid[/]: " + "; ".join(event["problems"])[:400]
+            "  [red]wiring invalid[/]: " + escape("; ".join(event["problems"])[:400])
     if kind == "complete":
-        return "[green]built[/]" if event["ok"] else f"[red]build failed:[/] {event['error']}"
+        return "[green]built[/]" if event["ok"] else \
+            f"[red]build failed:[/] {escape(str(event['error']))}"
     return None
 
 
@@ -74,7 +80,8 @@ def _clarify_interactively(intent: str, model: str | None) -> str:
     while True:
         result = asyncio.run(clarify(conversation, model=model))
         if result.ready:
-            err.print(f"[bold]Intent[/]\n{result.refined_intent}", highlight=False)
+            err.print(f"[bold]Intent[/]\n{escape(result.refined_intent or '')}", highlight=False,
+                      markup=True)
             return result.refined_intent or intent
         answer = typer.prompt(result.question or "Tell me more", err=True)
         conversation += [{"role": "assistant", "content": result.question or ""},
@@ -104,15 +111,14 @@ def build_command(
     inputs = parse_inputs(input, None)
     chosen = model or default_build_model()
     if chosen.startswith("local/") and not quiet:
-        err.print(f"[yellow]note:[/] {chosen} is a 135M model that plans poorly: builds with it "
-                  f"often fail. Build with a hosted model (--model openai/gpt-4o, "
+        err.print(f"[yellow]note:[/] {escape(chosen)} is a 135M model that plans poorly: builds "
+                  f"with it often fail. Build with a hosted model (--model openai/gpt-4o, "
                   f"anthropic/claude-sonnet-4-5, google/gemini-2.5-flash), a strong Ollama coder "
                   f"model (--model openai-compatible/ollama/qwen2.5-coder:14b), or set "
-                  f"FLOWFORGE_BUILD_MODEL once.", highlight=False)
+                  f"FLOWFORGE_BUILD_MODEL once.", highlight=False, markup=True)
     if not yes and not has_terminal():
-        err.print("[bold red]error:[/] no terminal to answer clarifying questions on: pass "
-                  "--yes to build from the sentence as it is", highlight=False)
-        raise typer.Exit(2)
+        fail("no terminal to answer clarifying questions on: pass --yes to build from the "
+             "sentence as it is", 2)
     try:
         refined = intent if yes else _clarify_interactively(intent, model)
 
@@ -129,7 +135,7 @@ def build_command(
                 status.stop()
             line = describe_event(event)
             if line and not quiet:
-                err.print(line, highlight=False)
+                err.print(line, highlight=False, markup=True)
 
         try:
             result = asyncio.run(build_pipeline(refined, model=model, on_event=show))
@@ -137,8 +143,7 @@ def build_command(
             if status is not None:
                 status.stop()
     except FlowforgeError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(1)
+        fail(str(exc), 1)
     answer: dict[str, Any] = {"build": result.to_dict(), "run": None}
     if result.ok and output is not None:
         output.write_text(json.dumps(result.pipeline, indent=2, ensure_ascii=False) + "\n",
@@ -149,8 +154,7 @@ def build_command(
         try:
             ran = asyncio.run(run_pipeline(result.pipeline, inputs, user=user, model=model))
         except FlowforgeError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(2)
+            fail(str(exc), 2)
         answer["run"] = ran.to_dict()
         code = 0 if ran.status == "succeeded" else 1
         if not as_json:

@@ -18,16 +18,14 @@ import typer
 import yaml
 from rich.console import Console
 
+from flowforge.cli.exits import fail as _fail
 from flowforge.errors import WorkflowError
 
 __all__ = ["import_command", "export_command", "register", "to_yaml"]
 
-err = Console(stderr=True, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(2)
 
 
 class _Dumper(yaml.SafeDumper):

@@ -22,15 +22,16 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from flowforge.cli.exits import exit_code
+from flowforge.cli.exits import error, exit_code, fail as _fail
 from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError
 
 __all__ = ["chat_app", "register", "render_answer"]
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
+out = Console(markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 chat_app = typer.Typer(help="Chat with a knowledge base (and the web when it is not enough).",
                        invoke_without_command=True)
 
@@ -38,9 +39,6 @@ _BACKENDS = ("offline", "perplexity", "tavily")
 _HELP = "/new starts a new session, /sources shows the last answer's sources, /quit leaves."
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
 
 
 def _web(value: str | None) -> dict[str, Any]:
@@ -55,15 +53,17 @@ def render_answer(answer: Any, console: Console) -> None:
     """The answer, then its sources marked KB or WEB, then the confidence."""
     console.print(answer.answer, highlight=False, markup=False)
     if answer.sources:
-        console.print("[dim]sources:[/]")
+        console.print("[dim]sources:[/]", markup=True)
         for source in answer.sources:
             kind = "WEB" if source.get("kind") == "web" else "KB"
             where = f" <{source['url']}>" if source.get("url") else ""
             console.print(f"  [{'cyan' if kind == 'WEB' else 'green'}]{kind}[/] "
-                          f"{source.get('title', '')}{where}", highlight=False)
+                          f"{escape(str(source.get('title', '')) + where)}", highlight=False,
+                          markup=True)
     confidence = answer.confidence_score
     console.print(f"[dim]confidence {confidence if confidence is not None else 'n/a'}, "
-                  f"session {answer.session_id}, run {answer.run_id}[/]", highlight=False)
+                  f"session {answer.session_id}, run {answer.run_id}[/]", highlight=False,
+                  markup=True)
 
 
 class _Spinner:
@@ -152,7 +152,7 @@ def chat_command(
 def _interactive(options: dict[str, Any]) -> None:
     tty = sys.stdin.isatty()
     if tty:
-        out.print(f"[bold]flowforge chat[/] - {_HELP}")
+        out.print(f"[bold]flowforge chat[/] - {_HELP}", markup=True)
     last = None
     while True:
         try:
@@ -166,22 +166,22 @@ def _interactive(options: dict[str, Any]) -> None:
             break
         if question == "/new":
             options["session_id"], last = None, None
-            out.print("[dim]new session[/]")
+            out.print("[dim]new session[/]", markup=True)
             continue
         if question == "/sources":
             if last is None:
-                out.print("[dim]no answer yet[/]")
+                out.print("[dim]no answer yet[/]", markup=True)
             else:
                 for source in last.sources:
                     out.print(json.dumps(source, ensure_ascii=False), highlight=False)
             continue
         if question.startswith("/"):
-            out.print(f"[dim]unknown command {question}: {_HELP}[/]")
+            out.print(f"[dim]unknown command {escape(question)}: {_HELP}[/]", markup=True)
             continue
         try:
             last = _ask(question, options, out)
         except FlowforgeError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            error(str(exc))
             if getattr(exc, "session_id", None):
                 options["session_id"] = exc.session_id
             continue
@@ -220,7 +220,7 @@ def show_command(ctx: typer.Context,
     if found is None:
         _fail(f"no chat session '{session_id}' (`flowforge chat sessions` lists yours)", 1)
     for message in found["messages"]:
-        out.print(f"[bold]{message['role']}>[/] ", end="")
+        out.print(f"[bold]{message['role']}>[/] ", end="", markup=True)
         out.print(message.get("content") or "", highlight=False, markup=False)
 
 

@@ -13,12 +13,35 @@ number each, so `runs show` and `blocks show` answer "not found" alike."""
 
 from __future__ import annotations
 
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
 from flowforge.errors import BadDatabaseURL, NotFound, RunError, StorageError
 from flowforge.storage.base import AlreadyExists
 
-__all__ = ["SUCCESS", "FAILED", "INVALID", "WAITING", "exit_code", "run_exit_code"]
+__all__ = ["SUCCESS", "FAILED", "INVALID", "WAITING", "error", "exit_code", "fail", "run_exit_code"]
 
 SUCCESS, FAILED, INVALID, WAITING = 0, 1, 2, 3
+
+
+#: Messages are never cut or broken, and are text: markup only where a call asks for it.
+_ERR = Console(stderr=True, soft_wrap=True, markup=False)
+
+
+def error(message: str) -> None:
+    """`error: <message>` on stderr.  The message is text, not markup: `pip
+    install 'flowforge[workers]'` keeps its brackets, and so do the names and
+    values a user wrote."""
+    _ERR.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+
+
+def fail(message: str, code: int = INVALID) -> NoReturn:
+    """`error: <message>` on stderr (`error`), then exit with `code`."""
+    error(message)
+    raise typer.Exit(code)
 
 
 def run_exit_code(status: str) -> int:

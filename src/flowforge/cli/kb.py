@@ -23,22 +23,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flowforge.cli.exits import fail as _fail
 from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError
 
 __all__ = ["kb_app", "matching_documents"]
 
 kb_app = typer.Typer(help="Knowledge bases: add documents, search them.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
+out = Console(markup=False)
+err = Console(stderr=True, markup=False)
 
 DbOption = db_option("Knowledge store database URL (default: FLOWFORGE_KNOWLEDGE_URL, "
                      "else knowledge.db beside the main database).")
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def _run(coro_fn) -> Any:
@@ -134,8 +132,8 @@ def add(name: str = typer.Argument(..., help="Knowledge base to add to."),
               f"{len(report.unchanged)} unchanged ({report.chunks} chunks stored, "
               f"{report.embedded} embedded)", highlight=False)
     if report.empty:
-        err.print(f"[yellow]warning:[/] no text found in: {', '.join(report.empty)} "
-                  f"(a scanned PDF has no text layer)", highlight=False)
+        err.print(f"[yellow]warning:[/] no text found in: {escape(', '.join(report.empty))} "
+                  f"(a scanned PDF has no text layer)", highlight=False, markup=True)
 
 
 @kb_app.command("search")
@@ -169,9 +167,10 @@ def search(name: str = typer.Argument(..., help="Knowledge base to search."),
         return
     for n, hit in enumerate(result["results"], 1):
         tags = ", ".join(f"{k}={'|'.join(v)}" for k, v in hit["metadata"]["tags"].items())
-        out.print(f"[bold]{n}. {hit['documentName']}[/] #{hit['chunkIndex']}  "
-                  f"similarity {hit['similarity']:.3f}" + (f"  [dim]{tags}[/]" if tags else ""),
-                  highlight=False)
+        out.print(f"[bold]{n}. {escape(hit['documentName'])}[/] #{hit['chunkIndex']}  "
+                  f"similarity {hit['similarity']:.3f}"
+                  + (f"  [dim]{escape(tags)}[/]" if tags else ""),
+                  highlight=False, markup=True)
         text = " ".join(hit["content"].split())
         out.print(f"   {text[:300]}{'...' if len(text) > 300 else ''}", highlight=False,
                   markup=False)
@@ -210,10 +209,9 @@ def docs(name: str = typer.Argument(..., help="Knowledge base."),
         print(json.dumps([d.to_dict() for d in found], indent=2, ensure_ascii=False))
         return
     table = Table("id", "name", "chunks", "tags", "source")
-    for d in found:          # escaped: a name such as "Report [draft]" is shown as it is
-        table.add_row(str(d.id), escape(d.name), str(d.chunks),
-                      escape(", ".join(f"{k}={'|'.join(v)}" for k, v in d.tags.items())),
-                      escape(d.source))
+    for d in found:          # the console reads no markup: "Report [draft]" is shown as it is
+        table.add_row(str(d.id), d.name, str(d.chunks),
+                      ", ".join(f"{k}={'|'.join(v)}" for k, v in d.tags.items()), d.source)
     out.print(table)
 
 
@@ -272,4 +270,4 @@ def remove(name: str = typer.Argument(..., help="Knowledge base."),
         _fail(f"no document '{document}' in '{name}'{hint} (`flowforge kb docs {name}` lists "
               f"them)", code=1)
     out.print(f"removed {len(found)} document(s) from '{name}': "
-              f"{', '.join(escape(d.name) for d in found)}", highlight=False)
+              f"{', '.join(d.name for d in found)}", highlight=False)

@@ -22,7 +22,7 @@ from rich.console import Console
 from flowforge.cli.progress import LiveProgress, print_summary
 from flowforge.cli import secrets as secrets_cli, serve as serve_cli, users as users_cli
 from flowforge.cli import kb as kb_cli
-from flowforge.cli.exits import run_exit_code
+from flowforge.cli.exits import fail, run_exit_code
 from flowforge.cli.helptext import whole_short_help
 from flowforge.cli.options import add_db_aliases, db_option
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
@@ -49,13 +49,10 @@ from flowforge.cli import chains as chains_cli  # noqa: E402
 for _commands in (serve_cli, users_cli, secrets_cli, chains_cli):  # serve, users, secrets,
     _commands.register(app)                                       # import, export
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
+out = Console(markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)   # long messages are never cut or broken
 
 
-def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
 
 
 def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
@@ -246,11 +243,14 @@ def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML 
     except WorkflowError as exc:
         fail(str(exc))
     for warning in compiled.graph.warnings:
-        err.print(f"[yellow]warning:[/] {escape(f'{file}: {warning}')}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(f'{file}: {warning}')}", highlight=False,
+                  markup=True)
     count = sum(1 for _ in compiled.doc.iter_blocks())
-    out.print(f"[green]ok[/] {file}: workflow '{compiled.id}', {count} block(s)")
+    out.print(f"[green]ok[/] {escape(str(file))}: workflow '{compiled.id}', {count} block(s)",
+              markup=True, soft_wrap=True)           # a long path is not broken in two
     for warning in join_warnings(compiled.graph):
-        err.print(f"[yellow]warning:[/] {escape(f'{file}: {warning}')}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(f'{file}: {warning}')}", highlight=False,
+                  markup=True)
 
 
 @app.command("schema")

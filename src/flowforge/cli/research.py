@@ -21,19 +21,20 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from flowforge.cli.exits import exit_code
+from flowforge.cli.exits import error, exit_code, fail as _fail
 from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError
 
 __all__ = ["register", "ResearchView", "render_result"]
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
+out = Console(markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 _BACKENDS = ("offline", "perplexity", "tavily")
 _LABEL = {"question": "question", "knowledge": "knowledge base", "answer": "answer"}
 _STEP = {"plan": "planning", "draft": "drafting the answer",
@@ -45,9 +46,6 @@ _STEP = {"plan": "planning", "draft": "drafting the answer",
          "gate": "deciding", "refine": "refining the answer"}
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
 
 
 class ResearchView:
@@ -156,15 +154,16 @@ def render_result(result: Any, console: Console) -> None:
     """The answer, its sources and every phase's score."""
     if result.answer is not None:
         console.print()
-        console.print(f"[bold]Question:[/] {result.question}", highlight=False, soft_wrap=True)
+        console.print(f"[bold]Question:[/] {escape(result.question)}", highlight=False,
+                      soft_wrap=True, markup=True)
         console.print(result.answer, highlight=False, markup=False, soft_wrap=True)
         if result.sources:
-            console.print("[dim]sources:[/]")
+            console.print("[dim]sources:[/]", markup=True)
             for source in result.sources:
                 console.print(f"  {source}", highlight=False, markup=False)
     scores = ", ".join(f"{name} {_number(value)}" for name, value in result.scores.items())
     console.print(f"[dim]{scores or 'no phase finished'}; session {result.session_id}[/]",
-                  highlight=False, soft_wrap=True)
+                  highlight=False, soft_wrap=True, markup=True)
 
 
 async def _session(question: str, options: dict[str, Any], view: ResearchView) -> Any:
@@ -243,8 +242,7 @@ def research_command(
         err.print(f"cancelled: {', '.join(result.phases) or 'no'} phase(s) finished and kept "
                   f"(flowforge runs show {result.session_id})", highlight=False)
     elif result.status == "failed":
-        err.print(f"[bold red]error:[/] the {result.failed_phase or 'research'} phase failed: "
-                  f"{result.error}", highlight=False)
+        error(f"the {result.failed_phase or 'research'} phase failed: {result.error}")
     raise typer.Exit(0 if result.status == "succeeded" else 1)
 
 

@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 import typer
 
-from flowforge.cli.users import DbOption, _call, _with_storage, err, out
+from flowforge.cli.exits import fail
+from flowforge.cli.users import DbOption, _call, _with_storage, out
 from flowforge.errors import InvalidValue
 
 __all__ = ["secrets_app", "register"]
@@ -49,8 +50,7 @@ def set_secret(name: str = typer.Argument(..., help="Secret name, e.g. OPENAI_AP
     try:
         check_secret_name(name)
     except InvalidValue as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2)
+        fail(str(exc), 2)
     value = _read_value(name)
 
     async def action(storage: Any) -> None:

@@ -13,12 +13,12 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from flowforge.cli.exits import FAILED, INVALID, exit_code
+from flowforge.cli.exits import FAILED, INVALID, exit_code, fail
 from flowforge.cli.options import db_option
 
 __all__ = ["serve", "register"]
 
-err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
+err = Console(stderr=True, soft_wrap=True, markup=False)   # long messages are never cut or broken
 
 
 def serve(
@@ -112,9 +112,8 @@ def serve(
 
         from flowforge.server import ServerSettings, create_app
     except ImportError as exc:
-        err.print(f"[bold red]error:[/] the server needs its extra: pip install "
-                  f"'flowforge[server]' ({exc})")
-        raise typer.Exit(INVALID)
+        fail(f"the server needs its extra: pip install "
+             f"'flowforge[server]' ({exc})", INVALID)
     from flowforge.cli.main import import_plugins
     from flowforge.errors import StorageError
     from flowforge.processes import freeze_start_up_heap
@@ -125,16 +124,14 @@ def serve(
     try:
         users = asyncio.run(_check_database(storage_from_url, url))
     except StorageError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(exit_code(exc))
+        fail(str(exc), exit_code(exc))
     if not users:
         err.print("no users yet: create one with `flowforge users create NAME --admin"
                   f"{' --db ' + db if db else ''}`", highlight=False)
     try:
         settings = ServerSettings(database_url=url, model=model)
     except ValueError as exc:                # a FLOWFORGE_* variable that is not a number
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(INVALID)
+        fail(str(exc), INVALID)
     for name, value in (("daily_user_tokens", daily_user_tokens),
                         ("daily_user_cost", daily_user_cost),
                         ("resume_interval", resume_interval),
@@ -161,16 +158,14 @@ def serve(
         settings.chain_base_url = chain_base_url
     if workers is not None:
         if workers not in ("celery", "none"):
-            err.print(f"[bold red]error:[/] --workers {workers!r}: use celery (or none)")
-            raise typer.Exit(INVALID)
+            fail(f"--workers {workers!r}: use celery (or none)", INVALID)
         settings.workers = workers
     if settings.workers == "celery":
         from flowforge.service.pool import QueueError, celery_app
         try:
             celery_app()
         except QueueError as exc:
-            err.print(f"[bold red]error:[/] --workers celery: {exc}")
-            raise typer.Exit(INVALID)
+            fail(f"--workers celery: {exc}", INVALID)
     listening = _listen(host, port)
     # Everything in this process (the block registry too) uses the served database.
     os.environ["FLOWFORGE_DATABASE_URL"] = url
@@ -195,9 +190,8 @@ def _listen(host: str, port: int) -> socket.socket:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     except socket.gaierror as exc:
-        err.print(f"[bold red]error:[/] --host {host}: {exc.strerror or exc}: give an "
-                  f"address such as 127.0.0.1 or 0.0.0.0", highlight=False)
-        raise typer.Exit(INVALID)
+        fail(f"--host {host}: {exc.strerror or exc}: give an "
+             f"address such as 127.0.0.1 or 0.0.0.0", INVALID)
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -208,8 +202,7 @@ def _listen(host: str, port: int) -> socket.socket:
         reason = ("is already in use (another server?): stop that one, or choose another "
                   "port with --port" if exc.errno == errno.EADDRINUSE
                   else f"cannot be listened on: {exc.strerror or exc}")
-        err.print(f"[bold red]error:[/] {host}:{port} {reason}", highlight=False)
-        raise typer.Exit(FAILED)
+        fail(f"{host}:{port} {reason}", FAILED)
     sock.set_inheritable(True)
     return sock
 

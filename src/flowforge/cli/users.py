@@ -13,13 +13,13 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
+from flowforge.cli.exits import fail
 from flowforge.cli.options import db_option
 
 __all__ = ["users_app", "register"]
 
 users_app = typer.Typer(help="Users of the server and their API keys.", no_args_is_help=True)
-out = Console()
-err = Console(stderr=True, soft_wrap=True)   # long messages are never cut or broken
+out = Console(markup=False)
 
 DbOption = db_option()
 
@@ -31,8 +31,7 @@ def _call(work: Any) -> Any:
     try:
         return asyncio.run(work)
     except FlowforgeError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(exit_code(exc))
+        fail(str(exc), exit_code(exc))
 
 
 async def _with_storage(db: str | None, action: Any) -> Any:
@@ -121,15 +120,13 @@ def revoke(prefix: str = typer.Argument(..., help="A key's first characters (as 
         return matches
 
     if len(prefix) < 6:
-        err.print(f"[bold red]error:[/] {prefix!r} is too short to name one key: give at least "
-                  f"6 characters of a key as `flowforge users list` shows it (ff_…), or the "
-                  f"key id from `flowforge users list --json`", highlight=False)
-        raise typer.Exit(2)
+        fail(f"{prefix!r} is too short to name one key: give at least "
+             f"6 characters of a key as `flowforge users list` shows it (ff_…), or the "
+             f"key id from `flowforge users list --json`", 2)
     matches = _call(_with_storage(db, action))
     if len(matches) != 1:
-        err.print(f"[bold red]error:[/] {len(matches)} live keys match {prefix!r}: give "
-                  f"the key id from `flowforge users list --json`")
-        raise typer.Exit(1)
+        fail(f"{len(matches)} live keys match {prefix!r}: give "
+             f"the key id from `flowforge users list --json`", 1)
     out.print(f"revoked key {matches[0]}")
 
 
@@ -179,8 +176,7 @@ def ungrant_capability(target: str = typer.Argument(..., help=_TARGET_HELP),
 
     shown, found = _call(_with_storage(db, action))
     if not found:
-        err.print(f"[bold red]error:[/] {shown} has no grant of {capability}", highlight=False)
-        raise typer.Exit(1)
+        fail(f"{shown} has no grant of {capability}", 1)
     out.print(f"{shown} no longer has {capability}", highlight=False)
 
 

@@ -27,17 +27,15 @@ from typing import Any, List, Optional
 import typer
 from rich.console import Console
 
+from flowforge.cli.exits import fail as _fail
 from flowforge.cli.options import db_option
 from flowforge.errors import FlowforgeError
 
 __all__ = ["register", "worker_command", "run_on_queue"]
 
-err = Console(stderr=True, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
 
 
 def worker_command(
@@ -80,7 +78,8 @@ def worker_command(
     (a second one stops at once; their runs are taken over)."""
     from flowforge.cli.main import import_plugins
     from flowforge.service.pool import (QueueError, broker_url, default_queue, is_redis,
-                                        prepare_worker, start_reaper, worker_app)
+                                        prepare_worker, require_celery, start_reaper,
+                                        worker_app)
     from flowforge.service.resuming import RESUME_CUT_OFF_ENV
 
     import_plugins(imports)
@@ -88,6 +87,7 @@ def worker_command(
     queues = queues or default_queue()
     try:
         url = broker_url(broker)
+        require_celery()
         # On Redis a worker takes its messages itself, and a supervisor only starts
         # workers: Celery's application (~0.25 s of CPU to import and build) is
         # needed only by a worker on another broker, and by whatever sends.
@@ -115,9 +115,8 @@ def worker_command(
         if stop is not None:
             stop.set()
     if code:
-        err.print(f"[bold red]error:[/] the worker stopped on an error (exit status {code}); "
-                  f"its log above says why", highlight=False)
-        raise typer.Exit(code if isinstance(code, int) else 1)
+        _fail(f"the worker stopped on an error (exit status {code}); its log above says why",
+              code if isinstance(code, int) else 1)
 
 
 def _log_to_stderr(level: str) -> None:
@@ -295,7 +294,7 @@ def run_on_queue(workflow: Any, inputs: dict[str, Any], *, user: str, model: str
             return row["status"] if row else "failed"
 
     status = asyncio.run(outcome())
-    asyncio.run(show_run(db, run_id, as_json, False, Console()))
+    asyncio.run(show_run(db, run_id, as_json, False, Console(markup=False)))
     return run_exit_code(status)
 
 
@@ -317,7 +316,7 @@ def schedules_list(
     except FlowforgeError as exc:
         from flowforge.cli.exits import exit_code
         _fail(str(exc), exit_code(exc))
-    out = Console()
+    out = Console(markup=False)
     if not found:
         out.print("no schedules: add `triggers: [{cron: \"0 7 * * *\"}]` to a stored workflow")
         return
