@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flowforge.cli.exits import fail as _fail
+from flowforge.cli.exits import exit_code, fail as _fail
 from flowforge.errors import FlowforgeError
 
 __all__ = ["blocks_app", "definition_yaml"]
@@ -32,11 +32,6 @@ blocks_app = typer.Typer(help="The block registry: list, show, add, search, test
                          no_args_is_help=True)
 out = Console(markup=False)
 err = Console(stderr=True, markup=False)
-
-
-from flowforge.cli.exits import exit_code  # noqa: E402
-
-
 
 
 def _registry():

@@ -26,8 +26,6 @@ __all__ = ["import_command", "export_command", "register", "to_yaml"]
 err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
-
-
 class _Dumper(yaml.SafeDumper):
     """Multi-line text (prompts) as `|` blocks, so the file reads like the prompt."""
 

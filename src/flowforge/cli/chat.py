@@ -39,8 +39,6 @@ _BACKENDS = ("offline", "perplexity", "tavily")
 _HELP = "/new starts a new session, /sources shows the last answer's sources, /quit leaves."
 
 
-
-
 def _web(value: str | None) -> dict[str, Any]:
     if not value:
         return {}

@@ -37,8 +37,6 @@ DbOption = db_option("Knowledge store database URL (default: FLOWFORGE_KNOWLEDGE
                      "else knowledge.db beside the main database).")
 
 
-
-
 def _run(coro_fn) -> Any:
     """Run one command's coroutine; turn our errors into messages and exit codes."""
     from flowforge.knowledge.api import close_all

@@ -53,8 +53,6 @@ out = Console(markup=False)
 err = Console(stderr=True, soft_wrap=True, markup=False)   # long messages are never cut or broken
 
 
-
-
 def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
     """`k=v` pairs (each value JSON when it parses as JSON, else a string;
     `k=@path` the text of a file, `k=@@text` the text `@text`) over an

@@ -46,8 +46,6 @@ _STEP = {"plan": "planning", "draft": "drafting the answer",
          "gate": "deciding", "refine": "refining the answer"}
 
 
-
-
 class ResearchView:
     """The session's events as a live table (terminal) or as lines (else)."""
 

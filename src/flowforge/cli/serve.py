@@ -112,8 +112,7 @@ def serve(
 
         from flowforge.server import ServerSettings, create_app
     except ImportError as exc:
-        fail(f"the server needs its extra: pip install "
-             f"'flowforge[server]' ({exc})", INVALID)
+        fail(f"the server needs its extra: pip install 'flowforge[server]' ({exc})", INVALID)
     from flowforge.cli.main import import_plugins
     from flowforge.errors import StorageError
     from flowforge.processes import freeze_start_up_heap

@@ -36,8 +36,6 @@ __all__ = ["register", "worker_command", "run_on_queue"]
 err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
-
-
 def worker_command(
     concurrency: int = typer.Option(8, "--concurrency", "-c", min=1,
                                     help="Runs at once in each worker process (they share "

@@ -53,7 +53,8 @@ from flowforge.service.pool.waiting import decide_on_pool, requeue_due, requeue_
 from flowforge.service.pool.work import prepare_worker, work, worker_app
 
 __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QueueError", "broker_url",
-           "celery_app", "require_celery", "default_queue", "visibility_timeout", "is_redis", "enqueue",
+           "celery_app", "require_celery", "default_queue", "visibility_timeout", "is_redis",
+           "enqueue",
            "QueuedHandle", "start_queued", "stored_result", "process_loop", "deliver_owed",
            "deliver_owed_webhooks", "deliver_when_ended", "born_on_pool", "REAP_EVERY", "reap",
            "start_reaper", "RedisConsumer", "GRACE", "fire_due", "list_schedules", "decide_on_pool",

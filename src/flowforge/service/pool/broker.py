@@ -22,8 +22,7 @@ from flowforge.errors import FlowforgeError
 
 __all__ = ["BROKER_ENV", "DEFAULT_QUEUE", "QUEUE_ENV", "TASK_NAME", "QUEUED_PRIORITY",
            "TAKEOVER_PRIORITY", "QueueError", "broker_url", "celery_app", "require_celery",
-           "default_queue",
-           "send_run", "visibility_timeout", "is_redis"]
+           "default_queue", "send_run", "visibility_timeout", "is_redis"]
 
 BROKER_ENV = "FLOWFORGE_BROKER_URL"
 DEFAULT_QUEUE = "flowforge"
