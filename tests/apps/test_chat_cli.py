@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = "scripted/examples/scripted/chat.rules.yaml"
@@ -24,9 +25,8 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def chat(env, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flowforge.cli.main", "chat", *args],
-                          cwd=ROOT, env=env, input=stdin, capture_output=True, text=True,
-                          timeout=300)
+    """`flowforge chat ARGS`, run in this process (tests/in_process.py)."""
+    return in_process.flowforge("chat", *args, env=env, cwd=ROOT, input=stdin)
 
 
 def test_once_json_goes_to_the_web_and_cites_both(env):
@@ -93,6 +93,5 @@ def test_the_shipped_workflow_prints_and_an_edited_copy_runs(env, tmp_path):
     done = chat(env, "--once", "How long is the warranty?", "--kb", "examples/policies",
                 "--model", RULES, "--workflow", str(copy), "--json")
     assert done.returncode == 0, done.stderr
-    runs = subprocess.run([sys.executable, "-m", "flowforge.cli.main", "runs", "list"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    runs = in_process.flowforge("runs", "list", env=env, cwd=ROOT)
     assert "my-chat" in runs.stdout

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from flowforge.storage import storage_from_url
+from tests import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "examples" / "scripted" / "research.rules.yaml"
@@ -29,13 +30,18 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def command(*args: str) -> list[str]:
+    """The command line of a real `flowforge research` process (Ctrl-C is a signal)."""
     return [sys.executable, "-m", "flowforge.cli.main", "research", *args]
 
 
+def research(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`flowforge research ARGS`, run in this process (tests/in_process.py)."""
+    return in_process.flowforge("research", *args, env=env, cwd=ROOT)
+
+
 def test_the_live_lines_the_answer_and_the_scores(env):
-    done = subprocess.run(command("tent wind?", "--web", "examples/web", "--model",
-                                  f"scripted/{RULES}"), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = research("tent wind?", "--web", "examples/web", "--model", f"scripted/{RULES}",
+                    env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[:4] == [
@@ -52,10 +58,8 @@ def test_the_live_lines_the_answer_and_the_scores(env):
 
 
 def test_json_threshold_and_cap(env):
-    done = subprocess.run(command("tent wind?", "--web", "examples/web", "--model",
-                                  f"scripted/{RULES}", "--threshold", "0.95",
-                                  "--max-iterations", "2", "--json"), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = research("tent wind?", "--web", "examples/web", "--model", f"scripted/{RULES}",
+                    "--threshold", "0.95", "--max-iterations", "2", "--json", env=env)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "succeeded"
@@ -66,11 +70,9 @@ def test_json_threshold_and_cap(env):
 
 
 def test_bad_command_lines_exit_2(env):
-    empty = subprocess.run(command("  "), cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=120)
+    empty = research("  ", env=env)
     assert empty.returncode == 2 and "the question is empty" in empty.stderr
-    high = subprocess.run(command("q?", "--threshold", "2"), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    high = research("q?", "--threshold", "2", env=env)
     assert high.returncode == 2
 
 

@@ -7,18 +7,20 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from tests import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
 def flowforge(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flowforge.cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=120)
+    """The command line, run in this process (tests/in_process.py), from the checkout."""
+    return in_process.flowforge(*args, env=env, cwd=ROOT)
 
 
 def test_run_json_prints_only_the_result_and_exits_0():
@@ -155,12 +157,13 @@ def test_runs_cancel_stops_a_run_another_process_is_running(tmp_path):
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         run_id = None
-        for _ in range(300):
+        for _ in range(600):
             listed = flowforge("runs", "list", "--json", env=env)
             rows = json.loads(listed.stdout) if listed.returncode == 0 else []
             if rows and rows[0]["status"] == "running":
                 run_id = rows[0]["run_id"]
                 break
+            time.sleep(0.1)
         assert run_id, "the run never started"
         cancelled = flowforge("runs", "cancel", run_id, env=env)
         stdout, stderr = running.communicate(timeout=60)

@@ -5,9 +5,7 @@ cannot be called.  Each is exit code 2 with a located message from
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 import flowforge
 from flowforge.errors import ValidationFailed
 from flowforge.providers.scripted import register_script, unregister_script
+from tests import in_process
 from tests.cli.test_cli import ROOT
 
 KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -36,12 +35,9 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The command line, in an environment without any provider key (a
-    developer's or CI machine may have one)."""
-    environ = {name: value for name, value in os.environ.items() if name not in KEYS}
-    return subprocess.run([sys.executable, "-m", "flowforge.cli.main", *args], cwd=ROOT,
-                          capture_output=True, text=True, env={**environ, **(env or {})},
-                          timeout=120)
+    """The command line (in this process: tests/in_process.py), in an environment
+    without any provider key (a developer's or CI machine may have one)."""
+    return in_process.flowforge(*args, env=env, unset=KEYS, cwd=ROOT)
 
 
 @pytest.fixture

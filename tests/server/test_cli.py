@@ -16,14 +16,15 @@ from pathlib import Path
 import httpx
 
 from flowforge.tls import verified_context
+from tests import in_process
 from tests.echo_server import echo_server, sending
 
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
 
 
 def _cli(*args: str, db: str) -> subprocess.CompletedProcess:
-    return subprocess.run([FLOWFORGE, *args, "--db", db], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "COLUMNS": "200"})
+    """A command on the database `db`, run in this process (tests/in_process.py)."""
+    return in_process.flowforge(*args, "--db", db, env={"COLUMNS": "200"})
 
 
 def test_users_create_prints_the_key_alone_on_its_last_line(tmp_path):
@@ -99,9 +100,9 @@ def test_serve_explains_a_bad_database_url(tmp_path):
 
 def _cli_in(*args: str, db: str, stdin: str = "", env: dict | None = None
             ) -> subprocess.CompletedProcess:
-    return subprocess.run([FLOWFORGE, *args, "--db", db], capture_output=True, text=True,
-                          timeout=60, input=stdin,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+    """`_cli` reading `stdin`, with `env` laid over the environment."""
+    return in_process.flowforge(*args, "--db", db, input=stdin,
+                                env={"COLUMNS": "200", **(env or {})})
 
 
 def test_users_grant_and_secrets_from_the_command_line(tmp_path):

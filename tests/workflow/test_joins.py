@@ -3,8 +3,6 @@ whose meaning changed when every dependency became required (issue 25)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import yaml
 
 import flowforge
 from flowforge.workflow.joins import join_warnings
+from tests import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,8 +88,7 @@ def test_validate_prints_the_warning_and_still_succeeds(tmp_path):
                                     "blocks": [BASE, GATE, s("big"), s("small"),
                                                s("charge_small", after=["small"],
                                                  fee="{{base.fee}}")]}))
-    done = subprocess.run([sys.executable, "-m", "flowforge.cli.main", "validate", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    done = in_process.flowforge("validate", str(path))
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout
     assert "warning:" in done.stderr and "blocks[4]: 'charge_small' needs 'small'" in \

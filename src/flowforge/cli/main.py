@@ -27,7 +27,7 @@ from flowforge.cli.helptext import whole_short_help
 from flowforge.cli.options import add_db_aliases, db_option
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "command", "main"]
 
 # Plain click help (cli/helptext.py): wrapped, never cut, the same in a pipe.
 app = typer.Typer(help="Run LLM agent workflows, offline by default.", no_args_is_help=True,
@@ -475,15 +475,21 @@ def _storage_call(coro: Any) -> Any:
         fail(str(exc), exit_code(exc))
 
 
+def command() -> Any:
+    """The click command `flowforge` is: the typer app with the hidden old
+    spellings of `--db` and every command's whole first paragraph as its short
+    help.  `main` runs it; tests invoke the same object in-process."""
+    return whole_short_help(add_db_aliases(typer.main.get_command(app)))
+
+
 def main() -> None:
     import logging
 
     # The pool's reconnect attempts while a database is away log a multi-line
     # warning each; flowforge says in one line what that means for the run.
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    command = whole_short_help(add_db_aliases(typer.main.get_command(app)))
     try:
-        command(prog_name="flowforge")
+        command()(prog_name="flowforge")
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(1)

@@ -1,0 +1,62 @@
+"""The `flowforge` command line run inside the test's own process.
+
+A test about what a command prints and which exit code it gives does not need
+a new interpreter: starting one costs ~0.3 s of CPU to import flowforge again,
+and the suite ran ~150 of them for these tests alone.  `flowforge()` here
+invokes the very click command `flowforge` runs (`cli.main.command()`) and
+answers as `subprocess.run` did, so a test reads the same `returncode`,
+`stdout` and `stderr`.  What a real process would print on a crash, a
+traceback on stderr with exit code 1, is printed here too, so a test that a
+command never shows one still means it.
+
+Tests about processes (a signal, another process's run, a server, the
+installed script) start real ones."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import traceback
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from flowforge.cli.main import command
+
+__all__ = ["flowforge"]
+
+_COMMAND = command()
+_RUNNER = CliRunner()
+
+
+@contextlib.contextmanager
+def _environment(overlay: Mapping[str, str], unset: Iterable[str], cwd: Path | None
+                 ) -> Iterator[None]:
+    saved, here = dict(os.environ), os.getcwd()
+    try:
+        for name in unset:
+            os.environ.pop(name, None)
+        os.environ.update(overlay)
+        if cwd is not None:
+            os.chdir(cwd)
+        yield
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def flowforge(*args: str, env: Mapping[str, str] | None = None, unset: Iterable[str] = (),
+              cwd: Path | None = None, input: str | None = None
+              ) -> subprocess.CompletedProcess:
+    """`flowforge ARGS` with the environment `env` laid over this process's
+    (less the names in `unset`), in `cwd`, reading `input` on stdin."""
+    with _environment(env or {}, unset, cwd):
+        result = _RUNNER.invoke(_COMMAND, list(args), input=input, prog_name="flowforge")
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["flowforge", *args], result.exit_code,
+                                       result.stdout, stderr)
