@@ -113,8 +113,8 @@ async def test_cancel_a_waiting_run_from_the_run_view(web, page):
         assert saved.status_code == 201, saved.text
     await sign_in(page, web)
     run_id = await start_and_wait(page, web)
-    assert await page.locator("[data-block-id=paid]").get_attribute("title") == \
-        "pending: after manager"
+    # the run's event that holds `paid` back comes after the one that `manager` waits
+    await page.locator("[data-block-id=paid][title='pending: after manager']").wait_for()
     await page.get_by_role("button", name="Cancel the run").click()
     await page.locator("[aria-label='Run status'] .status-cancelled").wait_for()
     await page.locator("[data-block-id=manager][data-state=cancelled]").wait_for()
