@@ -1,9 +1,14 @@
 """On Redis a worker takes its messages itself (`RedisConsumer`): it runs runs
 without importing Celery or Kombu, whose application cost every worker start
 ~0.25 s of CPU; only a message to send (a reaper's takeover, a due run) needs
-them."""
+them.  Nor does its start load the pipeline builder or an HTTP client (~0.2 s
+more), which only a build or a webhook needs."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
 
 from flowforge.service.pool import enqueue
 from flowforge.storage import storage_from_url
@@ -52,3 +57,20 @@ async def test_a_worker_on_redis_runs_runs_without_celery(pool, tmp_path):
     finally:
         await storage.close()
     assert worker.poll() is None           # still serving: nothing it did needed Celery
+
+
+def test_a_worker_s_start_loads_neither_the_builder_nor_an_http_client(tmp_path):
+    """What `flowforge worker` does before it says it is ready, in a fresh
+    process: its modules, the loaders' warm-up (a Pipeline JSON reader among
+    them), the run database opened."""
+    started = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import sys
+        import flowforge.cli.worker
+        from flowforge.service.pool.work import prepare_worker
+        prepare_worker("sqlite:///{tmp_path / 'runs.db'}")
+        print("flowforge.thinker.pipeline" in sys.modules, *sorted(
+            name for name in ("httpx", "flowforge.thinker.thinker", "flowforge.thinker.clarifier")
+            if name in sys.modules))
+        """)], capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["True"]

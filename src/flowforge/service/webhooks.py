@@ -34,14 +34,15 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from flowforge.engine.result import RunResult
 from flowforge.errors import ToolError
 from flowforge.storage.base import Storage
 from flowforge.tools.network import check_url
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["sign", "verify", "webhook_payload", "deliver_webhook", "webhook_refusal",
            "delivery_options", "SIGNATURE_HEADER", "TIMESTAMP_HEADER"]
@@ -95,6 +96,8 @@ async def deliver_webhook(storage: Storage, client: httpx.AsyncClient, run_id: s
     `traceparent` (the run's span, when traced) lets the receiver join the trace.
     `first_attempt`: the number of the first attempt recorded (after those of
     an earlier delivery of the run)."""
+    import httpx       # here, not at import: a worker that delivers none never loads it
+
     refusal = await webhook_refusal(url, allow_private)
     if refusal is not None:
         await storage.add_delivery({

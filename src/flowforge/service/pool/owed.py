@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from flowforge.errors import StorageError
 from flowforge.service.pool.follow import stored_result
 from flowforge.service.webhooks import deliver_webhook, delivery_options, webhook_payload
 from flowforge.storage.base import Storage
 from flowforge.tls import verified_context
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["deliver_owed", "deliver_when_ended", "deliver_owed_webhooks"]
 
@@ -53,7 +54,7 @@ async def deliver_owed(storage: Storage, run_id: str, *,
             settled = "failed"
             return False
         payload = webhook_payload(await stored_result(storage, run_id), row)
-        http = client or httpx.AsyncClient(timeout=timeout, verify=verified_context())
+        http = client or _client(timeout)
         try:
             delivered = await deliver_webhook(
                 storage, http, run_id, url, payload, owner["webhook_secret"],
@@ -69,6 +70,14 @@ async def deliver_owed(storage: Storage, run_id: str, *,
         raise
     finally:
         await storage.settle_webhook(run_id, settled)
+
+
+def _client(timeout: float) -> httpx.AsyncClient:
+    """httpx imported here, not with this module: it is ~0.1 s of every worker's
+    start, and most workers deliver no webhook."""
+    import httpx
+
+    return httpx.AsyncClient(timeout=timeout, verify=verified_context())
 
 
 def _stored_options(events: list[dict[str, Any]]) -> dict[str, Any]:
