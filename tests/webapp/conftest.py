@@ -4,8 +4,10 @@ is downloaded: Playwright launches /usr/bin/chromium-headless-shell
 (scripts/install_system_deps.sh installs it): Chromium's headless shell, the
 same Blink without the full browser around it, which is what Playwright itself
 runs for headless Chromium; these tests take ~25 % less CPU in it than in the
-full browser's headless mode (bench/RESULTS.md).  Each test writes
-screenshots to tests/webapp/screenshots/ for a reviewer to look at.
+full browser's headless mode (bench/RESULTS.md).  With FLOWFORGE_SCREENSHOTS=1
+each test writes screenshots to tests/webapp/screenshots/ for a reviewer to
+look at (`FLOWFORGE_SCREENSHOTS=1 .venv/bin/python -m pytest tests/webapp`);
+they assert nothing, and the 41 full pages cost a run of the suite ~6 s of CPU.
 
 One browser serves every test of a pytest worker: each test started
 Playwright's driver (a Node.js process, ~1.4 s of CPU) and Chromium (~0.7 s);
@@ -18,6 +20,7 @@ below that marks this folder's tests)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +95,9 @@ async def page(browser):
 
 
 async def shot(page: Any, name: str) -> None:
+    """The whole page as tests/webapp/screenshots/NAME.png, if FLOWFORGE_SCREENSHOTS=1."""
+    if os.environ.get("FLOWFORGE_SCREENSHOTS", "") != "1":
+        return
     SCREENSHOTS.mkdir(exist_ok=True)
     await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 

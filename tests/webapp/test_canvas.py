@@ -4,7 +4,7 @@ dragging, settings in a form with `{{` completion) is saved, validates, runs,
 and its YAML is what a person would write; a commented YAML edited on the
 canvas keeps every comment and every line the edits did not touch; unsaved
 work is not lost unasked; branch labels stay apart; no request leaves the
-origin.  Screenshots: tests/webapp/screenshots/canvas-*.png."""
+origin.  Screenshots (FLOWFORGE_SCREENSHOTS=1): tests/webapp/screenshots/canvas-*.png."""
 
 from __future__ import annotations
 
