@@ -9,6 +9,12 @@ so compare trees in runs made one after the other.
     .venv/bin/python bench/suite.py -- tests/cli    # pytest arguments after --
     .venv/bin/python bench/suite.py --log LOG       # ... and keep the log of every test
     .venv/bin/python bench/suite.py --report LOG    # the report of a log already written
+    .venv/bin/python bench/suite.py --save-durations   # ... and write tests/durations.json
+
+`tests/durations.json` holds each test file's seconds in the last such run:
+the suite's conftest hands the longest files to the workers first (a file
+with one 50-second test queued last was the run's tail).  Refresh it when
+tests are added or made slower; a stale figure only changes the order.
 
 The other half of this file is a pytest plugin, loaded into the controller
 and every worker with `-p suite` (bench/ on PYTHONPATH), that writes one JSON
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+DURATIONS = ROOT / "tests" / "durations.json"
 _LOG: Any = None
 
 
@@ -112,6 +119,17 @@ def report(log: Path, top: int = 15) -> dict[str, Any]:
     }
 
 
+def file_seconds(log: Path) -> dict[str, float]:
+    """Each test file's seconds in the run logged at `log`, the longest first."""
+    seconds: dict[str, float] = collections.defaultdict(float)
+    for line in log.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["phase"] == "test":
+            seconds[row["id"].split("::", 1)[0]] += row["took"]
+    return {name: round(took, 1) for name, took in
+            sorted(seconds.items(), key=lambda item: (-item[1], item[0]))}
+
+
 def run(pytest_args: list[str], log: Path) -> dict[str, Any]:
     """`make test`'s steps (bytecode, the rewritten-assert cache, the suite) with the
     plugin loaded; the run's wall and CPU beside the report."""
@@ -136,17 +154,21 @@ def main() -> None:
     parser.add_argument("--log", type=Path, metavar="LOG",
                         help="keep the run's log here (one JSON line per test) for a "
                              "later --report or a closer look; by default it is thrown away")
+    parser.add_argument("--save-durations", action="store_true",
+                        help="write each test file's seconds to tests/durations.json, the "
+                             "order the suite hands files to its workers")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = parser.parse_args()
     if args.report:
         print(json.dumps(report(args.report), indent=1))
         return
-    if args.log:
-        args.log.unlink(missing_ok=True)
-        print(json.dumps(run(args.pytest_args, args.log.resolve()), indent=1))
-        return
     with tempfile.TemporaryDirectory(prefix="flowforge-suite-") as folder:
-        print(json.dumps(run(args.pytest_args, Path(folder) / "suite.jsonl"), indent=1))
+        log = args.log.resolve() if args.log else Path(folder) / "suite.jsonl"
+        log.unlink(missing_ok=True)
+        print(json.dumps(run(args.pytest_args, log), indent=1))
+        if args.save_durations:
+            DURATIONS.write_text(json.dumps(file_seconds(log), indent=0) + "\n",
+                                 encoding="utf-8")
 
 
 if __name__ == "__main__":

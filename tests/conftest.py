@@ -4,7 +4,9 @@ test does can reach a model API or another machine."""
 from __future__ import annotations
 
 import gc
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,26 @@ gc.set_threshold(100_000, 50, 50)
 def pytest_collection_finish(session):
     gc.freeze()
     gc.set_threshold(*_THRESHOLDS)
+
+
+_DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def pytest_configure(config):
+    """Files go to the workers in collection order, which the hook below makes the
+    longest first; xdist's own order (`--loadscope-reorder`, the most tests first)
+    queued each file of one long test last, the run's tail (schemathesis, the real
+    model, Phoenix: a worker ran 60 s alone after the others had ended)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items):
+    """The longest test files first, by their seconds in tests/durations.json
+    (`bench/suite.py --save-durations` writes it; a file it does not list comes
+    after, in collection order).  A file's tests keep their order."""
+    seconds = json.loads(_DURATIONS.read_text(encoding="utf-8")) if _DURATIONS.is_file() else {}
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0.0))
 
 
 def pytest_xdist_auto_num_workers(config):

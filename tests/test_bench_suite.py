@@ -43,3 +43,10 @@ def test_the_plugin_logs_a_pytest_run_and_the_report_adds_it_up(tmp_path):
     assert by_file["test_two.py"]["time_s"] == round(
         measured["test_a"]["took"] + measured["test_b"]["took"], 1)
     assert shown["top_files_by_cpu"][0]["file"].endswith("test_one.py")   # most CPU first
+
+    # --save-durations' figures: each file's seconds, the longest first (the order
+    # the suite's conftest hands files to its workers)
+    seconds = load_module(ROOT / "bench" / "suite.py", "bench_suite").file_seconds(log)
+    assert {Path(name).name: took for name, took in seconds.items()} == {
+        name: entry["time_s"] for name, entry in by_file.items()}
+    assert list(seconds.values()) == sorted(seconds.values(), reverse=True)
