@@ -15,6 +15,7 @@ installed script) start real ones."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import subprocess
 import traceback
@@ -49,12 +50,19 @@ def _environment(overlay: Mapping[str, str], unset: Iterable[str], cwd: Path | N
 
 
 def flowforge(*args: str, env: Mapping[str, str] | None = None, unset: Iterable[str] = (),
-              cwd: Path | None = None, input: str | None = None
+              cwd: Path | None = None, input: str | None = None, timeout: float = 300
               ) -> subprocess.CompletedProcess:
     """`flowforge ARGS` with the environment `env` laid over this process's
-    (less the names in `unset`), in `cwd`, reading `input` on stdin."""
-    with _environment(env or {}, unset, cwd):
-        result = _RUNNER.invoke(_COMMAND, list(args), input=input, prog_name="flowforge")
+    (less the names in `unset`), in `cwd`, reading `input` on stdin.  A command
+    still running after `timeout` seconds ends this test process with every
+    thread's stack printed (as `subprocess.run(timeout=...)` ended a hung one):
+    a hang fails its test instead of holding the suite."""
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    try:
+        with _environment(env or {}, unset, cwd):
+            result = _RUNNER.invoke(_COMMAND, list(args), input=input, prog_name="flowforge")
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))
