@@ -9,33 +9,21 @@ schema checker (~85 ms of its start)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from flowforge.lazy import lazy_attributes
 
 __all__ = ["BUILD_EVENT_TYPES", "BuildEvents", "BuildResult", "ClarifyResult",
            "MAX_USER_MESSAGES", "ThinkerError", "build", "clarify", "default_build_model",
            "format_intent"]
 
-#: the module of this package each public name comes from
-_HOMES = {"MAX_USER_MESSAGES": "clarifier", "ClarifyResult": "clarifier",
+_WHERE = {"MAX_USER_MESSAGES": "clarifier", "ClarifyResult": "clarifier",
           "clarify": "clarifier", "format_intent": "clarifier",
           "BUILD_EVENT_TYPES": "events", "BuildEvents": "events",
           "ThinkerError": "llm", "default_build_model": "llm",
           "BuildResult": "thinker", "build": "thinker"}
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
+__getattr__ = lazy_attributes(__name__, _WHERE)
 
 if TYPE_CHECKING:
     from flowforge.thinker.clarifier import (MAX_USER_MESSAGES, ClarifyResult, clarify,
