@@ -19,8 +19,9 @@ import faulthandler
 import os
 import subprocess
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from unittest import mock
 
 from click.testing import CliRunner
 
@@ -30,23 +31,6 @@ __all__ = ["flowforge"]
 
 _COMMAND = command()
 _RUNNER = CliRunner()
-
-
-@contextlib.contextmanager
-def _environment(overlay: Mapping[str, str], unset: Iterable[str], cwd: Path | None
-                 ) -> Iterator[None]:
-    saved, here = dict(os.environ), os.getcwd()
-    try:
-        for name in unset:
-            os.environ.pop(name, None)
-        os.environ.update(overlay)
-        if cwd is not None:
-            os.chdir(cwd)
-        yield
-    finally:
-        os.chdir(here)
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def flowforge(*args: str, env: Mapping[str, str] | None = None, unset: Iterable[str] = (),
@@ -59,7 +43,10 @@ def flowforge(*args: str, env: Mapping[str, str] | None = None, unset: Iterable[
     a hang fails its test instead of holding the suite."""
     faulthandler.dump_traceback_later(timeout, exit=True)
     try:
-        with _environment(env or {}, unset, cwd):
+        # the whole environment is put back afterwards, what the command set included
+        with mock.patch.dict(os.environ, env or {}), contextlib.chdir(cwd or os.getcwd()):
+            for name in unset:
+                os.environ.pop(name, None)
             result = _RUNNER.invoke(_COMMAND, list(args), input=input, prog_name="flowforge")
     finally:
         faulthandler.cancel_dump_traceback_later()
