@@ -11,7 +11,6 @@ import socket
 import pytest
 import typer
 import yaml
-from typer.testing import CliRunner
 
 from flowforge.cli.main import app
 from tests.cli.test_cli import EXAMPLES, flowforge
@@ -170,32 +169,24 @@ examples:
     assert long_text in shown.stdout and "  # a comment long enough" in shown.stdout
 
 
-
-@pytest.fixture
-def cli(env, monkeypatch):
-    """The command line in this process (the same `main` app a terminal runs)."""
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    runner = CliRunner()
-    return lambda *args: runner.invoke(app, list(args))
-
-
-def test_an_error_quotes_what_was_typed_brackets_and_all(cli):
+def test_an_error_quotes_what_was_typed_brackets_and_all(env):
     """Errors are text, not markup: `[dev]` in a name the user typed is not a
     style tag to drop (it was: "secret name 'key'" for `key[a]`)."""
-    assert cli("users", "create", "alice").exit_code == 0
-    ran = cli("run", str(EXAMPLES / "branch_join.yaml"), "--import", "plugins[dev].py")
-    grant = cli("users", "grant", "alice", "server[files]")
-    shown = cli("blocks", "show", "summary[v2]")
-    secret = cli("secrets", "set", "key[a]")
+    assert flowforge("users", "create", "alice", env=env).returncode == 0
+    ran = flowforge("run", str(EXAMPLES / "branch_join.yaml"), "--import", "plugins[dev].py",
+                    env=env)
+    grant = flowforge("users", "grant", "alice", "server[files]", env=env)
+    shown = flowforge("blocks", "show", "summary[v2]", env=env)
+    secret = flowforge("secrets", "set", "key[a]", env=env)
     for result, says in ((ran, "--import plugins[dev].py: no such file"),
                          (grant, "unknown capability 'server[files]'"),
                          (shown, "no block 'summary[v2]'"),
                          (secret, "secret name 'key[a]'")):
-        assert result.exit_code in (1, 2) and says in result.output, result.output
+        output = result.stdout + result.stderr
+        assert result.returncode in (1, 2) and says in output, output
 
 
-def test_what_a_run_stored_is_shown_as_it_is_brackets_and_all(cli, tmp_path):
+def test_what_a_run_stored_is_shown_as_it_is_brackets_and_all(env, tmp_path):
     """Outputs, inputs and file names are data, not markup: a model's "[docs]"
     or "[bold]" is shown, not taken for a style and dropped (`runs show`
     printed "see  and this as written")."""
@@ -203,11 +194,13 @@ def test_what_a_run_stored_is_shown_as_it_is_brackets_and_all(cli, tmp_path):
     said = "see [docs] and [bold]this[/bold] as written"
     document.write_text(yaml.safe_dump({"version": 1, "id": "brackets", "blocks": [
         {"id": "reply", "type": "response", "with": {"message": said}}]}))
-    checked = cli("validate", str(document))
-    assert checked.exit_code == 0, checked.output
-    assert "draft[v2].yaml: workflow 'brackets'" in " ".join(checked.output.split())
-    ran = cli("run", str(document), "--json")
-    shown = cli("runs", "show", json.loads(ran.stdout)["run_id"])
-    assert shown.exit_code == 0, shown.output
+    checked = flowforge("validate", str(document), env=env)
+    assert checked.returncode == 0, checked.stderr
+    assert "draft[v2].yaml: workflow 'brackets'" in " ".join(
+        (checked.stdout + checked.stderr).split())
+    ran = flowforge("run", str(document), "--json", env=env)
+    shown = flowforge("runs", "show", json.loads(ran.stdout)["run_id"], env=env)
+    assert shown.returncode == 0, shown.stderr
     # inputs, output and outputs (a narrow terminal wraps them: compare the words)
-    assert " ".join(shown.output.split()).count(said) == 3, shown.output
+    output = shown.stdout + shown.stderr
+    assert " ".join(output.split()).count(said) == 3, output
