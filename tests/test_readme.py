@@ -12,6 +12,7 @@ database, so they run exactly as a new user would type them after `make demo`.""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -136,6 +137,11 @@ def test_setup_make_demo_answers_and_make_test_is_this_suite():
                           timeout=600)
     assert demo.returncode == 0, demo.stderr[-2000:]
     assert "refund" in demo.stdout.lower() and "details: flowforge runs show" in demo.stdout
+    # The embedded model's answer does not loop on one sentence until max_tokens
+    # (at llama.cpp's repeat_penalty 1.0 it said one sentence eight times).
+    sentences = re.split(r"(?<=[.!?])\s+", " ".join(demo.stdout.split()))
+    said = collections.Counter(s for s in sentences if len(s.split()) >= 5)
+    assert not said or said.most_common(1)[0][1] < 3, said.most_common(1)
     # `make test` is what runs this file: running it here would recurse; its
     # recipe must be the suite itself.
     dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True)

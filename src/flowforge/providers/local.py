@@ -18,6 +18,8 @@ so the agent's tool loop runs offline.  `tool_choice` "required" or a tool's
 name leaves only the first shape (restricted to that tool); "none" leaves only
 the second.  One call per answer (a tiny model otherwise repeats the same call
 until max_tokens); `extra: {parallel_tool_calls: true}` allows up to four.
+Sampling: `extra` may set `top_p`, `top_k`, `min_p`, `seed` and
+`repeat_penalty` (1.1 for free text by default, 1.0 under a grammar).
 Earlier tool calls and results are replayed as the same JSON and
 as user messages, since small chat templates know no `tool` role.
 
@@ -65,6 +67,12 @@ _ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}
 DEFAULT_CONTEXT = 8192          # SmolLM2 is trained on 8k; RAG prompts need it
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.2
+# Free text: at llama.cpp's 1.0 the 135M model loops on one sentence until
+# max_tokens (the demo's answer said "I'm sure you're aware of ..." eight
+# times); 1.1, llama.cpp's long-time default, ends it.  Under a grammar (JSON
+# answers, tool calls) none: a penalty there falls on the quotes, commas and
+# keys the structure must repeat.
+DEFAULT_REPEAT_PENALTY = 1.1
 
 
 def default_model_path() -> str:
@@ -355,7 +363,8 @@ class LocalProvider(Provider):
                              else DEFAULT_TEMPERATURE),
                 top_p=extra.get("top_p", 0.95), top_k=extra.get("top_k", 40),
                 min_p=extra.get("min_p", 0.05), seed=extra.get("seed"),
-                repeat_penalty=extra.get("repeat_penalty", 1.0), stop=stop or None,
+                repeat_penalty=extra.get("repeat_penalty", 1.0 if grammar is not None
+                                         else DEFAULT_REPEAT_PENALTY), stop=stop or None,
                 stopping_criteria=formatted.stopping_criteria)
             try:
                 for chunk in stream:
