@@ -30,7 +30,9 @@ both when its run ends or waits (the ack).  A worker killed with messages
 in hand leaves them there, and any worker's sweep (this one's, every
 `RESTORE_EVERY` seconds, or a Celery worker's) puts a message back on its
 queue once it is older than the visibility timeout, under kombu's
-`unacked_mutex` as kombu does.  Only an idle worker, waiting for the
+`unacked_mutex` as kombu does (held for at most `SWEEP_LOCK_SECONDS`, not
+kombu's five minutes: a worker killed mid-sweep does not stop the others'
+sweeps for long).  Only an idle worker, waiting for the
 queue with BRPOP, records what BRPOP gave it a round trip later (as kombu
 always did); a worker killed in that window lost a message, and the reaper
 sends its run again once the queue is empty (`reaper`; tested in
@@ -63,7 +65,12 @@ log = logging.getLogger("flowforge.queue")
 SEP = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
 UNACKED, UNACKED_INDEX, UNACKED_MUTEX = "unacked", "unacked_index", "unacked_mutex"
-MUTEX_EXPIRE = 300                     # seconds, kombu's `unacked_mutex_expire`
+#: How long a sweep holds kombu's `unacked_mutex` at most (seconds).  kombu's
+#: own is 300 (`unacked_mutex_expire`): a worker killed in the middle of its
+#: sweep (a sweep takes milliseconds) then held every worker's sweeps back for
+#: five minutes, and the messages of a lost worker with them.  Sweeps that
+#: overlap after it expired are safe: a message is put back under WATCH, once.
+SWEEP_LOCK_SECONDS = 5.0
 
 #: How long one BRPOP waits for a message (kombu's `brpop_timeout`): the most a
 #: warm shutdown waits for the consumer to notice it.
@@ -375,7 +382,7 @@ class RedisConsumer:
         live = sorted(set(self.running.values()))
         if live:
             await self._client.zadd(UNACKED_INDEX, {tag: now for tag in live}, xx=True)
-        lock = self._client.lock(UNACKED_MUTEX, timeout=MUTEX_EXPIRE)
+        lock = self._client.lock(UNACKED_MUTEX, timeout=SWEEP_LOCK_SECONDS)
         if not await lock.acquire(blocking=False):
             return
         try:
@@ -403,8 +410,9 @@ class RedisConsumer:
                 for key, payload in await self._restored(message, exchange, routing_key):
                     pipe.rpush(key, payload)
             await pipe.execute()
-        log.info("a message of a lost worker went back to its queue (%s)",
-                 tag.decode() if isinstance(tag, bytes) else tag)
+        if raw:                                 # else another sweep put it back first
+            log.info("a message of a lost worker went back to its queue (%s)",
+                     tag.decode() if isinstance(tag, bytes) else tag)
 
     async def _restored(self, message: dict[str, Any], exchange: str,
                         routing_key: str) -> list[tuple[str, str]]:
