@@ -101,16 +101,21 @@ asyncio.run(RedisConsumer(sys.argv[1], [sys.argv[2]], 4, handle=hang).serve())
 """
 
 
-async def _take_and_die(broker: str, queue: str, run_id: str) -> None:
-    """A worker process takes `run_id`'s message and is killed (-9) before its
-    run ends: nothing acknowledged."""
-    process = subprocess.Popen([sys.executable, "-c", _TAKE_AND_HANG, broker, queue],
+async def _kill_when_it_says(line: str, script: str, *args: str) -> None:
+    """Run `script` in a process of its own and kill it (-9) once it printed `line`."""
+    process = subprocess.Popen([sys.executable, "-c", script, *args],
                                cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
-        assert await asyncio.to_thread(process.stdout.readline) == "taken\n"
+        assert await asyncio.to_thread(process.stdout.readline) == line + "\n"
     finally:
         process.kill()
         process.wait(10)
+
+
+async def _take_and_die(broker: str, queue: str, run_id: str) -> None:
+    """A worker process takes `run_id`'s message and is killed (-9) before its
+    run ends: nothing acknowledged."""
+    await _kill_when_it_says("taken", _TAKE_AND_HANG, broker, queue)
     client = redis.Redis.from_url(broker)
     assert client.llen(queue + "\x06\x163") == 0                    # taken off the queue
     [(tag, record)] = [(tag, json.loads(raw)) for tag, raw in client.hgetall("unacked").items()
@@ -188,13 +193,7 @@ async def test_a_worker_killed_in_the_middle_of_its_sweep_holds_the_others_back_
     queue = _queue("lost")
     send_run("lost-3", "db", queue=queue, broker=broker)
     await _take_and_die(broker, queue, "lost-3")
-    sweeper = subprocess.Popen([sys.executable, "-c", _SWEEP_AND_DIE, broker, _queue("x")],
-                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert await asyncio.to_thread(sweeper.stdout.readline) == "sweeping\n"
-    finally:
-        sweeper.kill()
-        sweeper.wait(10)
+    await _kill_when_it_says("sweeping", _SWEEP_AND_DIE, broker, _queue("x"))
     killed = time.monotonic()
     held = redis.Redis.from_url(broker).pttl(UNACKED_MUTEX) / 1000
     assert 0 < held <= SWEEP_LOCK_SECONDS, held
