@@ -6,7 +6,7 @@ measured in the same process run on the same machine.
     .venv/bin/python bench/engine.py --tracing         # S1 and S4 with tracing off and on,
                                                        # beside the raw SDK's span cost
     .venv/bin/python bench/engine.py --tracing --frozen-heap   # ... in a process whose
-                         # start-up heap is frozen, as `flowforge serve` and workers do
+                         # heap is settled as `flowforge serve` and workers settle theirs
 
 S4 with every run recorded (SQLite, PostgreSQL) against S4 in memory: bench/durability.py.
 An earlier commit's run tracer against today's: bench/tracing_before_after.py.
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -303,7 +304,6 @@ async def tracing_cost(repeat: int) -> None:
 
     Targets (issue 28): traced S1 <= untraced S1 + 1.5 x the raw SDK's span;
     traced S4 <= 1.5 x untraced S4."""
-    import gc
 
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
@@ -410,7 +410,6 @@ async def tracing_cost(repeat: int) -> None:
 async def s4_anatomy(rounds: int) -> None:
     """Where S4's time goes, round by round: the wall, when the last run's first
     sleep began (all runs' set-up), and the garbage collector's share."""
-    import gc
 
     first_sleeps: list[float] = []
     collections = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
@@ -462,19 +461,22 @@ async def main() -> None:
                         help="only S1 and S4 of flowforge with tracing off and on, beside the "
                              "raw OpenTelemetry SDK's cost of one span")
     parser.add_argument("--frozen-heap", action="store_true",
-                        help="first freeze what the imports left, as `flowforge serve` and the "
-                             "pool's workers do once started (flowforge.processes."
-                             "freeze_start_up_heap); by default the heap is left as a program "
-                             "that embeds flowforge has it")
+                        help="first freeze what the imports left and collect the young "
+                             "generation less often, as `flowforge serve` and the pool's "
+                             "workers do once started (flowforge.processes.settle_heap); by "
+                             "default the heap is left as a program that embeds flowforge "
+                             "has it")
     args = parser.parse_args()
     if args.frozen_heap:
         import opentelemetry.sdk.trace.export  # noqa: F401 - imported before the freeze
 
-        from flowforge.processes import freeze_start_up_heap
+        from flowforge.processes import settle_heap
         from flowforge.service import tracing  # noqa: F401
 
-        freeze_start_up_heap()
-        print(json.dumps({"heap": "start-up objects frozen, as flowforge's processes do"}))
+        settle_heap()
+        print(json.dumps({"heap": "settled as flowforge's processes settle theirs: start-up "
+                                  "objects frozen, young collections every "
+                                  f"{gc.get_threshold()[0]} allocations"}))
     if args.tracing:
         await tracing_cost(args.repeat)
         return

@@ -10,19 +10,30 @@ looked alive until its parent collected it.  Like errors.py, below every
 layer.
 
 Also here: what a process flowforge itself runs (a pool worker, `flowforge
-serve`) does to its own heap once it has started (`freeze_start_up_heap`)."""
+serve`) does to its own heap once it has started (`settle_heap`)."""
 
 from __future__ import annotations
 
 import gc
 import os
 
-__all__ = ["freeze_start_up_heap", "process_exists"]
+__all__ = ["YOUNG_COLLECTION_EVERY", "settle_heap", "process_exists"]
+
+#: In flowforge's own processes, the young generation is collected after this
+#: many new container objects, not Python's 700.  Beside 500 concurrent traced
+#: runs (bench/engine.py's S4), the OpenTelemetry SDK leaves ~11 containers per
+#: span waiting in its exporter's queue, and each young collection walked them
+#: all again: traced rounds took 153 ms of CPU at 700, 135 at 10,000, 133 at
+#: 20,000, 130 at 50,000 (interleaved, bench/RESULTS.md); untraced ones ~60
+#: at each.  The cost: cyclic garbage waits up to that many allocations (at
+#: ~200 bytes an object, a few MB) before it is freed.
+YOUNG_COLLECTION_EVERY = 20_000
 
 
-def freeze_start_up_heap() -> None:
-    """Collect once, then keep what start-up left out of the collector's
-    generations (`gc.freeze`).
+def settle_heap() -> None:
+    """Collect once, keep what start-up left out of the collector's generations
+    (`gc.freeze`), then collect the young generation less often
+    (`YOUNG_COLLECTION_EVERY`).
 
     The imports leave ~100,000 objects that live as long as the process, and
     every full collection walked them all again: 15-30 ms each here, and runs
@@ -34,6 +45,8 @@ def freeze_start_up_heap() -> None:
     program that embeds flowforge decides for its own heap."""
     gc.collect()
     gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, middle, old)
 
 
 def process_exists(pid: int) -> bool:

@@ -115,7 +115,7 @@ def serve(
         fail(f"the server needs its extra: pip install 'flowforge[server]' ({exc})", INVALID)
     from flowforge.cli.main import import_plugins
     from flowforge.errors import StorageError
-    from flowforge.processes import freeze_start_up_heap
+    from flowforge.processes import settle_heap
     from flowforge.storage import default_database_url, storage_from_url
 
     import_plugins(imports)
@@ -172,7 +172,7 @@ def serve(
                                            log_level=log_level,
                                            proxy_headers=False,
                                            timeout_keep_alive=keep_alive))
-    freeze_start_up_heap()     # as the pool's workers do: see flowforge.processes
+    settle_heap()              # as the pool's workers do: see flowforge.processes
     try:
         server.run(sockets=[listening])
     finally:

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from flowforge.errors import WorkflowError
-from flowforge.processes import freeze_start_up_heap
+from flowforge.processes import settle_heap
 from flowforge.service.cancel import LEASE_SECONDS, lease_lapsed, process_id
 from flowforge.service.pool.broker import TASK_NAME, celery_app
 from flowforge.service.pool.loop import process_loop
@@ -70,7 +70,7 @@ def prepare_worker(database: str | None = None) -> None:
     ready, what its first run would pay instead (~0.7 s of CPU, while the runs
     it took wait): the block types' and the loaders' imports, the run storage
     opened on the process's loop, and the collector's walk over what they
-    left (`freeze_start_up_heap`, below); and shorten the GIL's switch interval
+    left (`settle_heap`, below); and shorten the GIL's switch interval
     (`SWITCH_INTERVAL`).  A database that cannot be opened now is left to the
     first run to report."""
     sys.setswitchinterval(SWITCH_INTERVAL)
@@ -84,8 +84,9 @@ def prepare_worker(database: str | None = None) -> None:
     # first full collection walked them all: 90-160 ms per worker process, on the
     # runs' loop, in its first burst of runs (4 x 64 on PostgreSQL drained at half
     # the rate of later bursts; bench/RESULTS.md).  Collected once here and frozen
-    # (kept out of the collector's generations), they are never walked again.
-    freeze_start_up_heap()
+    # (kept out of the collector's generations), they are never walked again; and
+    # the young generation is collected less often (see flowforge.processes).
+    settle_heap()
 
 
 def _run_task(task: Any, run_id: str, database: str | None = None,
