@@ -13,8 +13,8 @@ import pytest
 from flowforge.errors import ProviderError
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.providers.local import (LocalProvider, _chat_messages, default_model_path,
-                                       default_threads, tool_answer_schema)
+from flowforge.providers.local import (DEFAULT_REPEAT_PENALTY, LocalProvider, _chat_messages,
+                                       default_model_path, default_threads, tool_answer_schema)
 from flowforge.providers.registry import ProviderOptions, resolve_model
 
 TIME_TOOL = ToolSpec("get_time", "Current time in a timezone",
@@ -44,7 +44,7 @@ async def test_text_answer_and_usage_match_llama_cpp_own_count(provider):
     assert response.text.strip() and response.finish_reason in ("stop", "length")
     direct = provider.loaded().llama.create_chat_completion(
         [{"role": "user", "content": "Say hello."}], max_tokens=12, temperature=0,
-        repeat_penalty=1.1)                        # flowforge's for free text
+        repeat_penalty=DEFAULT_REPEAT_PENALTY)     # flowforge's for free text
     assert response.usage.prompt_tokens == direct["usage"]["prompt_tokens"]
     assert response.usage.completion_tokens == direct["usage"]["completion_tokens"]
     assert response.text == direct["choices"][0]["message"]["content"]
