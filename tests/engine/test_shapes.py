@@ -138,6 +138,27 @@ SHAPES = {
                                                    "max_iterations": 4},
           "blocks": [s("judge", score={"expr": "loop.index"})]}],
         {}, "succeeded", {"refine": "succeeded"}),
+    "loop-for-each-runs-every-item-past-ten": (
+        [{"id": "each", "type": "loop", "with": {"for_each": list(range(12))},
+          "blocks": [s("seen", v="{{loop.item}}")]},
+         s("after", n="{{each.count}}")],
+        {}, "succeeded", {"each": "succeeded", "after": "succeeded"}),
+    "loop-max-iterations-below-the-list-fails-before-the-work": (
+        [{"id": "each", "type": "loop", "with": {"for_each": "{{input.items}}",
+                                                 "max_iterations": 10},
+          "blocks": [s("seen", v="{{loop.item}}")]},
+         s("after", n="{{each.count}}")],
+        {"items": list(range(12))}, "failed", {"each": "failed", "after": "skipped"}),
+    "loop-until-reaching-its-cap-with-items-left-fails": (
+        [{"id": "each", "type": "loop", "with": {"for_each": "{{input.items}}",
+                                                 "until": "seen.v > 100", "max_iterations": 3},
+          "blocks": [s("seen", v="{{loop.item}}")]}],
+        {"items": list(range(12))}, "failed", {"each": "failed"}),
+    "loop-until-holding-before-the-cap-succeeds": (
+        [{"id": "each", "type": "loop", "with": {"for_each": "{{input.items}}",
+                                                 "until": "seen.v >= 1", "max_iterations": 3},
+          "blocks": [s("seen", v="{{loop.item}}")]}],
+        {"items": list(range(12))}, "succeeded", {"each": "succeeded"}),
     "loop-child-failure-fails-loop": (
         [{"id": "refine", "type": "loop", "with": {"times": 3},
           "blocks": [{"id": "bad", "type": "function", "with": {"function": "shape_fail"}}]},
@@ -214,6 +235,32 @@ async def test_shape_outputs_are_what_the_blocks_computed():
     assert nested == {"v": 16}
     handled = (await run_doc(SHAPES["on_error"][0])).results
     assert handled["recover"] == {"why": "ValueError: disk full"}
+
+
+async def test_a_loop_never_drops_items_and_a_cap_that_would_cut_names_itself():
+    every = (await run_doc(SHAPES["loop-for-each-runs-every-item-past-ten"][0])).results
+    assert every["each"]["count"] == 12 and every["after"] == {"n": 12}
+    assert [p["seen"]["v"] for p in every["each"]["iterations"]] == list(range(12))
+    blocks, inputs, _, _ = SHAPES["loop-max-iterations-below-the-list-fails-before-the-work"]
+    cut = await run_doc(blocks, inputs)
+    error = cut.blocks["each"].error
+    assert "loop 'each'" in error and "12 items" in error and "`max_iterations` is 10" in error
+    assert not any(e["type"] == "block_started" and e["block_id"] == "seen" for e in cut.events)
+    blocks, inputs, _, _ = SHAPES["loop-until-reaching-its-cap-with-items-left-fails"]
+    late = await run_doc(blocks, inputs)
+    assert "`until` was still false after 3 passes" in late.blocks["each"].error
+    blocks, inputs, _, _ = SHAPES["loop-until-holding-before-the-cap-succeeds"]
+    assert (await run_doc(blocks, inputs)).results["each"]["count"] == 2
+
+
+def test_validate_refuses_a_written_list_longer_than_max_iterations():
+    with pytest.raises(flowforge.ValidationFailed) as info:
+        flowforge.load({"id": "cap", "blocks": [
+            {"id": "each", "type": "loop", "with": {"for_each": [1, 2, 3], "max_iterations": 2},
+             "blocks": [s("seen", v="{{loop.item}}")]}]})
+    assert [str(p) for p in info.value.problems] == [
+        "blocks[0].with.max_iterations: `for_each` asks for 3 items but `max_iterations` is 2: "
+        "the loop would stop early; raise it or remove it"]
 
 
 async def test_timeout_and_retry_messages_name_the_problem():

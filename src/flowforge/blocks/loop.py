@@ -2,6 +2,14 @@
 of `times`, or `until` an expression holds (checked after each pass, with a
 `max_iterations` cap so a loop always ends).
 
+A loop does all it says or fails saying what stopped it: `for_each` runs
+every item and `times` every pass.  A `max_iterations` smaller than the list
+(or than `times`) fails the block before the work, naming both, and with
+`until` it fails when the cap is reached with items left and `until` still
+false.  (Once a default cap of 10 cut a list of 12 to 10 passes and the run
+succeeded.)  Only a loop driven by `until` alone stops quietly at its cap,
+10 passes unless set: that cap is its documented end.
+
 Children see `{{loop.index}}` (from 0), `{{loop.item}}` and
 `{{loop.previous.<child>...}}` (the previous pass's outputs).  The output is
 the last pass's child outputs by id, plus `iterations` (every pass's child
@@ -28,8 +36,10 @@ class LoopConfig(BlockConfig):
     """Run the children this many times."""
     until: str | None = None
     """Expression checked after each pass; the loop stops once it is true."""
-    max_iterations: int = Field(10, ge=1, le=100_000)
-    """Upper bound on passes, whatever the other settings say."""
+    max_iterations: int | None = Field(None, ge=1, le=100_000)
+    """Upper bound on passes. With `until` alone the loop ends quietly at it (10 unless
+    set); with `for_each` or `times`, a list or count larger than it fails the block
+    instead of being cut."""
 
     @model_validator(mode="after")
     def _one_driver(self) -> "LoopConfig":
@@ -73,6 +83,16 @@ class LoopBlock(BlockType):
                 expressions.compile_expression(until)
             except expressions.ExpressionError as exc:
                 return [Problem(f"{where}.with.until", str(exc))]
+        limit, items, times = (spec.with_.get(key) for key in ("max_iterations", "for_each",
+                                                               "times"))
+        written = [(len(items), "for_each", "items")] if isinstance(items, list) else []
+        if isinstance(times, int) and not isinstance(times, bool):
+            written.append((times, "times", "passes"))
+        if isinstance(limit, int) and written and until is None and min(written)[0] > limit:
+            count, driver, what = min(written)
+            return [Problem(f"{where}.with.max_iterations",
+                            f"`{driver}` asks for {count} {what} but `max_iterations` is "
+                            f"{limit}: the loop would stop early; raise it or remove it")]
         return []
 
     @classmethod
@@ -83,12 +103,13 @@ class LoopBlock(BlockType):
                 items = list(items.items())
             else:
                 raise ValueError(f"for_each must be a list, got {type(items).__name__}")
-        passes = config.max_iterations
-        if items is not None:
-            passes = min(passes, len(items))
-        if config.times is not None:
-            passes = min(passes, config.times)
         until = expressions.compile_expression(config.until) if config.until else None
+        asked, driven = _passes(items, config)
+        limit = config.max_iterations
+        cut = limit is not None and driven is not None and asked > limit
+        if cut and until is None:
+            raise _cut(context, driven, asked, limit)
+        passes = asked if limit is None else min(asked, limit)
         cap = pass_cap(context)
         if cap is not None and passes > cap:
             if until is None:                  # the count is known: refuse before the work
@@ -114,4 +135,31 @@ class LoopBlock(BlockType):
                 scope = {**context.scope, **outcome.outputs, "loop": loop_scope}
                 if until.evaluate(scope):
                     break
+        else:
+            if cut:                            # the cap came before the list's end
+                raise _cut(context, driven, asked, limit, until_false=True)
         return {**(previous or {}), "iterations": iterations, "count": len(iterations)}
+
+
+def _passes(items: Any, config: LoopConfig) -> tuple[int, str | None]:
+    """How many passes the loop's drivers ask for, and which driver set it
+    (None for `until` alone, which only `max_iterations` bounds)."""
+    counts = []
+    if items is not None:
+        counts.append((len(items), "for_each"))
+    if config.times is not None:
+        counts.append((config.times, "times"))
+    if not counts:
+        return (config.max_iterations or 10), None
+    return min(counts)
+
+
+def _cut(context: BlockContext, driven: str, count: int, limit: int,
+         until_false: bool = False) -> RunError:
+    what = f"{count} items" if driven == "for_each" else f"{count} passes"
+    when = (f"`until` was still false after {limit} passes"
+            if until_false else "it would stop early")
+    return RunError(f"loop '{context.block_id}': `{driven}` asks for {what} but "
+                    f"`max_iterations` is {limit}, and {when}: raise `with.max_iterations` "
+                    f"to at least {count} (or remove it), or shorten the list; a loop never "
+                    f"drops items")
