@@ -15,6 +15,8 @@ not errors and do not appear here.
     ├── RunError                  something failed while running
     │   ├── BlockError            names the block id and type
     │   │   └── BlockTimeout      the block exceeded its `timeout`
+    │   ├── ValueTooLarge         a rendered value, a block's output or a run's total
+    │   │                         passed its size limit (located, names the setting)
     │   ├── ProviderError         an LLM back end failed (status, retryable)
     │   │   └── MissingCredentials  says which environment variable to set
     │   └── ToolError             a tool call failed or was rejected
@@ -38,6 +40,7 @@ __all__ = [
     "RunError",
     "BlockError",
     "BlockTimeout",
+    "ValueTooLarge",
     "ProviderError",
     "MissingCredentials",
     "ToolError",
@@ -122,6 +125,36 @@ class BlockError(RunError):
 
 class BlockTimeout(BlockError):
     """The block ran longer than its `timeout`."""
+
+
+class ValueTooLarge(RunError):
+    """A value a run makes passed a size limit: a rendered template, a block's
+    output, the run's total.  Raised before the memory is spent, where the
+    size is known first; `where` grows as it travels up a `with:` mapping."""
+
+    def __init__(self, what: str, size: int, limit: int, setting: str,
+                 where: str = "") -> None:
+        self.what, self.size, self.limit, self.setting = what, size, limit, setting
+        self.where = where
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        place = f"{self.where}: " if self.where else ""
+        return (f"{place}{self.what} would be {_mb(self.size)}, more than the limit of "
+                f"{_mb(self.limit)} ({self.setting}): a template that repeats a value (or "
+                f"a loop that grows one) makes it; cut the value, or raise the setting")
+
+    def located(self, key: str) -> "ValueTooLarge":
+        return ValueTooLarge(self.what, self.size, self.limit, self.setting,
+                             f"{key}.{self.where}" if self.where else key)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:,.1f} MB" if size >= 1_000_000 else f"{size:,} characters"
 
 
 class ProviderError(RunError):

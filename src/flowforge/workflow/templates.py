@@ -16,9 +16,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from flowforge.errors import ValueTooLarge
 from flowforge.workflow import expressions
 
 __all__ = [
+    "RENDERING",
     "TEMPLATE_RE",
     "Reference",
     "normalize_name",
@@ -36,6 +38,36 @@ __all__ = [
 #: `{{` and 3,000 spaces took the server 24 s to reject.
 TEMPLATE_RE = re.compile(r"\{\{([^{}]*+)\}\}")
 _INDEX_RE = re.compile(r"^-?\d+$")
+
+
+class _Rendering:
+    """What text one block's `with:` may still render (characters), or None:
+    no limit.  The scheduler sets it before it resolves a block and clears it
+    after; resolving is synchronous, so no other block's resolution can come
+    between.  31 `set` blocks, each `"{{a.v}}{{a.v}}"` of the one before,
+    once grew a server to 19 GB: each text is measured before it is joined."""
+
+    __slots__ = ("left", "limit", "setting")
+
+    def __init__(self) -> None:
+        self.left: int | None = None
+        self.limit = 0
+        self.setting = ""
+
+    def start(self, limit: int | None, setting: str) -> None:
+        self.left, self.limit, self.setting = limit, limit or 0, setting
+
+    def spend(self, size: int) -> None:
+        left = self.left
+        if left is not None:
+            if size > left:
+                raise ValueTooLarge("the text rendered from its templates", size + self.limit
+                                    - left, self.limit, self.setting)
+            self.left = left - size
+
+
+#: The one budget of the block being resolved (see `_Rendering`).
+RENDERING = _Rendering()
 _NORMALIZE_RE = re.compile(r"[^a-z0-9_]")
 
 
@@ -152,7 +184,10 @@ def compile_value(value: Any) -> Resolver | None:
         def resolve_dict(scope: dict) -> dict:
             out = dict(static)
             for key, fn in dynamic:
-                out[key] = fn(scope)
+                try:
+                    out[key] = fn(scope)
+                except ValueTooLarge as exc:       # located: `with.a.b`
+                    raise exc.located(str(key)) from None
             return out
 
         return resolve_dict
@@ -199,6 +234,8 @@ def _compile_string(text: str) -> Resolver | None:
                 out.append(piece)
             else:
                 out.append(interpolate_value(lookup(scope.get(piece[0]), piece[1])))
+        if RENDERING.left is not None:     # measured before the join makes it
+            RENDERING.spend(sum(map(len, out)))
         return "".join(out)
 
     return resolve_text
