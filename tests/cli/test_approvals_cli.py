@@ -55,6 +55,7 @@ def _start(tmp_path: Path, env: dict) -> str:
     assert started.returncode == 3, started.stderr
     result = json.loads(started.stdout)
     assert result["status"] == "waiting" and result["blocks"]["ok"]["status"] == "waiting"
+    assert result["blocks"]["pay"]["status"] == "pending"
     return result["run_id"]
 
 
@@ -70,6 +71,13 @@ def test_approve_and_reject_from_another_process(tmp_path):
     assert result["results"]["ok"]["by"] == "ann" and result["results"]["ok"]["comment"] == "fine"
     assert result["blocks"]["refuse"]["status"] == "skipped"
     assert effects.read_text().split() == ["prepare", "pay"]
+    # The record shows each block once, as it ended: `pay` succeeded, and was never
+    # "skipped: waiting for approval" on the way.
+    shown = _cli("runs", "show", run_id, env=env, cwd=tmp_path)
+    text = " ".join(shown.stdout.split())
+    assert "pay (function) succeeded" in text and "waiting" not in text.split("pay (function)")[1]
+    assert "refuse (function) skipped skipped: not on the chosen route" in text
+    assert text.count("skipped") == 2                  # that block, and nothing else
     again = _cli("runs", "approve", run_id, "ok", env=env, cwd=tmp_path)
     assert again.returncode != 0 and "not waiting" in again.stderr
 
@@ -81,6 +89,16 @@ def test_approve_and_reject_from_another_process(tmp_path):
     assert effects.read_text().split() == ["prepare", "refuse"]
     wrong = _cli("runs", "approve", run_id, "nope", env=env, cwd=tmp_path)
     assert wrong.returncode != 0 and "error" in wrong.stderr
+
+
+def test_runs_show_lists_the_blocks_a_waiting_run_holds_back_as_pending(tmp_path):
+    env, _ = _setup(tmp_path)
+    run_id = _start(tmp_path, env)
+    shown = _cli("runs", "show", run_id, env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "pay pending - runs after 'ok' when the run is resumed" in text
+    assert "refuse pending" in text and "skipped" not in text
 
 
 def test_resume_due_takes_the_default_after_the_timeout(tmp_path):

@@ -30,7 +30,8 @@ The rules (docs/guides/workflows.md, "Routing" and "Failures"):
    routes, chose it; the `on_error` dependency runs for its handler by
    failing.
 3. Downstream of an unhandled failure everything is skipped; downstream of a
-   block that waits everything waits (is skipped until the run is resumed).
+   block that waits everything is pending (never skipped): it runs, or the
+   route skips it, once the run is resumed.
 4. Otherwise a block runs when every required dependency ran for it and, if
    it has alternatives, at least one of them did.  Else it is skipped.
 5. A run with a block that waits is waiting, even when another branch
@@ -86,7 +87,7 @@ def interpret(blocks: list[dict[str, Any]], label: str | None = None,
               statuses: dict[tuple[str | None, str], str] | None = None
               ) -> tuple[str, dict[tuple[str | None, str], str]]:
     """Run a graph by the rules: (the run's status, (scope label, block id) ->
-    succeeded | failed | skipped | waiting for every block that settled, child
+    succeeded | failed | skipped | waiting | pending for every block that settled, child
     scopes included).  Blocks come in an order where dependencies come first."""
     statuses = {} if statuses is None else statuses
     edges = edges_of(blocks)
@@ -108,7 +109,7 @@ def interpret(blocks: list[dict[str, Any]], label: str | None = None,
                 or "failed" in upstream:
             status[bid], cause[bid] = "skipped", "failed"
         elif any(status[dep] == "waiting" for dep in deps) or "waiting" in upstream:
-            status[bid], cause[bid] = "skipped", "waiting"
+            status[bid], cause[bid] = "pending", "waiting"
         else:
             required = [ran_for(dep, edge) for dep, edge in deps.items()
                         if not edge.alternative]

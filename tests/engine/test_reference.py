@@ -223,6 +223,8 @@ def _all_statuses(result: Any) -> dict[tuple[str | None, str], str]:
     for event in result.events:
         if event["type"] in _SETTLED:
             seen[(event.get("scope"), event["block_id"])] = _SETTLED[event["type"]]
+        elif event["type"] == "run_waiting":       # the blocks held behind a wait
+            seen.update(((None, bid), "pending") for bid in event["pending"])
     return seen
 
 

@@ -68,7 +68,7 @@ async def test_a_long_wait_frees_the_process_and_is_resumed_when_due(db):
     result = await flowforge.run(doc, storage=db)
     assert result.status == "waiting"
     assert _statuses(result) == {"before": "succeeded", "pause": "waiting",
-                                 "after": "skipped", "aside": "succeeded"}
+                                 "after": "pending", "aside": "succeeded"}
     storage = storage_from_url(db)               # a new process: nothing in memory
     await storage.open()
     row = await storage.get_run(result.run_id)
@@ -139,6 +139,44 @@ async def test_approve_continues_the_run_after_a_restart(db):
     await storage.close()
     assert blocks["ok"]["output"]["by"] == "ann"
     assert any(e["type"] == "approval_decided" and e["by"] == "ann" for e in events)
+
+
+async def test_a_waiting_run_stops_once_and_finishes_once_with_pending_blocks_never_skipped(db):
+    first = await _waiting_run(db)
+    # The stop: `run_waiting` says what waits and what is held behind it; nothing
+    # is "skipped" and the run has not finished.
+    stop = first.events[-1]
+    assert stop["type"] == "run_waiting" and stop["status"] == "waiting"
+    assert [w["block_id"] for w in stop["waiting_on"]] == ["ok"]
+    assert stop["pending"] == {"pay": "ok"}
+    assert not any(e["type"] in ("run_finished", "block_skipped") for e in first.events)
+    assert first.blocks["pay"].status == "pending"
+    storage = storage_from_url(db)
+    await storage.open()
+    try:
+        # A follower of the stored stream ends at the stop (the run waits) ...
+        followed = [e async for e in storage.follow_events(first.run_id)]
+        assert followed[-1]["type"] == "run_waiting"
+        after = followed[-1]["seq"]
+        result = await decide(first.run_id, "ok", "approve", by="ann", storage=storage)
+        assert result.status == "succeeded" and _statuses(result)["pay"] == "succeeded"
+        # ... and following again after it picks up the decision and the one end.
+        rest = [e async for e in storage.follow_events(first.run_id, after)]
+        events = await storage.get_events(first.run_id)
+    finally:
+        await storage.close()
+    assert rest[-1]["type"] == "run_finished" and rest[-1]["status"] == "succeeded"
+    assert [e["type"] for e in events].count("run_finished") == 1
+    assert [e["type"] for e in events].count("run_waiting") == 1
+    assert not any(e["type"] == "block_skipped" for e in events)
+    # From the start, a follower now goes past the stop to the end.
+    storage = storage_from_url(db)
+    await storage.open()
+    try:
+        whole = [e async for e in storage.follow_events(first.run_id)]
+    finally:
+        await storage.close()
+    assert whole[-1]["type"] == "run_finished" and len(whole) == len(events)
 
 
 async def test_reject_routes_to_on_reject(db):
@@ -254,7 +292,7 @@ async def test_a_failed_branch_leaves_a_waiting_approval_decidable_and_is_kept(d
     first = await flowforge.run(doc, storage=db)
     # The approval's branch still runs: the person already asked can decide it.
     assert first.status == "waiting" and "lookup: RuntimeError: lookup failed" in first.error
-    assert _statuses(first) == {"lookup": "failed", "ok": "waiting", "pay": "skipped"}
+    assert _statuses(first) == {"lookup": "failed", "ok": "waiting", "pay": "pending"}
     listed = Console(record=True, width=200)
     await list_runs(db, None, "waiting", None, 10, False, listed)
     assert "waiting (a branch failed)" in listed.export_text()   # `runs list` says so

@@ -4,7 +4,12 @@ user gets 404; timeouts and long waits are resumed by the server itself."""
 
 from __future__ import annotations
 
-from tests.server.conftest import start_server, wait_for_status
+import asyncio
+import json
+
+import websockets
+
+from tests.server.conftest import read_sse, start_server, wait_for_status
 
 
 def _workflow(**approval) -> dict:
@@ -121,3 +126,52 @@ async def test_cancelling_a_waiting_run(server):
         assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
         late = await alice.post(f"/api/runs/{run_id}/approvals/ok", json={"decision": "approve"})
         assert late.status_code == 409 and "cancelled" in late.text
+
+
+async def test_followers_over_sse_and_websocket_learn_the_run_waits_and_follow_it_across_the_decision(
+        tmp_path):
+    """A run that stops at an approval has one `run_waiting` (its stream ends
+    there, the blocks after the approval pending, never skipped) and one
+    `run_finished` once decided; a follower reconnecting after the stop's seq
+    gets the rest, once each."""
+    live, stop = await start_server(f"sqlite:///{tmp_path / 'server.db'}", resume_interval=0)
+    try:
+        async with live.client("alice") as alice:
+            run_id = await _waiting(live, alice)
+            first = await read_sse(alice, f"/api/runs/{run_id}/events")
+            headers = {"Authorization": f"Bearer {live.keys['alice']}"}
+            async with websockets.connect(f"{live.ws_url}/ws/runs/{run_id}",
+                                          additional_headers=headers) as socket:
+                over_ws = [json.loads(message) async for message in socket]
+                assert socket.close_code == 1000
+            assert over_ws == first
+            stop_event = first[-1]
+            assert stop_event["type"] == "run_waiting" and stop_event["pending"] == {"pay": "ok"}
+            assert [w["block_id"] for w in stop_event["waiting_on"]] == ["ok"]
+            assert not [e for e in first if e["type"] in ("block_skipped", "run_finished")]
+            detail = (await alice.get(f"/api/runs/{run_id}")).json()
+            assert "pay" not in detail["blocks"] or detail["blocks"]["pay"]["status"] != "skipped"
+
+            async def rest_over_ws() -> list[dict]:
+                async with websockets.connect(
+                        f"{live.ws_url}/ws/runs/{run_id}?after={stop_event['seq']}",
+                        additional_headers=headers) as socket:
+                    return [json.loads(message) async for message in socket]
+
+            following = asyncio.ensure_future(rest_over_ws())
+            await asyncio.sleep(0.2)                  # connected, waiting with the run
+            done = await alice.post(f"/api/runs/{run_id}/approvals/ok?wait=true",
+                                    json={"decision": "approve"})
+            assert done.json()["status"] == "succeeded"
+            rest = await asyncio.wait_for(following, 20)
+            over_sse = await read_sse(alice, f"/api/runs/{run_id}/events",
+                                      headers={"Last-Event-ID": str(stop_event["seq"])})
+        stored = await live.storage.get_events(run_id)
+    finally:
+        await stop()
+    assert rest == over_sse == stored[len(first):]
+    assert rest[-1]["type"] == "run_finished" and rest[-1]["status"] == "succeeded"
+    assert [e["type"] for e in stored].count("run_finished") == 1
+    assert [e["type"] for e in stored].count("run_waiting") == 1
+    ran = [e["block_id"] for e in rest if e["type"] == "block_succeeded" and not e.get("resumed")]
+    assert ran == ["ok", "pay"]                 # `prepare` is replayed from its checkpoint

@@ -163,14 +163,14 @@ async def test_a_deadline_reads_as_one_and_a_cancel_leaves_no_block_pending(web,
     await page.locator("[aria-label='Run status'] .status-cancelled").wait_for()
     async with web.client("alice") as alice:
         run = (await alice.get(f"/api/runs/{run_id}")).json()
-    for block in ("paid", "refused"):
-        assert run["blocks"][block]["status"] == "skipped", run["blocks"][block]
-        await page.locator(f"[data-block-id={block}][data-state=skipped]").wait_for()
+    for block in ("paid", "refused"):        # held behind the approval: cancelled with it
+        assert run["blocks"][block]["status"] == "cancelled", run["blocks"][block]
+        await page.locator(f"[data-block-id={block}][data-state=cancelled]").wait_for()
     assert await page.locator("[data-block-id][data-state=pending]").count() == 0
     await page.reload()                    # the same from the stored events alone
     await page.locator("[aria-label='Run status'] .status-cancelled").wait_for()
     for block in ("paid", "refused"):
-        await page.locator(f"[data-block-id={block}][data-state=skipped]").wait_for()
+        await page.locator(f"[data-block-id={block}][data-state=cancelled]").wait_for()
 
 
 async def test_a_run_waiting_beside_a_failed_branch_says_so_and_can_still_be_decided(web, page):

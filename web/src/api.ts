@@ -66,7 +66,8 @@ export interface RunEvent {
 }
 
 /** Follow a run's SSE stream with fetch (EventSource cannot send the key).
- * Calls `onEvent` for every event until `run_finished` or `signal` aborts. */
+ * Calls `onEvent` for every event until the stream ends (after `run_finished`,
+ * or after a `run_waiting` that is the last event so far) or `signal` aborts. */
 export async function followEvents(runId: string, after: number,
                                    onEvent: (event: RunEvent) => void,
                                    signal: AbortSignal): Promise<void> {

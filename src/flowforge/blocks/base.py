@@ -64,8 +64,9 @@ class Routed:
 class Suspend(Exception):
     """Raised by a block that must wait outside the process (a person's
     decision, a time far off).  Not an error: the block settles `waiting`,
-    its dependants wait with it (skipped for now), the rest of the run goes
-    on, and the run ends `waiting` with nothing held in memory.  `state` is
+    its dependants stay pending behind it, the rest of the run goes on, and
+    the run stops `waiting` (a `run_waiting` event, not its end) with nothing
+    held in memory.  `state` is
     stored as the block's checkpoint; when the run is resumed the block runs
     again and finds it (with any decision injected) in
     `context.resume_state`.  `resume_at` (epoch seconds) is when a resumer

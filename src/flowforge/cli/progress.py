@@ -133,7 +133,8 @@ def print_summary(result: RunResult, console: Console, stored: bool) -> None:
     per_block = result.usage.get("blocks", {})
     for bid, record in result.blocks.items():
         tokens = per_block.get(bid, {}).get("tokens", {}).get("total")
-        note = record.error or (record.reason if record.status == "skipped" else "") or ""
+        note = record.error or (record.reason if record.status in ("skipped", "pending")
+                                else "") or ""
         table.add_row(bid, Text(record.status, style=STATUS_STYLE.get(record.status, "")),
                       f"{record.duration_ms:,.1f} ms" if record.duration_ms is not None else "",
                       str(tokens) if tokens else "", note)

@@ -106,7 +106,8 @@ async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool
         row = await find_run(storage, run_id)
         run_id = row["run_id"]
         blocks = await storage.get_blocks(run_id)
-        events = await storage.get_events(run_id) if (with_events or as_json) else []
+        waiting = row["status"] == "waiting"
+        events = await storage.get_events(run_id) if (with_events or as_json or waiting) else []
     if as_json:
         row = {k: v for k, v in row.items() if k != "document"}
         print(json.dumps({**row, "blocks": blocks, "events": events}, default=str))
@@ -134,16 +135,29 @@ async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool
             console.print(f"    output: {_short(block['output'], 300)}", highlight=False)
         if block.get("error"):
             console.print(Text(f"    error: {block['error']}", style="red"))
-        if block.get("reason"):
-            console.print(Text(f"    skipped: {block['reason']}", style="yellow"))
+        if block.get("reason") and block["status"] in ("skipped", "cancelled"):
+            console.print(Text(f"    {block['status']}: {block['reason']}", style="yellow"))
+    for block_id, waiting_for in _pending(events).items():
+        console.print(Text.assemble(("● ", STATUS_STYLE["pending"]), (block_id, "bold"),
+                                    " ", ("pending", STATUS_STYLE["pending"]),
+                                    f" - runs after '{waiting_for}' when the run is resumed"))
     if row.get("usage"):
         tokens = row["usage"].get("tokens", {})
         console.print(f"usage: {tokens.get('total', 0)} tokens, cost ${row['usage'].get('cost', 0):.6f}")
     if row.get("outputs"):
         console.print(f"outputs: {_short(row['outputs'], 600)}")
-    for event in events:
+    for event in events if with_events else ():
         console.print(f"  {event['seq']:>4} {event['type']:<16} {event.get('block_id') or ''}",
                       highlight=False)
+
+
+def _pending(events: list[dict]) -> dict[str, str]:
+    """The blocks a waiting run holds back (id -> the block they wait for), as
+    its last stop said them; none once the run went on."""
+    if not events or events[-1].get("type") != "run_waiting":
+        return {}
+    pending = events[-1].get("pending")
+    return pending if isinstance(pending, dict) else {}
 
 
 async def cancel_run(db: str | None, run_id: str, wait: float, console: Console) -> bool:

@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Any, AsyncIterator, Callable
 
-__all__ = ["EventBus", "EVENT_TYPES", "TERMINAL_EVENT", "Observer"]
+__all__ = ["EventBus", "EVENT_TYPES", "TERMINAL_EVENT", "STOP_EVENTS", "Observer"]
 
 log = logging.getLogger("flowforge.events")
 
@@ -27,8 +27,12 @@ EVENT_TYPES = ("run_started", "block_started", "block_succeeded", "block_failed"
                "block_skipped", "block_cancelled", "block_waiting", "block_retrying",
                "llm_delta", "llm_restart", "tool_called", "progress", "budget_exceeded",
                "budget_capped", "budget_downgrade", "approval_requested", "approval_decided",
-               "run_finished")
+               "run_waiting", "run_finished")
 TERMINAL_EVENT = "run_finished"
+#: The events after which a run's stream has nothing more for now: its end,
+#: or a stop to wait for a person or a time (the run goes on when resumed,
+#: and a follower picks up after the stop's seq).
+STOP_EVENTS = frozenset({"run_finished", "run_waiting"})
 
 Subscriber = Callable[[dict], None]
 
@@ -107,7 +111,8 @@ class EventBus:
         return event
 
     async def stream(self, replay: bool = True) -> AsyncIterator[dict]:
-        """Every event (past ones first when `replay`), ending after run_finished."""
+        """Every event (past ones first when `replay`), ending after run_finished
+        or run_waiting (this run object publishes nothing after either)."""
         queue: asyncio.Queue[dict] = asyncio.Queue()
         if replay:
             for event in self.events:
@@ -117,7 +122,7 @@ class EventBus:
             while True:
                 event = await queue.get()
                 yield event
-                if event["type"] == TERMINAL_EVENT:
+                if event["type"] in STOP_EVENTS:
                     return
         finally:
             unsubscribe()

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["RunResult", "BlockRecord", "iso_time"]
+__all__ = ["RunResult", "BlockRecord", "iso_time", "add_usage"]
 
 
 def iso_time(seconds: float | None) -> str | None:
@@ -24,7 +24,8 @@ class BlockRecord:
     finished_at: float | None = None
     error: str | None = None
     type: str = ""
-    reason: str | None = None          # why it was skipped
+    reason: str | None = None          # why it was skipped, or is pending
+    waiting_for: str | None = None     # pending: the waiting block it runs after
 
     @property
     def duration_ms(self) -> float | None:
@@ -70,3 +71,21 @@ class RunResult:
             "memory": self.memory,
             "events": self.events,
         }
+
+
+def add_usage(usage: dict[str, dict[str, Any]], block_id: str, output: dict) -> None:
+    """Count a block's `tokens` and `cost` (as its output reports them) in the
+    run's usage per block."""
+    tokens = output.get("tokens")
+    cost = output.get("cost")
+    entry = usage.setdefault(block_id, {"tokens": {"prompt": 0, "completion": 0, "total": 0},
+                                        "cost": 0.0})
+    if isinstance(tokens, dict):
+        for key in ("prompt", "completion", "total"):
+            value = tokens.get(key)
+            if isinstance(value, (int, float)):
+                entry["tokens"][key] += value
+    if isinstance(cost, dict):
+        cost = cost.get("total")
+    if isinstance(cost, (int, float)):
+        entry["cost"] += cost

@@ -26,6 +26,7 @@ from flowforge.engine.context import RunContext
 from flowforge.engine.events import EventBus
 from flowforge.engine.ids import new_run_id
 from flowforge.engine.inputs import validate_inputs
+from flowforge.engine.limits import OutputMeter, ValueLimits
 from flowforge.engine.preflight import nested_problems
 from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
@@ -146,6 +147,8 @@ class Run:
         self.bus.limit = self.services.get("max_run_events")      # a server's cap, else None
         self.scheduler = Scheduler(self.bus, concurrency or self.doc.concurrency, RunContext)
         self.scheduler.owner = self
+        if services:                       # a server's limits (else the process's)
+            self.scheduler.meter = OutputMeter(ValueLimits.of(services))
         self.status = "pending"
         self.error: str | None = None
         self.inputs: dict[str, Any] = {}
@@ -234,8 +237,10 @@ class Run:
 
     async def execute(self) -> RunResult:
         started = time.time()
+        # A resumed run goes on with the same events: its start says so.
+        resumed = {"resumed": True} if self.checkpoint is not None else {}
         self.bus.publish("run_started", workflow_id=self.doc.id, inputs=self.raw_inputs,
-                         user=self.user.get("id"))
+                         user=self.user.get("id"), **resumed)
         top = None
         try:
             declared = self.doc.inputs
@@ -290,9 +295,17 @@ class Run:
             else:
                 self.status = "succeeded"
         result = self._result(top)
-        self.bus.publish("run_finished", status=self.status, error=self.error,
-                         duration_ms=round((time.time() - started) * 1000, 3),
-                         outputs=result.outputs, usage=result.usage, memory=result.memory)
+        duration_ms = round((time.time() - started) * 1000, 3)
+        if self.status == "waiting":
+            # Not an end: the run stops here and goes on when resumed, and its
+            # one `run_finished` comes then.  Followers learn what it waits on.
+            self.bus.publish("run_waiting", status="waiting", error=self.error,
+                             duration_ms=duration_ms, resume_at=self.resume_at,
+                             **waiting_detail(result.blocks, self.scheduler.suspended))
+        else:
+            self.bus.publish("run_finished", status=self.status, error=self.error,
+                             duration_ms=duration_ms, outputs=result.outputs,
+                             usage=result.usage, memory=result.memory)
         result.events = self.bus.events
         # Break the run <-> scheduler reference cycle so a finished run is freed
         # by reference counting at once, not by a later garbage collection.
@@ -378,3 +391,17 @@ def _outputs_of(scope: Scope) -> dict[str, Any]:
     chosen = graph.response_ids or graph.sink_ids
     return {bid: outputs[bid] for bid in chosen
             if bid in outputs and records[bid].status == SUCCEEDED}
+
+
+def waiting_detail(blocks: dict[str, BlockRecord], suspended: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """`run_waiting`'s fields: the blocks that wait (why, and until when) and
+    the blocks pending behind each, by id - so that no client parses a
+    sentence to learn what the run waits for."""
+    waiting_on = [{"block_id": bid, "block_type": blocks[bid].type if bid in blocks else None,
+                   "reason": getattr(why, "reason", None),
+                   "resume_at": getattr(why, "resume_at", None)}
+                  for bid, why in suspended.items()]
+    pending = {bid: record.waiting_for for bid, record in blocks.items()
+               if record.status == "pending"}
+    return {"waiting_on": waiting_on, "pending": pending}

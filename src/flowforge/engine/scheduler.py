@@ -19,15 +19,15 @@ nested workflow):
   and fails the run.  With `on_error: h`, `h` runs (its edge is satisfied by
   the failure) and the failed block's other dependants are not taken.  A
   block that waits (an approval, a long wait) holds back every block
-  downstream of it until the run is resumed.
+  downstream of it: they stay pending (never "skipped") until the run is
+  resumed.
 - A block restored from a checkpoint counts as ran, with the routing
   decision it stored; a failure restored from one (a resumed run keeps the
   failures it already had, see service/resuming.py) counts as that failure.
 
-Each settled block walks its outgoing edges once (`Node.out`): a required
-edge that did not run blocks its dependant (`Scope.blocked`, with a rank so
-that a failure's reason wins over a route's), a join member that ran counts
-(`Scope.active`).  tests/engine/reference.py states the same rule plainly and
+Each settled block walks its outgoing edges once (`Node.out`, see
+engine/routing.py for the ranks of the reasons a block does not run).
+tests/engine/reference.py states the same rule plainly and
 a property test compares the two on thousands of generated graphs.
 
 The queue is drained by a loop, not by recursion, so a chain of thousands of
@@ -41,63 +41,29 @@ started, waits in the Task that would have run it, which runs it after.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections import deque
 from typing import Any, Awaitable, Callable
 
-from pydantic import ValidationError
-
-from flowforge.blocks.base import LATER, ChildOutcome, Routed, Suspend
+from flowforge.blocks.base import LATER, Routed, Suspend
 from flowforge.engine.eager import Finished, start_eagerly
 from flowforge.engine.failures import failure_detail
-from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
-from flowforge.engine.result import BlockRecord
-from flowforge.workflow.compile import format_loc
-from flowforge.workflow.graph import ALTERNATIVE, ON_FAILURE, Graph, Node
+from flowforge.engine.guard import message_of as _message
+from flowforge.engine.limits import VALUE_SETTING, OutputMeter, ValueLimits
+from flowforge.engine.guard import run_guarded, shown_inputs, validate_config
+from flowforge.engine.result import BlockRecord, add_usage
+from flowforge.engine.routing import HELD, NOT_TAKEN, block, mark_edges, miss
+from flowforge.engine.scope import (CANCELLED, FAILED, PENDING, SKIPPED, SUCCEEDED, WAITING,
+                                    Scope)
+from flowforge.errors import ValueTooLarge
+from flowforge.storage.checkpoints import pending_reason
+from flowforge.workflow.graph import ALTERNATIVE, Node
+from flowforge.workflow.templates import RENDERING
 
-__all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED", "WAITING"]
-
-SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cancelled"
-#: A block that raised `Suspend`: its dependants are skipped for now; resuming runs them.
-WAITING = "waiting"
-_EVENT_FOR = {SUCCEEDED: "block_succeeded", FAILED: "block_failed", SKIPPED: "block_skipped",
-              CANCELLED: "block_cancelled", WAITING: "block_waiting"}
+__all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED", "WAITING",
+           "PENDING"]
 #: In place of a block's context: the block waits for the gate's awaitable (see _worker).
 _GATED: Any = object()
-
-
-class Scope:
-    """One graph being run: the workflow itself, a loop pass, a parallel item."""
-
-    __slots__ = ("graph", "values", "label", "pending", "active", "blocked", "missed",
-                 "records", "outputs", "errors", "remaining", "done", "depth", "source")
-
-    def __init__(self, graph: Graph, values: dict[str, Any], label: str | None,
-                 depth: int = 0, source: Any = None):
-        self.graph = graph
-        self.values = values                   # template roots visible to this graph
-        self.label = label                     # None for the top scope, else e.g. "refine[2]"
-        self.pending = graph.input_counts.copy()   # dependencies not yet settled
-        self.active = graph.zero_counts.copy()     # members of its join that ran
-        # Made on first use: most scopes never route, fail or get awaited by a
-        # second task, and thousands of concurrent runs each build scopes.
-        # Block id -> (rank, reason) of a required dependency that did not run
-        # (rank 2: a failure, 1: waiting or cancelled, 0: not taken); a skipped
-        # block hands its entry down to the blocks after it.
-        self.blocked: dict[str, tuple[int, str]] | None = None
-        self.missed: dict[str, str] | None = None  # why a join's first member did not run
-        self.records: dict[str, BlockRecord] = {}
-        self.outputs: dict[str, Any] = {}
-        self.errors: dict[str, str] = {}
-        self.remaining = len(graph.nodes)
-        self.done: asyncio.Future | None = None    # awaited only while blocks run elsewhere
-        self.depth = depth
-        self.source = source                   # the document path, for nested workflows
-
-    def outcome(self) -> ChildOutcome:
-        return ChildOutcome(self.outputs, {k: r.status for k, r in self.records.items()},
-                            dict(self.errors))
 
 
 class Scheduler:
@@ -105,7 +71,7 @@ class Scheduler:
 
     __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "tasks", "inline",
                  "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting",
-                 "adopted", "suspended", "gate")
+                 "adopted", "suspended", "gate", "meter")
 
     def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
         self.bus = bus
@@ -130,6 +96,7 @@ class Scheduler:
         # (scope, node) -> None when the block may start now, else an awaitable to
         # wait for first (the service's recorder: what the block read is stored).
         self.gate: Callable[[Scope, Node], Awaitable[None] | None] | None = None
+        self.meter = OutputMeter(ValueLimits.of())   # the run's own limits: see Run
 
     # -- public ---------------------------------------------------------------
     async def run_scope(self, scope: Scope, preset: dict[str, tuple[str, Any]] | None = None,
@@ -211,11 +178,15 @@ class Scheduler:
             return
         blocked = scope.blocked
         if blocked is not None and nid in blocked:
-            self._settle(scope, nid, SKIPPED, None, None, reason=blocked[nid][1])
+            rank, reason = blocked[nid]
+            if rank == HELD:
+                self._settle(scope, nid, PENDING, None, None, reason=reason)
+            else:
+                self._settle(scope, nid, SKIPPED, None, None, reason=reason)
             return
         if node.joins and not scope.active[nid]:
             reason = scope.missed[nid] if scope.missed else "no member of its join ran"
-            _block(scope, nid, 0, reason)
+            block(scope, nid, NOT_TAKEN, reason)
             self._settle(scope, nid, SKIPPED, None, None, reason=reason)
             return
         if node.info.holds_slot:
@@ -240,18 +211,20 @@ class Scheduler:
         if node.resolve is None:
             config, inputs = node.config, node.spec.with_
         else:
+            RENDERING.start(self.meter.limits.value, VALUE_SETTING)
             try:
                 inputs = node.resolve(scope.values)
-                config = self._validate(node, inputs)
+                config = validate_config(node, inputs)
             except Exception as exc:  # noqa: BLE001 - reported as the block's failure
+                if isinstance(exc, ValueTooLarge):
+                    exc = exc.located("with")
                 self.bus.publish("block_started", nid, block_type=node.type, scope=scope.label)
                 self._finish(scope, node, FAILED, None, _message(exc), exc)
                 return
-        shown = inputs
-        if "api_key" in inputs and inputs["api_key"]:    # a block's own provider key
-            shown = {**inputs, "api_key": "***"}         # goes to the provider, not the record
+            finally:
+                RENDERING.left = None
         self.bus.publish_block("block_started", nid, scope.label, "block_type", node.type,
-                               "inputs", shown, now)
+                               "inputs", shown_inputs(inputs), now)
         context = self.make_context(self.owner, scope, node)
         if waiting is not None:                # it runs after the wait, in this Task or its own
             if self.adopting and self.adopted is None:
@@ -312,7 +285,7 @@ class Scheduler:
                 if node.timeout is None and node.retry is None:
                     output = await node.info.run(context, config)
                 else:
-                    output = await self._guarded(node, context, config)
+                    output = await run_guarded(node, context, config, self.bus)
             except asyncio.CancelledError as exc:
                 task = asyncio.current_task()
                 if not self.cancelled and task is not None and not task.cancelling():
@@ -398,41 +371,6 @@ class Scheduler:
             self._finish(scope, node, CANCELLED, None, "cancelled before it started", None)
             self._pump()
 
-    @staticmethod
-    def _validate(node: Node, resolved: Any) -> Any:
-        try:
-            return node.info.Config.model_validate(resolved)
-        except ValidationError as exc:
-            details = "; ".join(f"{format_loc(tuple(e['loc']), 'with')}: {e['msg']}"
-                                for e in exc.errors())
-            raise BlockError(node.id, node.type, f"invalid configuration after "
-                             f"resolving templates: {details}") from None
-
-    async def _guarded(self, node: Node, context: Any, config: Any) -> Any:
-        """Run with the block's timeout and retry policy."""
-        policy = node.retry
-        attempts = policy.attempts if policy else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                if node.timeout is None:
-                    return await node.info.run(context, config)
-                try:
-                    return await asyncio.wait_for(node.info.run(context, config), node.timeout)
-                except asyncio.TimeoutError:
-                    raise BlockTimeout(node.id, node.type,
-                                       f"timed out after {node.timeout:g}s") from None
-            except (asyncio.CancelledError, Suspend):
-                raise
-            except Exception as exc:  # noqa: BLE001 - retried, then reported
-                if attempt >= attempts:
-                    raise
-                delay = min(policy.backoff * (2 ** (attempt - 1)), policy.max_backoff)
-                delay += delay * policy.jitter * random.random()
-                self.bus.publish("block_retrying", node.id, attempt=attempt,
-                                 error=_message(exc), delay=round(delay, 3))
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
-
     def _task_done(self, scope: Scope, node: Node, task: asyncio.Task) -> None:
         if self.tasks:
             self.tasks.pop(task, None)
@@ -452,6 +390,9 @@ class Scheduler:
 
     def _finish(self, scope: Scope, node: Node, status: str, output: Any, error: str | None,
                 exc: BaseException | None) -> None:
+        if status == SUCCEEDED and (too_large := self.meter.over(
+                output.output if type(output) is Routed else output)) is not None:
+            status, output, error, exc = FAILED, None, too_large.message, too_large
         if node.info.holds_slot:
             self.running -= 1
             if self.waiting:
@@ -484,7 +425,7 @@ class Scheduler:
             if node.alias is not None:
                 scope.values.setdefault(node.alias, output)
             if type(output) is dict and ("tokens" in output or "cost" in output):
-                self._add_usage(nid, output)
+                add_usage(self.usage, nid, output)
             if resumed:
                 bus.publish("block_succeeded", nid, output=output, resumed=True,
                             scope=scope.label)
@@ -507,6 +448,10 @@ class Scheduler:
         elif status == SKIPPED:
             bus.publish("block_skipped", nid, reason=reason, scope=scope.label,
                         block_type=node.type)
+        elif status == PENDING:         # no event: the run's `run_waiting` lists them
+            record.waiting_for = reason
+            record.reason = pending_reason(reason)
+            record.finished_at = None
         elif status == WAITING:
             suspend = self.suspended[nid]
             bus.publish("block_waiting", nid, output=output, reason=error, scope=scope.label,
@@ -524,93 +469,17 @@ class Scheduler:
                         if mode == ALTERNATIVE:
                             scope.active[dep_id] += 1
                         else:
-                            _miss(scope, dep_id, mode, 0, f"not needed: '{nid}' did not fail")
+                            miss(scope, dep_id, mode, NOT_TAKEN,
+                                 f"not needed: '{nid}' did not fail")
                     left = pending[dep_id] - 1
                     pending[dep_id] = left
                     if left == 0:
                         queue.append((scope, dep_id))
             else:
-                self._mark_edges(scope, node, status, targets)
+                mark_edges(scope, node, status, targets, self.queue)
         scope.remaining -= 1
         if scope.remaining == 0 and scope.done is not None and not scope.done.done():
             scope.done.set_result(None)
-
-    def _mark_edges(self, scope: Scope, node: Node, status: str,
-                    targets: tuple[str, ...] | None) -> None:
-        """Settle the outgoing edges of a block that routed, failed, waited,
-        was skipped or cancelled: which dependants it ran for, and why not."""
-        nid = node.id
-        if status == SUCCEEDED:
-            why = (0, "not on the chosen route")
-        elif status == FAILED:
-            handler = node.spec.on_error
-            why = (2, f"dependency '{nid}' failed") if handler is None else \
-                (0, f"'{nid}' failed and its on_error block '{handler}' runs instead")
-        elif status == WAITING:
-            why = (1, f"waiting for '{nid}'; runs when the run is resumed")
-        elif status == SKIPPED:
-            blocked = scope.blocked
-            why = blocked[nid] if blocked is not None and nid in blocked \
-                else (0, "not on the chosen route")
-        else:
-            why = (1, f"dependency '{nid}' was cancelled")
-        pending, queue = scope.pending, self.queue
-        for dep_id, mode in node.out:
-            if mode & ON_FAILURE:
-                ran = status == FAILED
-                rank, reason = why if status != SUCCEEDED else \
-                    (0, f"not needed: '{nid}' did not fail")
-            else:
-                ran = status == SUCCEEDED and (targets is None or dep_id in targets)
-                rank, reason = why
-            if ran:
-                if mode & ALTERNATIVE:
-                    scope.active[dep_id] += 1
-            else:
-                _miss(scope, dep_id, mode, rank, reason)
-            left = pending[dep_id] - 1
-            pending[dep_id] = left
-            if left == 0:
-                queue.append((scope, dep_id))
-
-    def _add_usage(self, nid: str, output: dict) -> None:
-        tokens = output.get("tokens")
-        cost = output.get("cost")
-        entry = self.usage.setdefault(nid, {"tokens": {"prompt": 0, "completion": 0,
-                                                       "total": 0}, "cost": 0.0})
-        if isinstance(tokens, dict):
-            for key in ("prompt", "completion", "total"):
-                value = tokens.get(key)
-                if isinstance(value, (int, float)):
-                    entry["tokens"][key] += value
-        if isinstance(cost, dict):
-            cost = cost.get("total")
-        if isinstance(cost, (int, float)):
-            entry["cost"] += cost
-
-
-def _miss(scope: Scope, nid: str, mode: int, rank: int, reason: str) -> None:
-    """A dependency did not run for `nid`: a required one blocks it; a join
-    member only says why, should no member run - unless it failed or waits,
-    which holds back everything downstream."""
-    if mode & ALTERNATIVE and rank == 0:
-        if scope.missed is None:
-            scope.missed = {}
-        scope.missed.setdefault(nid, reason)
-    else:
-        _block(scope, nid, rank, reason)
-
-
-def _block(scope: Scope, nid: str, rank: int, reason: str) -> None:
-    """Record why `nid` will not run; a failure's reason outranks a wait's, a
-    wait's outranks a route's (the first one of a rank stays)."""
-    blocked = scope.blocked
-    if blocked is None:
-        scope.blocked = {nid: (rank, reason)}
-        return
-    held = blocked.get(nid)
-    if held is None or held[0] < rank:
-        blocked[nid] = (rank, reason)
 
 
 def _current_task() -> asyncio.Task | None:
@@ -618,13 +487,3 @@ def _current_task() -> asyncio.Task | None:
         return asyncio.current_task()
     except RuntimeError:           # called outside the event loop
         return None
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, BlockError):
-        return exc.message
-    if isinstance(exc, FlowforgeError):
-        return str(exc)
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-

@@ -5,7 +5,9 @@ in-memory bus, so a subscriber only ever sees what is already stored and a
 late or reconnecting subscriber misses nothing: each event carries its
 sequence number as the SSE `id`, and a client that reconnects with
 `Last-Event-ID` (browsers do it by themselves) gets exactly the events after
-it.  The stream ends after `run_finished`.
+it.  The stream ends after `run_finished`, or after `run_waiting` when the
+run waits for a person or a time: reconnecting after that event's id picks
+up when the run is resumed.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
     WS /ws/agent-workflow/{session_id}          (the seed system's name)
 
 The server sends each event as a JSON object (`seq`, `type`, ...) and closes
-with 1000 after `run_finished`.  A research session (a run of the research
+with 1000 after `run_finished` (or after `run_waiting`: the run waits; connect
+again with `?after=` that seq to go on with it).  A research session (a run of the research
 orchestrator) on the agent-workflow path gets the session's own events
 instead (`service.research.ResearchEvents`: status, phase, complete, error;
 `seq` is the engine event's, for `after=`).  A stream that fails on the
@@ -25,6 +26,7 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from flowforge.engine.events import STOP_EVENTS
 from flowforge.server.auth import is_admin, websocket_protocol, websocket_user
 from flowforge.server.errors import error_body
 from flowforge.service.research import RESEARCH_WORKFLOW_ID, ResearchEvents
@@ -86,7 +88,7 @@ async def follow_over_websocket(websocket: WebSocket, run_id: str, *,
             # right; only what follows `after` is sent.
             finished = False
             async for event in storage.follow_events(run_id, 0):
-                finished = finished or event.get("type") == "run_finished"
+                finished = finished or event.get("type") in STOP_EVENTS
                 for item in translator.translate(event):
                     if (event.get("seq") or 0) > after:
                         await websocket.send_text(json.dumps(item, default=str,

@@ -114,13 +114,14 @@ def cancelled_events(run_id: str, blocks: list[dict[str, Any]], first_seq: int, 
 async def request_cancel(storage: Storage, run_id: str) -> None:
     """Mark the run: whichever process runs it cancels it within `poll_interval`.
     A `waiting` run, which no process runs, is cancelled here and then: its
-    waiting blocks get `block_cancelled` events and its stream ends with
-    `run_finished`."""
+    waiting blocks and those pending behind them get `block_cancelled` events
+    and its stream ends with `run_finished`."""
     now = time.time()
     if await storage.cancel_waiting(run_id, now):
         events = await storage.get_events(run_id)
         seq = events[-1]["seq"] + 1 if events else 1
-        waiting = [b for b in await storage.get_blocks(run_id) if b["status"] == "waiting"]
+        waiting = [b for b in await storage.get_blocks(run_id)
+                   if b["status"] in ("waiting", "pending")]
         closing = cancelled_events(run_id, waiting, seq, now,
                                    "the run was cancelled while it waited")
         closing.append({"seq": seq + len(waiting), "type": "run_finished", "run_id": run_id,

@@ -257,6 +257,11 @@ class RunTracer:
         self._contexts.clear()
         self.run_span.end(end_time=end)
 
+    def _on_run_waiting(self, event: dict[str, Any]) -> None:
+        """The run stops to wait: its span ends here, with status `waiting`; the
+        process that resumes it traces the rest (its `run_started`)."""
+        self._on_run_finished(event)
+
     def _error(self, span: Any, message: Any) -> None:
         from opentelemetry.trace import Status, StatusCode
 

@@ -459,8 +459,10 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
     async def follow_events(self, run_id: str, after_seq: int = 0
                             ) -> AsyncIterator[dict[str, Any]]:
         """Every stored event with seq > after_seq, in order, then each new one as
-        it is stored; ends after `run_finished`, or when the run has ended without
-        one (a crashed process) or does not exist.  Events recorded by this
+        it is stored; ends after `run_finished`, after a `run_waiting` that is
+        the last event stored (the run waits: following again after its seq
+        picks up when the run goes on), or when the run has ended without one
+        (a crashed process) or does not exist.  Events recorded by this
         process wake the follower at once; so do other processes' where the back
         end can tell (`_watch_other_processes`); else they are found by polling."""
         await self._watch_other_processes()
@@ -478,6 +480,9 @@ class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.A
                     yield event
                     if event["type"] == "run_finished":
                         return
+                    if event["type"] == "run_waiting" and event is events[-1] and \
+                            not await self.get_events(run_id, seq):
+                        return       # waiting now: follow again after `seq` to go on
                 if events:
                     continue
                 try:

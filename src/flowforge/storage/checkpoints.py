@@ -21,14 +21,15 @@ from typing import Any, Iterable
 
 from flowforge.storage.base import BLOCK_FIELDS
 
-__all__ = ["BLOCK_EVENT_TYPES", "fold", "merged"]
+__all__ = ["BLOCK_EVENT_TYPES", "fold", "merged", "pending_reason"]
 
 _STATUS = {"block_started": "running", "block_succeeded": "succeeded",
            "block_failed": "failed", "block_skipped": "skipped",
            "block_cancelled": "cancelled", "block_waiting": "waiting"}
 
-#: The event types a checkpoint is folded from.
-BLOCK_EVENT_TYPES = tuple(_STATUS)
+#: The event types a checkpoint is folded from (a stop's `run_waiting` names
+#: the blocks it holds pending).
+BLOCK_EVENT_TYPES = (*_STATUS, "run_waiting")
 
 _EMPTY = dict.fromkeys(BLOCK_FIELDS)
 
@@ -41,6 +42,8 @@ def fold(run_id: str, events: Iterable[dict[str, Any]]) -> dict[tuple[str, str],
     for event in events:
         status = _STATUS.get(event["type"])
         if status is None or event.get("resumed"):
+            if event["type"] == "run_waiting":
+                _pending(run_id, event, blocks)
             continue
         key = (event.get("scope") or "", event["block_id"])
         row = blocks.get(key)
@@ -53,6 +56,7 @@ def fold(run_id: str, events: Iterable[dict[str, Any]]) -> dict[tuple[str, str],
         if status == "running":
             row["inputs"] = event.get("inputs")
             row["started_at"] = event.get("time")
+            row["reason"] = None                # a block held pending starts afresh
         else:
             row["finished_at"] = event.get("time")
             if status == "succeeded":
@@ -65,6 +69,25 @@ def fold(run_id: str, events: Iterable[dict[str, Any]]) -> dict[tuple[str, str],
                 if status == "waiting":         # the state to resume from
                     row["output"] = event.get("output")
     return blocks
+
+
+def _pending(run_id: str, event: dict[str, Any],
+             blocks: dict[tuple[str, str], dict[str, Any]]) -> None:
+    """The blocks a run's stop holds back (its `run_waiting` names them): each
+    is `pending`, with the block it waits for as its reason."""
+    for block_id, waiting_for in (event.get("pending") or {}).items():
+        key = ("", block_id)
+        row = blocks.get(key)
+        if row is None:
+            row = blocks[key] = {**_EMPTY, "run_id": run_id, "scope": "", "block_id": block_id}
+        row["status"] = "pending"
+        row["reason"] = pending_reason(waiting_for)
+
+
+def pending_reason(waiting_for: str) -> str:
+    """What a pending block's record says, in the run's result and its stored
+    checkpoint alike: the block it waits for."""
+    return f"waiting for '{waiting_for}'; runs when the run is resumed"
 
 
 def merged(folded: dict[tuple[str, str], dict[str, Any]],

@@ -108,8 +108,8 @@ export function RunPage({ id }: { id: string }) {
       };
       // follow the stream; a connection cut before `run_finished` resumes after
       // the last event received, so none is lost or counted twice.  A run that
-      // waited and was resumed has a `run_finished` per stop: go on past one
-      // while the run has moved on since.
+      // stops to wait ends its stream with `run_waiting`: go on past it while
+      // the run has moved on since (decided here, elsewhere, or come due).
       let finished = false;
       for (let attempt = 0; !finished && !abort.signal.aborted && attempt < 20; attempt++) {
         try {
@@ -119,7 +119,7 @@ export function RunPage({ id }: { id: string }) {
             last.current = event.seq;
             count += 1;
             apply(live.current, event);
-            if (event.type === "run_finished") {
+            if (event.type === "run_finished" || event.type === "run_waiting") {
               stopped = true;
               setStatus(event.status ?? "finished");
             }
@@ -291,20 +291,22 @@ function apply(blocks: Record<string, Live>, event: RunEvent): void {
       if (block.state === "waiting") { block.state = "cancelled"; block.reason = "the run was cancelled"; }
     }
   }
-  if (event.type === "run_finished" && event.status && event.status !== "waiting") {
+  if (event.type === "run_finished" && event.status) {
     release(blocks, event.status);
+  }
+  if (event.type === "run_waiting") {
+    // the blocks held behind a waiting one, by id: they run when it is resumed
+    for (const [held, waitingFor] of Object.entries<string>(event.pending ?? {})) {
+      const block = (blocks[held] ??= fresh());
+      block.state = "pending";
+      block.reason = `after ${waitingFor}`;
+    }
+    return;
   }
   const id = event.block_id;
   if (!id) return;
   const block = (blocks[id] ??= fresh());
   const state = STATE_OF[event.type];
-  // blocks after a waiting one are skipped "for now": they run when it is resumed
-  const after = /^waiting for '([^']+)'.*when the run is resumed/.exec(String(event.reason ?? ""));
-  if (state === "skipped" && after) {
-    block.state = "pending";
-    block.reason = `after ${after[1]}`;
-    return;
-  }
   if (state) {
     block.state = state;
     const scope = event.scope ?? null;

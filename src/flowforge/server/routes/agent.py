@@ -26,6 +26,7 @@ from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse
 
 from flowforge.apps.chains import agent_to_workflow, is_agent, key_values, split_variables
+from flowforge.engine.events import STOP_EVENTS
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult
 from flowforge.server.auth import CurrentUser, owned_run
@@ -151,7 +152,7 @@ async def task_view(storage: Storage, row: dict[str, Any]) -> dict[str, Any]:
             if state == "failed" and event.get("error"):
                 line += f": {event['error']}"
             logs.append(line)
-        elif event.get("type") == "run_finished":
+        elif event.get("type") in STOP_EVENTS:          # run_waiting, then run_finished
             logs.append(f"task: {event.get('status')}")
     outputs = row.get("outputs") or {}
     returns = [b.get("id") for b in blocks if b.get("type") == "response"]
