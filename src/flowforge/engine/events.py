@@ -27,7 +27,7 @@ EVENT_TYPES = ("run_started", "block_started", "block_succeeded", "block_failed"
                "block_skipped", "block_cancelled", "block_waiting", "block_retrying",
                "llm_delta", "llm_restart", "tool_called", "progress", "budget_exceeded",
                "budget_capped", "budget_downgrade", "approval_requested", "approval_decided",
-               "run_finished")
+               "warning", "run_finished")
 TERMINAL_EVENT = "run_finished"
 
 Subscriber = Callable[[dict], None]

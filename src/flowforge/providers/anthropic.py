@@ -88,9 +88,18 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 class AnthropicProvider(Provider):
     name = "anthropic"
 
+    sent_options = ()       # the Messages API has none of them (and no sampling at all)
+
     def __init__(self, client: Any, *, remote: bool = True) -> None:
         self.client = client
         self.remote = remote
+
+    def unsent(self, request: LLMRequest) -> dict[str, str]:
+        out = super().unsent(request)
+        if request.temperature is not None:
+            out["temperature"] = ("the Messages API version the anthropic SDK speaks "
+                                  "(2026-10-21) refuses sampling parameters")
+        return out
 
     def arguments(self, request: LLMRequest) -> dict[str, Any]:
         """Exactly what is sent, as keyword arguments of `messages.create`."""

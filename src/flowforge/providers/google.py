@@ -103,7 +103,7 @@ def google_config(request: LLMRequest, system: str | None) -> _types.GenerateCon
         config["max_output_tokens"] = request.max_tokens
     if request.stop:
         config["stop_sequences"] = request.stop
-    for key in ("seed", "top_p", "top_k"):
+    for key in GoogleProvider.sent_options:
         if key in request.extra:
             config[key] = request.extra[key]
     if request.response_format is not None:
@@ -190,6 +190,7 @@ def _parts(response: Any, offset: int = 0) -> tuple[str, list[ToolCall], str | N
 
 class GoogleProvider(Provider):
     name = "google"
+    sent_options = ("seed", "top_p", "top_k")
 
     def __init__(self, client: Any, *, remote: bool = True) -> None:
         self.client = client

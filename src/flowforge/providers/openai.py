@@ -103,13 +103,25 @@ class OpenAIChatProvider(Provider):
         self.stream_usage = stream_usage
         self.official = official
 
+    sent_options = ("seed", "top_p", "presence_penalty", "frequency_penalty", "user",
+                    "reasoning_effort", "parallel_tool_calls")
+
+    def _reasoning(self, request: LLMRequest) -> bool:
+        return self.official and _REASONING.match(request.model) is not None
+
+    def unsent(self, request: LLMRequest) -> dict[str, str]:
+        out = super().unsent(request)
+        if request.temperature is not None and self._reasoning(request):
+            out["temperature"] = (f"OpenAI's reasoning model {request.model} takes only its "
+                                  f"default temperature")
+        return out
+
     def arguments(self, request: LLMRequest) -> dict[str, Any]:
         """Exactly what is sent, as keyword arguments of `chat.completions.create`."""
         args: dict[str, Any] = {"model": request.model,
                                 "messages": openai_messages(request.messages),
                                 **openai_tools(request)}
-        reasoning = self.official and _REASONING.match(request.model) is not None
-        if request.temperature is not None and not reasoning:
+        if request.temperature is not None and not self._reasoning(request):
             args["temperature"] = request.temperature
         if request.max_tokens is not None:
             # OpenAI's own API wants max_completion_tokens (its reasoning models refuse
@@ -127,8 +139,7 @@ class OpenAIChatProvider(Provider):
                     "json_schema": {"name": request.extra.get("schema_name", "response"),
                                     "schema": request.response_format,
                                     "strict": bool(request.extra.get("strict", False))}}
-        for key in ("seed", "top_p", "presence_penalty", "frequency_penalty", "user",
-                    "reasoning_effort", "parallel_tool_calls"):
+        for key in self.sent_options:
             if key in request.extra:
                 args[key] = request.extra[key]
         if request.stream:
