@@ -8,6 +8,10 @@ max_tokens, stream, fallback) come from the block, else `defaults:`.
 Every request is published as an `llm_request` event and every response (or
 failure) as `llm_response`, exactly as sent and received (STYLE habit 5: the
 user sees what the model saw); streamed text flows as `llm_delta` events.
+A setting the block's provider cannot send (`Provider.unsent`: Claude takes
+no temperature) is left out of the recorded request and named once per run
+and block in a `warning` event; so is one a fallback model that answered
+could not take.
 A block's later requests carry only the messages added since its previous
 one (`messages_offset`); `sent_requests(events, block_id)` rebuilds them whole.
 Before each call the run's budget (`context.budget`, see `_budget`) is
@@ -30,13 +34,14 @@ as `llm_retry` events.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Mapping
 
 from pydantic import Field
 
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
-from flowforge.providers.call import call_model
+from flowforge.providers.call import call_model, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
@@ -60,6 +65,13 @@ USAGE_OUTPUTS = {
     "cost": Output("{input, output, total}", "What those calls cost in USD (the "
                    "`genai-prices` table; 0 for local and scripted models)."),
 }
+
+
+#: run id -> the (block, model, setting) already warned about: one warning per run and
+#: block, however many calls, loop passes or parallel items.  The oldest runs are
+#: forgotten past `_WARNED_RUNS` (a long-lived server runs many).
+_WARNED: OrderedDict[str, set[tuple[str, str, str]]] = OrderedDict()
+_WARNED_RUNS = 1000
 
 
 def choose_model(context: Any, configured: str | None) -> str:
@@ -244,8 +256,10 @@ class ModelCalls:
                              max_tokens=max_tokens, stream=self.stream, tool_choice=tool_choice,
                              extra={**self.provider_extra, **(extra or {})})
         emit = self.context.emit
+        unsent = unsent_settings(self.model, request, self.options)
         emit("llm_request", model=self.model, call=self.count, purpose=purpose,
-             request=self._record(request))
+             request=self._record(request, unsent))
+        self._warn(self.model, unsent)
         on_delta = on_restart = None
         if self.stream:
             def on_delta(text: str, _call: int = self.count) -> None:
@@ -271,15 +285,18 @@ class ModelCalls:
             emit("llm_response", model=self.model, call=self.count, error=str(exc))
             raise
         self.model_time += time.perf_counter() - started
+        if response.model and response.model != self.model:    # a fallback answered
+            self._warn(response.model, unsent_settings(response.model, request, self.options))
         self._count(response)
         emit("llm_response", model=self.model, call=self.count, response=response.to_dict())
         return response
 
-    def _record(self, request: LLMRequest) -> dict[str, Any]:
+    def _record(self, request: LLMRequest, unsent: Mapping[str, str]) -> dict[str, Any]:
         """The request as sent, with only the messages that are new since this
         block's previous request (`messages_offset` says where they start): a
         tool loop appends to one transcript, and copying it whole at every turn
-        would make the record grow with the square of the turns."""
+        would make the record grow with the square of the turns.  A setting in
+        `unsent` is recorded as not set (`None`, or absent from `extra`)."""
         sent = request.messages
         previous = self._sent
         offset = 0
@@ -287,14 +304,41 @@ class ModelCalls:
         while offset < limit and sent[offset] is previous[offset]:
             offset += 1
         self._sent = list(sent)
-        return {"model": request.model, "messages_offset": offset,
-                "messages": [message.to_dict() for message in sent[offset:]],
-                "tools": [{"name": t.name, "description": t.description,
-                           "parameters": t.parameters} for t in request.tools],
-                "response_format": request.response_format,
-                "temperature": request.temperature, "max_tokens": request.max_tokens,
-                "stream": request.stream, "tool_choice": request.tool_choice,
-                "stop": request.stop, "extra": request.extra}
+        record = {"model": request.model, "messages_offset": offset,
+                  "messages": [message.to_dict() for message in sent[offset:]],
+                  "tools": [{"name": t.name, "description": t.description,
+                             "parameters": t.parameters} for t in request.tools],
+                  "response_format": request.response_format,
+                  "temperature": request.temperature, "max_tokens": request.max_tokens,
+                  "stream": request.stream, "tool_choice": request.tool_choice,
+                  "stop": request.stop, "extra": dict(request.extra)}
+        for setting in unsent:
+            if setting.startswith("extra."):
+                record["extra"].pop(setting.removeprefix("extra."), None)
+            elif setting in record:
+                record[setting] = None
+        return record
+
+    def _warn(self, model: str, unsent: Mapping[str, str]) -> None:
+        """One `warning` event naming what `model` was not sent (each setting
+        once per run and block)."""
+        if not unsent:
+            return
+        run = str(getattr(self.context, "run_id", None) or id(self))
+        block = str(getattr(self.context, "block_id", ""))
+        seen = _WARNED.setdefault(run, set())
+        _WARNED.move_to_end(run)
+        while len(_WARNED) > _WARNED_RUNS:
+            _WARNED.popitem(last=False)
+        new = {setting: why for setting, why in unsent.items()
+               if (block, model, setting) not in seen}
+        if not new:
+            return
+        seen.update((block, model, setting) for setting in new)
+        reasons = "; ".join(f"{setting} ({why})" for setting, why in new.items())
+        self.context.emit("warning", model=model, settings=list(new),
+                          message=f"{model} cannot take {reasons}: not sent, and left out "
+                                  f"of the recorded request")
 
     def _mask(self, text: str) -> str:
         return text.replace(self.api_key, "***") if self.api_key else text

@@ -54,6 +54,13 @@ class LiveProgress:
         kind = event["type"]
         scope = event.get("scope")
         block_id = event.get("block_id")
+        if kind == "warning":
+            # Above the live table (or a plain line): something the run did not do as written.
+            where = f"{scope}/{block_id}" if scope else block_id
+            self.console.print(Text.assemble(("warning: ", "yellow"),
+                                             f"{where}: {event.get('message', '')}"),
+                               highlight=False, soft_wrap=True)
+            return
         if scope:
             top = scope.split("/")[0].split("[")[0]
             row = self.rows.get(top)

@@ -147,8 +147,9 @@ async def show_run(db: str | None, run_id: str, as_json: bool, with_events: bool
     if row.get("outputs"):
         console.print(f"outputs: {_short(row['outputs'], 600)}")
     for event in events if with_events else ():
-        console.print(f"  {event['seq']:>4} {event['type']:<16} {event.get('block_id') or ''}",
-                      highlight=False)
+        note = f"  {event.get('message')}" if event["type"] == "warning" else ""
+        console.print(f"  {event['seq']:>4} {event['type']:<16} {event.get('block_id') or ''}"
+                      f"{note}", highlight=False)
 
 
 def _pending(events: list[dict]) -> dict[str, str]:

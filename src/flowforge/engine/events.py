@@ -27,7 +27,7 @@ EVENT_TYPES = ("run_started", "block_started", "block_succeeded", "block_failed"
                "block_skipped", "block_cancelled", "block_waiting", "block_retrying",
                "llm_delta", "llm_restart", "tool_called", "progress", "budget_exceeded",
                "budget_capped", "budget_downgrade", "approval_requested", "approval_decided",
-               "run_waiting", "run_finished")
+               "warning", "run_waiting", "run_finished")
 TERMINAL_EVENT = "run_finished"
 #: The events after which a run's stream has nothing more for now: its end,
 #: or a stop to wait for a person or a time (the run goes on when resumed,

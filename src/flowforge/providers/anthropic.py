@@ -14,7 +14,9 @@ The key comes from `ANTHROPIC_API_KEY` (process env over the workflow's
 
 `temperature` is not sent: the SDK's API version (2026-10-21) removed the
 sampling parameters and answers 400 to any of them.  The SDK's own retries are
-off; `call_model` retries.
+off; `call_model` retries.  A stream is whole only once `message_stop` came: one
+that stops before it, or carries an `error` event, is a cut stream (retried
+unless the error's type is a bad request).
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ import copy
 import time
 from typing import Any
 
-from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, Usage, _as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
-from flowforge.providers.retry import error_from_sdk
+from flowforge.providers.retry import cut_stream, error_from_sdk, stream_error_event
 
 try:
     import anthropic as _sdk
@@ -87,9 +88,18 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 class AnthropicProvider(Provider):
     name = "anthropic"
 
+    sent_options = ()       # the Messages API has none of them (and no sampling at all)
+
     def __init__(self, client: Any, *, remote: bool = True) -> None:
         self.client = client
         self.remote = remote
+
+    def unsent(self, request: LLMRequest) -> dict[str, str]:
+        out = super().unsent(request)
+        if request.temperature is not None:
+            out["temperature"] = ("the Messages API version the anthropic SDK speaks "
+                                  "(2026-10-21) refuses sampling parameters")
+        return out
 
     def arguments(self, request: LLMRequest) -> dict[str, Any]:
         """Exactly what is sent, as keyword arguments of `messages.create`."""
@@ -150,8 +160,9 @@ class AnthropicProvider(Provider):
         stop: str | None = None
         model = request.model
         first: float | None = None
+        ended = False
         stream = await self.client.messages.create(**args)
-        async for event in stream:
+        async for event in _events(stream, self.name):
             kind = event.type
             if kind == "message_start":
                 model = event.message.model or model
@@ -174,8 +185,10 @@ class AnthropicProvider(Provider):
                 stop = event.delta.stop_reason or stop
                 if event.usage is not None and event.usage.output_tokens is not None:
                     completion = event.usage.output_tokens
-            elif kind == "error":  # pragma: no cover - the SDK raises these itself
-                raise ProviderError(str(getattr(event, "error", event)), provider=self.name)
+            elif kind == "message_stop":
+                ended = True
+        if not ended:
+            raise cut_stream(self.name, "message_stop")
         calls = [ToolCall(slot["id"], slot["name"], _as_arguments(slot["json"] or "{}"))
                  for _, slot in sorted(blocks.items())]
         return LLMResponse(text="".join(pieces), tool_calls=calls,
@@ -184,6 +197,33 @@ class AnthropicProvider(Provider):
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+#: The Messages API's error types (its errors page) -> the HTTP status each stands for: an
+#: `error` event in a stream carries the type, the stream's status is 200.
+_ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401,
+                 "billing_error": 402, "permission_error": 403, "not_found_error": 404,
+                 "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+                 "timeout_error": 504, "overloaded_error": 529}
+
+
+async def _events(stream: Any, provider: str) -> Any:
+    """The stream's events; an `error` event (the SDK raises it as a status error
+    carrying the stream's 200) becomes a cut stream, classified by its type."""
+    iterator = stream.__aiter__()
+    while True:
+        try:
+            event = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        except _sdk.APIStatusError as exc:
+            if exc.status_code != 200:
+                raise
+            error = exc.body.get("error") if isinstance(exc.body, dict) else None
+            error = error if isinstance(error, dict) else {}
+            raise stream_error_event(provider, str(error.get("message") or exc.message),
+                                     _ERROR_STATUS.get(str(error.get("type")))) from exc
+        yield event
 
 
 def _usage(usage: Any) -> Usage:

@@ -38,10 +38,17 @@ __all__ = [
     "grammar_schema",
     "is_loopback_url",
     "require",
+    "SAMPLING_OPTIONS",
 ]
 
 #: Set to False (tests do) to make every non-local provider refuse to send requests.
 ALLOW_MODEL_REQUESTS = True
+
+#: The `LLMRequest.extra` keys that go into the request to the model; the other keys
+#: of `extra` (base_url, api_key_env, timeouts, ...) configure the client and are not
+#: model settings.  A provider that sends only some of them says which (`sent_options`).
+SAMPLING_OPTIONS = ("seed", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                    "repeat_penalty", "reasoning_effort", "parallel_tool_calls", "user")
 
 Role = Literal["system", "user", "assistant", "tool"]
 DeltaCallback = Callable[[str], None]
@@ -190,6 +197,17 @@ class Provider(abc.ABC):
     """An LLM back end. `name` is the model-string prefix (`openai`, `local`, ...)."""
 
     name: str = ""
+    #: The `SAMPLING_OPTIONS` this back end sends when `extra` has them.
+    sent_options: tuple[str, ...] = SAMPLING_OPTIONS
+
+    def unsent(self, request: LLMRequest) -> dict[str, str]:
+        """The settings of `request` this back end cannot send, each with why
+        (`temperature`, or `extra.<key>`): the run's record leaves them out and
+        says so once, so that the stored request is the one that was sent.
+        A back end that drops more (a field its API refuses) adds to this."""
+        return {f"extra.{key}": f"{self.name or type(self).__name__} has no `{key}` setting"
+                for key in SAMPLING_OPTIONS
+                if key in (request.extra or {}) and key not in self.sent_options}
 
     @abc.abstractmethod
     async def complete(self, request: LLMRequest,

@@ -37,7 +37,7 @@ from flowforge.providers.registry import ProviderOptions, resolve_model, split_m
 from flowforge.providers.retry import (RetryPolicy, dropped_connection, request_timeout,
                                        timeout_error, unusable_answer)
 
-__all__ = ["call_model", "RetryCallback", "RestartCallback", "DEFAULT_RETRY"]
+__all__ = ["call_model", "unsent_settings", "RetryCallback", "RestartCallback", "DEFAULT_RETRY"]
 
 DEFAULT_RETRY = RetryPolicy()
 
@@ -62,11 +62,28 @@ def _cache_key(prefix: str, env: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
+def _provider(model: str, options: ProviderOptions) -> tuple[Any, str]:
+    prefix, _ = split_model(model)
+    return resolve_model(model, options, cache_key=_cache_key(prefix, options.env))
+
+
+def unsent_settings(model: str, request: LLMRequest,
+                    options: ProviderOptions | None = None) -> dict[str, str]:
+    """The settings of `request` that `model`'s provider cannot send, each with
+    why (`Provider.unsent`): what a run's record must leave out.  Empty when
+    the provider cannot be built: the call then fails with that error itself."""
+    try:
+        provider, name = _provider(model, options or ProviderOptions())
+        return provider.unsent(dataclasses.replace(request, model=name))
+    except ProviderError:
+        return {}
+
+
 async def _attempt(model: str, request: LLMRequest, options: ProviderOptions,
                    retry: RetryPolicy, on_delta: DeltaCallback | None,
                    streamed: list[bool]) -> LLMResponse:
     prefix, _ = split_model(model)
-    provider, name = resolve_model(model, options, cache_key=_cache_key(prefix, options.env))
+    provider, name = _provider(model, options)
     sent = dataclasses.replace(request, model=name)
 
     def forward(text: str) -> None:

@@ -17,7 +17,8 @@ proxy, or a test server).  Mapping to `generate_content`:
   with `response_json_schema`.
 
 The SDK retries nothing unless told to (`retry_options` unset); `call_model`
-retries.
+retries.  A stream is whole only once a candidate's `finishReason` (or the
+prompt's `blockReason`) came: one that stops before is a cut stream, retried.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Me
                                       Timing, ToolCall, Usage, _as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
-from flowforge.providers.retry import connection_error, error_from_status, timeout_error
+from flowforge.providers.retry import (connection_error, cut_stream, dropped_connection,
+                                       error_from_status, timeout_error, unusable_answer)
 
 try:
     from google import genai as _genai
@@ -101,7 +103,7 @@ def google_config(request: LLMRequest, system: str | None) -> _types.GenerateCon
         config["max_output_tokens"] = request.max_tokens
     if request.stop:
         config["stop_sequences"] = request.stop
-    for key in ("seed", "top_p", "top_k"):
+    for key in GoogleProvider.sent_options:
         if key in request.extra:
             config[key] = request.extra[key]
     if request.response_format is not None:
@@ -138,6 +140,10 @@ def _convert_error(exc: BaseException) -> ProviderError:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if "TimeoutException" in names:
         return timeout_error("google", str(exc))
+    if names & {"RemoteProtocolError", "ReadError"}:      # the answer was cut while read
+        return dropped_connection("google", f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, ValueError):     # a body (or a streamed part) that is not whole JSON
+        return unusable_answer("google", f"{type(exc).__name__}: {str(exc)[:200]}")
     if "TransportError" in names or "ConnectError" in names:
         return connection_error("google", str(exc))
     return ProviderError(str(exc) or type(exc).__name__, provider="google")
@@ -152,6 +158,14 @@ def _usage(metadata: Any) -> Usage:
 
 
 _FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
+
+
+def _blocked(response: Any) -> str | None:
+    """Why Gemini refused the prompt itself (`promptFeedback.blockReason`): then
+    no candidate comes, and that refusal is the whole answer."""
+    feedback = getattr(response, "prompt_feedback", None)
+    reason = getattr(feedback, "block_reason", None) if feedback is not None else None
+    return getattr(reason, "value", reason) or None
 
 
 def _parts(response: Any, offset: int = 0) -> tuple[str, list[ToolCall], str | None]:
@@ -176,6 +190,7 @@ def _parts(response: Any, offset: int = 0) -> tuple[str, list[ToolCall], str | N
 
 class GoogleProvider(Provider):
     name = "google"
+    sent_options = ("seed", "top_p", "top_k")
 
     def __init__(self, client: Any, *, remote: bool = True) -> None:
         self.client = client
@@ -216,7 +231,7 @@ class GoogleProvider(Provider):
         async for chunk in stream:
             text, chunk_calls, chunk_finish = _parts(chunk, len(calls))
             model = chunk.model_version or model
-            finish = chunk_finish or finish
+            finish = chunk_finish or _blocked(chunk) or finish
             if chunk.usage_metadata is not None:
                 usage = _usage(chunk.usage_metadata)
             calls.extend(chunk_calls)
@@ -225,6 +240,8 @@ class GoogleProvider(Provider):
                 pieces.append(text)
                 if on_delta is not None:
                     on_delta(text)
+        if finish is None:
+            raise cut_stream(self.name, "a finishReason")
         return LLMResponse(text="".join(pieces), tool_calls=calls, usage=usage, model=model,
                            finish_reason="tool_calls" if calls else finish,
                            timing=Timing(start, time.time(), first))

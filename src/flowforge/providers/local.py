@@ -290,6 +290,7 @@ class LocalProvider(Provider):
     """One GGUF model, loaded on first use and shared by every instance."""
 
     name = "local"
+    sent_options = ("top_p", "top_k", "min_p", "seed", "repeat_penalty", "parallel_tool_calls")
 
     def __init__(self, path: str | Path, *, threads: int | None = None,
                  n_ctx: int = DEFAULT_CONTEXT) -> None:

@@ -11,6 +11,10 @@ models (`o1`, `o3`, `o4-mini`, `gpt-5`...), which refuse any other value.
 
 The SDK's own retries are switched off (`max_retries=0`): `call_model` retries,
 so that every attempt is visible and the policy is the same for every vendor.
+
+A stream is whole only when it ends with a `finish_reason` or `[DONE]`: one
+that just stops (a connection closed mid-answer) or carries an `error` event
+is a cut stream (`retry.cut_stream`, `retry.stream_error_event`), retried.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Me
                                       Timing, ToolCall, Usage, _as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
-from flowforge.providers.retry import (dropped_connection, error_from_sdk, stream_idle_timeout,
-                                       timeout_error, unusable_answer)
+from flowforge.providers.retry import (cut_stream, dropped_connection, error_from_sdk,
+                                       stream_error_event, stream_idle_timeout, timeout_error,
+                                       unusable_answer)
 
 try:
     import openai as _sdk
@@ -98,13 +103,25 @@ class OpenAIChatProvider(Provider):
         self.stream_usage = stream_usage
         self.official = official
 
+    sent_options = ("seed", "top_p", "presence_penalty", "frequency_penalty", "user",
+                    "reasoning_effort", "parallel_tool_calls")
+
+    def _reasoning(self, request: LLMRequest) -> bool:
+        return self.official and _REASONING.match(request.model) is not None
+
+    def unsent(self, request: LLMRequest) -> dict[str, str]:
+        out = super().unsent(request)
+        if request.temperature is not None and self._reasoning(request):
+            out["temperature"] = (f"OpenAI's reasoning model {request.model} takes only its "
+                                  f"default temperature")
+        return out
+
     def arguments(self, request: LLMRequest) -> dict[str, Any]:
         """Exactly what is sent, as keyword arguments of `chat.completions.create`."""
         args: dict[str, Any] = {"model": request.model,
                                 "messages": openai_messages(request.messages),
                                 **openai_tools(request)}
-        reasoning = self.official and _REASONING.match(request.model) is not None
-        if request.temperature is not None and not reasoning:
+        if request.temperature is not None and not self._reasoning(request):
             args["temperature"] = request.temperature
         if request.max_tokens is not None:
             # OpenAI's own API wants max_completion_tokens (its reasoning models refuse
@@ -122,8 +139,7 @@ class OpenAIChatProvider(Provider):
                     "json_schema": {"name": request.extra.get("schema_name", "response"),
                                     "schema": request.response_format,
                                     "strict": bool(request.extra.get("strict", False))}}
-        for key in ("seed", "top_p", "presence_penalty", "frequency_penalty", "user",
-                    "reasoning_effort", "parallel_tool_calls"):
+        for key in self.sent_options:
             if key in request.extra:
                 args[key] = request.extra[key]
         if request.stream:
@@ -179,6 +195,7 @@ class OpenAIChatProvider(Provider):
                                 f"option `stream_idle_timeout` or "
                                 f"FLOWFORGE_STREAM_IDLE_TIMEOUT)") from None
         received = 0
+        done = _watch_done(stream)
         iterator = stream.__aiter__()
         while True:
             try:
@@ -191,6 +208,9 @@ class OpenAIChatProvider(Provider):
                                     f"FLOWFORGE_STREAM_IDLE_TIMEOUT)") from None
             except _sdk.APIConnectionError as exc:
                 raise dropped_connection(self.name, str(exc)) from exc
+            except _sdk.APIError as exc:     # `data: {"error": ...}` in the stream
+                raise stream_error_event(self.name, exc.message,
+                                         _status_of(exc.body)) from exc
             if not hasattr(chunk, "choices"):
                 raise unusable_answer(self.name, f"a streamed part is not a chunk: "
                                       f"{str(chunk)[:200]!r}")
@@ -220,6 +240,8 @@ class OpenAIChatProvider(Provider):
         if not received:
             raise unusable_answer(self.name, "the stream ended without a single part (an "
                                   "empty body, or one that is not server-sent events)")
+        if finish is None and not done.seen and (pieces or calls):
+            raise cut_stream(self.name, "a finish_reason or [DONE]")
         if finish is None and not pieces and not calls:
             raise unusable_answer(self.name, "the stream ended with no choice and no text")
         tool_calls = [ToolCall(slot["id"] or f"call_{index}", slot["name"],
@@ -230,6 +252,41 @@ class OpenAIChatProvider(Provider):
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+class _DoneWatch:
+    """Stands in for the SDK's SSE decoder and notes a `[DONE]`, which the SDK
+    swallows: with `finish_reason`, the two markers of a stream that ended whole."""
+
+    def __init__(self, decoder: Any) -> None:
+        self.decoder = decoder
+        self.seen = False
+
+    async def aiter_bytes(self, iterator: Any) -> Any:
+        async for event in self.decoder.aiter_bytes(iterator):
+            if event.data.startswith("[DONE]"):
+                self.seen = True
+            yield event
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.decoder, name)
+
+
+def _watch_done(stream: Any) -> _DoneWatch:
+    """Watch `stream` for `[DONE]` (before its first event is read).  An SDK
+    whose stream has no `_decoder` leaves `seen` False: `finish_reason` alone
+    then marks the end."""
+    watch = _DoneWatch(getattr(stream, "_decoder", None))
+    if watch.decoder is not None and hasattr(watch.decoder, "aiter_bytes"):
+        stream._decoder = watch
+    return watch
+
+
+def _status_of(body: Any) -> int | None:
+    """The HTTP status an error event names (`{"code": 503}`), if any."""
+    code = body.get("code") if isinstance(body, dict) else None
+    return int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) \
+        else None
 
 
 def _factory(name: str, options: ProviderOptions,

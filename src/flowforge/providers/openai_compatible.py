@@ -153,6 +153,9 @@ class OpenAICompatibleProvider(Provider):
                                 f"{variable_prefix(self.server)}MODEL", provider=self.name)
         return model
 
+    def unsent(self, request: LLMRequest) -> dict[str, str]:
+        return self.inner(request).unsent(request)
+
     async def complete(self, request: LLMRequest,
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
         sent = dataclasses.replace(request, model=self.model_for(request))

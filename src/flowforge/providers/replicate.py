@@ -52,6 +52,7 @@ class ReplicateProvider(Provider):
     """One token and base URL; one connection pool, reused across requests."""
 
     name = _NAME
+    sent_options = ()       # a model's own knobs go in `extra.input`, under its names
 
     def __init__(self, token: str, base_url: str = DEFAULT_BASE_URL,
                  http_client: httpx.AsyncClient | None = None) -> None:

@@ -30,7 +30,8 @@ from flowforge.errors import ProviderError
 
 __all__ = ["RetryPolicy", "RETRYABLE_STATUSES", "is_retryable_status", "retry_after_seconds",
            "error_from_status", "error_from_sdk", "timeout_error", "connection_error", "NO_RETRY",
-           "unusable_answer", "dropped_connection", "request_timeout", "stream_idle_timeout"]
+           "unusable_answer", "dropped_connection", "cut_stream", "stream_error_event",
+           "request_timeout", "stream_idle_timeout"]
 
 #: Seconds one non-streaming attempt may take, and the longest silence between two
 #: chunks of a streamed answer (a server that accepts and never answers is given up
@@ -86,6 +87,26 @@ def dropped_connection(provider: str, detail: str = "") -> ProviderError:
     return ProviderError("the connection was closed in the middle of the answer"
                          + (f" ({detail})" if detail else ""), provider=provider,
                          retryable=True)
+
+
+def cut_stream(provider: str, marker: str) -> ProviderError:
+    """A stream that ended without its end marker (`marker`: `finish_reason`,
+    `message_stop`, ...).  On a connection whose body ends when the server
+    closes it (HTTP/1.1 with neither Content-Length nor chunked encoding) the
+    HTTP client sees a whole body: only the missing marker says the answer was
+    cut, so the partial text must not pass for the answer."""
+    return ProviderError(f"the stream was cut: it ended without {marker} (the connection "
+                         f"closed in the middle of the answer)", provider=provider,
+                         retryable=True)
+
+
+def stream_error_event(provider: str, message: str, status: int | None = None) -> ProviderError:
+    """An error event in a stream that had begun (the HTTP status was 200): the
+    answer is cut.  Retried like a dropped connection, unless the event names a
+    status that cannot succeed when sent again (a 4xx other than 408 and 429)."""
+    return ProviderError(f"the stream was cut by an error event: {message}", provider=provider,
+                         status=status,
+                         retryable=status is None or is_retryable_status(status))
 
 #: Statuses that may succeed when sent again (plus every 5xx).
 RETRYABLE_STATUSES = frozenset({408, 429})
