@@ -84,6 +84,17 @@ def serve(
     max_loop_passes: Optional[int] = typer.Option(
         None, "--max-loop-passes", min=0, help="Passes one loop block may run, items one "
         "parallel block may map (default 1000, also FLOWFORGE_MAX_LOOP_PASSES; 0: no limit)."),
+    sandbox_memory_mb: Optional[int] = typer.Option(
+        None, "--sandbox-memory-mb", min=1, help="Memory (MB) all sandboxed Python blocks may "
+        "hold at once; a block that does not fit waits, then fails (default half the "
+        "machine's memory, also FLOWFORGE_SANDBOX_MEMORY_MB)."),
+    user_sandbox_memory_mb: Optional[int] = typer.Option(
+        None, "--user-sandbox-memory-mb", min=1, help="Memory (MB) one user's sandboxed "
+        "blocks may hold at once (default a quarter of --sandbox-memory-mb, also "
+        "FLOWFORGE_USER_SANDBOX_MEMORY_MB)."),
+    max_document_blocks: Optional[int] = typer.Option(
+        None, "--max-document-blocks", min=0, help="Blocks one saved or validated document "
+        "may hold (default 2000, also FLOWFORGE_MAX_DOCUMENT_BLOCKS; 0: no limit)."),
     max_user_rate: Optional[float] = typer.Option(
         None, "--max-user-rate", min=0, help="API requests one user (or one address without "
         "a key) may make per second; over it 429 with Retry-After (default 50, also "
@@ -136,6 +147,9 @@ def serve(
                         ("resume_interval", resume_interval),
                         ("max_user_runs", max_user_runs), ("max_run_events", max_run_events),
                         ("max_loop_passes", max_loop_passes),
+                        ("sandbox_memory_mb", sandbox_memory_mb),
+                        ("user_sandbox_memory_mb", user_sandbox_memory_mb),
+                        ("max_document_blocks", max_document_blocks),
                         ("max_user_rate", max_user_rate), ("max_user_burst", max_user_burst)):
         if value is not None:
             setattr(settings, name, value)

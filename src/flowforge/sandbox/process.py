@@ -37,6 +37,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -45,6 +46,7 @@ from flowforge.errors import RunError
 from flowforge.sandbox.bwrap import bwrap_works, start_bwrap
 from flowforge.sandbox.bwrap import interpreter as _interpreter
 from flowforge.sandbox.limits import Limits
+from flowforge.sandbox.memory import MemoryBudgetError, installed_budget
 from flowforge.sandbox.runner import check_source
 
 __all__ = ["SandboxError", "SandboxResult", "run_python", "sandbox_mode", "HttpHandler"]
@@ -199,7 +201,12 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
     its own; no block definition, document or server route passes it.
     `isolated_only` (a server running other people's blocks) refuses the
     plain-subprocess confinement: without bubblewrap a block shares the
-    server's filesystem view and is held by seccomp and rlimits alone."""
+    server's filesystem view and is held by seccomp and rlimits alone.
+
+    With a memory budget installed (a server: `memory.install_budget`), the
+    block's `memory_mb` is charged to its user (`context["user_id"]`) and to
+    the process before its process starts, and given back when it ends; a
+    block that gets no memory within the budget's wait fails (kind `budget`)."""
     limits = (limits or Limits()).capped()
     problems = check_source(source) if check else []
     if problems:
@@ -221,6 +228,20 @@ async def run_python(source: str, inputs: dict[str, Any], *, limits: Limits | No
                       "scratch_files": limits.scratch_files if scratch else 0},
            "network": network,
            "deny_files": mode == "process", "drop_root": mode == "process", "check": check}
+    async with AsyncExitStack() as held:
+        budget = installed_budget()
+        if budget is not None:
+            owner = str((context or {}).get("user_id") or "default")
+            try:
+                await held.enter_async_context(budget.hold(owner, int(limits.memory_mb)))
+            except MemoryBudgetError as exc:
+                raise SandboxError("budget", str(exc)) from None
+        return await _run_job(job, mode, limits, http)
+
+
+async def _run_job(job: dict[str, Any], mode: str, limits: Limits,
+                   http: HttpHandler | None) -> SandboxResult:
+    """One job in one confined process (taken from the warm pool), to its answer."""
     started = time.monotonic()
     child = _POOL.take(mode)
     calls: list[str] = []

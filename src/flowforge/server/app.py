@@ -25,6 +25,7 @@ from flowforge.server.media_types import BodyMediaTypes
 from flowforge.server.rate_limit import RateLimit
 from flowforge.server.routes import (agent, apps, chat, compat, documents, edits, knowledge,
                                       pipeline, pipelines, runs, secrets, users, workflows)
+from flowforge.sandbox.memory import install_budget, installed_budget
 from flowforge.server.settings import ServerSettings
 from flowforge.server.websocket import router as websocket_router
 from flowforge.storage import storage_from_url
@@ -61,10 +62,15 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
         app.state.settings = settings
         app.state.live = LiveRuns(store, settings, webhook_client)
         app.state.live.start_resumer()
+        # every sandboxed block of this process is charged to it (sandbox/memory.py)
+        budget = settings.memory_budget()
+        install_budget(budget)
         try:
             yield
         finally:
             await app.state.live.shutdown()
+            if installed_budget() is budget:
+                install_budget(None)
             if storage is None:
                 await store.close()
 

@@ -62,12 +62,14 @@ def located(text: str, problem: Problem) -> dict[str, Any]:
 
 
 def check_text(text: str, *, policy: Any = None, model_override: str | None = None,
-               chain_base_url: str | None = None
+               chain_base_url: str | None = None, max_blocks: int = 0
                ) -> tuple[list[dict[str, Any]], CompiledWorkflow | None]:
     """Every located problem of a YAML/JSON document (the same messages as
     `flowforge validate`, plus what the saver's policy refuses), and the
     compiled workflow when there are none.  A prompt-chain Agent is checked
-    as the workflow it is saved as (`chain_base_url` as when saving)."""
+    as the workflow it is saved as (`chain_base_url` as when saving); more
+    than `max_blocks` blocks (0: any number) is a problem at `blocks`."""
+    from flowforge.service.compiling import check_block_count
     from flowforge.service.loading import compile_document
     from flowforge.workflow.loader import document_from_data, parse_text
     from flowforge.workflow.policy import check_policy
@@ -79,6 +81,7 @@ def check_text(text: str, *, policy: Any = None, model_override: str | None = No
         if seed:
             from flowforge.apps.chains import agent_to_workflow
             data = agent_to_workflow(data, base_url=chain_base_url, source="<document>")
+        check_block_count(data, max_blocks)
         compiled = compile_document(document_from_data(data, "<document>"), seed_format=seed)
         if policy is not None:
             check_policy(compiled, policy, model_override=model_override)
@@ -87,6 +90,25 @@ def check_text(text: str, *, policy: Any = None, model_override: str | None = No
     except WorkflowError as exc:
         return [located(text, Problem(exc.where, exc.message))], None
     return [], compiled
+
+
+def check_text_view(text: str, policy: Any, model_override: str | None,
+                    chain_base_url: str | None, max_blocks: int
+                    ) -> tuple[list[dict[str, Any]], Any, dict[str, Any] | None, list]:
+    """`check_text` as a compile pool's job (`service.compiling`): the located
+    problems and, when there are none, what crosses back between processes
+    (a compiled workflow cannot): a `Checked`, the graph, the located join
+    warnings."""
+    from flowforge.service.compiling import Checked
+    from flowforge.workflow.joins import join_warnings
+
+    problems, compiled = check_text(text, policy=policy, model_override=model_override,
+                                    chain_base_url=chain_base_url, max_blocks=max_blocks)
+    if compiled is None:
+        return problems, None, None, []
+    checked = Checked(compiled.id, {}, tuple(compiled.workflow_references))
+    return [], checked, graph_view(compiled), [located(text, warning) for warning
+                                               in join_warnings(compiled.graph)]
 
 
 def graph_view(compiled: CompiledWorkflow) -> dict[str, Any]:

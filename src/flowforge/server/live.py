@@ -51,7 +51,7 @@ class LiveRuns:
         self.settings = settings
         self.http = http or httpx.AsyncClient(timeout=settings.webhook_timeout,
                                                verify=verified_context())
-        self.workflows = WorkflowStore(storage)
+        self.workflows = WorkflowStore(storage, max_blocks=settings.max_document_blocks)
         self.handles: dict[str, RunHandle] = {}
         self.background: set[asyncio.Task] = set()
         self.slots = RunSlots(settings.max_user_runs)
@@ -366,4 +366,5 @@ class LiveRuns:
             task.cancel()
         if self.background:
             await asyncio.gather(*self.background, return_exceptions=True)
+        self.workflows.compiler.close()
         await self.http.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from flowforge.providers.registry import provider_keys_in
 
@@ -25,6 +26,11 @@ def _env_number(name: str) -> float | None:
         return float(value) if value else None
     except ValueError:
         raise ValueError(f"{name}={value!r} is not a number (write e.g. {name}=0.5)") from None
+
+
+def _machine_memory_mb() -> int:
+    from flowforge.sandbox.memory import machine_memory_mb
+    return machine_memory_mb()
 
 
 def _resume_cut_off() -> bool:
@@ -120,6 +126,38 @@ class ServerSettings:
     max_user_burst: int = field(default_factory=lambda: _env_int("FLOWFORGE_MAX_USER_BURST",
                                                                  100))
     """Requests one user may make at once, above the steady rate, before it applies."""
+
+    sandbox_memory_mb: int = field(default_factory=lambda: _env_int(
+        "FLOWFORGE_SANDBOX_MEMORY_MB", _machine_memory_mb() // 2))
+    """Memory (MB) all sandboxed Python blocks of this server may hold at once:
+    each block's `memory_mb` is charged before its process starts and given
+    back when it ends.  Default: half the machine's memory (or its cgroup's)."""
+    user_sandbox_memory_mb: int | None = field(default_factory=lambda: _env_int(
+        "FLOWFORGE_USER_SANDBOX_MEMORY_MB", 0) or None)
+    """Memory (MB) one user's sandboxed blocks may hold at once.  None: a
+    quarter of `sandbox_memory_mb`."""
+    sandbox_memory_wait: float = field(default_factory=lambda: _env_number(
+        "FLOWFORGE_SANDBOX_MEMORY_WAIT") or 30.0)
+    """Seconds a sandboxed block waits for memory within those budgets; then it
+    fails, naming the budget and the setting that raises it."""
+    max_document_blocks: int = field(default_factory=lambda: _env_int(
+        "FLOWFORGE_MAX_DOCUMENT_BLOCKS", 2_000))
+    """Blocks one workflow document may hold (counting those inside containers),
+    checked when it is saved or validated; more is a located validation error.
+    Big documents are compiled in a separate process.  0: no limit."""
+
+    def memory_budget(self) -> Any:
+        """The sandbox memory budget these settings describe (`sandbox.memory`)."""
+        from flowforge.sandbox.memory import MemoryBudget
+
+        return MemoryBudget(
+            total_mb=self.sandbox_memory_mb,
+            per_user_mb=self.user_sandbox_memory_mb or max(1, self.sandbox_memory_mb // 4),
+            wait_seconds=self.sandbox_memory_wait,
+            total_setting=f"FLOWFORGE_SANDBOX_MEMORY_MB, `flowforge serve "
+                          f"--sandbox-memory-mb`",
+            user_setting=f"FLOWFORGE_USER_SANDBOX_MEMORY_MB, `flowforge serve "
+                         f"--user-sandbox-memory-mb`")
 
     def run_limits(self) -> dict[str, int]:
         """The per-run limits, as the services a run on this server is given."""

@@ -29,7 +29,7 @@ from flowforge.processes import process_exists
 from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["request_cancel", "wait_until_ended", "watch_for_cancel", "forget_run", "host_name",
+__all__ = ["request_cancel", "cancel_abandoned", "end_or_cancel_abandoned", "wait_until_ended", "watch_for_cancel", "forget_run", "host_name",
            "PROCESS", "LEASE_SECONDS", "lease_holder_alive", "lease_lapsed", "process_id"]
 
 def host_name() -> str:
@@ -132,6 +132,44 @@ async def request_cancel(storage: Storage, run_id: str) -> None:
     await storage.update_run(run_id, cancel_requested_at=now)
 
 
+async def cancel_abandoned(storage: Storage, run_id: str) -> bool:
+    """End `cancelled`, here and now, a run no process runs any more (`running`
+    with its lease lapsed: the server or worker that ran it is down), as its own process would have: its open blocks get their terminal
+    events, its succeeded blocks are kept.  The lease is taken first (the
+    compare-and-set a resume uses), so a run is never both cancelled here and
+    resumed elsewhere.  False when a live process holds it (it cancels the run
+    itself, seeing the request) or it ended."""
+    row = await storage.get_run(run_id)
+    if row is None or row["status"] != "running" or not lease_lapsed(row):
+        return False
+    holder = row.get("lease_owner")
+    if not await storage.claim_run(run_id, process_id(), LEASE_SECONDS,
+                                   expected_owner=holder if lease_holder_alive(holder)
+                                   is False else None):
+        return False
+    row = await storage.get_run(run_id)
+    if row is None or row["status"] != "running":
+        await storage.update_run(run_id, lease_owner=None, lease_expires_at=None)
+        return False
+    now = time.time()
+    events = await storage.get_events(run_id)
+    seq = events[-1]["seq"] + 1 if events else 1
+    open_blocks = [b for b in await storage.get_blocks(run_id)
+                   if b["status"] in ("running", "waiting")]
+    closing = cancelled_events(run_id, open_blocks, seq, now, "the run was cancelled; the "
+                               "process that ran it is gone")
+    error = "the run was cancelled (no process was running it: cancelled from the store)"
+    closing.append({"seq": seq + len(open_blocks), "type": "run_finished", "run_id": run_id,
+                    "time": now, "status": "cancelled", "error": error})
+    await storage.record(run_id, closing, [
+        {"scope": b["scope"], "block_id": b["block_id"], "status": "cancelled",
+         "finished_at": now, "reason": "cancelled"} for b in open_blocks])
+    await storage.update_run(run_id, status="cancelled", finished_at=now, error=error,
+                             cancel_requested_at=row.get("cancel_requested_at") or now,
+                             lease_owner=None, lease_expires_at=None)
+    return True
+
+
 async def wait_until_ended(storage: Storage, run_id: str, timeout: float) -> bool:
     """True once the run's row says it ended (or it is gone); False after `timeout` s."""
     loop = asyncio.get_running_loop()
@@ -143,6 +181,22 @@ async def wait_until_ended(storage: Storage, run_id: str, timeout: float) -> boo
         if loop.time() >= deadline:
             return False
         await asyncio.sleep(min(storage.poll_interval, 0.1))
+
+
+async def end_or_cancel_abandoned(storage: Storage, run_id: str, wait: float) -> bool:
+    """After a cancel request: wait up to `wait` s for the run to end; a run no
+    process runs (now, or once its lease lapses meanwhile) is cancelled here
+    (`cancel_abandoned`), so a cancel works with the server down.  True once
+    it ended."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        if await cancel_abandoned(storage, run_id):
+            return True
+        if await wait_until_ended(storage, run_id, min(1.0, max(0.0, deadline - loop.time()))):
+            return True
+        if loop.time() >= deadline:
+            return False
 
 
 class _Watcher:

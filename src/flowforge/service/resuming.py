@@ -8,10 +8,18 @@ get a terminal event first; blocks that suspended the run find what they stored
 (`context.resume_state`), with a person's decision injected for an approval.
 A lease on the run row (and, for a `waiting` run, a compare-and-set of its
 status) makes sure one process resumes it.
+
+A run whose process died while running it may be what killed the process
+(a block that takes all the memory): each such resume is counted on its row
+(`cut_off_resumes`), and once its process died `MAX_DEATHS` times it is
+failed, saying so, instead of being resumed into the same death forever.  A
+person may still resume it (`flowforge runs resume`): it failed, so that is a
+retry, which is not counted.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any, Awaitable, Callable
@@ -26,11 +34,26 @@ from flowforge.storage import Storage
 from flowforge.workflow.graph import CompiledWorkflow
 
 __all__ = ["resume", "start_resume", "resume_due", "resume_cut_off", "fail_cut_off",
-           "RESUME_CUT_OFF_ENV"]
+           "RESUME_CUT_OFF_ENV", "MAX_DEATHS_ENV", "max_deaths", "RunDiedTooOften"]
 
 #: `0` (or false/no/off): runs cut off by a process that died are marked failed,
 #: saying how to resume them, instead of being resumed (`--no-resume`).
 RESUME_CUT_OFF_ENV = "FLOWFORGE_RESUME_CUT_OFF"
+#: How many times a run's process may die while running it before the run is
+#: failed instead of resumed again (default 2: it is resumed once).
+MAX_DEATHS_ENV = "FLOWFORGE_MAX_RUN_DEATHS"
+
+log = logging.getLogger("flowforge.resume")
+
+
+def max_deaths() -> int:
+    """FLOWFORGE_MAX_RUN_DEATHS (default 2, at least 1)."""
+    value = os.environ.get(MAX_DEATHS_ENV, "").strip()
+    return max(1, int(value)) if value.isdigit() else 2
+
+
+class RunDiedTooOften(RunStateError):
+    """A cut-off run was failed instead of resumed: its process died too often."""
 
 
 def resume_cut_off() -> bool:
@@ -59,14 +82,22 @@ async def fail_cut_off(storage: Storage, run_id: str, *, where: str = "here") ->
     if row is None or row["status"] != "running":
         await storage.update_run(run_id, lease_owner=None, lease_expires_at=None)
         return False
-    now = time.time()
     error = (f"cut off: the process that ran it ({holder or 'unknown'}) is gone, and "
              f"resuming cut-off runs is off {where} ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
              f"its succeeded blocks are kept: resume it with `flowforge runs resume "
              f"{run_id}`")
-    events = await storage.get_events(run_id)
+    await _close_failed(storage, run_id, await storage.get_events(run_id),
+                        await storage.get_blocks(run_id), error)
+    return True
+
+
+async def _close_failed(storage: Storage, run_id: str, events: list[dict[str, Any]],
+                        blocks: list[dict[str, Any]], error: str) -> None:
+    """End a cut-off run whose lease this process holds `failed` with `error`:
+    the blocks its dead process left running get their terminal events."""
+    now = time.time()
     seq = events[-1]["seq"] if events else 0
-    running = [b for b in await storage.get_blocks(run_id) if b["status"] == "running"]
+    running = [b for b in blocks if b["status"] == "running"]
     closing = cancelled_events(run_id, running, seq + 1, now, "the process running the run "
                                "ended before the block finished")
     closing.append({"seq": seq + 1 + len(running), "type": "run_finished", "run_id": run_id,
@@ -76,7 +107,19 @@ async def fail_cut_off(storage: Storage, run_id: str, *, where: str = "here") ->
          "finished_at": now, "reason": "cut off; not resumed"} for b in running])
     await storage.update_run(run_id, status="failed", finished_at=now, error=error,
                              lease_owner=None, lease_expires_at=None)
-    return True
+
+
+def _died_too_often(run_id: str, deaths: int, blocks: list[dict[str, Any]]) -> str:
+    times = "twice" if deaths == 2 else "once" if deaths == 1 else f"{deaths} times"
+    running = sorted({b["block_id"] for b in blocks if b["status"] == "running"})
+    where = (f"block{'s' if len(running) > 1 else ''} {', '.join(running)} "
+             f"{'were' if len(running) > 1 else 'was'} running when it last died"
+             if running else "no block was running when it last died")
+    return (f"its process died {times} while running it; not resumed again: {where} "
+            f"(a block that takes all the memory or crashes the process would kill the "
+            f"next one too).  Its succeeded blocks are kept: once the cause is fixed, "
+            f"resume it with `flowforge runs resume {run_id}` (the limit: "
+            f"{MAX_DEATHS_ENV}={max_deaths()})")
 
 
 async def resume(run_id: str, *, storage: StorageArg = None, model: str | None = None,
@@ -109,6 +152,18 @@ async def start_resume(run_id: str, *, storage: Storage | None,
         taken = await _take(opened, run_id, row)
     row = taken["row"]
     run_id = row["run_id"]
+    if row["status"] == "running":          # cut off: its process died while running it
+        deaths = int(row.get("cut_off_resumes") or 0) + 1
+        if deaths >= max_deaths():
+            error = _died_too_often(run_id, deaths, taken["blocks"])
+            try:
+                await _close_failed(opened, run_id, taken["events"], taken["blocks"], error)
+            except BaseException:
+                await opened.update_run(run_id, lease_owner=None, lease_expires_at=None)
+                raise
+            log.error("run %s failed instead of resumed: %s", run_id, error)
+            raise RunDiedTooOften(f"run {run_id} failed: {error}")
+        await opened.update_run(run_id, cut_off_resumes=deaths)
     if row["status"] == "waiting" and not await opened.take_waiting(run_id):
         await opened.update_run(run_id, lease_owner=None, lease_expires_at=None)
         raise RunStateError(f"run {run_id} is no longer waiting: another request resumed "

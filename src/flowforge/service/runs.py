@@ -22,8 +22,8 @@ from flowforge.engine.failures import unexpected_detail
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
 from flowforge.errors import FlowforgeError, NotFound
-from flowforge.service.cancel import (LEASE_SECONDS, forget_run, process_id,
-                                      request_cancel, wait_until_ended, watch_for_cancel)
+from flowforge.service.cancel import (LEASE_SECONDS, end_or_cancel_abandoned, forget_run,
+                                      process_id, request_cancel, watch_for_cancel)
 from flowforge.service.loading import load, registered_workflow, resolve_workflow
 from flowforge.service.recorder import Recorder, StoreUnreachable, redactor
 from flowforge.service.secrets import load_secrets
@@ -489,7 +489,9 @@ async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 1
         if row["status"] in TERMINAL_STATUSES:
             return row["status"]
         await request_cancel(opened, run_id)
-        if not await wait_until_ended(opened, run_id, wait):
+        # No process runs it (the server or worker is down, or died): cancel it in
+        # the store, now or once its lease lapses while we wait.
+        if not await end_or_cancel_abandoned(opened, run_id, wait):
             return "cancelling"
         row = await opened.get_run(run_id)
         return row["status"] if row is not None else "cancelled"

@@ -38,7 +38,8 @@ RUN_FIELDS = ("run_id", "workflow_id", "workflow_version", "user_id", "status", 
               "outputs", "usage", "memory", "error", "document", "created_at", "started_at",
               "finished_at", "webhook", "cancel_requested_at", "trace_id", "lease_owner",
               "lease_expires_at", "resume_at", "budget", "webhook_state",
-              "webhook_lease_until", "idempotency_key", "request_fingerprint")
+              "webhook_lease_until", "idempotency_key", "request_fingerprint",
+              "cut_off_resumes")
 #: Columns of a block row (one per block execution scope, e.g. "" or "refine[2]").
 BLOCK_FIELDS = ("run_id", "scope", "block_id", "type", "status", "inputs", "output", "error",
                 "reason", "started_at", "finished_at", "duration_ms")

@@ -27,6 +27,11 @@ _IDEMPOTENCY = (
 #: NULL for versions saved before this step or without text.
 _SOURCE_TEXT = ("ALTER TABLE workflow_versions ADD COLUMN source TEXT",)
 
+#: How many times a run was resumed after its process died while it was
+#: `running` (NULL: never): past a limit it is failed instead of resumed again
+#: (`service.resuming`), so a run that kills its process is not retried forever.
+_CUT_OFF_RESUMES = ("ALTER TABLE runs ADD COLUMN cut_off_resumes INTEGER",)
+
 #: PostgreSQL: a run's write fenced by its lease (`grouping.fence_rows`) checks
 #: the lease in the same transaction, in the same round trip as the write: a
 #: lease that is not the writer's raises SQLSTATE FF001 (`LeaseLost`), one with
@@ -157,6 +162,7 @@ SQLITE_MIGRATIONS: list[Migration] = [
     # which holds the document first (a long one spills to overflow pages)
     Migration("0016_lease_fence", ("CREATE INDEX runs_by_lease ON runs "
                                    "(run_id, lease_owner, lease_expires_at)",)),
+    Migration("0017_run_cut_off_resumes", _CUT_OFF_RESUMES),
 ]
 
 #: PostgreSQL keeps JSON as TEXT, like SQLite: `jsonb` would reorder the keys
@@ -267,4 +273,5 @@ POSTGRES_MIGRATIONS: list[Migration] = [
     Migration("0014_run_idempotency_key", _IDEMPOTENCY),
     Migration("0015_workflow_source_text", _SOURCE_TEXT),
     Migration("0016_lease_fence", (_FENCE,)),
+    Migration("0017_run_cut_off_resumes", _CUT_OFF_RESUMES),
 ]

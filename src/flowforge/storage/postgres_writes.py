@@ -214,7 +214,7 @@ def _merged(rows: list[list[Any]]) -> list[list[Any]]:
 _TYPES = {"workflow_version": "int", "seq": "int", "created_at": "float8",
           "started_at": "float8", "finished_at": "float8", "cancel_requested_at": "float8",
           "lease_expires_at": "float8", "resume_at": "float8", "time": "float8",
-          "webhook_lease_until": "float8",
+          "webhook_lease_until": "float8", "cut_off_resumes": "int",
           "duration_ms": "float8"}
 
 

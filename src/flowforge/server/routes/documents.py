@@ -7,17 +7,16 @@ use only these, so the picture and the messages are the engine's own."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
 from flowforge.server.auth import CurrentUser
-from flowforge.server.document_view import check_text, graph_view, located
+from flowforge.server.document_view import check_text_view, graph_view, located
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
+from flowforge.service.compiling import BIG_BODY
 from flowforge.service.schema import workflow_json_schema
-from flowforge.workflow.joins import join_warnings
 
 __all__ = ["router"]
 
@@ -57,20 +56,19 @@ async def validate(request: Request, user: CurrentUser) -> dict[str, Any]:
              "line": 1}]}
     live = request.app.state.live
     # Off the event loop: checking a document of the body limit's size takes
-    # its time (YAML is read in Python), and /health and every stream must
-    # not wait for it.
+    # its time (YAML is read in Python, compiling is Python); a big one is
+    # checked in another process (service/compiling.py), since a thread would
+    # still hold the interpreter that /health and every stream need.
     policy = await live.policy(user)
-    problems, compiled = await asyncio.to_thread(
-        check_text, text, policy=policy, model_override=live.settings.model,
-        chain_base_url=live.settings.chain_base_url)
-    if compiled is not None:          # the stored workflows it runs, as a save checks them
+    problems, checked, graph, warnings = await live.workflows.compiler.run(
+        check_text_view, text, policy, live.settings.model, live.settings.chain_base_url,
+        live.settings.max_document_blocks, big=len(body) >= BIG_BODY)
+    if checked is not None:          # the stored workflows it runs, as a save checks them
         problems = [located(text, problem) for problem in await live.workflows.nested_problems(
-            user["user_id"], compiled, policy, live.settings.model)]
-        compiled = None if problems else compiled
-    warnings = [] if compiled is None else \
-        [located(text, warning) for warning in join_warnings(compiled.graph)]
-    return {"valid": not problems, "problems": problems,
-            "graph": graph_view(compiled) if compiled is not None else None,
+            user["user_id"], checked, policy, live.settings.model)]
+    if problems:
+        graph, warnings = None, []
+    return {"valid": not problems, "problems": problems, "graph": graph,
             "warnings": warnings}
 
 

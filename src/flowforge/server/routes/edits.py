@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.errors import WorkflowError
 from flowforge.server.auth import CurrentUser
-from flowforge.server.document_view import check_text
+from flowforge.server.document_view import check_text_view
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
 from flowforge.server.views import workflow_view
+from flowforge.service.compiling import BIG_BODY
 from flowforge.workflow.loader import parse_text
 from flowforge.workflow.text_edits import Edit, apply_edits
 
@@ -52,9 +53,10 @@ async def edit_workflow(request: Request, workflow_id: str, body: WorkflowEdits,
                             f"{body.base_version}: reload it and edit the latest version")
     text = row.get("source") or _written(row["document"])
     edited = apply_edits(text, body.edits)
-    problems, _ = check_text(edited, policy=await live.policy(user),
-                             model_override=live.settings.model,
-                             chain_base_url=live.settings.chain_base_url)
+    problems, *_ = await live.workflows.compiler.run(
+        check_text_view, edited, await live.policy(user), live.settings.model,
+        live.settings.chain_base_url, live.settings.max_document_blocks,
+        big=len(edited) >= BIG_BODY)
     if problems:
         raise ApiError(422, f"{len(problems)} problem(s) in the edited workflow: nothing was "
                             f"saved", code="invalid_workflow", details=problems)

@@ -16,6 +16,7 @@ from flowforge.server.errors import ApiError
 from flowforge.server.idempotency import (HEADER_DESCRIPTION, fingerprint, once, replay,
                                           submission_key)
 from flowforge.server.views import run_links, workflow_view
+from flowforge.service.compiling import BIG_BODY
 from flowforge.workflow.loader import parse_text
 from flowforge.workflow.model import Budget
 
@@ -67,18 +68,19 @@ async def _document(request: Request) -> Any:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, "the request body is not UTF-8 text") from None
-    if media in _YAML_TYPES:
-        try:
-            return parse_text(text, "<request body>.yaml")
-        except WorkflowError as exc:
-            raise ApiError(400, str(exc), code="malformed_yaml") from None
-    if media not in ("application/json", "text/json", ""):
+    if media not in _YAML_TYPES and media not in ("application/json", "text/json", ""):
         raise ApiError(415, f"unsupported Content-Type {media!r}: send application/json or "
                             f"application/yaml")
-    try:
-        return parse_text(text, "<request body>.json")    # the same limits as every document
+    yaml = media in _YAML_TYPES
+    # a big body is parsed in another process: YAML (and the limits walk) is Python
+    compiler = request.app.state.live.workflows.compiler
+    try:                                      # the same limits as every document
+        return await compiler.run(parse_text, text,
+                                  "<request body>.yaml" if yaml else "<request body>.json",
+                                  big=len(body) >= BIG_BODY)
     except WorkflowError as exc:
-        raise ApiError(400, str(exc), code="malformed_json") from None
+        raise ApiError(400, str(exc), code="malformed_yaml" if yaml else "malformed_json"
+                       ) from None
 
 
 async def _source(request: Request, sent: Any, saved: Any) -> str | None:
@@ -104,25 +106,20 @@ def _imported(request: Request, document: Any, workflow_id: str | None = None) -
     return data
 
 
-def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str | None
-                   ) -> dict[str, Any]:
+def _with_warnings(view: dict[str, Any], row: dict[str, Any], files_root: str | None,
+                   joins: list[Any]) -> dict[str, Any]:
     """Saved, but a relative path it names (a knowledge source, a nested
     workflow file) is missing under the server's files root, or the server
     has none, or a block runs less often than under the old any-edge rule
     (workflow/joins.py): say so now rather than at the first run."""
     from pathlib import Path
 
-    from flowforge.service.loading import load
-    from flowforge.workflow.joins import join_warnings
     from flowforge.workflow.model import Workflow
     from flowforge.workflow.paths import resolve_path
     from flowforge.workflow.policy import looks_like_path
 
     root = Path(files_root) if files_root else None
-    try:
-        warnings = [str(problem) for problem in join_warnings(load(row["document"]).graph)]
-    except WorkflowError:              # saved by an earlier version; runs will say what is wrong
-        warnings = []
+    warnings = [str(problem) for problem in joins]      # found when the save compiled it
     for where, spec in Workflow.model_validate(row["document"]).iter_blocks():
         named = [(f"{where}.with.sources[{index}]", source) for index, source in
                  enumerate(spec.with_.get("sources") or [] if spec.type == "knowledge" and
@@ -162,11 +159,13 @@ async def create_workflow(request: Request, user: CurrentUser,
     sent = await _document(request)
     document = _imported(request, sent)
     await _check_document_webhook(live, document)
+    joins: list[Any] = []
     row = await live.workflows.save(owner_of(user, owner), document,
                                     policy=await live.policy(user),
                                     model_override=live.settings.model,
-                                    source=await _source(request, sent, document))
-    return _with_warnings(workflow_view(row), row, live.settings.files_root)
+                                    source=await _source(request, sent, document),
+                                    warnings=joins)
+    return _with_warnings(workflow_view(row), row, live.settings.files_root, joins)
 
 
 @router.get("", summary="List workflows (latest versions)")
@@ -199,11 +198,14 @@ async def put_workflow(request: Request, workflow_id: str, user: CurrentUser,
     sent = await _document(request)
     document = _imported(request, sent, workflow_id)
     await _check_document_webhook(live, document)
+    joins: list[Any] = []
     row = await live.workflows.save(owner_of(user, owner), document, expected_id=workflow_id,
                                     policy=await live.policy(user),
                                     model_override=live.settings.model,
-                                    source=await _source(request, sent, document))
-    return JSONResponse(_with_warnings(workflow_view(row), row, live.settings.files_root),
+                                    source=await _source(request, sent, document),
+                                    warnings=joins)
+    return JSONResponse(_with_warnings(workflow_view(row), row, live.settings.files_root,
+                                       joins),
                         status_code=201 if row["version"] == 1 else 200)
 
 

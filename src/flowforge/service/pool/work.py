@@ -33,7 +33,7 @@ from flowforge.service.pool.owed import deliver_when_ended
 from flowforge.service.pool.queued import (fail_cut_off_run, how_queued, how_queued_in,
                                             resumes)
 from flowforge.service.loading import load
-from flowforge.service.resuming import resume
+from flowforge.service.resuming import RunDiedTooOften, resume
 from flowforge.service.runs import RunStateError, open_storage
 from flowforge.workflow.paths import DOCUMENT_DIR, FILES_ROOT
 from flowforge.workflow.policy import TRUSTED
@@ -167,6 +167,8 @@ async def _work_on(storage: Any, run_id: str, row: dict[str, Any],
         return options
     try:
         await resume(run_id, storage=storage, row=row, taken=taken, **options)
+    except RunDiedTooOften:          # failed, saying why (logged where it was decided)
+        return "ended"
     except RunStateError as exc:
         log.info("run %s: %s", run_id, exc)
         return "busy"
