@@ -39,7 +39,7 @@ from flowforge.tools.spec import Tool, ToolContext
 from flowforge.workflow.policy import CapabilityUse, looks_like_path
 
 __all__ = ["ToolEntry", "HttpToolTarget", "BlockToolTarget", "build_tools", "tool_context",
-           "tool_capabilities"]
+           "tool_capabilities", "tool_functions"]
 
 
 _KINDS = ("function", "block", "workflow", "http", "mcp", "knowledge_search") + RAG_TOOL_KINDS
@@ -187,6 +187,24 @@ def tool_capabilities(entries: Any, allow_private_network: Any = False) -> list[
                 uses.extend(CapabilityUse(u.capability, f"{where}.block.with.{u.where}", u.what)
                             for u in block_type.capabilities(spec))
     return uses
+
+
+def tool_functions(entries: Any) -> list[tuple[str, str]]:
+    """The registered functions a `tools:` list (as written) calls, as
+    (place in the list, name): `lookup_order`, `{function: lookup_order}`, and a
+    `function` block used as a tool.  Templated names are known at run time only."""
+    found: list[tuple[str, str]] = []
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        where = f"tools[{index}]"
+        if isinstance(entry, str) and entry != "knowledge_search":
+            found.append((where, entry))
+        elif isinstance(entry, dict) and isinstance(entry.get("function"), str):
+            found.append((f"{where}.function", entry["function"]))
+        elif isinstance(entry, dict) and isinstance(entry.get("block"), dict) and \
+                entry["block"].get("type") == "function" and \
+                isinstance((entry["block"].get("with") or {}).get("function"), str):
+            found.append((f"{where}.block.with.function", entry["block"]["with"]["function"]))
+    return [(where, name) for where, name in found if "{{" not in name]
 
 
 def _check_entry(entry: ToolEntry, context: Any, allow_private: bool) -> None:
