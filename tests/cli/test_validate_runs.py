@@ -9,6 +9,8 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import pytest
+
 import flowforge
 from flowforge.tools.functions import unregister_function
 from tests.cli.test_validate_knows import cli
@@ -104,3 +106,73 @@ def test_a_run_names_the_closest_registered_function_too():
         assert "did you mean 'v41_lookup_order'?" in result.blocks["f"].error
     finally:
         unregister_function("v41_lookup_order")
+
+
+# -- 1b: tool options -----------------------------------------------------------------------
+
+def agent_doc(tools: list) -> dict:
+    return {"id": "tools", "blocks": [{"id": "ask", "type": "agent", "with": {
+        "model": "scripted/v41_answer", "prompt": "hi", "tools": tools}}]}
+
+
+SIM_SPELLINGS = [
+    [{"knowledge_search": {"knowledgeBaseId": "policies", "topK": 3}}],
+    [{"knowledge_search": {"knowledgeBaseId": "policies", "tagFilters": {"category": "legal"},
+                           "minSimilarity": 0.2}}],
+    [{"rag_search": {"knowledgeBaseId": "policies", "topK": 3}}],
+    [{"web_search": {"backend": "offline", "maxResults": 3, "knowledgeBaseId": "web"}}],
+    [{"block": {"type": "knowledge", "name": "kb",
+                "with": {"knowledgeBaseId": "policies", "topK": 3}}}],
+]
+
+
+def test_sim_spellings_of_tool_options_pass_validate_and_run():
+    from flowforge.providers.scripted import register_script, unregister_script
+
+    register_script("v41_answer", lambda messages, tools: f"{len(tools)} tool(s)")
+    try:
+        for tools in SIM_SPELLINGS:
+            compiled = flowforge.load(agent_doc(tools))          # what validate checks
+            result = flowforge.run_sync(compiled, {}, storage=False)
+            assert result.status == "succeeded", (tools, result.error)
+            assert result.results["ask"]["content"] == "1 tool(s)"
+    finally:
+        unregister_script("v41_answer")
+
+
+def test_the_run_reads_the_canonical_options():
+    from flowforge.blocks._toolset import ToolEntry
+
+    entry = ToolEntry.model_validate({"knowledge_search": {"knowledgeBaseId": "policies",
+                                                           "topK": 3}})
+    assert entry.knowledge_search.model_dump(exclude_none=True) == {
+        "knowledge_base": "policies", "top_k": 3}
+    block = ToolEntry.model_validate({"block": {"type": "knowledge", "with": {
+        "knowledgeBaseId": "policies", "topK": 3}}})
+    assert block.block.with_ == {"knowledge_base": "policies", "top_k": 3}
+
+
+@pytest.mark.parametrize("tools, expected", [
+    ([{"knowledge_search": {"knowledge_base": "p", "topk": 3}}],
+     "blocks[0].with.tools[0].knowledge_search.topk: unknown field 'topk' - did you mean "
+     "'top_k'?"),
+    ([{"knowledge_search": {"knowledgeBaseId": "p", "knowledge_base": "q"}}],
+     "knowledge_search.knowledgeBaseId: `knowledgeBaseId` and `knowledge_base` are the same "
+     "field"),
+    ([{"knowledge_search": {"knowledge_base": "p", "mode": "fuzzy"}}],
+     "blocks[0].with.tools[0].knowledge_search.mode"),
+    ([{"block": {"type": "http", "with": {"methd": "GET"}}}],
+     "with.methd: a 'http' block has no field 'methd' - did you mean 'method'?"),
+    ([{"block": {"type": "htp"}}], "unknown block type 'htp' - did you mean 'http'?"),
+    ([{"block": {"type": "router"}}], "a 'router' block cannot be used as a tool"),
+], ids=["typo", "both-spellings", "bad-mode", "block-field", "block-type", "routing-block"])
+def test_tool_options_the_run_refuses_are_refused_by_validate(tmp_path, tools, expected):
+    import json
+
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(agent_doc(tools) | {"blocks": [
+        {"id": "ask", "type": "agent", "with": {"model": "local/smollm2", "prompt": "hi",
+                                                "tools": tools}}]}))
+    proc = cli("validate", str(path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert expected in " ".join(proc.stderr.split()), proc.stderr
