@@ -104,3 +104,60 @@ return {'same': type(3) is int, 'twin': twin.x, 'empty': type([])(), 'found': fo
 """)
     result = await run_python(source, {}, mode=mode)
     assert result.output == {"same": True, "twin": 3, "empty": [], "found": 5, "name_ok": True}
+
+
+# -- issue 41: format strings and copy's reducer table ----------------------------------
+
+FUNCTION = "def f():\n    pass\n"
+
+
+@pytest.mark.parametrize("attempt, expected", [
+    (FUNCTION + f"return {{'g': ('{{0.' + {D} + 'globals' + {D} + '}}').format(f)}}",
+     "`.format` is allowed only on a string literal"),
+    (FUNCTION + f"return {{'g': str.format('{{0.' + {D} + 'globals' + {D} + '}}', f)}}",
+     "`.format` is allowed only on a string literal"),
+    (FUNCTION + f"t = '{{x.' + {D} + 'init' + {D} + '.' + {D} + 'globals' + {D} + '}}'\n"
+     "return {'g': t.format(x=f)}", "`.format` is allowed only on a string literal"),
+    (FUNCTION + "fmt = '{0}'.format\nreturn {'g': fmt(f)}",
+     "`.format` may only be called directly"),
+    (FUNCTION + "return {'g': '{0._x}'.format(f)}", "may not read a private attribute"),
+    (FUNCTION + "return {'g': '{0:{1._x}}'.format(3, f)}", "may not read a private attribute"),
+    (FUNCTION + "return {'g': str.format_map('{x}', {'x': f})}", "attribute 'format_map'"),
+    (FUNCTION + "return {'g': '{0.__globals__}'.format(f)}", "text naming a special attribute"),
+], ids=["computed", "str-format-computed", "variable-template", "bound-method",
+        "private-field", "nested-spec", "format-map", "literal-dunder"])
+def test_format_strings_cannot_read_attributes_the_source_does_not_show(attempt, expected):
+    problems = " | ".join(check_source(block(attempt)))
+    assert expected in problems, problems
+
+
+@pytest.mark.parametrize("attempt", [
+    "import copy\n" + block(f"""
+class C:
+    pass
+def reducer(obj):
+    return (C, (), None, None, None)
+copy.dispatch_table[C] = reducer
+return {{'c': str(copy.deepcopy(C()))}}
+"""),
+    "from copy import dispatch_table\n" + block("return {}"),
+    "import copy\n" + block("table = copy.dispatch_table\nreturn {}"),
+], ids=["deepcopy-reducer", "from-import", "alias"])
+def test_copys_reducer_table_is_refused(attempt):
+    problems = " | ".join(check_source(attempt))
+    assert "dispatch_table" in problems and "not allowed" in problems, problems
+
+
+def test_plain_format_strings_and_copies_still_pass():
+    assert check_source("import copy\n" + block(
+        "a = '{0} and {name:>{width}}'.format(1, name='x', width=3)\n"
+        "b = str.format('{}!', a)\n"
+        "return {'a': a, 'b': b, 'c': copy.deepcopy({'k': [1]})}")) == []
+
+
+async def test_the_blocks_copy_module_has_no_reducer_table(mode):
+    """Past the check too: the copy of `copy` a block imports leaves it out."""
+    source = "import copy\n" + block("return {'has': hasattr(copy, 'dispatch_table'), "
+                                     "'x': '{0}-{1}'.format(1, 2)}")
+    result = await run_python(source, {}, mode=mode)
+    assert result.output == {"has": False, "x": "1-2"}

@@ -22,7 +22,7 @@ everything else it builds comes from `flowforge.tools`.
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -36,10 +36,12 @@ from flowforge.tools.http import http_tool
 from flowforge.tools.mcp_client import McpServer, open_mcp_tools
 from flowforge.tools.python import function_tool
 from flowforge.tools.spec import Tool, ToolContext
+from flowforge.workflow.model import did_you_mean
 from flowforge.workflow.policy import CapabilityUse, looks_like_path
+from flowforge.workflow.seed_fields import canonical_fields
 
 __all__ = ["ToolEntry", "HttpToolTarget", "BlockToolTarget", "build_tools", "tool_context",
-           "tool_capabilities"]
+           "tool_capabilities", "tool_functions"]
 
 
 _KINDS = ("function", "block", "workflow", "http", "mcp", "knowledge_search") + RAG_TOOL_KINDS
@@ -55,6 +57,21 @@ class HttpToolTarget(BaseModel):
     timeout: float = Field(30.0, gt=0)
 
 
+#: Sim's spellings of tool options that the camelCase rule cannot guess
+_SEED_OPTIONS = {"knowledgeBaseId": "knowledge_base", "knowledgeBaseIds": "knowledge_bases",
+                 "tagFilters": "filters"}
+
+
+def _canonical(options: dict[str, Any], fields: Any, renames: Any, where: str
+               ) -> dict[str, Any]:
+    """`options` with the seed's names (`topK`, `knowledgeBaseId`) renamed to
+    the canonical ones, as a block's `with` is (`workflow.seed_fields`)."""
+    renamed, problems = canonical_fields(options, fields, renames)
+    if problems:
+        raise ValueError("; ".join(f"{where}.{key}: {message}" for key, message in problems))
+    return renamed
+
+
 class BlockToolTarget(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, populate_by_name=True)
 
@@ -64,6 +81,44 @@ class BlockToolTarget(BaseModel):
     description: str | None = None
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     """Fixed configuration; the model supplies the other fields."""
+
+    @model_validator(mode="after")
+    def _usable_block(self) -> BlockToolTarget:
+        """What the tool's first call would refuse, refused when the document is
+        checked: an unknown type, a routing one, a fixed field the type lacks."""
+        from flowforge.blocks.registry import block_types
+
+        known = block_types()
+        block_type = known.get(self.type)
+        if block_type is None:
+            raise ValueError(f"unknown block type '{self.type}'{did_you_mean(self.type, known)}")
+        if block_type.container or block_type.routes:
+            raise ValueError(f"a '{self.type}' block cannot be used as a tool (containers and "
+                             f"routing blocks choose graph edges)")
+        fields = block_type.Config.model_fields
+        self.with_ = _canonical(self.with_, fields, block_type.seed_fields, "with")
+        if block_type.Config.model_config.get("extra") == "forbid":
+            for key in self.with_:
+                if key not in fields:
+                    raise ValueError(f"with.{key}: a '{self.type}' block has no field "
+                                     f"'{key}'{did_you_mean(str(key), fields)}; its fields: "
+                                     f"{', '.join(fields)}")
+        return self
+
+
+class KnowledgeSearchOptions(BaseModel):
+    """What a workflow fixes of an agent's `knowledge_search` tool."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    knowledge_base: str | None = None
+    """The base searched (else the model names it)."""
+    filters: dict[str, str | list[str]] | None = None
+    """Tag filters applied to every search (the model's are added to them)."""
+    top_k: int | None = Field(None, ge=1, le=100)
+    """Passages per search (the model may ask for up to four times as many)."""
+    mode: Literal["vector", "text", "hybrid"] | None = None
+    min_similarity: float | None = Field(None, ge=-1, le=1)
 
 
 class ToolEntry(BaseModel):
@@ -81,7 +136,7 @@ class ToolEntry(BaseModel):
     """An HTTP endpoint used as a tool."""
     mcp: McpServer | None = None
     """An MCP server: all its tools (or `include:`), discovered at run time."""
-    knowledge_search: dict[str, Any] | None = None
+    knowledge_search: KnowledgeSearchOptions | None = None
     """Search a knowledge base: `{knowledge_base, filters, top_k}`."""
     rag_search: RagSearchOptions | None = None
     """The chat's `knowledge_base_search(query, kb_id, top_k)`."""
@@ -100,6 +155,20 @@ class ToolEntry(BaseModel):
     runs_commands: bool = False
     """The tool runs shell commands: shell metacharacters are refused."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_spellings(cls, data: Any) -> Any:
+        """Sim's camelCase option names (`topK`, `knowledgeBaseId`) read as the
+        canonical ones, here, where both `validate` and the run read them."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for kind, options in data.items():
+            model = _OPTION_MODELS.get(kind)
+            if model is not None and isinstance(options, dict):
+                out[kind] = _canonical(options, model.model_fields, _SEED_OPTIONS, kind)
+        return out
+
     @model_validator(mode="after")
     def _one_kind(self) -> ToolEntry:
         kinds = [k for k in _KINDS
@@ -114,6 +183,12 @@ class ToolEntry(BaseModel):
     @property
     def kind(self) -> str:
         return next(k for k in _KINDS if getattr(self, k) is not None)
+
+
+_OPTION_MODELS: dict[str, type[BaseModel]] = {
+    "knowledge_search": KnowledgeSearchOptions, "rag_search": RagSearchOptions,
+    "web_search": WebSearchOptions, "keyword_index": KeywordIndexOptions,
+    "final_response": FinalResponseOptions}
 
 
 def tool_context(context: Any) -> ToolContext:
@@ -133,7 +208,7 @@ async def build_tools(entries: list[str | ToolEntry], context: Any, stack: Async
     for index, raw in enumerate(entries):
         entry = ToolEntry(function=raw) if isinstance(raw, str) else raw
         if isinstance(raw, str) and raw == "knowledge_search":
-            entry = ToolEntry(knowledge_search={})
+            entry = ToolEntry(knowledge_search=KnowledgeSearchOptions())
         try:
             built = await _build(entry, context, stack, allow_private_network, shared)
         except ToolError as exc:
@@ -189,6 +264,24 @@ def tool_capabilities(entries: Any, allow_private_network: Any = False) -> list[
     return uses
 
 
+def tool_functions(entries: Any) -> list[tuple[str, str]]:
+    """The registered functions a `tools:` list (as written) calls, as
+    (place in the list, name): `lookup_order`, `{function: lookup_order}`, and a
+    `function` block used as a tool.  Templated names are known at run time only."""
+    found: list[tuple[str, str]] = []
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        where = f"tools[{index}]"
+        if isinstance(entry, str) and entry != "knowledge_search":
+            found.append((where, entry))
+        elif isinstance(entry, dict) and isinstance(entry.get("function"), str):
+            found.append((f"{where}.function", entry["function"]))
+        elif isinstance(entry, dict) and isinstance(entry.get("block"), dict) and \
+                entry["block"].get("type") == "function" and \
+                isinstance((entry["block"].get("with") or {}).get("function"), str):
+            found.append((f"{where}.block.with.function", entry["block"]["with"]["function"]))
+    return [(where, name) for where, name in found if "{{" not in name]
+
+
 def _check_entry(entry: ToolEntry, context: Any, allow_private: bool) -> None:
     """The run-time half of `tool_capabilities`."""
     policy = policy_of(context)
@@ -236,12 +329,7 @@ def _block_tool(entry: ToolEntry, context: Any) -> Tool:
 
     target = entry.block
     assert target is not None
-    block_type = get_block_type(target.type)
-    if block_type is None:
-        raise ToolError(f"unknown block type '{target.type}'")
-    if block_type.container or block_type.routes:
-        raise ToolError(f"a '{target.type}' block cannot be used as a tool (containers and "
-                        f"routing blocks choose graph edges)")
+    block_type = get_block_type(target.type)       # known and usable: BlockToolTarget checked
     schema = block_type.Config.model_json_schema()
     fixed = set(target.with_)
     properties = {k: v for k, v in (schema.get("properties") or {}).items() if k not in fixed}
@@ -286,6 +374,7 @@ def _knowledge_tool(entry: ToolEntry, context: Any) -> Tool:
     except ImportError:
         raise ToolError("knowledge_search needs the knowledge layer (flowforge.knowledge), "
                         "which is not available in this installation") from None
-    options = dict(entry.knowledge_search or {})
+    options = entry.knowledge_search.model_dump(exclude_none=True) \
+        if entry.knowledge_search is not None else {}
     return knowledge_tool.knowledge_search_tool(context=context, name=entry.name,
                                                 description=entry.description, **options)

@@ -17,9 +17,13 @@ from typing import Any
 
 from pydantic import Field
 
+from flowforge.blocks._toolset import tool_functions
 from flowforge.blocks.base import LATER, BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
-from flowforge.tools.functions import get_function
+from flowforge.errors import Problem
+from flowforge.tools.functions import get_function, is_registered, unknown_function
+
+__all__ = ["FunctionBlock", "FunctionConfig", "function_problems"]
 
 
 class FunctionConfig(BlockConfig):
@@ -81,3 +85,22 @@ def _arguments(fn: Any, context: BlockContext, config: FunctionConfig) -> dict[s
     if not takes or "idempotency_key" in config.args:
         return config.args
     return {**config.args, "idempotency_key": getattr(context, "idempotency_key", None)}
+
+
+def function_problems(doc: Any) -> list[Problem]:
+    """Every function the document calls (a `function` block's, an agent's
+    tools) that this process has not registered: what its run would fail on.
+    Not part of compiling: a server may enqueue runs for workers that import
+    functions it does not; `flowforge validate --import` asks, as the run will."""
+    problems = []
+    for where, spec in doc.iter_blocks():
+        called = []
+        name = spec.with_.get("function") if spec.type == "function" else None
+        if isinstance(name, str) and "{{" not in name:
+            called.append((f"{where}.with.function", name))
+        called += [(f"{where}.with.{at}", name)
+                   for at, name in tool_functions(spec.with_.get("tools"))
+                   if spec.type == "agent"]
+        problems += [Problem(at, unknown_function(name)) for at, name in called
+                     if not is_registered(name)]
+    return problems

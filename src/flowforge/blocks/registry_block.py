@@ -146,7 +146,11 @@ async def execute_definition(definition: BlockDefinition, inputs: dict[str, Any]
     else:
         from flowforge.blocks.llm import LLMBlock, LLMConfig
 
-        config = LLMConfig(prompt=definition.prompt_template or "", inputs=inputs,
+        # An optional input that was not given renders empty (AgentFlow's safe
+        # formatting): `validate` accepts a block without it, so the run must too.
+        declared = definition.input_schema.get("properties") or {}
+        config = LLMConfig(prompt=definition.prompt_template or "",
+                           inputs={**{name: "" for name in declared}, **inputs},
                            system=definition.system_prompt,
                            output_schema=definition.output_schema)
         try:

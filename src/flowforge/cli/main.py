@@ -224,18 +224,25 @@ def run_command(
 
 
 @app.command("validate")
-def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML or JSON).")) -> None:
+def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML or JSON)."),
+                     imports: List[str] = typer.Option(
+                         [], "--import", "-I", help="Python file or module to import first, "
+                         "as `flowforge run --import` does: the functions the workflow calls "
+                         "must be registered.")) -> None:
     """Check a workflow without running it; lists every problem with its place
-    (models included: a provider key missing from this environment is one)."""
+    (models included: a provider key missing from this environment is one; and
+    functions no `--import` registered)."""
     from rich.markup import escape
 
     from flowforge.errors import ValidationFailed
-    from flowforge.service.loading import key_problems, load
+    from flowforge.service.loading import function_problems, key_problems, load
     from flowforge.workflow.joins import join_warnings
 
+    import_plugins(imports)
     try:
         compiled = load(file)
         problems = asyncio.run(key_problems(compiled, {**compiled.doc.env, **os.environ}))
+        problems += asyncio.run(function_problems(compiled))
         if problems:
             raise ValidationFailed(problems, source=str(file))
     except WorkflowError as exc:

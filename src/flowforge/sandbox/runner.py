@@ -56,6 +56,9 @@ _FORBIDDEN_ATTRIBUTES = frozenset({
     "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await", "ag_frame",
     "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
     "tb_frame", "tb_next", "co_code", "co_consts", "mro", "format_map",
+    # copy's (copyreg's) table of reducers: a reducer's state is set on the copy
+    # with setattr, by names the source never shows
+    "dispatch_table",
 })
 #: Special methods a block's own classes may define; the others change how the
 #: interpreter treats an object (`__instancecheck__`, `__match_args__`,
@@ -73,7 +76,8 @@ _SELF_MATCHING = frozenset({"int", "str", "list", "dict", "tuple", "set", "froze
 #: Members of allowed modules that read attributes by name (left out of the copies).
 _DENIED_MEMBERS = {"functools": frozenset({"update_wrapper", "wraps", "singledispatch",
                                            "singledispatchmethod", "WRAPPER_ASSIGNMENTS",
-                                           "WRAPPER_UPDATES"})}
+                                           "WRAPPER_UPDATES"}),
+                   "copy": frozenset({"dispatch_table"})}
 _DUNDER_TEXT = __import__("re").compile(r"__\w+__")
 _SAFE_BUILTINS = (
     "abs all any ascii bin bool bytearray bytes callable chr complex dict dir divmod "
@@ -96,6 +100,7 @@ def check_source(source: str) -> list[str]:
     except SyntaxError as exc:
         return [f"line {exc.lineno}: syntax error: {exc.msg}"]
     problems = []
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         # Structural pattern matching reads attributes too: `case C(attr=x)`
@@ -142,6 +147,8 @@ def check_source(source: str) -> list[str]:
                 _DUNDER_TEXT.search(node.value):
             problems.append(f"line {line}: text naming a special attribute "
                             f"({_DUNDER_TEXT.search(node.value).group()}) is not allowed")
+        if isinstance(node, ast.Attribute) and node.attr == "format":
+            problems.extend(f"line {line}: {p}" for p in _format_problems(node, parents))
         if isinstance(node, ast.Attribute) and node.attr in _FORBIDDEN_ATTRIBUTES:
             problems.append(f"line {line}: attribute '{node.attr}' is not allowed in a sandboxed "
                             f"block (it reaches the interpreter's internals)")
@@ -157,7 +164,7 @@ def check_source(source: str) -> list[str]:
             if isinstance(node, ast.ImportFrom) and node.level:
                 problems.append(f"line {line}: relative imports are not allowed")
             for alias in node.names:
-                if alias.name.startswith("_"):
+                if alias.name.startswith("_") or alias.name in _FORBIDDEN_ATTRIBUTES:
                     problems.append(f"line {line}: importing '{alias.name}' is not allowed")
             for name in names:
                 if name not in ALLOWED_MODULES and name not in NETWORK_MODULES:
@@ -167,6 +174,35 @@ def check_source(source: str) -> list[str]:
     if not found:
         problems.append("the block must define `async def execute(inputs, context) -> dict`")
     return problems
+
+
+def _format_problems(node: ast.Attribute, parents: dict) -> list[str]:
+    """`.format` reads attributes by the names in its template (`{0.attr}`):
+    only a literal template, called at once, whose fields read no private
+    attribute; a template computed at run time could name any."""
+    call = parents.get(node)
+    if not (isinstance(call, ast.Call) and call.func is node):
+        return ["`.format` may only be called directly, on a string literal"]
+    template = node.value
+    if isinstance(template, ast.Name) and template.id == "str" and call.args:
+        template = call.args[0]                        # str.format(template, ...)
+    if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
+        return ["`.format` is allowed only on a string literal (a template computed at "
+                "run time can read any attribute); use an f-string or concatenation"]
+    import string
+
+    def fields(text: str) -> list[str]:        # with those nested in a spec (`{0:{1}}`)
+        parsed = list(string.Formatter().parse(text))
+        return [name for _, name, _, _ in parsed if name] + \
+            [name for _, _, spec, _ in parsed if spec for name in fields(spec)]
+
+    try:
+        names = fields(template.value)
+    except ValueError as exc:
+        return [f"the format string is malformed ({exc})"]
+    if any("._" in name or name.startswith("_") for name in names):
+        return ["a format field may not read a private attribute ('{0._name}')"]
+    return []
 
 
 def _bound_names(node: ast.AST) -> list[str]:

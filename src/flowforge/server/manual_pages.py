@@ -37,14 +37,20 @@ _NOT_FOUND = ("<!doctype html><title>Not found</title><h1>No such page in the ma
 
 
 def _page(path: str) -> Path | None:
-    """The built file for `path`, never outside the site folder."""
-    root = MANUAL.resolve()
-    candidate = (root / path).resolve()
-    if candidate != root and root not in candidate.parents:
+    """The built file for `path`, never outside the site folder; None for a
+    path no file can have (a NUL byte, a name the system finds too long)."""
+    if "\x00" in path:
         return None
-    if candidate.is_dir():
-        candidate = candidate / "index.html"
-    return candidate if candidate.is_file() else None
+    root = MANUAL.resolve()
+    try:
+        candidate = (root / path).resolve()
+        if candidate != root and root not in candidate.parents:
+            return None
+        if candidate.is_dir():
+            candidate = candidate / "index.html"
+        return candidate if candidate.is_file() else None
+    except (OSError, ValueError):      # ENAMETOOLONG, an encoding the system refuses
+        return None
 
 
 def install_manual(app: FastAPI) -> None:

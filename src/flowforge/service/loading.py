@@ -24,7 +24,7 @@ from flowforge.workflow.policy import looks_like_path
 
 __all__ = ["load", "load_stored", "load_text", "compile_document", "register_workflow", "resolve_workflow",
            "registered_workflow", "model_problem", "model_problems", "key_problems",
-           "nested_problems"]
+           "function_problems", "nested_problems"]
 
 _REGISTERED: dict[str, CompiledWorkflow] = {}
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -116,6 +116,21 @@ async def key_problems(compiled: CompiledWorkflow, env: Mapping[str, str]) -> li
     return own + await preflight.nested_problems(
         compiled, resolve, lambda child: _key_problems(
             child, env, child.block_model_uses))
+
+
+async def function_problems(compiled: CompiledWorkflow) -> list[Problem]:
+    """Functions the workflow and the workflows it runs call that this process
+    has not registered (`flowforge validate --import`, as `run --import`)."""
+    from flowforge.blocks.function import function_problems as unregistered
+
+    def resolve(reference: str, base: Any) -> CompiledWorkflow | None:
+        try:
+            return resolve_workflow(reference, base)
+        except NotFound:
+            return None
+
+    return unregistered(compiled.doc) + await preflight.nested_problems(
+        compiled, resolve, lambda child: unregistered(child.doc))
 
 
 def _key_problems(compiled: CompiledWorkflow, env: Mapping[str, str], uses: Sequence[ModelUse]

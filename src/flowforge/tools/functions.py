@@ -14,7 +14,7 @@ from typing import Any, Callable
 from flowforge.errors import NotFound
 
 __all__ = ["RegisteredFunction", "function", "get_function", "registered_functions",
-           "unregister_function"]
+           "unregister_function", "unknown_function", "is_registered"]
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,22 @@ def get_function(name: str) -> RegisteredFunction:
     try:
         return _FUNCTIONS[name]
     except KeyError:
-        known = ", ".join(sorted(_FUNCTIONS)) or "none"
-        raise NotFound(f"no function registered as '{name}' (registered: {known}); register "
-                       f"it with @flowforge.function({name!r}) before the run") from None
+        raise NotFound(unknown_function(name)) from None
+
+
+def unknown_function(name: str) -> str:
+    """Why `name` cannot be called, with the closest registered name: what a run
+    says when it meets it and what `flowforge validate` says before."""
+    from flowforge.workflow.model import did_you_mean
+
+    known = ", ".join(sorted(_FUNCTIONS)) or "none"
+    return (f"no function registered as '{name}'{did_you_mean(name, _FUNCTIONS)} "
+            f"(registered: {known}); register it with @flowforge.function({name!r}) in a "
+            f"module the run imports (`--import my_functions.py`)")
+
+
+def is_registered(name: str) -> bool:
+    return name in _FUNCTIONS
 
 
 def registered_functions() -> dict[str, RegisteredFunction]:

@@ -8,7 +8,6 @@ to one list and compiling stops only at the end.
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any, Mapping
 
@@ -18,7 +17,7 @@ from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow import expressions, safe_regex, secret_sinks, templates
 from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
                                       REQUIRED, Graph, Node)
-from flowforge.workflow.model import BlockSpec, Join, Workflow
+from flowforge.workflow.model import BlockSpec, Join, Workflow, did_you_mean
 from flowforge.workflow.output_check import output_problems
 from flowforge.workflow.seed_fields import canonical_fields
 
@@ -111,7 +110,7 @@ class _Compiler:
             return None
         info = self.types.get(type_name)
         if info is None:
-            hint = _did_you_mean(type_name, self.types)
+            hint = did_you_mean(type_name, self.types)
             self.add(f"{where}.type", f"unknown block type '{type_name}'{hint}; known types: "
                      f"{', '.join(sorted(self.types))}")
             return None
@@ -311,13 +310,13 @@ class _Compiler:
                      f"{', '.join(self.doc.inputs)}")
         elif root == "vars" and len(path) > 1 and path[1] not in self.doc.variables:
             self.add(ref.where, f"unknown variable '{path[1]}' in {ref.text}"
-                     f"{_did_you_mean(path[1], self.doc.variables)}; add it under `variables:`")
+                     f"{did_you_mean(path[1], self.doc.variables)}; add it under `variables:`")
         elif root == "memory" and len(path) > 1 and path[1] not in self.doc.memory:
             self.add(ref.where, f"memory key '{path[1]}' in {ref.text} is not declared; "
                      f"add it to `memory:`")
 
     def hint(self, name: str, visible: dict[str, str]) -> str:
-        return _did_you_mean(name, visible)
+        return did_you_mean(name, visible)
 
     # -- edges ----------------------------------------------------------------
     def link(self, graph: Graph, specs: list[BlockSpec], prefix: str) -> None:
@@ -336,7 +335,7 @@ class _Compiler:
                         self.add(at, f"target '{target}' must be a sibling block")
                     else:
                         self.add(at, f"unknown target block '{target}'"
-                                 f"{_did_you_mean(target, graph.nodes)}")
+                                 f"{did_you_mean(target, graph.nodes)}")
                 elif target == spec.id:
                     self.add(f"{where}.with", f"block '{target}' cannot route to itself")
                 else:
@@ -345,7 +344,7 @@ class _Compiler:
                 handler = graph.nodes.get(spec.on_error)
                 if handler is None:
                     self.add(f"{where}.on_error", f"unknown block '{spec.on_error}'"
-                             f"{_did_you_mean(spec.on_error, graph.nodes)}; on_error names a "
+                             f"{did_you_mean(spec.on_error, graph.nodes)}; on_error names a "
                              f"sibling block that runs if this one fails")
                 elif spec.on_error == spec.id:
                     self.add(f"{where}.on_error", "a block cannot be its own on_error handler")
@@ -427,7 +426,7 @@ def _input_schema_problems(inputs: dict[str, Any]) -> list[Problem]:
             message = exc.message
             if exc.validator in ("anyOf", "enum") and "type" in list(exc.path)[-1:]:
                 given = exc.instance if isinstance(exc.instance, str) else str(exc.instance)
-                message = (f"unknown type {given!r}{_did_you_mean(given, _JSON_TYPES)}; "
+                message = (f"unknown type {given!r}{did_you_mean(given, _JSON_TYPES)}; "
                            f"JSON Schema types: {', '.join(_JSON_TYPES)}")
             problems.append(Problem(where + path, message))
         except (RecursionError, ValueError, TypeError) as exc:
@@ -573,13 +572,9 @@ def _explain(error: dict, model: Any, loc: tuple) -> str:
         known = _fields_at(model, loc[:-1])
         if known is None:
             return f"unknown field '{field}'"
-        return f"unknown field '{field}'{_did_you_mean(str(field), known)}; " \
+        return f"unknown field '{field}'{did_you_mean(str(field), known)}; " \
                f"allowed: {', '.join(known)}"
     if kind == "missing":
         return "required field is missing"
     return error.get("msg", "invalid value")
 
-
-def _did_you_mean(name: str, options: Any) -> str:
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return f" - did you mean '{close[0]}'?" if close else ""

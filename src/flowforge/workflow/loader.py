@@ -224,6 +224,9 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
                 message = f"unknown field '{loc[-1]}'"
             elif error["type"] == "missing":
                 message = "required field is missing"
+            elif error["type"] == "string_too_long" and isinstance(error.get("input"), str):
+                message = (f"too long: {len(error['input'])} characters, at most "
+                           f"{(error.get('ctx') or {}).get('max_length')}")
             problems.append(Problem(format_loc(loc), message))
         unique = list(dict.fromkeys(problems))
         raise ValidationFailed(unique, source=source) from None

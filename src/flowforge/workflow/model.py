@@ -13,9 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from flowforge.errors import Problem
 
 __all__ = ["RetryPolicy", "Join", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow",
-           "ModelUse", "nested_input_problems"]
+           "ModelUse", "nested_input_problems", "did_you_mean", "MAX_ID_LENGTH"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
+#: Ids are names people write and read (in URLs, logs, `{{id.field}}`): a
+#: longer one is a mistake or an attack on every place that stores or shows it.
+MAX_ID_LENGTH = 128
 
 
 class ModelUse(NamedTuple):
@@ -126,7 +129,7 @@ class BlockSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    id: str = Field(pattern=_ID_PATTERN)
+    id: str = Field(pattern=_ID_PATTERN, max_length=MAX_ID_LENGTH)
     """Unique id in the whole document; templates read its output as `{{id.field}}`."""
     type: str | None = None
     """Block type: agent, router, condition, set, function, loop, parallel, ..."""
@@ -226,7 +229,7 @@ class Workflow(BaseModel):
 
     version: Literal[1] = 1
     """Format version; only 1 exists."""
-    id: str = Field(pattern=_ID_PATTERN)
+    id: str = Field(pattern=_ID_PATTERN, max_length=MAX_ID_LENGTH)
     """Stable id: runs, versions and nested `workflow` blocks refer to it."""
     name: str | None = None
     description: str | None = None
@@ -336,7 +339,7 @@ def nested_input_problems(child: Workflow, given: Any, where: str,
     if not child.inputs or not isinstance(given, dict):
         return []
     problems = [Problem(f"{where}.{name}", f"'{reference}' declares no input '{name}'"
-                        f"{_did_you_mean(name, child.inputs)}; its inputs: "
+                        f"{did_you_mean(name, child.inputs)}; its inputs: "
                         f"{', '.join(child.inputs)}")
                 for name in given if name not in child.inputs]
     problems += [Problem(where, f"'{reference}' needs input '{name}' (no default in its "
@@ -346,6 +349,7 @@ def nested_input_problems(child: Workflow, given: Any, where: str,
     return problems
 
 
-def _did_you_mean(name: str, options: Any) -> str:
+def did_you_mean(name: str, options: Any) -> str:
+    """` - did you mean 'x'?` for the option closest to a mistyped `name`, or ""."""
     close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
     return f" - did you mean '{close[0]}'?" if close else ""

@@ -16,12 +16,12 @@ Kept out of `compile` on purpose: compiling builds the graph; this reads it.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Mapping
 
 from flowforge.errors import Problem
 from flowforge.workflow import expressions, templates
 from flowforge.workflow.graph import NAMESPACES, Graph, Node
+from flowforge.workflow.model import did_you_mean
 
 __all__ = ["output_problems"]
 
@@ -109,7 +109,7 @@ class _Checker:
         if child is None:
             ids = sorted({node.id for node in children.values()})
             self.problems.append(Problem(ref.where, f"no block '{name}' in this loop in "
-                                         f"{ref.text}{_did_you_mean(name, ids)}; "
+                                         f"{ref.text}{did_you_mean(name, ids)}; "
                                          f"`loop.previous` holds the loop's child blocks: "
                                          f"{', '.join(ids)}"))
         elif len(ref.path) >= 4:
@@ -123,7 +123,7 @@ class _Checker:
         listed = ", ".join(sorted(fields)) or "none"
         self.problems.append(Problem(
             ref.where, f"block '{root}' has no output '{field}' in {ref.text}"
-                       f"{_did_you_mean(field, fields)}; its outputs: {listed}"))
+                       f"{did_you_mean(field, fields)}; its outputs: {listed}"))
 
 
 def _references(node: Node) -> list[templates.Reference]:
@@ -150,7 +150,3 @@ def _references(node: Node) -> list[templates.Reference]:
             continue
     return refs
 
-
-def _did_you_mean(name: str, options: Any) -> str:
-    close = difflib.get_close_matches(name, sorted(options), n=1, cutoff=0.6)
-    return f" - did you mean '{close[0]}'?" if close else ""

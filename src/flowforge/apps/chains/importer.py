@@ -24,7 +24,8 @@ the value it holds at that point (`{{input.script}}` before any node wrote
 it, `{{plots.content}}` after the node `plots` did).  Variables become the
 workflow's `inputs` (their values the defaults: a run may set any of them);
 a variable that a node's `apiKey` reads arrives as a *secret*
-(`{{secrets.NAME}}`), so the key never enters the run's record.  A node's
+(`{{secrets.NAME}}`), so the key never enters the run's record; an `apiKey`
+written `{{secrets.NAME}}` reads the user's stored secret NAME the same way.  A node's
 `field` mapping names values for its own templates (`{entryPoint}` there is
 the variable of the same name as the run received it); a mapping `output`
 writes several variables, `{output}` being the node's own result.
@@ -56,6 +57,8 @@ BASE_URL_VARIABLE = "FLOWFORGE_CHAIN_BASE_URL"
 #: a chain's `llm` value -> flowforge provider (every flowforge provider name also works)
 LLM_PROVIDERS = {"claude": "anthropic", "replicate": "replicate"}
 
+#: a block id made from a node's name (a counter may follow: ids stay within 128 characters)
+_SLUG_LENGTH = 64
 _COMMON = {"type", "name", "output", "id", "description"}
 NODE_FIELDS: dict[str, set[str]] = {
     "prompt": _COMMON | {"system", "user", "systemPrompt", "userPrompt", "apiKey", "apikey",
@@ -69,6 +72,14 @@ _OUTPUT_OF = {"prompt": "content", "parser": "data", "event": "data"}
 _SEED_NAMES = {"system": "systemPrompt", "user": "userPrompt"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+#: an `apiKey` naming one of the user's stored secrets, as native documents do
+_SECRET_KEY_RE = re.compile(r"\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def _stored_secret(key: str) -> str | None:
+    """The secret an `apiKey` of `{{secrets.NAME}}` names: NAME, else None."""
+    whole = _SECRET_KEY_RE.fullmatch(key.strip())
+    return whole.group(1) if whole else None
 
 
 def is_agent(data: Any) -> bool:
@@ -119,7 +130,7 @@ def key_values(agent: Any) -> dict[str, str]:
     chain = agent.get("promptChain")
     for index, node in enumerate(chain if isinstance(chain, list) else []):
         key = node.get("apiKey", node.get("apikey")) if isinstance(node, dict) else None
-        if isinstance(key, str) and key.strip() and \
+        if isinstance(key, str) and key.strip() and _stored_secret(key) is None and \
                 chain_templates.REF_RE.fullmatch(key.strip()) is None:
             found[literal_key_name(index)] = key.strip()
     if isinstance(agent.get("variables"), dict):
@@ -202,7 +213,7 @@ class _Importer:
         elif raw_id and _ID_RE.match(f"agent-{raw_id}"):
             doc_id = f"agent-{raw_id}"
         else:
-            doc_id = _slug(str(agent.get("name") or "")) or "agent"
+            doc_id = _slug(str(agent.get("name") or ""))[:_SLUG_LENGTH].strip("_") or "agent"
             doc_id = doc_id if _ID_RE.match(doc_id) else f"agent_{doc_id}"
         doc: dict[str, Any] = {"version": 1, "id": doc_id}
         if agent.get("name"):
@@ -285,7 +296,7 @@ class _Importer:
         self.reach[block["id"]] = reached
 
     def _block_id(self, name: str, index: int) -> str:
-        base = _slug(name) or f"node{index + 1}"
+        base = _slug(name)[:_SLUG_LENGTH].strip("_") or f"node{index + 1}"
         if not re.match(r"[a-z_]", base):
             base = f"n_{base}"
         if base in NAMESPACES or base in ("blocks", "output"):
@@ -427,7 +438,15 @@ class _Importer:
         key = node.get("apiKey", node.get("apikey"))
         if isinstance(key, str) and key.strip():
             whole = chain_templates.REF_RE.fullmatch(key.strip())
-            if whole is None and self.literal_keys:
+            if _stored_secret(key) is not None:
+                # The user's stored secret: the run resolves it, and only here
+                # (a credential field), so it reaches the provider and no record.
+                config["api_key"] = f"{{{{secrets.{_stored_secret(key)}}}}}"
+            elif "{{" in key:
+                self.add(label, "`apiKey` holds a template the chain cannot read: write a "
+                                "variable reference such as \"{apiKey}\", or one of your "
+                                "stored secrets as \"{{secrets.NAME}}\"")
+            elif whole is None and self.literal_keys:
                 # Run as given, never stored: the key becomes a run secret.
                 config["api_key"] = f"{{{{secrets.{literal_key_name(self.index)}}}}}"
             elif whole is None:
