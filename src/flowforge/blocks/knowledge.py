@@ -8,6 +8,9 @@
 The knowledge layer is `services["knowledge"]` when the caller passed one
 to the run, else the default store (`FLOWFORGE_KNOWLEDGE_URL`, or
 `knowledge.db` beside the main database), opened once per process.
+A passage holding instructions addressed to the model is withheld from
+`results` and `context` (`flowforge.knowledge.injection`) and reported in a
+`progress` event.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class KnowledgeBlock(BlockType):
     @classmethod
     async def run(cls, context: BlockContext, config: KnowledgeConfig) -> Any:
         from flowforge.knowledge.api import knowledge_for
+        from flowforge.knowledge.injection import screen_results, withheld_event
         policy = policy_of(context)
         policy.check_kb_id(config.knowledge_base, "with.knowledge_base")
         if config.sources:
@@ -93,6 +97,10 @@ class KnowledgeBlock(BlockType):
                          duration_ms=round((time.perf_counter() - started) * 1000, 3))
         except FlowforgeError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        # a passage that talks to the model is data gone wrong: withheld, and said so
+        result, findings = screen_results(result, knowledge_base=config.knowledge_base)
+        if findings:
+            context.emit("progress", **withheld_event(findings))
         context.emit("progress", message=f"{result['totalResults']} passage(s) from "
                                          f"'{config.knowledge_base}'")
         return result

@@ -15,7 +15,8 @@ Small API, three entry points:
         Run it: `arguments` from the model ({query, top_k?, filters?,
         knowledge_base?}), `prefilled` from the workflow ({knowledge_base,
         filters, top_k, mode, min_similarity}). Returns the search result
-        (`flowforge.knowledge.search`'s shape, `context` included).
+        (`flowforge.knowledge.search`'s shape, `context` included), with
+        passages that address the model withheld (`knowledge.injection`).
 
     knowledge_search_tool(context=None, name=None, description=None, **prefilled) -> Tool
         The same as a `flowforge.tools.spec.Tool` for the agent's tool loop;
@@ -81,6 +82,7 @@ async def execute(arguments: Mapping[str, Any], prefilled: Mapping[str, Any] | N
                   knowledge: Any = None) -> dict[str, Any]:
     from flowforge.errors import FlowforgeError
     from flowforge.knowledge.api import open_knowledge
+    from flowforge.knowledge.injection import screen_results
     from flowforge.knowledge.search import empty_result
 
     prefilled = dict(prefilled or {})
@@ -104,10 +106,11 @@ async def execute(arguments: Mapping[str, Any], prefilled: Mapping[str, Any] | N
         if filters is None:
             await knowledge.get(base)
             return empty_result(query.strip(), mode)
-        return await knowledge.search(base, query, top_k=max(1, min(top_k, 20)),
-                                      filters=filters,
-                                      mode=mode,
-                                      min_similarity=prefilled.get("min_similarity"))
+        found = await knowledge.search(base, query, top_k=max(1, min(top_k, 20)),
+                                       filters=filters,
+                                       mode=mode,
+                                       min_similarity=prefilled.get("min_similarity"))
+        return screen_results(found, knowledge_base=base)[0]
     except FlowforgeError as exc:
         raise ToolError(f"knowledge_search: {exc}") from None
 
@@ -127,7 +130,14 @@ def knowledge_search_tool(context: Any = None, name: str | None = None,
 
     async def run(arguments: dict[str, Any], tool_context: Any = None) -> Any:
         block = getattr(tool_context, "block_context", None) or context
-        return await execute(arguments, prefilled, await knowledge_for(block))
+        found = await execute(arguments, prefilled, await knowledge_for(block))
+        withheld = [hit["withheld"] for hit in found.get("results") or [] if hit.get("withheld")]
+        emit = getattr(tool_context, "emit", None)
+        if withheld and emit is not None:
+            emit("progress", message=f"withheld {len(withheld)} passage(s) holding "
+                                     f"instructions addressed to an AI assistant",
+                 withheld=withheld)
+        return found
 
     return Tool(name=spec["name"], description=spec["description"],
                 parameters=spec["parameters"], execute=run, kind="knowledge")
