@@ -119,3 +119,45 @@ def test_a_web_result_withholds_the_page_and_the_answer():
     assert screened.metadata["withheld"] == 2 and len(screened.findings) == 2
     assert "findings" not in screened.to_dict()
     assert screen_result(SearchResult("14 days.", result.citations[:1])).metadata == {}
+
+
+# -- in the knowledge block and the agents' knowledge_search tool ---------------------
+
+SEARCH = {"id": "kb-screened", "inputs": {"query": {"type": "string"}},
+          "blocks": [{"id": "search", "type": "knowledge",
+                      "with": {"knowledge_base": "notes", "query": "{{input.query}}",
+                               "top_k": 2}},
+                     {"id": "reply", "type": "response",
+                      "with": {"message": "{{search.context}}"}}]}
+
+
+@pytest.fixture
+async def notes(sqlite_kb):
+    await sqlite_kb.create("notes")
+    await sqlite_kb.add_text("notes", "Refunds take 30 days.", document_name="Refund rules")
+    await sqlite_kb.add_text("notes", PLANTED, document_name="Refund note")
+    return sqlite_kb
+
+
+async def test_the_knowledge_block_withholds_and_reports(notes):
+    import flowforge
+
+    result = await flowforge.run(SEARCH, {"query": "refund"}, storage=False,
+                                 services={"knowledge": notes})
+    assert result.status == "succeeded", result.blocks
+    output = result.results["search"]
+    flagged = [hit for hit in output["results"] if hit.get("withheld")]
+    assert [hit["documentName"] for hit in flagged] == ["Refund note"]
+    assert "evil.example" not in result.results["reply"]["message"]
+    assert "Refunds take 30 days." in result.results["reply"]["message"]
+    events = [e for e in result.events if e["type"] == "progress" and e.get("withheld")]
+    assert events and events[0]["block_id"] == "search"
+    assert "document 'Refund note' of knowledge base 'notes'" in events[0]["message"]
+
+
+async def test_the_knowledge_search_tool_withholds(notes):
+    from flowforge.knowledge import tool as knowledge_tool
+
+    found = await knowledge_tool.execute({"query": "refund"}, {"knowledge_base": "notes"},
+                                         knowledge=notes)
+    assert found["withheld"] == 1 and "evil.example" not in str(found)

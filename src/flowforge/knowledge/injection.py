@@ -109,12 +109,13 @@ def find_instructions(text: Any, *, where: str = "") -> Finding | None:
         match = pattern.search(flat)
         if match is None:
             continue
-        start, end = max(0, match.start() - 20), min(len(flat), match.end() + 60)
-        excerpt = ("..." if start else "") + flat[start:end] + ("..." if end < len(flat) else "")
+        # the words that matched, never what they ask for: the excerpt is shown to
+        # the model and in events, so it holds no address and no quoted payload
+        excerpt = _URL.sub("[address]", match.group(0)).rstrip(" :-\u2014\"'\u201c\u2018`")
         urls = tuple(dict.fromkeys(u.rstrip(".,;:!?") for u in _URL.findall(flat)))
         quoted = tuple(dict.fromkeys(next(g for g in m.groups() if g).strip()
                                      for m in _QUOTED.finditer(flat)))
-        return Finding(name, excerpt[:240], urls, quoted, where)
+        return Finding(name, excerpt[:160], urls, quoted, where)
     return None
 
 
