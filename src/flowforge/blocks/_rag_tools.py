@@ -62,7 +62,8 @@ class RagSearchOptions(_Options):
     top_k: int | None = Field(None, ge=1, le=20)
     mode: str | None = Field(None, pattern="^(vector|text|hybrid)$")
     min_similarity: float | None = Field(None, ge=-1, le=1)
-    filters: dict[str, str | list[str]] | None = None
+    filters: dict[str, str | list[str]] | list[dict[str, Any]] | None = None
+    """Tag filters, as the knowledge block takes them (`policies|OR|legal` included)."""
 
 
 class WebSearchOptions(_Options):

@@ -36,9 +36,12 @@ class KnowledgeConfig(BlockConfig):
     """What to search for (templates allowed, e.g. `{{input.query}}`)."""
     top_k: int = Field(5, ge=1, le=100)
     """How many passages to return."""
-    filters: dict[str, str | list[str]] | None = None
-    """Tag filters: `{category: [policies, legal]}` = category is policies OR legal;
-    several tags must all match. Applied inside the search."""
+    filters: dict[str, str | list[str]] | list[dict[str, Any]] | None = None
+    """Tag filters: `{category: [policies, legal]}` = category is policies OR legal
+    (Sim's `"policies|OR|legal"` and `[{tagName, tagValue}]` too); several tags must
+    all match. Applied inside the search. A filter no document of the base can match
+    fails the block naming the tags and values the base has (and `flowforge
+    validate` refuses it when the base exists)."""
     mode: Literal["vector", "text", "hybrid"] = "hybrid"
     """`vector` (meaning), `text` (BM25 words) or `hybrid` (both, rank-fused)."""
     min_similarity: float | None = Field(None, ge=-1, le=1)

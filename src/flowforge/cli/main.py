@@ -226,16 +226,19 @@ def run_command(
 @app.command("validate")
 def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML or JSON).")) -> None:
     """Check a workflow without running it; lists every problem with its place
-    (models included: a provider key missing from this environment is one)."""
+    (models included: a provider key missing from this environment is one; a
+    knowledge filter no document of its existing base can match is one)."""
     from rich.markup import escape
 
     from flowforge.errors import ValidationFailed
+    from flowforge.service.knowledge_check import knowledge_filter_problems
     from flowforge.service.loading import key_problems, load
     from flowforge.workflow.joins import join_warnings
 
     try:
         compiled = load(file)
         problems = asyncio.run(key_problems(compiled, {**compiled.doc.env, **os.environ}))
+        problems += asyncio.run(knowledge_filter_problems(compiled))
         if problems:
             raise ValidationFailed(problems, source=str(file))
     except WorkflowError as exc:

@@ -61,18 +61,22 @@ def tool_spec(knowledge_base: str | None = None, *, name: str | None = None,
                            "additionalProperties": False}}
 
 
-def _merge_filters(fixed: Mapping[str, Any] | None,
-                   asked: Mapping[str, Any] | None) -> dict[str, list[str]] | None:
-    """The workflow's filters narrowed by the model's; None when the model asked
-    only for values the workflow excludes (nothing can match)."""
+def _merge_filters(fixed: Any, asked: Any) -> dict[str, list[str]]:
+    """The workflow's filters narrowed by the model's; a ToolError, saying what the
+    workflow allows, when the model asked only for values it excludes (nothing
+    could match: an empty result would read as "nothing relevant")."""
     from flowforge.knowledge.search import check_filters
     fixed_tags, asked_tags = check_filters(fixed), check_filters(asked)
     merged = dict(fixed_tags)
     for tag, values in asked_tags.items():
         if tag in merged:
-            merged[tag] = [v for v in values if v in merged[tag]]
-            if not merged[tag]:
-                return None
+            kept = [v for v in values if v in merged[tag]]
+            if not kept:
+                raise ToolError(f"knowledge_search: filters.{tag}: {', '.join(values)} is "
+                                f"outside what this workflow searches ({tag} = "
+                                f"{', '.join(merged[tag])}); leave {tag} out or pick one of "
+                                f"those")
+            merged[tag] = kept
         else:
             merged[tag] = values
     return merged
@@ -83,7 +87,6 @@ async def execute(arguments: Mapping[str, Any], prefilled: Mapping[str, Any] | N
     from flowforge.errors import FlowforgeError
     from flowforge.knowledge.api import open_knowledge
     from flowforge.knowledge.injection import screen_results
-    from flowforge.knowledge.search import empty_result
 
     prefilled = dict(prefilled or {})
     query = arguments.get("query")
@@ -103,9 +106,6 @@ async def execute(arguments: Mapping[str, Any], prefilled: Mapping[str, Any] | N
     knowledge = knowledge or await open_knowledge()
     try:
         filters = _merge_filters(prefilled.get("filters"), arguments.get("filters"))
-        if filters is None:
-            await knowledge.get(base)
-            return empty_result(query.strip(), mode)
         found = await knowledge.search(base, query, top_k=max(1, min(top_k, 20)),
                                        filters=filters,
                                        mode=mode,
