@@ -28,7 +28,7 @@ from flowforge.safe_text import shown_text
 from flowforge.service.runs import open_storage, start_run
 from flowforge.workflow.policy import TRUSTED, Policy
 
-__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "knowledge_base_for",
+__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "check_base", "knowledge_base_for",
            "list_sessions", "get_session", "delete_session", "session_base",
            "HISTORY_MESSAGES"]
 
@@ -118,6 +118,29 @@ async def _check_base(name: str, *, user: Any, services: dict[str, Any] | None) 
         await knowledge.get(name)
     except NotFound as exc:
         raise NotFound(f"{exc}; or give the chat a folder: --kb path/to/documents") from None
+
+
+async def check_base(*, kb: str | None = None, session_id: str | None = None,
+                     user: str | dict[str, Any] | None = None, storage: Any = None,
+                     services: dict[str, Any] | None = None, policy: Policy = TRUSTED,
+                     workflow: str | Path | None = None) -> None:
+    """Refuse, as `ask` would before its run, a question whose knowledge base does
+    not exist (NotFound) or may not be named (the policy's error): what the
+    streaming route calls before it starts a stream, so a missing base is the
+    same 404 on both routes rather than an error event inside a 200."""
+    if workflow is not None:
+        return
+    if session_id:
+        async with open_storage(storage) as opened:
+            found = await opened.chat_session(_user_id(user), _check_session_id(session_id)) \
+                if opened is not None else None
+        kb = kb or session_base(found)
+    if kb:
+        policy.check_kb_id(kb, "kb_id")
+        path = Path(kb).expanduser()
+        if policy.allows("server_files") and path.is_dir() and ("/" in kb or kb.startswith(".")):
+            return                  # a folder: `ask` makes its base
+    await _check_base(kb or "default_kb", user=user, services=services)
 
 
 async def _knowledge(user: Any, services: dict[str, Any] | None) -> Any:
