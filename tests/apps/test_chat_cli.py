@@ -95,3 +95,28 @@ def test_the_shipped_workflow_prints_and_an_edited_copy_runs(env, tmp_path):
     assert done.returncode == 0, done.stderr
     runs = in_process.flowforge("runs", "list", env=env, cwd=ROOT)
     assert "my-chat" in runs.stdout
+
+
+def test_db_holds_everything_the_chat_keeps(env, tmp_path):
+    """`--db` is the command's one store: sessions, runs, the knowledge bases
+    synced from folders and the keywords a web search indexed all go there;
+    the default stores (FLOWFORGE_DATABASE_URL, FLOWFORGE_KNOWLEDGE_URL) are
+    never opened."""
+    import sqlite3
+
+    one = tmp_path / "one.db"
+    done = chat(env, "--once", WEB_QUESTION, "--kb", "examples/policies", "--web",
+                "examples/web", "--model", RULES, "--json", "--db", f"sqlite:///{one}")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    with sqlite3.connect(one) as db:
+        assert {row[0] for row in db.execute("SELECT name FROM kb_bases")} == \
+            {"policies", "web-web"}
+        assert db.execute("SELECT count(*) FROM kb_keywords").fetchone()[0] >= 3
+        assert db.execute("SELECT count(*) FROM chat_sessions").fetchone()[0] == 1
+    assert not (tmp_path / "kb.db").exists() and not (tmp_path / "runs.db").exists()
+    # and the kb command, given the same --db, sees the same bases
+    listed = in_process.flowforge("kb", "list", "--db", f"sqlite:///{one}", env=env, cwd=ROOT)
+    assert "policies" in listed.stdout and "web-web" in listed.stdout
+    again = chat(env, "--db", f"sqlite:///{one}", "show", answer["session_id"])
+    assert again.returncode == 0 and WEB_QUESTION in again.stdout.replace("\n", " ")

@@ -169,3 +169,23 @@ async def test_a_chat_runs_graph_is_the_shipped_workflow(chat_server):
     assert {"rag-chat", "research", "research-question"} <= {a["id"] for a in apps}
     assert unknown.status_code == 404 and "rag-chat" in unknown.json()["error"]["message"]
     assert hidden.status_code == 404
+
+
+async def test_a_missing_knowledge_base_is_the_same_404_on_both_routes(chat_server):
+    """The streaming route refuses a base that does not exist before its stream
+    starts, with the plain route's status and message (it said `internal_error`)."""
+    async with chat_server.client("alice") as alice:
+        plain = await alice.post("/api/chat/query", json={"query": "Warranty?",
+                                                          "kb_id": "nosuchbase"})
+        async with alice.stream("POST", "/api/chat/query/stream",
+                                json={"query": "Warranty?", "kb_id": "nosuchbase"}) as streamed:
+            await streamed.aread()
+        assert plain.status_code == streamed.status_code == 404, streamed.text
+        assert streamed.json() == plain.json()
+        assert plain.json()["error"]["code"] == "not_found"
+        assert "no knowledge base named 'nosuchbase'" in plain.json()["error"]["message"]
+        # no kb_id and no default base on this server: the same, on both
+        plain = await alice.post("/api/chat/query", json={"query": "Warranty?"})
+        streamed = await alice.post("/api/chat/query/stream", json={"query": "Warranty?"})
+        assert plain.status_code == streamed.status_code == 404
+    assert chat_server.script.seen == []            # no model was asked

@@ -77,10 +77,10 @@ async def test_tool_prefilled_filters_cannot_be_widened(policies):
     found = await knowledge_tool.execute({"query": "refund"}, prefilled, policies)
     assert found["totalResults"] == 3
     assert all(r["metadata"]["tags"]["category"] == ["legal"] for r in found["results"])
-    widened = await knowledge_tool.execute({"query": "refund",
-                                            "filters": {"category": "policies"}}, prefilled,
-                                           policies)
-    assert widened["results"] == []
+    with pytest.raises(ToolError, match=r"filters.category: policies is outside what this "
+                                        r"workflow searches \(category = legal\)"):
+        await knowledge_tool.execute({"query": "refund", "filters": {"category": "policies"}},
+                                     prefilled, policies)
     narrowed = await knowledge_tool.execute({"query": "cookies", "top_k": 1,
                                              "filters": {"topic": "cookies"}}, prefilled, policies)
     assert [r["documentName"] for r in narrowed["results"]] == ["Cookie Policy"]

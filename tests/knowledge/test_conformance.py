@@ -108,8 +108,35 @@ async def test_filter_values_are_ored_and_tags_are_anded(kb):
     assert anded["totalResults"] == 20
     assert all(r["metadata"]["tags"] == {"team": ["billing"], "region": ["us"]}
                for r in anded["results"])
-    none = await kb.search("mixed", "refund", filters={"team": "marketing"})
-    assert none["results"] == []
+
+
+
+async def test_sim_filter_spellings_and_filters_that_never_match(kb):
+    """Sim's `a|OR|b` and `[{tagName, tagValue}]` mean any of; a filter no document
+    can match is an error naming what the base has, never a silent empty list."""
+    await _fill(kb)
+    for spelled in ({"team": "billing|OR|garden"}, {"team": ["billing|OR|garden"]},
+                    [{"tagName": "team", "tagValue": "billing"},
+                     {"tagName": "team", "tagValue": "garden"}]):
+        both = await kb.search("mixed", "refund", top_k=50, filters=spelled)
+        assert {r["metadata"]["tags"]["team"][0] for r in both["results"]} == \
+            {"billing", "garden"}, spelled
+    only = await kb.search("mixed", "refund", top_k=50,
+                           filters=[{"tagName": "team", "tagValue": "garden"}])
+    assert only["totalResults"] == 6
+    with pytest.raises(FlowforgeError, match=r"filters.team: no document of knowledge base "
+                                             r"'mixed' has team = marketing \(its values: "
+                                             r"billing, garden\)"):
+        await kb.search("mixed", "refund", filters={"team": "marketing"})
+    with pytest.raises(FlowforgeError, match=r"filters.category: no document of knowledge "
+                                             r"base 'mixed' has the tag 'category' \(its "
+                                             r"tags: region, team\)"):
+        await kb.search("mixed", "refund", filters={"category": "policies|OR|legal"})
+    with pytest.raises(FlowforgeError, match=r"filters: no document of knowledge base 'mixed' "
+                                             r"has all of team = garden; region = us together"):
+        await kb.search("mixed", "refund", filters={"team": "garden", "region": "us"})
+    with pytest.raises(FlowforgeError, match=r"filters\[0\]: write a filter as"):
+        await kb.search("mixed", "refund", filters=[{"name": "team"}])
 
 
 async def test_modes_and_min_similarity(kb):

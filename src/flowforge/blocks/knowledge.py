@@ -8,6 +8,9 @@
 The knowledge layer is `services["knowledge"]` when the caller passed one
 to the run, else the default store (`FLOWFORGE_KNOWLEDGE_URL`, or
 `knowledge.db` beside the main database), opened once per process.
+A passage holding instructions addressed to the model is withheld from
+`results` and `context` (`flowforge.knowledge.injection`) and reported in a
+`progress` event.
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ class KnowledgeConfig(BlockConfig):
     """What to search for (templates allowed, e.g. `{{input.query}}`)."""
     top_k: int = Field(5, ge=1, le=100)
     """How many passages to return."""
-    filters: dict[str, str | list[str]] | None = None
-    """Tag filters: `{category: [policies, legal]}` = category is policies OR legal;
-    several tags must all match. Applied inside the search."""
+    filters: dict[str, str | list[str]] | list[dict[str, Any]] | None = None
+    """Tag filters: `{category: [policies, legal]}` = category is policies OR legal
+    (Sim's `"policies|OR|legal"` and `[{tagName, tagValue}]` too); several tags must
+    all match. Applied inside the search. A filter no document of the base can match
+    fails the block naming the tags and values the base has (and `flowforge
+    validate` refuses it when the base exists)."""
     mode: Literal["vector", "text", "hybrid"] = "hybrid"
     """`vector` (meaning), `text` (BM25 words) or `hybrid` (both, rank-fused)."""
     min_similarity: float | None = Field(None, ge=-1, le=1)
@@ -74,6 +80,7 @@ class KnowledgeBlock(BlockType):
     @classmethod
     async def run(cls, context: BlockContext, config: KnowledgeConfig) -> Any:
         from flowforge.knowledge.api import knowledge_for
+        from flowforge.knowledge.injection import screen_results, withheld_event
         policy = policy_of(context)
         policy.check_kb_id(config.knowledge_base, "with.knowledge_base")
         if config.sources:
@@ -93,6 +100,10 @@ class KnowledgeBlock(BlockType):
                          duration_ms=round((time.perf_counter() - started) * 1000, 3))
         except FlowforgeError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
+        # a passage that talks to the model is data gone wrong: withheld, and said so
+        result, findings = screen_results(result, knowledge_base=config.knowledge_base)
+        if findings:
+            context.emit("progress", **withheld_event(findings))
         context.emit("progress", message=f"{result['totalResults']} passage(s) from "
                                          f"'{config.knowledge_base}'")
         return result

@@ -8,7 +8,9 @@ Each question is one run of the shipped chat workflow (or `--workflow`,
 an edited copy) through `flowforge.service.chat.ask`, so the terminal, the
 HTTP API and Python answer alike.  `--kb` and `--web` take a knowledge base
 name or a folder (kept in sync with a base named after it); `--web` also
-takes `perplexity` or `tavily`.  Exit codes: 0 answered, 1 the chat could
+takes `perplexity` or `tavily`.  `--db` is the one store of the command:
+sessions, runs, knowledge bases and keywords (as `flowforge kb --db` keeps
+them).  Exit codes: 0 answered, 1 the chat could
 not answer (the reason is printed), 2 bad command line.
 """
 
@@ -114,7 +116,9 @@ def chat_command(
     workflow: Optional[Path] = typer.Option(None, "--workflow", help="An edited copy of the "
                                             "chat workflow to run instead of the shipped one."),
     user: str = typer.Option("default", "--user", "-u", help="User id (sessions are per user)."),
-    db: Optional[str] = db_option(),
+    db: Optional[str] = db_option("Database URL for everything the chat keeps: sessions, runs, "
+                                  "knowledge bases and keywords (default: "
+                                  "FLOWFORGE_DATABASE_URL and FLOWFORGE_KNOWLEDGE_URL)."),
 ) -> None:
     """Chat with a knowledge base; the web is searched when it is not enough."""
     if ctx.invoked_subcommand is not None:
@@ -132,6 +136,10 @@ def chat_command(
               f"`flowforge chat show-workflow > my_chat.yaml`)")
     options: dict[str, Any] = {"kb": kb, "model": model, "session_id": session, "user": user,
                                "storage": db, "workflow": workflow, **_web(web)}
+    if db:
+        # one store per command: the knowledge bases (and the keyword index) live
+        # in --db too, as `flowforge kb --db` keeps them
+        options["services"] = {"knowledge": db}
     if once is not None:
         try:
             answer = _ask(once, options, err)

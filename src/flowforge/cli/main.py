@@ -230,11 +230,13 @@ def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML 
                          "as `flowforge run --import` does: the functions the workflow calls "
                          "must be registered.")) -> None:
     """Check a workflow without running it; lists every problem with its place
-    (models included: a provider key missing from this environment is one; and
-    functions no `--import` registered)."""
+    (models included: a provider key missing from this environment is one; so are
+    functions no `--import` registered, and a knowledge filter no document of its
+    existing base can match)."""
     from rich.markup import escape
 
     from flowforge.errors import ValidationFailed
+    from flowforge.service.knowledge_check import knowledge_filter_problems
     from flowforge.service.loading import function_problems, key_problems, load
     from flowforge.workflow.joins import join_warnings
 
@@ -243,6 +245,7 @@ def validate_command(file: Path = typer.Argument(..., help="Workflow file (YAML 
         compiled = load(file)
         problems = asyncio.run(key_problems(compiled, {**compiled.doc.env, **os.environ}))
         problems += asyncio.run(function_problems(compiled))
+        problems += asyncio.run(knowledge_filter_problems(compiled))
         if problems:
             raise ValidationFailed(problems, source=str(file))
     except WorkflowError as exc:

@@ -11,9 +11,12 @@
   report, as in every mode, since a reader (and the seed's clients) read the
   list as best first by the score shown.
 
-Filters `{tag: value or [values]}` mean: for every tag, one of its values.
+Filters `{tag: value or [values]}` mean: for every tag, one of its values
+(`"policies|OR|legal"` and `[{tagName, tagValue}]`, Sim's spellings, too).
 They are applied inside each search, never to its results, so a filtered
-query returns `top_k` results whenever that many chunks match.
+query returns `top_k` results whenever that many chunks match.  A filter no
+document of the base can match (a tag none has, values none has) is an
+error naming the tags and values the base has, never a silent empty list.
 
 The result is the seed's shape plus `context` (the chunks joined for a
 prompt): `{results: [{documentId, documentName, content, chunkIndex,
@@ -32,7 +35,8 @@ from flowforge.knowledge.ingest import IngestError, normalise_tags
 from flowforge.knowledge.store import KnowledgeBase, KnowledgeStore
 from flowforge.knowledge.text import query_terms
 
-__all__ = ["MODES", "search", "rrf", "CONTEXT_SEPARATOR", "empty_result", "check_filters"]
+__all__ = ["MODES", "search", "rrf", "CONTEXT_SEPARATOR", "empty_result", "check_filters",
+           "filter_problems", "OR_SEPARATOR"]
 
 MODES = ("vector", "text", "hybrid")
 RRF_K = 60
@@ -49,11 +53,66 @@ def rrf(*rankings: list[int], k: int = RRF_K) -> dict[int, float]:
     return scores
 
 
-def check_filters(filters: Mapping[str, Any] | None) -> dict[str, list[str]]:
+#: Sim's way of writing "any of" inside one filter value: `policies|OR|legal`.
+OR_SEPARATOR = "|OR|"
+
+
+def check_filters(filters: Any) -> dict[str, list[str]]:
+    """Filters in every spelling the seeds write, as `{tag: [values]}` (lower case):
+    `{category: [policies, legal]}`, Sim's `{category: "policies|OR|legal"}`, and
+    Sim's list `[{tagName: category, tagValue: policies}, ...]` (several entries
+    of one tag mean any of them)."""
+    if isinstance(filters, list):
+        merged: dict[str, list[Any]] = {}
+        for number, item in enumerate(filters):
+            name = item.get("tagName", item.get("tag")) if isinstance(item, Mapping) else None
+            value = item.get("tagValue", item.get("value")) if isinstance(item, Mapping) else None
+            if not isinstance(name, str) or not name.strip() or value is None:
+                raise FlowforgeError(f"filters[{number}]: write a filter as {{tagName: category, "
+                                     f"tagValue: policies}}, got {item!r}")
+            merged.setdefault(name, []).extend(value if isinstance(value, list) else [value])
+        filters = merged
+    if isinstance(filters, Mapping):
+        filters = {key: [part for item in (value if isinstance(value, (list, tuple, set))
+                                           else [value])
+                         for part in (str(item).split(OR_SEPARATOR) if item is not None
+                                      else [])]
+                   for key, value in filters.items()}
     try:
         return normalise_tags(filters, "filters")
     except IngestError as exc:
         raise FlowforgeError(str(exc)) from None
+
+
+def filter_problems(wanted: Mapping[str, list[str]], documents: list[Any],
+                    base: str) -> list[str]:
+    """Why `wanted` can match no document of the base (`documents`: their
+    `DocumentInfo`s): a tag no document has, values no document has for it, or
+    tags no document has together; [] when some document matches."""
+    if not wanted:
+        return []
+    matching = [doc for doc in documents
+                if all(set(values) & set(doc.tags.get(tag) or []) for tag, values in wanted.items())]
+    if matching:
+        return []
+    known: dict[str, set[str]] = {}
+    for doc in documents:
+        for tag, values in (doc.tags or {}).items():
+            known.setdefault(tag, set()).update(values)
+    problems = []
+    for tag, values in wanted.items():
+        if tag not in known:
+            problems.append(f"filters.{tag}: no document of knowledge base '{base}' has the tag "
+                            f"'{tag}' (its tags: {', '.join(sorted(known)) or 'none'})")
+        elif not set(values) & known[tag]:
+            problems.append(f"filters.{tag}: no document of knowledge base '{base}' has "
+                            f"{tag} = {OR_SEPARATOR.join(values)} (its values: "
+                            f"{', '.join(sorted(known[tag]))})")
+    if not problems:
+        problems.append(f"filters: no document of knowledge base '{base}' has all of "
+                        + "; ".join(f"{tag} = {OR_SEPARATOR.join(values)}"
+                                    for tag, values in wanted.items()) + " together")
+    return problems
 
 
 def _cost(embedder: Embedder | None, query: str) -> dict[str, float]:
@@ -105,6 +164,14 @@ async def search(store: KnowledgeStore, embedder: Embedder, base: KnowledgeBase,
     order = order[:top_k]
     if mode == "hybrid":    # chosen by fusion, shown best first by the score they report
         order.sort(key=lambda i: -similarity.get(i, 0.0))
+    if not order and wanted:
+        # nothing found under a filter: say so when the filter can never match,
+        # rather than answer an empty list the caller reads as "nothing relevant"
+        problems = filter_problems(wanted, await store.list_documents(base.name),
+                                   base.name.rpartition("/")[2])
+        if problems:
+            raise FlowforgeError("; ".join(problems) + " - fix the filter, or tag the "
+                                 "documents (`flowforge kb add ... --tag key=value`)")
     rows = await store.get_chunks(order)
     results = []
     for chunk_id in order:

@@ -15,7 +15,8 @@ Small API, three entry points:
         Run it: `arguments` from the model ({query, top_k?, filters?,
         knowledge_base?}), `prefilled` from the workflow ({knowledge_base,
         filters, top_k, mode, min_similarity}). Returns the search result
-        (`flowforge.knowledge.search`'s shape, `context` included).
+        (`flowforge.knowledge.search`'s shape, `context` included), with
+        passages that address the model withheld (`knowledge.injection`).
 
     knowledge_search_tool(context=None, name=None, description=None, **prefilled) -> Tool
         The same as a `flowforge.tools.spec.Tool` for the agent's tool loop;
@@ -60,18 +61,22 @@ def tool_spec(knowledge_base: str | None = None, *, name: str | None = None,
                            "additionalProperties": False}}
 
 
-def _merge_filters(fixed: Mapping[str, Any] | None,
-                   asked: Mapping[str, Any] | None) -> dict[str, list[str]] | None:
-    """The workflow's filters narrowed by the model's; None when the model asked
-    only for values the workflow excludes (nothing can match)."""
+def _merge_filters(fixed: Any, asked: Any) -> dict[str, list[str]]:
+    """The workflow's filters narrowed by the model's; a ToolError, saying what the
+    workflow allows, when the model asked only for values it excludes (nothing
+    could match: an empty result would read as "nothing relevant")."""
     from flowforge.knowledge.search import check_filters
     fixed_tags, asked_tags = check_filters(fixed), check_filters(asked)
     merged = dict(fixed_tags)
     for tag, values in asked_tags.items():
         if tag in merged:
-            merged[tag] = [v for v in values if v in merged[tag]]
-            if not merged[tag]:
-                return None
+            kept = [v for v in values if v in merged[tag]]
+            if not kept:
+                raise ToolError(f"knowledge_search: filters.{tag}: {', '.join(values)} is "
+                                f"outside what this workflow searches ({tag} = "
+                                f"{', '.join(merged[tag])}); leave {tag} out or pick one of "
+                                f"those")
+            merged[tag] = kept
         else:
             merged[tag] = values
     return merged
@@ -81,7 +86,7 @@ async def execute(arguments: Mapping[str, Any], prefilled: Mapping[str, Any] | N
                   knowledge: Any = None) -> dict[str, Any]:
     from flowforge.errors import FlowforgeError
     from flowforge.knowledge.api import open_knowledge
-    from flowforge.knowledge.search import empty_result
+    from flowforge.knowledge.injection import screen_results
 
     prefilled = dict(prefilled or {})
     query = arguments.get("query")
@@ -101,13 +106,11 @@ async def execute(arguments: Mapping[str, Any], prefilled: Mapping[str, Any] | N
     knowledge = knowledge or await open_knowledge()
     try:
         filters = _merge_filters(prefilled.get("filters"), arguments.get("filters"))
-        if filters is None:
-            await knowledge.get(base)
-            return empty_result(query.strip(), mode)
-        return await knowledge.search(base, query, top_k=max(1, min(top_k, 20)),
-                                      filters=filters,
-                                      mode=mode,
-                                      min_similarity=prefilled.get("min_similarity"))
+        found = await knowledge.search(base, query, top_k=max(1, min(top_k, 20)),
+                                       filters=filters,
+                                       mode=mode,
+                                       min_similarity=prefilled.get("min_similarity"))
+        return screen_results(found, knowledge_base=base)[0]
     except FlowforgeError as exc:
         raise ToolError(f"knowledge_search: {exc}") from None
 
@@ -127,7 +130,14 @@ def knowledge_search_tool(context: Any = None, name: str | None = None,
 
     async def run(arguments: dict[str, Any], tool_context: Any = None) -> Any:
         block = getattr(tool_context, "block_context", None) or context
-        return await execute(arguments, prefilled, await knowledge_for(block))
+        found = await execute(arguments, prefilled, await knowledge_for(block))
+        withheld = [hit["withheld"] for hit in found.get("results") or [] if hit.get("withheld")]
+        emit = getattr(tool_context, "emit", None)
+        if withheld and emit is not None:
+            emit("progress", message=f"withheld {len(withheld)} passage(s) holding "
+                                     f"instructions addressed to an AI assistant",
+                 withheld=withheld)
+        return found
 
     return Tool(name=spec["name"], description=spec["description"],
                 parameters=spec["parameters"], execute=run, kind="knowledge")

@@ -24,10 +24,11 @@ from typing import Any, Callable
 
 from flowforge.apps.chat import CHAT_WORKFLOW
 from flowforge.errors import FlowforgeError, InputError
+from flowforge.safe_text import shown_text
 from flowforge.service.runs import open_storage, start_run
 from flowforge.workflow.policy import TRUSTED, Policy
 
-__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "knowledge_base_for",
+__all__ = ["CHAT_WORKFLOW", "ChatAnswer", "ChatError", "ask", "check_base", "knowledge_base_for",
            "list_sessions", "get_session", "delete_session", "session_base",
            "HISTORY_MESSAGES"]
 
@@ -119,6 +120,29 @@ async def _check_base(name: str, *, user: Any, services: dict[str, Any] | None) 
         raise NotFound(f"{exc}; or give the chat a folder: --kb path/to/documents") from None
 
 
+async def check_base(*, kb: str | None = None, session_id: str | None = None,
+                     user: str | dict[str, Any] | None = None, storage: Any = None,
+                     services: dict[str, Any] | None = None, policy: Policy = TRUSTED,
+                     workflow: str | Path | None = None) -> None:
+    """Refuse, as `ask` would before its run, a question whose knowledge base does
+    not exist (NotFound) or may not be named (the policy's error): what the
+    streaming route calls before it starts a stream, so a missing base is the
+    same 404 on both routes rather than an error event inside a 200."""
+    if workflow is not None:
+        return
+    if session_id:
+        async with open_storage(storage) as opened:
+            found = await opened.chat_session(_user_id(user), _check_session_id(session_id)) \
+                if opened is not None else None
+        kb = kb or session_base(found)
+    if kb:
+        policy.check_kb_id(kb, "kb_id")
+        path = Path(kb).expanduser()
+        if policy.allows("server_files") and path.is_dir() and ("/" in kb or kb.startswith(".")):
+            return                  # a folder: `ask` makes its base
+    await _check_base(kb or "default_kb", user=user, services=services)
+
+
 async def _knowledge(user: Any, services: dict[str, Any] | None) -> Any:
     from flowforge.knowledge.api import knowledge_for
 
@@ -154,6 +178,12 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
     `web_search`."""
     if not isinstance(query, str) or not query.strip():
         raise InputError(["query: the question is empty: ask something"])
+    # the question reaches the prompt, the stored session and its title: clean
+    # of control and bidi characters and of markup before any of them
+    query = shown_text(query)
+    if not query:
+        raise InputError(["query: the question is empty once control characters and markup "
+                          "are removed: ask it in plain text"])
     session_id = _check_session_id(session_id) if session_id else uuid.uuid4().hex
     user_key = _user_id(user)
     async with open_storage(storage if storage is not None else None) as opened:
@@ -200,13 +230,13 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
             raise ChatError(f"the chat could not answer: {reason}", run_id=result.run_id,
                             session_id=session_id)
         answer = ChatAnswer(
-            answer=str(output.get("answer") or ""),
+            answer=shown_text(str(output.get("answer") or "")),
             sources=list(output.get("sources") or []),
             confidence_score=output.get("confidence_score"),
             used_internal_kb=bool(output.get("used_internal_kb")),
             used_external_kb=bool(output.get("used_external_kb")),
             session_id=session_id, run_id=result.run_id,
-            formatted_response=str(output.get("formatted_response") or ""),
+            formatted_response=_formatted(output),
             tool_calls=[c.get("name") for c in (output.get("toolCalls") or {}).get("list", [])])
         await opened.append_chat_messages(user_key, session_id, [
             {"role": "user", "content": query.strip(), **({"kb": kb} if kb else {})},
@@ -216,6 +246,13 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
              "used_external_kb": answer.used_external_kb, "run_id": answer.run_id}],
             title=query.strip()[:80])
         return answer
+
+
+def _formatted(output: dict[str, Any]) -> str:
+    """The answer tool's `formatted_response`, each line cleaned like the answer
+    (an edited workflow's own tool may send anything)."""
+    return "\n".join(shown_text(line) if line.strip() else ""
+                     for line in str(output.get("formatted_response") or "").split("\n"))
 
 
 def session_base(session: dict[str, Any] | None) -> str | None:

@@ -4,7 +4,8 @@ listed and deleted through the API and the CLI.
 
 A session is its messages in order (`{role, content, ...}`; an assistant
 message also carries its sources, flags and run id), a title (the first
-question) and its times.  Every method takes the user: one user's session
+question, shown as every text shown to people is: `flowforge.safe_text`) and
+its times.  Every method takes the user: one user's session
 id is invisible to another, whatever the id.
 
 Both back ends run the same SQL, written once here with `?` placeholders
@@ -17,6 +18,8 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+
+from flowforge.safe_text import shown_text
 
 __all__ = ["ChatSessionStore", "CHAT_TABLES", "MAX_SESSION_MESSAGES"]
 
@@ -68,7 +71,8 @@ class ChatSessionStore:
                 "INSERT INTO chat_sessions VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (user_id, session_id) DO UPDATE SET messages = excluded.messages, "
                 "message_count = excluded.message_count, updated_at = excluded.updated_at",
-                (user_id, session_id, (title or "chat")[:200], text, len(kept), now, now))
+                (user_id, session_id, (shown_text(title) or "chat")[:200], text, len(kept),
+                 now, now))
         else:
             await self._sql_change(
                 "UPDATE chat_sessions SET messages = ?, message_count = ?, updated_at = ? "

@@ -7,7 +7,8 @@ metadata}` (see `base`).
     backend: offline        a folder or knowledge base standing in for the web (default:
                             works with no network, as the demo and the tests do)
 
-`web_search_tool(...)` builds the agent tool; `make_backend(...)` the back end.
+`web_search_tool(...)` builds the agent tool; `make_backend(...)` the back end,
+whose results are screened for instructions aimed at the model (`base.screen_result`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from flowforge.errors import ToolError, WorkflowError
-from flowforge.websearch.base import SearchResult, WebSearchBackend
+from flowforge.websearch.base import ScreenedSearch, SearchResult, WebSearchBackend
 from flowforge.websearch.offline import OfflineSearch
 from flowforge.websearch.perplexity import PerplexitySearch
 from flowforge.websearch.tavily import TavilySearch
@@ -41,6 +42,13 @@ TOOL_PARAMETERS: dict[str, Any] = {
 def make_backend(options: Mapping[str, Any], *, knowledge: Any = None,
                  env: Mapping[str, str] | None = None, base_dir: str | Path | None = Path()
                  ) -> WebSearchBackend:
+    """The back end named by `options["backend"]`, its results screened (`ScreenedSearch`)."""
+    return ScreenedSearch(_backend(options, knowledge=knowledge, env=env, base_dir=base_dir))
+
+
+def _backend(options: Mapping[str, Any], *, knowledge: Any = None,
+             env: Mapping[str, str] | None = None, base_dir: str | Path | None = Path()
+             ) -> WebSearchBackend:
     """The back end named by `options["backend"]` (default offline).  A
     relative `folder` resolves against `base_dir` (the document's root,
     `workflow.paths`; None: a server with no root, which refuses it)."""

@@ -26,7 +26,8 @@ from flowforge.providers.retry import (RetryPolicy, connection_error, error_from
                                        timeout_error)
 from flowforge.tls import certificate_hint, verified_context
 
-__all__ = ["SearchResult", "WebSearchBackend", "post_json", "DEFAULT_TIMEOUT", "search_error", "clip"]
+__all__ = ["SearchResult", "WebSearchBackend", "post_json", "DEFAULT_TIMEOUT", "search_error", "clip",
+           "screen_result", "ScreenedSearch"]
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -36,6 +37,9 @@ class SearchResult:
     answer: str
     citations: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    findings: list[Any] = field(default_factory=list, repr=False)
+    """What `screen_result` withheld (`knowledge.injection.Finding`s), for the caller's
+    events and its last check of the answer; never sent (not in `to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"answer": self.answer, "citations": self.citations, "metadata": self.metadata}
@@ -46,6 +50,49 @@ class WebSearchBackend(Protocol):
 
     async def search(self, query: str, *, context: str | None = None,
                      max_results: int = 5) -> SearchResult: ...
+
+
+def screen_result(result: SearchResult) -> SearchResult:
+    """`result` with every page and answer that addresses the model withheld
+    (`flowforge.knowledge.injection`): a page's snippet becomes the note and the
+    citation is marked `withheld`; a flagged answer becomes the note; the
+    count goes in `metadata.withheld`.  A web page is data, never instructions."""
+    from flowforge.knowledge.injection import find_instructions, withheld_note
+
+    findings = []
+    citations = []
+    for citation in result.citations:
+        where = f"web page <{citation.get('url')}>"
+        finding = find_instructions(f"{citation.get('title') or ''}\n"
+                                    f"{citation.get('snippet') or ''}", where=where)
+        if finding is not None:
+            citation = {**citation, "snippet": withheld_note(finding),
+                        "withheld": finding.to_dict()}
+            findings.append(finding)
+        citations.append(citation)
+    answer = result.answer
+    finding = find_instructions(answer, where=f"the {result.metadata.get('backend') or 'web'} "
+                                              f"search's answer")
+    if finding is not None:
+        answer = withheld_note(finding) + " Read the citations that are not withheld."
+        findings.append(finding)
+    if not findings:
+        return result
+    return SearchResult(answer, citations, {**result.metadata, "withheld": len(findings)},
+                        findings)
+
+
+class ScreenedSearch:
+    """A back end whose results pass `screen_result`: what every caller gets."""
+
+    def __init__(self, backend: WebSearchBackend) -> None:
+        self.backend = backend
+        self.name = backend.name
+
+    async def search(self, query: str, *, context: str | None = None,
+                     max_results: int = 5) -> SearchResult:
+        return screen_result(await self.backend.search(query, context=context,
+                                                       max_results=max_results))
 
 
 def search_error(backend: str, exc: ProviderError) -> ToolError:

@@ -20,7 +20,9 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from flowforge.engine.ids import new_run_id
 from flowforge.server.auth import CurrentUser
 from flowforge.server.errors import ApiError, error_body
-from flowforge.service.chat import ChatError, ask, delete_session, get_session, list_sessions
+from flowforge.errors import CapabilityDenied, InputError, NotFound
+from flowforge.service.chat import (ChatError, ask, check_base, delete_session, get_session,
+                                    list_sessions)
 from flowforge.service.secrets import load_secrets
 
 __all__ = ["router"]
@@ -113,8 +115,12 @@ async def query(request: Request, body: ChatQuery, user: CurrentUser) -> dict[st
 async def query_stream(request: Request, body: ChatQuery, user: CurrentUser
                        ) -> EventSourceResponse:
     storage = request.app.state.storage
-    # refused before the stream starts: a 403, not an error event
-    (await request.app.state.live.policy(user)).check_kb_id(body.kb_id, "kb_id")
+    # refused before the stream starts, as /query refuses them: a 403 for a base
+    # this user may not name, a 404 for one that does not exist - not error events
+    options = _options(request, user, body)
+    await check_base(kb=body.kb_id, session_id=body.session_id, user=options["user"],
+                     storage=storage, services=options["services"],
+                     policy=await request.app.state.live.policy(user))
     run_id = new_run_id()
     task = asyncio.create_task(_ask(request, user, body, run_id=run_id))
 
@@ -139,7 +145,9 @@ async def query_stream(request: Request, body: ChatQuery, user: CurrentUser
                 424, str(exc), "chat_failed", [{"run_id": exc.run_id,
                                                 "session_id": exc.session_id}])), event="error")
         except Exception as exc:  # noqa: BLE001 - a client gets an error event, never a cut
-            status = 422 if exc.__class__.__name__ == "InputError" else 500
+            # the status /query would answer (a base deleted since the check is a 404)
+            status = 404 if isinstance(exc, NotFound) else 403 if isinstance(
+                exc, CapabilityDenied) else 422 if isinstance(exc, InputError) else 500
             yield ServerSentEvent(data=json.dumps(error_body(status, str(exc))), event="error")
         finally:
             if not task.done():
