@@ -149,3 +149,16 @@ def test_runs_list_and_show_read_a_database_on_a_read_only_disk(disk, tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["status"] == "succeeded"
     assert os.path.exists(disk / "runs.db")
+
+
+def test_a_database_that_cannot_be_made_on_a_full_disk_says_the_disk_is_full(disk, tmp_path):
+    """Not "read-only and lacks 15 schema steps": the disk is full, and the fix
+    is room there or another file."""
+    filler = fill(disk)
+    chain = Chain(tmp_path, f"sqlite:///{disk / 'runs.db'}", count=1, seconds=0.01)
+    code, _, err = finish(chain.start())
+    filler.unlink()
+    message = " ".join(err.split())
+    assert code != 0 and "Traceback" not in err, err
+    assert f"cannot open the database {disk / 'runs.db'}: its disk is full" in message, message
+    assert "read-only" not in message and "FLOWFORGE_DATABASE_URL" in message

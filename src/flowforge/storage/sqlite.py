@@ -53,8 +53,13 @@ class SQLiteStorage(Storage):
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             try:
                 db.execute("PRAGMA journal_mode=WAL")
-            except sqlite3.OperationalError:
+            except sqlite3.OperationalError as exc:
                 db.close()
+                if "full" in str(exc):     # SQLITE_FULL: not read-only, and nothing to read
+                    raise StorageError(f"cannot open the database {self.path}: its disk is "
+                                       f"full ({exc}): free space there, or set "
+                                       f"FLOWFORGE_DATABASE_URL to a file on another disk"
+                                       ) from None
                 db = self._read_only()
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
