@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping
 
-from flowforge.errors import FlowforgeError
+from flowforge.errors import FlowforgeError, InvalidValue
 from flowforge.knowledge.embeddings import Embedder
 from flowforge.knowledge.ingest import IngestError, normalise_tags
 from flowforge.knowledge.store import KnowledgeBase, KnowledgeStore
@@ -68,8 +68,8 @@ def check_filters(filters: Any) -> dict[str, list[str]]:
             name = item.get("tagName", item.get("tag")) if isinstance(item, Mapping) else None
             value = item.get("tagValue", item.get("value")) if isinstance(item, Mapping) else None
             if not isinstance(name, str) or not name.strip() or value is None:
-                raise FlowforgeError(f"filters[{number}]: write a filter as {{tagName: category, "
-                                     f"tagValue: policies}}, got {item!r}")
+                raise InvalidValue(f"filters[{number}]: write a filter as {{tagName: category, "
+                                 f"tagValue: policies}}, got {item!r}")
             merged.setdefault(name, []).extend(value if isinstance(value, list) else [value])
         filters = merged
     if isinstance(filters, Mapping):
@@ -170,7 +170,7 @@ async def search(store: KnowledgeStore, embedder: Embedder, base: KnowledgeBase,
         problems = filter_problems(wanted, await store.list_documents(base.name),
                                    base.name.rpartition("/")[2])
         if problems:
-            raise FlowforgeError("; ".join(problems) + " - fix the filter, or tag the "
+            raise InvalidValue("; ".join(problems) + " - fix the filter, or tag the "
                                  "documents (`flowforge kb add ... --tag key=value`)")
     rows = await store.get_chunks(order)
     results = []
