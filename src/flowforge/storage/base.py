@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from flowforge.errors import StorageError
 
 from flowforge.storage.access import AccessStore
 from flowforge.storage.chat_sessions import ChatSessionStore
+from flowforge.storage.migrate import Migration
 from flowforge.storage.pipelines import PipelineStore
 from flowforge.storage.schedules import ScheduleStore
 
@@ -99,14 +99,6 @@ class LeaseLost(StorageError):
                          f"lease - another process took the run over while this one could "
                          f"not renew it; nothing more of the run is stored or started here")
         self.run_id, self.owner = run_id, owner
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One named, ordered schema step. Applied once, recorded by name."""
-
-    name: str
-    statements: tuple[str, ...]
 
 
 class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.ABC):

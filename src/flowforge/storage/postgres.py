@@ -32,6 +32,7 @@ from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
 from flowforge.storage.grouping import (created, decoded_block, decoded_run, recorded,
                                         updated)
+from flowforge.storage.migrate import PostgresSteps, apply_migrations
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 from flowforge.storage.postgres_takes import PostgresTakes
 from flowforge.storage.postgres_writes import CHANNEL, PostgresGroupWriter
@@ -100,27 +101,9 @@ class PostgresStorage(Storage):
 
     async def _migrate(self) -> None:
         async with self._pool().connection() as conn:
-            # Up to date: nothing to write (a read-only server still serves reads).
-            cursor = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
-            if (await cursor.fetchone())[0]:
-                cursor = await conn.execute("SELECT name FROM schema_migrations")
-                done = {row[0] for row in await cursor.fetchall()}
-                if all(migration.name in done for migration in self.migrations):
-                    return
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                await conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                                   "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION "
-                                   "NOT NULL)")
-                cursor = await conn.execute("SELECT name FROM schema_migrations")
-                done = {row[0] for row in await cursor.fetchall()}
-                for migration in self.migrations:
-                    if migration.name in done:
-                        continue
-                    for statement in migration.statements:
-                        await conn.execute(statement)
-                    await conn.execute("INSERT INTO schema_migrations VALUES (%s, %s)",
-                                       (migration.name, time.time()))
+            await apply_migrations(self.migrations, PostgresSteps(
+                conn, "schema_migrations", f"the database {_safe(self.url)}",
+                lock=str(_MIGRATION_LOCK)))
 
     async def close(self) -> None:
         await self._writer.close()

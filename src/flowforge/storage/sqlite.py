@@ -21,6 +21,7 @@ from flowforge.storage.base import (BLOCK_FIELDS, DELIVERY_FIELDS, KEY_FIELDS, R
                                     USER_FIELDS, AlreadyExists, Migration, Storage)
 from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps as _dumps, loads as _loads
+from flowforge.storage.migrate import SQLiteSteps, apply_migrations
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
 from flowforge.storage.grouping import (Write, created, decoded_block, decoded_run, recorded,
                                         updated)
@@ -61,7 +62,7 @@ class SQLiteStorage(Storage):
             db.execute("PRAGMA foreign_keys=ON")
             db.row_factory = sqlite3.Row
             self.db = db
-            self._migrate()
+            await self._migrate()
             if self.path != ":memory:" and not self.read_only:
                 db.execute("PRAGMA wal_autocheckpoint=0")     # a thread does it (wal.py)
                 self._checkpointer = Checkpointer(self.path)
@@ -90,44 +91,16 @@ class SQLiteStorage(Storage):
             return db
         raise sqlite3.OperationalError("unable to open database file, even to read it")
 
-    def _migrate(self) -> None:
-        db = self._conn()
-        if self.read_only:
-            try:
-                done = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
-            except sqlite3.OperationalError:
-                done = set()
-            missing = [m.name for m in self.migrations if m.name not in done]
-            if missing:
-                raise StorageError(f"the database {self.path} is read-only and lacks "
-                                   f"{len(missing)} schema step(s) ({missing[0]}, ...): open "
-                                   f"it once where it can be written, to bring it up to date")
-            return
+    async def _migrate(self) -> None:
+        steps = SQLiteSteps(self._conn(), "schema_migrations", f"the database {self.path}")
+        steps.read_only = self.read_only
         try:
-            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                       "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            await apply_migrations(self.migrations, steps)
         except sqlite3.OperationalError as exc:
             if "readonly" not in str(exc):
                 raise
-            self.read_only = True          # a file this process may not write
-            self._migrate()
-            return
-        done = {row[0] for row in db.execute("SELECT name FROM schema_migrations")}
-        for migration in self.migrations:
-            if migration.name in done:
-                continue
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if db.execute("SELECT 1 FROM schema_migrations WHERE name = ?",
-                              (migration.name,)).fetchone() is None:
-                    for statement in migration.statements:
-                        db.execute(statement)
-                    db.execute("INSERT INTO schema_migrations VALUES (?, ?)",
-                               (migration.name, time.time()))
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
+            self.read_only = steps.read_only = True     # a file this process may not write
+            await apply_migrations(self.migrations, steps)   # names the steps it lacks
 
     def _committed(self) -> None:
         if self._checkpointer is not None:
