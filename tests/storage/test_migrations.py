@@ -192,9 +192,9 @@ async def test_two_servers_opening_a_new_postgres_database_apply_each_step_once(
               for _ in range(2)]
     try:
         await asyncio.gather(*(store.open() for store in stores))
-        rows = await stores[0]._fetch("SELECT count(*) AS n FROM applied_once")
+        rows = await stores[0]._sql_rows("SELECT count(*) AS n FROM applied_once")
         assert rows[0]["n"] == 1
-        names = await stores[0]._fetch("SELECT name FROM schema_migrations")
+        names = await stores[0]._sql_rows("SELECT name FROM schema_migrations")
         assert sorted(row["name"] for row in names) == \
             sorted(step.name for step in [*POSTGRES_MIGRATIONS, _ONCE])
     finally:

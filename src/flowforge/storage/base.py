@@ -1,7 +1,9 @@
 """The storage interface: one abstract class, one module per back end, chosen
 by the database URL (`sqlite:///path.db`, `postgresql://...`).
 
-Every back end must pass the same conformance suite (`tests/storage/`).  The
+Every back end must pass the same conformance suite (`tests/storage/`).  Its
+SQL is written once (`records`, `workflows`, `users`, `access`, ...; see
+`sql.SQLBackend`): a back end adds connections and write batching.  The
 methods are async because the server back end talks to PostgreSQL over the
 network; the SQLite back end answers inline, which is faster than a thread
 hop for a local file.
