@@ -179,6 +179,11 @@ class PostgresStorage(RecordStore, WorkflowStore, UserStore, Storage):
     async def _sql_rows(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
         return await self._fetch(sql.replace("?", "%s"), args)
 
+    async def _sql_values(self, sql: str, args: Any = ()) -> list[Any]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(sql.replace("?", "%s"), args)
+            return [row[0] for row in await cursor.fetchall()]
+
     async def _sql_change(self, sql: str, args: Any = ()) -> int:
         return await self._execute(sql.replace("?", "%s"), args)
 

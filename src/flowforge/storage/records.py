@@ -48,19 +48,19 @@ class RecordStore(SQLBackend):
 
     # -- events and block checkpoints --------------------------------------------------
     async def get_events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
-        rows = await self._sql_rows("SELECT data FROM run_events WHERE run_id = ? AND seq > ? "
-                                    "ORDER BY seq", (run_id, after_seq))
-        return [loads(row["data"]) for row in rows]
+        data = await self._sql_values("SELECT data FROM run_events WHERE run_id = ? AND "
+                                      "seq > ? ORDER BY seq", (run_id, after_seq))
+        return [loads(item) for item in data]
 
     async def get_blocks(self, run_id: str) -> list[dict[str, Any]]:
-        events = await self._sql_rows(
+        events = await self._sql_values(
             f"SELECT data FROM run_events WHERE run_id = ? AND type IN "
             f"({', '.join('?' * len(BLOCK_EVENT_TYPES))}) ORDER BY seq",
             (run_id, *BLOCK_EVENT_TYPES))
         rows = await self._sql_rows(
             f"SELECT {', '.join(BLOCK_FIELDS)} FROM run_blocks WHERE run_id = ? "
             f"ORDER BY {self._inserted_order['run_blocks']}", (run_id,))
-        return merged(fold(run_id, (loads(row["data"]) for row in events)),
+        return merged(fold(run_id, (loads(item) for item in events)),
                       [decoded_block(row) for row in rows])
 
     # -- per-user memory ---------------------------------------------------------------

@@ -38,6 +38,11 @@ class SQLBackend:
         """One statement that reads; its rows as dicts."""
         raise NotImplementedError
 
+    async def _sql_values(self, sql: str, args: Any = ()) -> list[Any]:
+        """One statement that reads one column; its values (no dict per row: a
+        run's events are read this way, thousands at a time)."""
+        raise NotImplementedError
+
     async def _sql_change(self, sql: str, args: Any = ()) -> int:
         """One statement that writes, committed; the number of rows it changed."""
         raise NotImplementedError

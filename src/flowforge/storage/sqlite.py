@@ -134,6 +134,12 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
         except sqlite3.OperationalError as exc:
             raise self._unusable(exc) from None
 
+    async def _sql_values(self, sql: str, args: Any = ()) -> list[Any]:
+        try:
+            return [row[0] for row in self._conn().execute(sql, args).fetchall()]
+        except sqlite3.OperationalError as exc:
+            raise self._unusable(exc) from None
+
     async def _sql_change(self, sql: str, args: Any = ()) -> int:
         """One statement that writes (a lease's compare-and-set, ...): while
         another process holds the write lock, the loop goes on and the
