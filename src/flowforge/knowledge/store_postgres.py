@@ -34,12 +34,13 @@ from flowforge.errors import StorageError
 from flowforge.knowledge.store import (ChunkRow, DocumentInfo, Filters, KnowledgeBase,
                                        KnowledgeStore, NewChunk)
 from flowforge.knowledge.text import tag_pairs
+from flowforge.storage.migrate import Migration, PostgresSteps, apply_migrations
 
 __all__ = ["PostgresKnowledgeStore"]
 
 EXACT_FILTER_ROWS = 20_000
-_MIGRATIONS: list[tuple[str, list[str]]] = [
-    ("0001_knowledge", [
+_MIGRATIONS: list[Migration] = [
+    Migration("0001_knowledge", (
         """CREATE TABLE kb_bases (name TEXT PRIMARY KEY, embedding_model TEXT NOT NULL,
             dimensions INTEGER, chunk_size INTEGER NOT NULL, chunk_overlap INTEGER NOT NULL,
             description TEXT NOT NULL DEFAULT '', created_at DOUBLE PRECISION NOT NULL)""",
@@ -61,11 +62,12 @@ _MIGRATIONS: list[tuple[str, list[str]]] = [
         """CREATE TABLE kb_keywords (namespace TEXT NOT NULL, keyword TEXT NOT NULL,
             display TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL,
             created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (namespace, keyword, kind, value))""",
-    ]),
+    )),
     # A row (text + tsvector + 1.5 KB vector) passes the 2 KB TOAST threshold; an
     # out-of-line vector costs a TOAST fetch per distance (measured: 95 ms for an exact
     # scan of 10k rows). MAIN keeps vectors in the row and moves the text out first.
-    ("0002_inline_vectors", ["ALTER TABLE kb_chunks ALTER COLUMN embedding SET STORAGE MAIN"]),
+    Migration("0002_inline_vectors",
+              ("ALTER TABLE kb_chunks ALTER COLUMN embedding SET STORAGE MAIN",)),
 ]
 
 
@@ -110,16 +112,9 @@ class PostgresKnowledgeStore(KnowledgeStore):
         except psycopg.Error as exc:
             raise StorageError(f"the pgvector extension is missing and could not be created "
                                f"({exc}); run `CREATE EXTENSION vector` as an administrator") from None
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(87422301)")
-            await conn.execute("CREATE TABLE IF NOT EXISTS kb_schema "
-                               "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION)")
-            done = {r[0] for r in await (await conn.execute("SELECT name FROM kb_schema")).fetchall()}
-            for name, statements in _MIGRATIONS:
-                if name not in done:
-                    for statement in statements:
-                        await conn.execute(statement)
-                    await conn.execute("INSERT INTO kb_schema VALUES (%s, %s)", (name, time.time()))
+        await apply_migrations(_MIGRATIONS, PostgresSteps(
+            conn, "kb_schema", "the knowledge database", lock="87422301",
+            columns="name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION"))
 
     async def _fetch(self, query, params=()):
         async with self._lock:

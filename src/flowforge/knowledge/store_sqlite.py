@@ -30,11 +30,12 @@ from flowforge.knowledge.store import (ChunkRow, DocumentInfo, Filters, Knowledg
 from flowforge.knowledge.text import base_token, tag_token
 from flowforge.knowledge import vector_cache
 from flowforge.knowledge.vectors import VectorIndex
+from flowforge.storage.migrate import Migration, SQLiteSteps, apply_migrations
 
 __all__ = ["SQLiteKnowledgeStore"]
 
-_MIGRATIONS: list[tuple[str, list[str]]] = [
-    ("0001_knowledge", [
+_MIGRATIONS: list[Migration] = [
+    Migration("0001_knowledge", (
         """CREATE TABLE kb_bases (name TEXT PRIMARY KEY, embedding_model TEXT NOT NULL,
             dimensions INTEGER, chunk_size INTEGER NOT NULL, chunk_overlap INTEGER NOT NULL,
             description TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL,
@@ -60,7 +61,7 @@ _MIGRATIONS: list[tuple[str, list[str]]] = [
         """CREATE TABLE kb_keywords (namespace TEXT NOT NULL, keyword TEXT NOT NULL,
             display TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL, created_at REAL NOT NULL,
             PRIMARY KEY (namespace, keyword, kind, value)) WITHOUT ROWID""",
-    ]),
+    )),
 ]
 
 
@@ -101,7 +102,7 @@ class SQLiteKnowledgeStore(KnowledgeStore):
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA cache_size=-65536")
             self.db = db
-            self._migrate()
+            await self._migrate()
         except sqlite3.DatabaseError as exc:
             self.db = None
             raise StorageError(f"cannot open the knowledge database {self.path}: {exc} "
@@ -119,23 +120,10 @@ class SQLiteKnowledgeStore(KnowledgeStore):
             raise StorageError("the knowledge store is not open: await store.open() first")
         return self.db
 
-    def _migrate(self) -> None:
-        db = self._conn()
-        db.execute("CREATE TABLE IF NOT EXISTS kb_schema (name TEXT PRIMARY KEY, applied_at REAL)")
-        done = {row[0] for row in db.execute("SELECT name FROM kb_schema")}
-        for name, statements in _MIGRATIONS:
-            if name in done:
-                continue
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if db.execute("SELECT 1 FROM kb_schema WHERE name = ?", (name,)).fetchone() is None:
-                    for statement in statements:
-                        db.execute(statement)
-                    db.execute("INSERT INTO kb_schema VALUES (?, ?)", (name, time.time()))
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
+    async def _migrate(self) -> None:
+        await apply_migrations(_MIGRATIONS, SQLiteSteps(
+            self._conn(), "kb_schema", f"the knowledge database {self.path}",
+            columns="name TEXT PRIMARY KEY, applied_at REAL"))
 
     def _write(self, fn):
         """Run `fn(db)` in one IMMEDIATE transaction."""

@@ -30,12 +30,13 @@ from typing import Any, Iterator
 
 from flowforge.errors import NotFound, StorageError
 from flowforge.registry.model import BlockDefinition
+from flowforge.storage.migrate import Migration, SQLiteSteps, apply_migrations, run_now
 
 __all__ = ["BlockStore", "RegistryTables", "REGISTRY_MIGRATIONS", "SHARED", "fts_query",
            "owner_of"]
 
-REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
-    ("0001_registry_blocks", (
+REGISTRY_MIGRATIONS: list[Migration] = [
+    Migration("0001_registry_blocks", (
         """CREATE TABLE registry_versions (
             id TEXT NOT NULL, version INTEGER NOT NULL, definition TEXT NOT NULL,
             created_at REAL NOT NULL, created_by TEXT,
@@ -49,7 +50,7 @@ REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # block ids per user: the key becomes (owner, id); every stored block keeps
     # its versions, under the owner its head's definition names ('' = shared)
-    ("0002_blocks_per_owner", (
+    Migration("0002_blocks_per_owner", (
         """CREATE TABLE registry_heads_0002 (
             owner TEXT NOT NULL DEFAULT '', id TEXT NOT NULL, version INTEGER NOT NULL,
             name TEXT NOT NULL, category TEXT NOT NULL, execution_type TEXT NOT NULL,
@@ -262,24 +263,8 @@ class BlockStore(RegistryTables):
         return cls(url)
 
     def _migrate(self) -> None:
-        db = self.db
-        db.execute("CREATE TABLE IF NOT EXISTS registry_schema "
-                   "(name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-        done = {row[0] for row in db.execute("SELECT name FROM registry_schema")}
-        for name, statements in REGISTRY_MIGRATIONS:
-            if name in done:
-                continue
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if db.execute("SELECT 1 FROM registry_schema WHERE name = ?",
-                              (name,)).fetchone() is None:
-                    for statement in statements:
-                        db.execute(statement)
-                    db.execute("INSERT INTO registry_schema VALUES (?, ?)", (name, time.time()))
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
+        run_now(apply_migrations(REGISTRY_MIGRATIONS, SQLiteSteps(
+            self.db, "registry_schema", f"the block registry at {self.path}")))
 
     def close(self) -> None:
         with self._lock:

@@ -13,17 +13,17 @@ starting together apply each step once.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from flowforge.errors import StorageError
 from flowforge.registry.model import BlockDefinition
 from flowforge.registry.store import _WORD, SHARED, RegistryTables
+from flowforge.storage.migrate import BlockingPostgresSteps, Migration, apply_migrations, run_now
 
 __all__ = ["PostgresBlockStore", "POSTGRES_REGISTRY_MIGRATIONS"]
 
-POSTGRES_REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
-    ("0001_registry_blocks", (
+POSTGRES_REGISTRY_MIGRATIONS: list[Migration] = [
+    Migration("0001_registry_blocks", (
         """CREATE TABLE registry_versions (
             id TEXT NOT NULL, version INTEGER NOT NULL, definition TEXT NOT NULL,
             created_at DOUBLE PRECISION NOT NULL, created_by TEXT,
@@ -38,7 +38,7 @@ POSTGRES_REGISTRY_MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # block ids per user: the key becomes (owner, id); every stored block keeps
     # its versions, under the owner its head's definition names ('' = shared)
-    ("0002_blocks_per_owner", (
+    Migration("0002_blocks_per_owner", (
         "ALTER TABLE registry_heads ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE registry_versions ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE registry_fts ADD COLUMN owner TEXT NOT NULL DEFAULT ''",
@@ -87,18 +87,10 @@ class PostgresBlockStore(RegistryTables):
             raise StorageError(f"cannot open the block registry at {url}: {exc}") from None
 
     def _migrate(self) -> None:
-        with self._lock, self.db.transaction():
-            self.db.execute("SELECT pg_advisory_xact_lock(hashtext('flowforge_registry'))")
-            self.db.execute("CREATE TABLE IF NOT EXISTS registry_schema "
-                            "(name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)")
-            done = {row[0] for row in self.db.execute("SELECT name FROM registry_schema")}
-            for name, statements in POSTGRES_REGISTRY_MIGRATIONS:
-                if name in done:
-                    continue
-                for statement in statements:
-                    self.db.execute(statement)
-                self.db.execute("INSERT INTO registry_schema VALUES (%s, %s)",
-                                (name, time.time()))
+        with self._lock:
+            run_now(apply_migrations(POSTGRES_REGISTRY_MIGRATIONS, BlockingPostgresSteps(
+                self.db, "registry_schema", f"the block registry at {self.url}",
+                lock="hashtext('flowforge_registry')")))
 
     def close(self) -> None:
         with self._lock:

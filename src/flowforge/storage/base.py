@@ -1,7 +1,9 @@
 """The storage interface: one abstract class, one module per back end, chosen
 by the database URL (`sqlite:///path.db`, `postgresql://...`).
 
-Every back end must pass the same conformance suite (`tests/storage/`).  The
+Every back end must pass the same conformance suite (`tests/storage/`).  Its
+SQL is written once (`records`, `workflows`, `users`, `access`, ...; see
+`sql.SQLBackend`): a back end adds connections and write batching.  The
 methods are async because the server back end talks to PostgreSQL over the
 network; the SQLite back end answers inline, which is faster than a thread
 hop for a local file.
@@ -19,13 +21,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from flowforge.errors import StorageError
 
 from flowforge.storage.access import AccessStore
 from flowforge.storage.chat_sessions import ChatSessionStore
+from flowforge.storage.migrate import Migration
 from flowforge.storage.pipelines import PipelineStore
 from flowforge.storage.schedules import ScheduleStore
 
@@ -99,14 +101,6 @@ class LeaseLost(StorageError):
                          f"lease - another process took the run over while this one could "
                          f"not renew it; nothing more of the run is stored or started here")
         self.run_id, self.owner = run_id, owner
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One named, ordered schema step. Applied once, recorded by name."""
-
-    name: str
-    statements: tuple[str, ...]
 
 
 class Storage(AccessStore, PipelineStore, ChatSessionStore, ScheduleStore, abc.ABC):
