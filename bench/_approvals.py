@@ -47,7 +47,7 @@ from typing import Any, Callable
 import httpx
 import websockets
 from _pool import SRC, pct
-from _sse import ServerProcess, _events, check_events
+from _sse import ServerProcess, check_events, sse_events
 
 from flowforge.service.users import create_user
 from flowforge.storage import storage_from_url
@@ -125,7 +125,7 @@ class Bench:
                         return
                     opened()
                     connected = True
-                    async for event in _events(response):
+                    async for event in sse_events(response):
                         seen.got(event)
                 seen.ends.append(seen.events[-1]["type"] if seen.events else None)
                 return
