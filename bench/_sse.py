@@ -28,7 +28,8 @@ from httpx_sse import EventSource
 
 from _pool import ROOT
 
-__all__ = ["ServerProcess", "Followed", "follow_run", "check_events", "free_port"]
+__all__ = ["ServerProcess", "Followed", "follow_run", "sse_events", "check_events",
+           "free_port"]
 
 
 def free_port() -> int:
@@ -125,7 +126,7 @@ async def follow_run(client: httpx.AsyncClient, run_id: str, *, retry: float = 0
                     followed.gaps.append(time.monotonic() - broken_at)
                     broken_at = None
                 got = 0
-                async for event in _events(response):
+                async for event in sse_events(response):
                     followed.events.append(event)
                     got += 1
                     if event["type"] == "run_finished":
@@ -145,7 +146,8 @@ async def follow_run(client: httpx.AsyncClient, run_id: str, *, retry: float = 0
             await asyncio.sleep(retry)
 
 
-async def _events(response: httpx.Response) -> Any:
+async def sse_events(response: httpx.Response) -> Any:
+    """The run events in an SSE response (pings skipped), each checked: its SSE id is its seq."""
     async for sse in EventSource(response).aiter_sse():
         if not sse.data:
             continue                  # a ping (httpx-sse passes them on, empty)
@@ -153,7 +155,6 @@ async def _events(response: httpx.Response) -> Any:
         if sse.id != str(event["seq"]):
             raise AssertionError(f"SSE id {sse.id!r} is not seq {event['seq']}")
         yield event
-        fields = {}
 
 
 def check_events(seen: list[dict[str, Any]], stored: list[dict[str, Any]]) -> dict[str, int]:

@@ -72,6 +72,28 @@ the table of bench/RESULTS.md:
     .venv/bin/python bench/chaos.py --all-faults --runs 150 --blocks 6 --workers 4
         --concurrency 4 --kills 40 --every 3 --pg-restarts 3 --down 12 --lease 8
         --redis-restarts 3 --cli-runs 4 --full 4
+
+With `--stream-cuts N` (issue 41, `bench/_stream_cuts.py`), N runs of an
+`llm`/`agent` block stream from a loopback fake OpenAI-compatible model
+(`bench/_fake_openai.py`) that closes the connection mid-answer in a fraction
+`--cut-rate` of its answers, with a second fake as the fallback model, then N
+runs with no fallback: runs that succeeded whole, succeeded with partial text
+(target 0), failed with a located "the stream was cut", `llm_restart` events
+and cuts injected.  Prints the JSON line, then the table of bench/RESULTS.md:
+
+    .venv/bin/python bench/chaos.py --stream-cuts 200 --cut-rate 0.3
+
+With `--approvals N` (issue 41, `bench/_approvals.py`), a `flowforge serve`
+process running runs in-process starts N runs that stop at an approval; an
+SSE and a WebSocket client follow each from its first event to `run_waiting`,
+connect again after that seq and wait while the bench approves or rejects it
+through the API (and, with `--server-restarts K`, kills the server and starts
+it again K times meanwhile): events missing, twice or out of order per
+follower, `block_skipped` before the decision, runs without exactly one
+`run_waiting` and one `run_finished` (all targets 0), and the decision ->
+`run_finished` latency that the followers saw:
+
+    .venv/bin/python bench/chaos.py --approvals 40 [--server-restarts 3 --server-every 4]
 """
 
 from __future__ import annotations
@@ -354,7 +376,36 @@ def main() -> None:
     parser.add_argument("--cli-runs", type=int, default=4)
     parser.add_argument("--retry", type=float, default=30.0,
                         help="FLOWFORGE_STORE_RETRY_SECONDS of the SQLite runs.")
+    parser.add_argument("--stream-cuts", type=int, default=0, metavar="N",
+                        help="N runs on a fake model that closes the connection mid-answer, "
+                             "with a fallback, then N without (bench/_stream_cuts.py).")
+    parser.add_argument("--cut-rate", type=float, default=0.3,
+                        help="Fraction of the fake model's answers cut (--stream-cuts).")
+    parser.add_argument("--fallback-cut-rate", type=float, default=None,
+                        help="The same for the fallback model (default: --cut-rate).")
+    parser.add_argument("--approvals", type=int, default=0, metavar="N",
+                        help="N runs waiting on an approval, followed over SSE and WebSocket "
+                             "across the decision (bench/_approvals.py).")
+    parser.add_argument("--decide-within", type=float, default=10.0,
+                        help="Each approval is decided at a random moment within this many "
+                             "seconds of both its followers waiting (--approvals).")
+    parser.add_argument("--parallel", type=int, default=8,
+                        help="Runs started at once (--stream-cuts, --approvals).")
     args = parser.parse_args()
+    if args.stream_cuts:
+        import _stream_cuts
+        if args.fallback_cut_rate is None:
+            args.fallback_cut_rate = args.cut_rate
+        report = _stream_cuts.main(args)
+        print(json.dumps(report))
+        print(_stream_cuts.table(report))
+        return
+    if args.approvals:
+        import _approvals
+        report = _approvals.main(args)
+        print(json.dumps(report))
+        print(_approvals.table(report))
+        return
     if args.all_faults:
         import _faults
         with redis_server() as redis:
