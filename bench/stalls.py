@@ -7,7 +7,7 @@ p99 < 100 ms), with what the attack itself got back.
     .venv/bin/python bench/stalls.py                 # every attack, ~1 minute
     .venv/bin/python bench/stalls.py --only template --repeat 20
     .venv/bin/python bench/stalls.py --only runs --only requests   # the request floods
-    .venv/bin/python bench/stalls.py --only memory --only bigdoc --repeat 1   # issue 41
+    .venv/bin/python bench/stalls.py --only memory --only bigdoc --only doubling --repeat 1   # issue 41
 
 Client and server share the machine's cores.  `/health` is polled from a
 process of its own (`--poller process`, the default): polled from the
@@ -58,6 +58,12 @@ HOG = {"id": "hog", "name": "Hog", "description": "holds memory", "execution_typ
        "output_schema": {"type": "object"},
        "examples": [{"inputs": {"mb": 1}, "outputs": {"held": 1024 * 1024}}]}
 HOGS = {"id": "hogs", "blocks": [{"id": "h", "uses": "hog", "with": {"mb": 200}}]}
+#: 31 `set` blocks, each twice the one before, from 1 KB: 2 TB by the last (was: the
+#: server grew to 19 GB in a minute, the kernel killed it, and it died again on resume)
+DOUBLING = {"id": "doubling", "blocks": [
+    {"id": "a0", "type": "set", "with": {"v": "y" * 1000}},
+    *({"id": f"a{k}", "type": "set", "with": {"v": f"{{{{a{k - 1}.v}}}}{{{{a{k - 1}.v}}}}"}}
+      for k in range(1, 31))]}
 
 
 def _big_document(blocks: int) -> dict:
@@ -151,9 +157,20 @@ async def bigdoc(clients):
     return {"saves": codes, "valid": valid.count(True), "refused": valid.count(False)}
 
 
+async def doubling(clients):
+    """Four users run the doubling document four times each at once: each run fails
+    at its value limit (a14, 16.4 MB) instead of growing the server until it dies."""
+    answers = await asyncio.gather(*(c.post("/api/workflows/doubling/runs?wait=true", json={})
+                                     for c in clients[:4] for _ in range(4)))
+    failed = [a.json() for a in answers if a.json().get("status") == "failed"]
+    where = sorted({bid for body in failed for bid, block in body["blocks"].items()
+                    if block["status"] == "failed"})
+    return {"failed": len(failed), "of": len(answers), "at": where}
+
+
 ATTACKS = {"template": template, "pattern": pattern, "notation": notation,
            "registry": registry, "events": events, "runs": runs, "requests": requests,
-           "memory": memory, "bigdoc": bigdoc}
+           "memory": memory, "bigdoc": bigdoc, "doubling": doubling}
 
 
 async def measure(url: str, keys: list[str], names: list[str], repeat: int,
@@ -167,6 +184,7 @@ async def measure(url: str, keys: list[str], names: list[str], repeat: int,
                          headers={"Content-Type": "application/yaml"})
     for client in clients[:4]:
         await client.post("/api/workflows", json=FLOOD)
+        await client.post("/api/workflows", json=DOUBLING)
     await clients[0].post("/api/workflows", json=BUSY)
     await clients[0].get("/api/blocks/slow_example")        # load the registry first
     if "memory" in names:
@@ -247,6 +265,17 @@ def poll_health(url: str) -> None:
     print(" ".join(f"{start:.6f},{x:.6f}" for start, x in latencies))
 
 
+def _peak_mb(pid: int) -> str:
+    """The server process's peak resident memory, from the kernel's count."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return f"{int(line.split()[1]) / 1024:,.0f}"
+    except OSError:
+        pass
+    return "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(ATTACKS), action="append")
@@ -284,6 +313,7 @@ def main() -> None:
                     time.sleep(0.1)
             asyncio.run(measure(url, keys, args.only or list(ATTACKS), args.repeat,
                                 args.poller))
+            print(f"server peak memory (VmHWM): {_peak_mb(server.pid)} MB")
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(15)

@@ -29,8 +29,10 @@ from flowforge.processes import process_exists
 from flowforge.storage import Storage
 from flowforge.storage.base import TERMINAL_STATUSES
 
-__all__ = ["request_cancel", "cancel_abandoned", "end_or_cancel_abandoned", "wait_until_ended", "watch_for_cancel", "forget_run", "host_name",
-           "PROCESS", "LEASE_SECONDS", "lease_holder_alive", "lease_lapsed", "process_id"]
+__all__ = ["request_cancel", "cancel_abandoned", "claim_abandoned", "end_or_cancel_abandoned",
+           "wait_until_ended", "watch_for_cancel", "forget_run", "host_name", "PROCESS",
+           "LEASE_SECONDS", "lease_holder_alive", "lease_lapsed", "process_id"]
+
 
 def host_name() -> str:
     """This machine, as leases name it: FLOWFORGE_HOST, else the hostname.  (Set it
@@ -132,24 +134,33 @@ async def request_cancel(storage: Storage, run_id: str) -> None:
     await storage.update_run(run_id, cancel_requested_at=now)
 
 
-async def cancel_abandoned(storage: Storage, run_id: str) -> bool:
-    """End `cancelled`, here and now, a run no process runs any more (`running`
-    with its lease lapsed: the server or worker that ran it is down), as its own process would have: its open blocks get their terminal
-    events, its succeeded blocks are kept.  The lease is taken first (the
-    compare-and-set a resume uses), so a run is never both cancelled here and
-    resumed elsewhere.  False when a live process holds it (it cancels the run
-    itself, seeing the request) or it ended."""
+async def claim_abandoned(storage: Storage, run_id: str) -> dict[str, Any] | None:
+    """The row of a run no process runs any more (`running`, its lease lapsed),
+    with its lease now held here; None when a live process holds it, it ended,
+    or another process claimed it first.  The compare-and-set a resume uses:
+    a run is never both ended here and resumed elsewhere."""
     row = await storage.get_run(run_id)
     if row is None or row["status"] != "running" or not lease_lapsed(row):
-        return False
+        return None
     holder = row.get("lease_owner")
     if not await storage.claim_run(run_id, process_id(), LEASE_SECONDS,
                                    expected_owner=holder if lease_holder_alive(holder)
                                    is False else None):
-        return False
-    row = await storage.get_run(run_id)
-    if row is None or row["status"] != "running":
+        return None
+    now_row = await storage.get_run(run_id)
+    if now_row is None or now_row["status"] != "running":
         await storage.update_run(run_id, lease_owner=None, lease_expires_at=None)
+        return None
+    return {**now_row, "lease_owner_before": holder}
+
+
+async def cancel_abandoned(storage: Storage, run_id: str) -> bool:
+    """End `cancelled`, here and now, a run no process runs any more (`running`
+    with its lease lapsed: the server or worker that ran it is down), as its own
+    process would have: its open blocks get their terminal events, its
+    succeeded blocks are kept.  False when a live process holds it (it cancels
+    the run itself, seeing the request) or it ended."""
+    if await claim_abandoned(storage, run_id) is None:
         return False
     now = time.time()
     events = await storage.get_events(run_id)

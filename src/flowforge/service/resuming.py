@@ -25,8 +25,8 @@ import time
 from typing import Any, Awaitable, Callable
 
 from flowforge.engine.result import RunResult
-from flowforge.service.cancel import (LEASE_SECONDS, cancelled_events, lease_holder_alive,
-                                      lease_lapsed, process_id)
+from flowforge.service.cancel import (LEASE_SECONDS, cancelled_events, claim_abandoned,
+                                      lease_holder_alive, process_id)
 from flowforge.service.loading import load_stored
 from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, _stored_run,
                                     open_storage, start_run)
@@ -70,18 +70,10 @@ async def fail_cut_off(storage: Storage, run_id: str, *, where: str = "here") ->
     compare-and-set as a resume), so a run is never both failed and resumed.
     `where` resuming was turned off: "here", or "where the run was queued" (a
     server's or CLI's choice stored with a pool run)."""
-    row = await storage.get_run(run_id)
-    if row is None or row["status"] != "running" or not lease_lapsed(row):
+    row = await claim_abandoned(storage, run_id)
+    if row is None:
         return False
-    holder = row.get("lease_owner")
-    if not await storage.claim_run(run_id, process_id(), LEASE_SECONDS,
-                                   expected_owner=holder if lease_holder_alive(holder)
-                                   is False else None):
-        return False
-    row = await storage.get_run(run_id)
-    if row is None or row["status"] != "running":
-        await storage.update_run(run_id, lease_owner=None, lease_expires_at=None)
-        return False
+    holder = row["lease_owner_before"]
     error = (f"cut off: the process that ran it ({holder or 'unknown'}) is gone, and "
              f"resuming cut-off runs is off {where} ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
              f"its succeeded blocks are kept: resume it with `flowforge runs resume "
