@@ -29,6 +29,9 @@ LIMIT_SETTINGS = {
 }
 
 
+_VARIABLES = tuple(variable for variable, _ in LIMIT_SETTINGS.values())
+
+
 @dataclass(frozen=True, slots=True)
 class ValueLimits:
     """The three limits, in characters (a character of text is about a byte)."""
@@ -40,7 +43,18 @@ class ValueLimits:
     @classmethod
     def of(cls, services: Mapping[str, Any] | None = None) -> "ValueLimits":
         """A run's limits: its services' (a server's settings), else the
-        environment's, else the defaults."""
+        environment's, else the defaults.  Every run asks: the process's own
+        are made once per value of their variables, not once per run."""
+        if not services:
+            key = tuple(map(os.environ.get, _VARIABLES))
+            cached = _PROCESS.get(key)
+            if cached is None:
+                cached = _PROCESS[key] = cls._made(None)
+            return cached
+        return cls._made(services)
+
+    @classmethod
+    def _made(cls, services: Mapping[str, Any] | None) -> "ValueLimits":
         chosen = []
         for setting, (variable, default) in LIMIT_SETTINGS.items():
             value = (services or {}).get(setting)
@@ -52,6 +66,10 @@ class ValueLimits:
                     value = default
             chosen.append(max(1, int(float(value) * 1_000_000)))
         return cls(*chosen)
+
+
+#: The process's limits by the values of their environment variables (see `of`).
+_PROCESS: dict[tuple[str | None, ...], ValueLimits] = {}
 
 
 def size_of(value: Any, limit: int) -> int:
