@@ -53,13 +53,13 @@ from pydantic import Field
 from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks._memory import append_history, load_history
-from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
-                                          repair_message, schema_fields)
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, ToolError
 from flowforge.providers.base import Message, ToolCall
+from flowforge.providers.structured import (StructuredAnswerError, ask_structured,
+                                            parse_against, repair_message, schema_fields)
 from flowforge.tools.mcp_client import close_quietly
 from flowforge.tools.executor import ToolOutcome, result_text, run_tool_calls
 from flowforge.tools.validation import ToolValidation

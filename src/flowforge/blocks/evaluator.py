@@ -27,11 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
-from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
+from flowforge.providers.structured import StructuredAnswerError, ask_structured
 
 __all__ = ["EvaluatorBlock", "EvaluatorConfig", "Metric", "metric_key", "metrics_schema"]
 
