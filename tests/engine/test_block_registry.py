@@ -71,3 +71,19 @@ def test_a_plugin_type_is_in_the_same_table():
     result = flowforge.run_sync({"id": "p", "blocks": [{"id": "s", "type": "test_registry_shout"}]},
                                 storage=False)
     assert result.status == "succeeded" and result.results["s"] == {"said": "HEY"}
+
+
+def test_the_base_gives_everything_the_engine_and_validation_read():
+    """`Node.info` is typed by `BlockTypeInfo`; readers use its members plainly,
+    so the base must give each one a default (a plugin sets only what it changes)."""
+    from flowforge.workflow.graph import BlockTypeInfo
+
+    members = {name for name in vars(BlockTypeInfo) if not name.startswith("_")} | \
+        set(BlockTypeInfo.__annotations__)
+    assert {"type_name", "Config", "outputs", "routes", "holds_slot", "container", "run",
+            "run_now", "is_eager", "output_fields", "expressions", "scope_names",
+            "check"} <= members
+    missing = {name for name in members if not hasattr(BlockType, name)}
+    assert missing == set()
+    for name, block_type in block_types().items():
+        assert all(hasattr(block_type, member) for member in members), name
