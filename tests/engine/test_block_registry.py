@@ -87,3 +87,42 @@ def test_the_base_gives_everything_the_engine_and_validation_read():
     assert missing == set()
     for name, block_type in block_types().items():
         assert all(hasattr(block_type, member) for member in members), name
+
+
+#: Fields of the RAG chat's tool options (blocks/_rag_tools.py, being split by the
+#: chat's own work) still to be written; the test fails once one has its docstring,
+#: so the list only shrinks.
+UNWRITTEN = {"RagSearchOptions.top_k", "RagSearchOptions.mode",
+             "RagSearchOptions.min_similarity", "RagSearchOptions.filters",
+             "WebSearchOptions.max_results", "WebSearchOptions.mode",
+             "WebSearchOptions.min_similarity", "WebSearchOptions.base_url",
+             "WebSearchOptions.timeout", "KeywordIndexOptions.namespace",
+             "KeywordIndexOptions.min_keywords", "KeywordIndexOptions.max_keywords"}
+
+
+def _config_models(annotation, found):
+    """Every pydantic model a config field's annotation holds, nested ones too."""
+    from pydantic import BaseModel
+    from typing import get_args
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if annotation not in found:
+            found.add(annotation)
+            for field in annotation.model_fields.values():
+                _config_models(field.annotation, found)
+    for argument in get_args(annotation):
+        _config_models(argument, found)
+    return found
+
+
+def test_every_config_field_has_a_docstring():
+    """Field docstrings are the JSON Schema's descriptions: the forms, the
+    pipeline generator and the manual show them."""
+    undocumented = set()
+    for block_type in block_types().values():
+        for model in _config_models(block_type.Config, set()):
+            undocumented |= {f"{model.__qualname__}.{name}"
+                             for name, field in model.model_fields.items()
+                             if not (field.description or "").strip()}
+    assert undocumented - UNWRITTEN == set()
+    assert UNWRITTEN <= undocumented, f"written, strike from UNWRITTEN: {UNWRITTEN - undocumented}"

@@ -114,9 +114,13 @@ class AgentConfig(LLMBlockConfig):
     """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing (after retries)."""
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
     temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
     max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
     response_format: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become top-level outputs."""
     stream: bool | None = None

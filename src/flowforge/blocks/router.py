@@ -67,13 +67,16 @@ class RouterConfig(LLMBlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
-    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing."""
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
     temperature: float = Field(0.0, ge=0, le=2)
     """0 by default: routing should be repeatable."""
     max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
     strategy: Literal["llm", "semantic", "hybrid"] = "llm"
     """`llm` (the model picks), `semantic` (closest by embeddings, no LLM call), or
     `hybrid` (semantic, asking the LLM only when the best two are within `margin`)."""
