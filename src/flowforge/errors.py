@@ -1,4 +1,4 @@
-"""Every error flowforge raises, in one place, so callers can catch by meaning.
+"""Every error flowforge raises, drawn in one tree, so callers can catch by meaning.
 
 Two families are kept apart on purpose: a *workflow* error is a mistake in
 what the user wrote (fix the document or the command line), a *run* error is
@@ -19,11 +19,34 @@ not errors and do not appear here.
     │   │                         passed its size limit (located, names the setting)
     │   ├── ProviderError         an LLM back end failed (status, retryable)
     │   │   └── MissingCredentials  says which environment variable to set
-    │   └── ToolError             a tool call failed or was rejected
+    │   ├── ToolError             a tool call failed or was rejected
+    │   ├── BudgetExceeded        [engine/budget.py] an LLM call would pass a run's budget
+    │   ├── SandboxError          [sandbox/process.py] a sandboxed block was stopped (`kind`)
+    │   └── MemoryBudgetError     [sandbox/memory.py] a sandboxed block got no memory
     ├── CapabilityDenied          a document asks for what its user was not granted
     ├── StorageError              the database could not be read or written
-    │   └── BadDatabaseURL        the database URL itself is malformed (a usage error)
-    └── NotFound                  a run, workflow or record id that does not exist
+    │   ├── BadDatabaseURL        the database URL itself is malformed (a usage error)
+    │   ├── AlreadyExists         [storage/base.py] a unique name or id is already stored
+    │   │   └── IdempotencyKeyTaken  [storage/base.py] an earlier run holds the key
+    │   ├── LeaseLost             [storage/base.py] another process holds the run's lease
+    │   └── StoreUnreachable      [service/recorder.py] a run's writes were refused too long
+    ├── NotFound                  a run, workflow or record id that does not exist
+    ├── RunStateError             [service/runs.py] the run's state does not allow this
+    │   └── RunDiedTooOften       [service/resuming.py] failed, not resumed: died too often
+    ├── SecretKeyError            [service/secrets.py] the secrets' key is missing or wrong
+    ├── QueueError                [service/pool/broker.py] the worker pool cannot be used
+    ├── ChatError                 [service/chat.py] the chat could not answer (`run_id`)
+    ├── ThinkerError              [thinker/llm.py] a build stage got no usable answer
+    ├── IngestError               [knowledge/ingest.py] a document could not be read
+    ├── SharedBlock               [registry/owned.py] a user asked to delete a shared block
+    └── BlockRunError             [blocks/registry_block.py] a registry block failed (`stage`)
+
+The errors in [brackets] live beside the code that raises them (a caller
+catching one imports it from there); the tree is the one place to see them
+all (tests/test_error_tree.py keeps it whole).  Outside the tree:
+`blocks.base.Suspend` is a signal (a block waits), `server.errors.ApiError`
+an HTTP answer, and the parsers' ValueErrors (expressions, notation, regular
+expressions, structured answers) are their callers' to turn into one of these.
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ def test_field_and_output_mappings_follow_the_variables():
                                                           "items": {"type": "integer"}}}),
 ])
 def test_schema_notation_both_ways(notation, schema):
-    from flowforge.blocks._notation import notation_to_schema, schema_to_notation
+    from flowforge.workflow.notation import notation_to_schema, schema_to_notation
 
     assert notation_to_schema(notation) == schema
     assert notation_to_schema(schema_to_notation(schema)) == schema

@@ -71,3 +71,58 @@ def test_a_plugin_type_is_in_the_same_table():
     result = flowforge.run_sync({"id": "p", "blocks": [{"id": "s", "type": "test_registry_shout"}]},
                                 storage=False)
     assert result.status == "succeeded" and result.results["s"] == {"said": "HEY"}
+
+
+def test_the_base_gives_everything_the_engine_and_validation_read():
+    """`Node.info` is typed by `BlockTypeInfo`; readers use its members plainly,
+    so the base must give each one a default (a plugin sets only what it changes)."""
+    from flowforge.workflow.graph import BlockTypeInfo
+
+    members = {name for name in vars(BlockTypeInfo) if not name.startswith("_")} | \
+        set(BlockTypeInfo.__annotations__)
+    assert {"type_name", "Config", "outputs", "routes", "holds_slot", "container", "run",
+            "run_now", "is_eager", "output_fields", "expressions", "scope_names",
+            "check"} <= members
+    missing = {name for name in members if not hasattr(BlockType, name)}
+    assert missing == set()
+    for name, block_type in block_types().items():
+        assert all(hasattr(block_type, member) for member in members), name
+
+
+#: Fields of the RAG chat's tool options (blocks/_rag_tools.py, being split by the
+#: chat's own work) still to be written; the test fails once one has its docstring,
+#: so the list only shrinks.
+UNWRITTEN = {"RagSearchOptions.top_k", "RagSearchOptions.mode",
+             "RagSearchOptions.min_similarity", "RagSearchOptions.filters",
+             "WebSearchOptions.max_results", "WebSearchOptions.mode",
+             "WebSearchOptions.min_similarity", "WebSearchOptions.base_url",
+             "WebSearchOptions.timeout", "KeywordIndexOptions.namespace",
+             "KeywordIndexOptions.min_keywords", "KeywordIndexOptions.max_keywords"}
+
+
+def _config_models(annotation, found):
+    """Every pydantic model a config field's annotation holds, nested ones too."""
+    from pydantic import BaseModel
+    from typing import get_args
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if annotation not in found:
+            found.add(annotation)
+            for field in annotation.model_fields.values():
+                _config_models(field.annotation, found)
+    for argument in get_args(annotation):
+        _config_models(argument, found)
+    return found
+
+
+def test_every_config_field_has_a_docstring():
+    """Field docstrings are the JSON Schema's descriptions: the forms, the
+    pipeline generator and the manual show them."""
+    undocumented = set()
+    for block_type in map(get_block_type, BUILTIN_TYPES):     # not the tests' plugins
+        for model in _config_models(block_type.Config, set()):
+            undocumented |= {f"{model.__qualname__}.{name}"
+                             for name, field in model.model_fields.items()
+                             if not (field.description or "").strip()}
+    assert undocumented - UNWRITTEN == set()
+    assert UNWRITTEN <= undocumented, f"written, strike from UNWRITTEN: {UNWRITTEN - undocumented}"

@@ -80,7 +80,7 @@ async def test_a_run_that_ends_while_a_resumer_looks_is_not_run_again(tmp_path, 
         async def read_before_the_end(storage, run_id, doing):
             return stale
 
-        monkeypatch.setattr(resuming, "_stored_run", read_before_the_end)
+        monkeypatch.setattr(resuming, "stored_run", read_before_the_end)
         events = await storage.get_events(result.run_id)
         with pytest.raises(RunStateError, match="became succeeded"):
             await resuming.start_resume(result.run_id, storage=storage)

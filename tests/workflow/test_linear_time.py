@@ -11,7 +11,7 @@ import time
 import pytest
 
 import flowforge
-from flowforge.blocks._notation import NotationError, notation_to_schema
+from flowforge.workflow.notation import NotationError, notation_to_schema
 from flowforge.engine.inputs import validate_inputs
 from flowforge.errors import InputError, ValidationFailed
 from flowforge.registry.model import definition_from_data

@@ -6,9 +6,12 @@ pipelines."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import flowforge
+from flowforge.blocks import BlockType
 from flowforge.errors import ValidationFailed
 
 ASSESS = {"id": "assess", "type": "set", "with": {"amount": "{{input.amount}}", "vip": True}}
@@ -155,3 +158,37 @@ ACCEPTED = {
 def test_fields_a_block_gives_or_may_give_are_accepted(shape):
     flowforge.load(ACCEPTED[shape])
 
+
+
+class _TrippingBlock(BlockType):
+    """A plugin whose `output_fields` hook has a bug."""
+
+    type_name = "test_tripping_outputs"
+
+    @classmethod
+    def output_fields(cls, spec, doc):
+        raise KeyError("no such setting")
+
+    @classmethod
+    async def run(cls, context, config):
+        return {}
+
+
+def test_a_hook_that_raises_leaves_the_output_open_and_is_logged(monkeypatch, caplog):
+    """A plugin's bug neither crashes validate nor refuses a right document;
+    it is logged (once per place that asks), naming the block type and the block."""
+    from flowforge.blocks import registry
+    from flowforge.server.document_view import graph_view
+
+    monkeypatch.setitem(registry._TYPES, _TrippingBlock.type_name, _TrippingBlock)
+    with caplog.at_level(logging.WARNING, logger="flowforge.workflow.output_check"):
+        compiled = flowforge.load(doc({"id": "odd", "type": "test_tripping_outputs"},
+                                      say("{{odd.anything}}")))
+        view = graph_view(compiled)
+    logged = [r for r in caplog.records if "output_fields raised" in r.getMessage()]
+    assert len(logged) == 2, caplog.records                    # validation, then the view
+    for record in logged:
+        assert "block type 'test_tripping_outputs'" in record.getMessage()
+        assert "blocks[0]" in record.getMessage() and record.exc_info[0] is KeyError
+    odd = next(node for node in view["nodes"] if node["id"] == "odd")
+    assert "outputs" not in odd                                # open: an editor offers none

@@ -14,7 +14,7 @@ and block in a `warning` event; so is one a fallback model that answered
 could not take.
 A block's later requests carry only the messages added since its previous
 one (`messages_offset`); `sent_requests(events, block_id)` rebuilds them whole.
-Before each call the run's budget (`context.budget`, see `_budget`) is
+Before each call the run's budget (`context.budget`, see `engine.budget`) is
 checked: the call fails, or goes to the budget's downgrade model.
 `ModelCalls` sums one block's usage, cost and model time across the calls it
 makes (tool-loop iterations, repairs, retries).

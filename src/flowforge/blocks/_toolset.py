@@ -53,8 +53,12 @@ class HttpToolTarget(BaseModel):
     url: str
     """Endpoint; `{name}` placeholders are filled from the model's arguments."""
     method: str = "GET"
+    """HTTP method; with GET, DELETE and HEAD the model's other arguments go in the
+    query string, else in a JSON body."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """Request headers (a `{{secrets.NAME}}` may go in a value)."""
     timeout: float = Field(30.0, gt=0)
+    """Seconds for the whole request."""
 
 
 #: Sim's spellings of tool options that the camelCase rule cannot guess
@@ -78,7 +82,10 @@ class BlockToolTarget(BaseModel):
     type: str
     """Block type to run (not a container or routing block)."""
     name: str | None = None
+    """The tool's name the model sees when the entry sets none (default: the block type)."""
     description: str | None = None
+    """What the model reads of the tool when the entry sets none (default: the block
+    type's first docstring line)."""
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     """Fixed configuration; the model supplies the other fields."""
 

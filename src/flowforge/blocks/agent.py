@@ -53,13 +53,13 @@ from pydantic import Field
 from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks._memory import append_history, load_history
-from flowforge.blocks._structured import (StructuredAnswerError, ask_structured, parse_against,
-                                          repair_message, schema_fields)
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, ToolError
 from flowforge.providers.base import Message, ToolCall
+from flowforge.providers.structured import (StructuredAnswerError, ask_structured,
+                                            parse_against, repair_message, schema_fields)
 from flowforge.tools.mcp_client import close_quietly
 from flowforge.tools.executor import ToolOutcome, result_text, run_tool_calls
 from flowforge.tools.validation import ToolValidation
@@ -114,9 +114,13 @@ class AgentConfig(LLMBlockConfig):
     """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing (after retries)."""
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
     temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
     max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
     response_format: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become top-level outputs."""
     stream: bool | None = None

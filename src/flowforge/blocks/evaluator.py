@@ -27,11 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
-from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
+from flowforge.providers.structured import StructuredAnswerError, ask_structured
 
 __all__ = ["EvaluatorBlock", "EvaluatorConfig", "Metric", "metric_key", "metrics_schema"]
 
@@ -69,11 +69,16 @@ class EvaluatorConfig(LLMBlockConfig):
     system: str | None = None
     """Extra instructions added to the evaluation prompt."""
     model: str | None = None
-    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
     temperature: float = Field(0.1, ge=0, le=2)
+    """0.1 by default: the same content should get the same scores."""
     max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
 
 
 _RESERVED = {"content", "evaluation", "model", "tokens", "cost"}

@@ -40,7 +40,10 @@ class HttpConfig(BlockConfig):
     url: str
     """http(s) URL (templates allowed)."""
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "GET"
+    """The HTTP method."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """Request headers (templates allowed; a `{{secrets.NAME}}` may go in a value, e.g.
+    `Authorization`)."""
     query: dict[str, Any] = Field(default_factory=dict)
     """Query-string parameters."""
     body: Any = None
@@ -48,6 +51,8 @@ class HttpConfig(BlockConfig):
     timeout: float = Field(30.0, gt=0)
     """Seconds for the whole request."""
     follow_redirects: bool = True
+    """Follow redirects, each hop's address checked as `url` is (false: a 3xx answer
+    is the output)."""
     fail_on_status: bool = True
     """Fail the block on a 4xx/5xx answer (else output it)."""
     allow_private_network: bool = False

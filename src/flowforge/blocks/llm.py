@@ -27,11 +27,11 @@ from pydantic import Field
 
 from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
-from flowforge.blocks._structured import StructuredAnswerError, ask_structured, schema_fields
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
+from flowforge.providers.structured import StructuredAnswerError, ask_structured, schema_fields
 
 __all__ = ["LLMBlock", "LLMConfig", "render_prompt", "placeholders"]
 
@@ -75,11 +75,16 @@ class LLMConfig(LLMBlockConfig):
     output_schema: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become the block's outputs."""
     model: str | None = None
-    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
     temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
     max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
     stream: bool | None = None
     """Stream text as `llm_delta` events (default: `defaults.stream`, else false)."""
 

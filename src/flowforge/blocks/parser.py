@@ -12,7 +12,7 @@ then a fenced block, then the first balanced object or array) is validated
 against `schema`; a text with no JSON, or a value that breaks the schema,
 fails the block with every problem listed, the schema as written and the
 start of what came back (`default` instead makes it the output).  `schema`
-is JSON Schema, or the prompt-chain notation as a string (`blocks._notation`).
+is JSON Schema, or the prompt-chain notation as a string (`workflow.notation`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._notation import NotationError, notation_to_schema
-from flowforge.blocks._structured import extract_json, schema_problems
-from flowforge.workflow.safe_regex import pattern_problems
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, Problem
+from flowforge.providers.structured import extract_json, schema_problems
+from flowforge.workflow.notation import NotationError, notation_to_schema
+from flowforge.workflow.safe_regex import pattern_problems
 
 __all__ = ["ParserBlock", "ParserConfig"]
 

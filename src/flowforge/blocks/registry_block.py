@@ -27,10 +27,10 @@ from typing import Any, Callable, Mapping
 
 from pydantic import ConfigDict
 
-from flowforge.blocks._structured import schema_fields
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
+from flowforge.providers.structured import schema_fields
 from flowforge.registry import (BlockDefinition, Registry, get_registry, registry_for,
                                 schema_problems)
 from flowforge.sandbox import Limits, SandboxError, run_python

@@ -39,12 +39,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, provider_options, setting)
-from flowforge.blocks._structured import StructuredAnswerError, ask_structured
 from flowforge.blocks.base import BlockContext, BlockType, Output, Routed, policy_of
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
 from flowforge.providers.registry import key_variables
+from flowforge.providers.structured import StructuredAnswerError, ask_structured
 from flowforge.workflow.graph import DATA, Node
 
 __all__ = ["RouterBlock", "RouterConfig", "routing_prompt", "candidates_of"]
@@ -67,13 +67,16 @@ class RouterConfig(LLMBlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
-    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing."""
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
     temperature: float = Field(0.0, ge=0, le=2)
     """0 by default: routing should be repeatable."""
     max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
     strategy: Literal["llm", "semantic", "hybrid"] = "llm"
     """`llm` (the model picks), `semantic` (closest by embeddings, no LLM call), or
     `hybrid` (semantic, asking the LLM only when the best two are within `margin`)."""

@@ -13,16 +13,18 @@ number each, so `runs show` and `blocks show` answer "not found" alike."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+import asyncio
+from typing import Any, Coroutine, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from flowforge.errors import BadDatabaseURL, NotFound, RunError, StorageError
+from flowforge.errors import BadDatabaseURL, FlowforgeError, NotFound, RunError, StorageError
 from flowforge.storage.base import AlreadyExists
 
-__all__ = ["SUCCESS", "FAILED", "INVALID", "WAITING", "error", "exit_code", "fail", "run_exit_code"]
+__all__ = ["SUCCESS", "FAILED", "INVALID", "WAITING", "error", "exit_code", "fail", "run_exit_code",
+           "run_or_exit"]
 
 SUCCESS, FAILED, INVALID, WAITING = 0, 1, 2, 3
 
@@ -58,3 +60,12 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, (NotFound, RunError, StorageError)):
         return FAILED
     return INVALID
+
+
+def run_or_exit(work: Coroutine[Any, Any, Any]) -> Any:
+    """What the coroutine `work` returns; a flowforge error it raises becomes
+    `error: <message>` and the exit code of its meaning (`exit_code`)."""
+    try:
+        return asyncio.run(work)
+    except FlowforgeError as exc:
+        fail(str(exc), exit_code(exc))

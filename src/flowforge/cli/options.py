@@ -19,7 +19,8 @@ from typing import Any
 
 import typer
 
-__all__ = ["DB_HELP", "HIDDEN_DB_ALIASES", "db_option", "add_db_aliases"]
+__all__ = ["DB_HELP", "HIDDEN_DB_ALIASES", "db_option", "add_db_aliases",
+           "with_storage"]
 
 DB_HELP = "Database URL (default: FLOWFORGE_DATABASE_URL or the user data directory)."
 
@@ -50,3 +51,16 @@ def add_db_aliases(command: Any) -> Any:
         alias.callback, alias.help = _pass_on, "The old spellings of --db."
         params.append(alias)
     return command
+
+
+async def with_storage(db: str | None, action: Any) -> Any:
+    """`await action(storage)` on the database `db` (the `--db` value), opened
+    for it and closed after, whatever happens."""
+    from flowforge.storage import storage_from_url
+
+    storage = storage_from_url(db)
+    await storage.open()
+    try:
+        return await action(storage)
+    finally:
+        await storage.close()

@@ -14,8 +14,9 @@ from typing import Any, Optional
 
 import typer
 
-from flowforge.cli.exits import fail
-from flowforge.cli.users import DbOption, _call, _with_storage, out
+from flowforge.cli.exits import fail, run_or_exit
+from flowforge.cli.options import with_storage
+from flowforge.cli.users import DbOption, out
 from flowforge.errors import InvalidValue
 
 __all__ = ["secrets_app", "register"]
@@ -56,7 +57,7 @@ def set_secret(name: str = typer.Argument(..., help="Secret name, e.g. OPENAI_AP
     async def action(storage: Any) -> None:
         await store(storage, await _user_id(storage, user), name, value)
 
-    _call(_with_storage(db, action))
+    run_or_exit(with_storage(db, action))
     out.print(f"stored secret {name} for {user} (encrypted)", highlight=False)
 
 
@@ -69,7 +70,7 @@ def list_secrets(user: str = UserOption, db: Optional[str] = DbOption,
     async def action(storage: Any) -> list[dict]:
         return await names(storage, await _user_id(storage, user))
 
-    rows = _call(_with_storage(db, action))
+    rows = run_or_exit(with_storage(db, action))
     if as_json:
         print(json.dumps(rows))
         return
@@ -88,7 +89,7 @@ def delete_secret(name: str = typer.Argument(..., help="Secret name."),
     async def action(storage: Any) -> None:
         await remove(storage, await _user_id(storage, user), name)
 
-    _call(_with_storage(db, action))
+    run_or_exit(with_storage(db, action))
     out.print(f"deleted secret {name}", highlight=False)
 
 

@@ -6,15 +6,14 @@ with `tail -n 1`; only its hash is stored."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any, Optional
 
 import typer
 from rich.console import Console
 
-from flowforge.cli.exits import fail
-from flowforge.cli.options import db_option
+from flowforge.cli.exits import fail, run_or_exit
+from flowforge.cli.options import db_option, with_storage
 
 __all__ = ["users_app", "register"]
 
@@ -24,27 +23,6 @@ out = Console(markup=False)
 DbOption = db_option()
 
 
-def _call(work: Any) -> Any:
-    from flowforge.cli.exits import exit_code
-    from flowforge.errors import FlowforgeError
-
-    try:
-        return asyncio.run(work)
-    except FlowforgeError as exc:
-        fail(str(exc), exit_code(exc))
-
-
-async def _with_storage(db: str | None, action: Any) -> Any:
-    from flowforge.storage import storage_from_url
-
-    storage = storage_from_url(db)
-    await storage.open()
-    try:
-        return await action(storage)
-    finally:
-        await storage.close()
-
-
 @users_app.command("create")
 def create(name: str = typer.Argument(..., help="A unique user name."),
            admin: bool = typer.Option(False, "--admin", help="May see every user's runs."),
@@ -52,7 +30,7 @@ def create(name: str = typer.Argument(..., help="A unique user name."),
     """Create a user and print their API key (once: it cannot be shown again)."""
     from flowforge.service.users import create_user
 
-    user, key = _call(_with_storage(db, lambda s: create_user(
+    user, key = run_or_exit(with_storage(db, lambda s: create_user(
         s, name, "admin" if admin else "user")))
     out.print(f"created {user['role']} '{user['name']}' (id {user['user_id']})",
               highlight=False)
@@ -71,7 +49,7 @@ def new_key(name: str = typer.Argument(..., help="User name or id."),
         user = await find_user(storage, name)
         return user, await issue_key(storage, user["user_id"])
 
-    user, key = _call(_with_storage(db, action))
+    user, key = run_or_exit(with_storage(db, action))
     out.print(f"new API key for '{user['name']}' (shown once):", highlight=False)
     print(key)
 
@@ -91,7 +69,7 @@ def list_users(db: Optional[str] = DbOption,
                  "revoked": k["revoked_at"] is not None} for k in keys]})
         return users
 
-    users = _call(_with_storage(db, action))
+    users = run_or_exit(with_storage(db, action))
     if as_json:
         print(json.dumps(users))
         return
@@ -123,7 +101,7 @@ def revoke(prefix: str = typer.Argument(..., help="A key's first characters (as 
         fail(f"{prefix!r} is too short to name one key: give at least "
              f"6 characters of a key as `flowforge users list` shows it (ff_…), or the "
              f"key id from `flowforge users list --json`", 2)
-    matches = _call(_with_storage(db, action))
+    matches = run_or_exit(with_storage(db, action))
     if len(matches) != 1:
         fail(f"{len(matches)} live keys match {prefix!r}: give "
              f"the key id from `flowforge users list --json`", 1)
@@ -158,7 +136,7 @@ def grant_capability(target: str = typer.Argument(..., help=_TARGET_HELP),
         subject, shown = await _subject(storage, target)
         return shown, await grant(storage, subject, capability, by="cli")
 
-    shown, new = _call(_with_storage(db, action))
+    shown, new = run_or_exit(with_storage(db, action))
     out.print(f"granted {capability} to {shown}" if new else
               f"{shown} already had {capability}", highlight=False)
 
@@ -174,7 +152,7 @@ def ungrant_capability(target: str = typer.Argument(..., help=_TARGET_HELP),
         subject, shown = await _subject(storage, target)
         return shown, await revoke(storage, subject, capability)
 
-    shown, found = _call(_with_storage(db, action))
+    shown, found = run_or_exit(with_storage(db, action))
     if not found:
         fail(f"{shown} has no grant of {capability}", 1)
     out.print(f"{shown} no longer has {capability}", highlight=False)
@@ -195,7 +173,7 @@ def list_grants(db: Optional[str] = DbOption,
                 f"role {ident}"
         return rows
 
-    rows = _call(_with_storage(db, action))
+    rows = run_or_exit(with_storage(db, action))
     if as_json:
         print(json.dumps(rows))
         return

@@ -134,7 +134,7 @@ class Run:
         self.secrets: Mapping[str, str] = dict(secrets) if secrets else _NO_SECRETS
         self.provider_keys: Mapping[str, str] = provider_keys or _NO_SECRETS
         self.tracer: Any = None          # service.tracing.RunTracer when tracing is on
-        self.budget: Any = None          # blocks._budget.BudgetMeter when the run has limits
+        self.budget: Any = None          # engine.budget.BudgetMeter when the run has limits
         # Resuming a `waiting` run: block id -> the state it stored when it
         # suspended (with a person's decision injected, for an approval).
         self.resume_state: dict[str, dict[str, Any]] = {}

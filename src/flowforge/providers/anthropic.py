@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
-                                      Timing, ToolCall, Usage, _as_arguments,
+                                      Timing, ToolCall, Usage, as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
 from flowforge.providers.retry import cut_stream, error_from_sdk, stream_error_event
@@ -146,7 +146,7 @@ class AnthropicProvider(Provider):
             if block.type == "text":
                 texts.append(block.text)
             elif block.type == "tool_use":
-                calls.append(ToolCall(block.id, block.name, _as_arguments(block.input)))
+                calls.append(ToolCall(block.id, block.name, as_arguments(block.input)))
         return LLMResponse(text="".join(texts), tool_calls=calls, usage=_usage(message.usage),
                            model=message.model or request.model,
                            finish_reason=_finish(message.stop_reason),
@@ -189,7 +189,7 @@ class AnthropicProvider(Provider):
                 ended = True
         if not ended:
             raise cut_stream(self.name, "message_stop")
-        calls = [ToolCall(slot["id"], slot["name"], _as_arguments(slot["json"] or "{}"))
+        calls = [ToolCall(slot["id"], slot["name"], as_arguments(slot["json"] or "{}"))
                  for _, slot in sorted(blocks.items())]
         return LLMResponse(text="".join(pieces), tool_calls=calls,
                            usage=Usage(prompt, completion), model=model,

@@ -27,6 +27,7 @@ __all__ = [
     "ALLOW_MODEL_REQUESTS",
     "Message",
     "ToolSpec",
+    "as_arguments",
     "ToolCall",
     "LLMRequest",
     "Usage",
@@ -98,7 +99,7 @@ class Message:
         calls = data.get("tool_calls")
         return cls(role=data["role"], content=data.get("content"),
                    tool_calls=[ToolCall(c.get("id") or f"call_{i}", c["name"],
-                                        _as_arguments(c.get("arguments")),
+                                        as_arguments(c.get("arguments")),
                                         dict(c.get("meta") or {}))
                                for i, c in enumerate(calls)] if calls else None,
                    tool_call_id=data.get("tool_call_id"), name=data.get("name"))
@@ -280,7 +281,10 @@ def require(env: Mapping[str, str], provider: str, *names: str) -> str:
     raise MissingCredentials(provider, names[0])
 
 
-def _as_arguments(value: Any) -> dict[str, Any]:
+def as_arguments(value: Any) -> dict[str, Any]:
+    """A tool call's arguments as a mapping, whether the back end sent a
+    mapping or a JSON string (not JSON: `{"_raw": text}`); every provider module
+    reads them through here."""
     if isinstance(value, dict):
         return value
     if isinstance(value, str):

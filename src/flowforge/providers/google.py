@@ -29,7 +29,7 @@ from typing import Any
 
 from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
-                                      Timing, ToolCall, Usage, _as_arguments,
+                                      Timing, ToolCall, Usage, as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
 from flowforge.providers.retry import (connection_error, cut_stream, dropped_connection,
@@ -182,7 +182,7 @@ def _parts(response: Any, offset: int = 0) -> tuple[str, list[ToolCall], str | N
                 meta = ({"thought_signature": base64.b64encode(part.thought_signature).decode()}
                         if part.thought_signature else {})
                 calls.append(ToolCall(call.id or f"call_{offset + len(calls)}", call.name or "",
-                                      _as_arguments(call.args or {}), meta))
+                                      as_arguments(call.args or {}), meta))
             elif part.text and not part.thought:
                 texts.append(part.text)
     return "".join(texts), calls, finish

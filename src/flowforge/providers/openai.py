@@ -27,7 +27,7 @@ from typing import Any
 
 from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
-                                      Timing, ToolCall, Usage, _as_arguments,
+                                      Timing, ToolCall, Usage, as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
 from flowforge.providers.registry import ProviderOptions, register_provider
 from flowforge.providers.retry import (cut_stream, dropped_connection, error_from_sdk,
@@ -169,7 +169,7 @@ class OpenAIChatProvider(Provider):
             raise unusable_answer(self.name, "the answer holds no choice")
         choice = choices[0]
         calls = [ToolCall(call.id or f"call_{i}", call.function.name,
-                          _as_arguments(call.function.arguments))
+                          as_arguments(call.function.arguments))
                  for i, call in enumerate(choice.message.tool_calls or [])]
         usage = completion.usage
         return LLMResponse(
@@ -245,7 +245,7 @@ class OpenAIChatProvider(Provider):
         if finish is None and not pieces and not calls:
             raise unusable_answer(self.name, "the stream ended with no choice and no text")
         tool_calls = [ToolCall(slot["id"] or f"call_{index}", slot["name"],
-                               _as_arguments(slot["arguments"]))
+                               as_arguments(slot["arguments"]))
                       for index, slot in sorted(calls.items())]
         return LLMResponse(text="".join(pieces), tool_calls=tool_calls, usage=usage, model=model,
                            finish_reason=finish, timing=Timing(start, time.time(), first))

@@ -32,7 +32,7 @@ from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
 from flowforge.registry.store import SHARED, BlockStore, owner_of
 
 __all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "use_registry",
-           "view_registry_as",
+           "view_registry_as", "registry_view",
            "library_definitions", "LIBRARY_DIR", "read_definition_file"]
 
 LIBRARY_DIR = Path(__file__).with_name("library")
@@ -230,6 +230,15 @@ def view_registry_as(owner: str | None) -> None:
     shows only what user `owner` may see (`registry.owned`); None: everything
     (an administrator, the local user)."""
     _VIEWER.set(owner)
+
+
+def registry_view() -> dict[str, Any] | None:
+    """How the current task sees the registry, as data another process can
+    take on (`viewer`, `registry_url`); None when the registry was set in code
+    (`set_registry`, `use_registry`): an object cannot be shipped."""
+    if _ACTIVE.get() is not None or _EXPLICIT:
+        return None
+    return {"viewer": _VIEWER.get(), "registry_url": _default_url()}
 
 
 def set_registry(registry: Registry | None) -> None:

@@ -33,7 +33,7 @@ from flowforge.registry.model import BlockDefinition
 from flowforge.storage.migrate import Migration, SQLiteSteps, apply_migrations, run_now
 
 __all__ = ["BlockStore", "RegistryTables", "REGISTRY_MIGRATIONS", "SHARED", "fts_query",
-           "owner_of"]
+           "owner_of", "WORD_RE"]
 
 REGISTRY_MIGRATIONS: list[Migration] = [
     Migration("0001_registry_blocks", (
@@ -97,7 +97,8 @@ REGISTRY_MIGRATIONS: list[Migration] = [
 #: the namespace of shared blocks (library, administrator, local user)
 SHARED = ""
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+#: a word of a search query or of a block's text (the postgres store splits alike)
+WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 def owner_of(definition: BlockDefinition) -> str:
@@ -107,7 +108,7 @@ def owner_of(definition: BlockDefinition) -> str:
 
 def fts_query(text: str) -> str:
     """Free text -> an FTS5 query: every word, quoted, OR-ed (bm25 ranks)."""
-    words = [w for w in _WORD.findall(text.lower()) if len(w) > 1]
+    words = [w for w in WORD_RE.findall(text.lower()) if len(w) > 1]
     return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
 
 

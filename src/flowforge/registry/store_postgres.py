@@ -17,7 +17,7 @@ from typing import Any
 
 from flowforge.errors import StorageError
 from flowforge.registry.model import BlockDefinition
-from flowforge.registry.store import _WORD, SHARED, RegistryTables
+from flowforge.registry.store import WORD_RE, SHARED, RegistryTables
 from flowforge.storage.migrate import BlockingPostgresSteps, Migration, apply_migrations, run_now
 
 __all__ = ["PostgresBlockStore", "POSTGRES_REGISTRY_MIGRATIONS"]
@@ -75,10 +75,10 @@ class PostgresBlockStore(RegistryTables):
         except ImportError:
             raise StorageError("a registry on PostgreSQL needs psycopg: pip install "
                                "'flowforge[server]'") from None
-        from flowforge.storage.postgres import _split_url
+        from flowforge.storage.postgres import split_url
 
         self.url = url
-        conninfo, _ = _split_url(url)
+        conninfo, _ = split_url(url)
         self._lock = threading.RLock()
         try:
             self.db = psycopg.connect(conninfo, autocommit=True)
@@ -117,7 +117,7 @@ class PostgresBlockStore(RegistryTables):
                     owners: tuple[str, ...] = (SHARED,)) -> list[tuple[str, str, float]]:
         """(owner, id, score) by ts_rank over name, tags, description and use_when,
         in the namespaces `owners` only."""
-        words = [w for w in _WORD.findall(query.lower()) if len(w) > 1]
+        words = [w for w in WORD_RE.findall(query.lower()) if len(w) > 1]
         if not words:
             return []
         expression = " | ".join(dict.fromkeys(words))

@@ -17,6 +17,7 @@ import yaml
 
 from flowforge.errors import CapabilityDenied, Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.graph import ERROR, CompiledWorkflow, Graph
+from flowforge.workflow.output_check import declared_outputs
 
 __all__ = ["locate", "located", "graph_view", "check_text"]
 
@@ -155,13 +156,7 @@ def _add_scope(graph: Graph, parent: str | None, nodes: list, edges: list, doc: 
 def _outputs(node: Any, doc: Any) -> list[str] | None:
     """The output fields the document tells of (what an editor offers after
     `{{block.`), None when they are open."""
-    method = getattr(node.info, "output_fields", None)
-    if method is None or not node.config_ok:
-        return None
-    try:
-        fields = method(node.spec, doc)
-    except Exception:  # noqa: BLE001 - a third-party hook tripping: the output is open
-        return None
+    fields = declared_outputs(node, doc)
     return sorted(fields) if fields is not None else None
 
 

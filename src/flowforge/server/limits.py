@@ -90,9 +90,9 @@ def _hostile(body: bytes) -> tuple[int, str, list[dict[str, Any]] | None] | None
     """(status, message, details) for a body no route should have to parse, else None."""
     if not body or body.lstrip()[:1] not in (b"{", b"["):
         return None
-    from flowforge.workflow.loader import _json_depth_error
+    from flowforge.workflow.loader import json_depth_error
 
-    deep = _json_depth_error(body.decode("utf-8", "replace"), "the request body")
+    deep = json_depth_error(body.decode("utf-8", "replace"), "the request body")
     if deep is not None:
         return 400, str(deep), None
     surrogate = lone_surrogate(body)

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 
 import httpx
 
-from flowforge.blocks._budget import BudgetLimit
+from flowforge.engine.budget import BudgetLimit
 from flowforge.engine.ids import new_run_id
 from flowforge.engine.inputs import validate_inputs
 from flowforge.engine.result import RunResult

@@ -112,12 +112,10 @@ def _caller_context() -> dict[str, Any] | None:
     """What a worker needs to see documents as this process does; None when
     it cannot (a registry set in code)."""
     from flowforge.blocks.registry import block_types
-    from flowforge.registry import registry as registries
+    from flowforge.registry.registry import registry_view
 
-    if registries._ACTIVE.get() is not None or registries._EXPLICIT:
-        return None
-    return {"block_types": sorted(block_types()), "viewer": registries._VIEWER.get(),
-            "registry_url": registries._default_url()}
+    view = registry_view()
+    return None if view is None else {"block_types": sorted(block_types()), **view}
 
 
 class CompilePool:

@@ -339,7 +339,7 @@ class Recorder:
         before it is stored.  Pure blocks and the top scope's first blocks
         (nothing they read can be lost) never wait."""
         def gate(scope: Any, node: Any) -> Awaitable[None] | None:
-            if getattr(node.info, "pure", False) or (scope.label is None and not node.inputs):
+            if node.info.pure or (scope.label is None and not node.inputs):
                 return None
             seq = bus.last_seq
             if seq <= self.stored_seq and self._trouble is None and self.cut_off is None:

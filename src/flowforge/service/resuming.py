@@ -28,7 +28,7 @@ from flowforge.engine.result import RunResult
 from flowforge.service.cancel import (LEASE_SECONDS, cancelled_events, claim_abandoned,
                                       lease_holder_alive, process_id)
 from flowforge.service.loading import load_stored
-from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, _stored_run,
+from flowforge.service.runs import (RunHandle, RunStateError, StorageArg, stored_run,
                                     open_storage, start_run)
 from flowforge.storage import Storage
 from flowforge.workflow.graph import CompiledWorkflow
@@ -227,7 +227,7 @@ async def _take(opened: Storage, run_id: str, row: dict[str, Any] | None) -> dic
     """The run's lease for this process, with what `take_run` read after it;
     RunStateError when the run succeeded or another live process holds it."""
     if row is None:
-        row = await _stored_run(opened, run_id, "resuming")
+        row = await stored_run(opened, run_id, "resuming")
     run_id = row["run_id"]
     if row["status"] == "succeeded":
         # (A failed or cancelled run may be resumed: the failures that failed it run again.)

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
-from flowforge.blocks._budget import BudgetLimit, BudgetMeter, limit_from, usage_of_output
+from flowforge.engine.budget import BudgetLimit, BudgetMeter, limit_from, usage_of_output
 from flowforge.engine.events import EventBus
 from flowforge.engine.failures import unexpected_detail
 from flowforge.engine.result import RunResult
@@ -34,7 +34,8 @@ from flowforge.workflow.graph import CompiledWorkflow, Graph
 from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
 
 __all__ = ["run", "run_sync", "start_run", "cancel_run", "RunHandle", "open_storage",
-           "guarded_resolver", "RunStateError", "StorageArg", "idempotency_columns"]
+           "guarded_resolver", "RunStateError", "StorageArg", "idempotency_columns",
+           "stored_run"]
 
 
 class RunStateError(FlowforgeError):
@@ -485,7 +486,7 @@ async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 1
     `cancelling` when it still runs after `wait` (if no process runs it any
     more, it was cut off: `resume` finishes it)."""
     async with open_storage(storage) as opened:
-        row = await _stored_run(opened, run_id, "cancelling")
+        row = await stored_run(opened, run_id, "cancelling")
         if row["status"] in TERMINAL_STATUSES:
             return row["status"]
         await request_cancel(opened, run_id)
@@ -497,7 +498,9 @@ async def cancel_run(run_id: str, *, storage: StorageArg = None, wait: float = 1
         return row["status"] if row is not None else "cancelled"
 
 
-async def _stored_run(storage: Storage | None, run_id: str, doing: str) -> dict[str, Any]:
+async def stored_run(storage: Storage | None, run_id: str, doing: str) -> dict[str, Any]:
+    """The stored row of `run_id` (cancelling and resuming both start here);
+    `NotFound` says what `doing` needed when there is no storage or no such run."""
     if storage is None:
         raise NotFound(f"{doing} a run needs storage")
     row = await storage.get_run(run_id)

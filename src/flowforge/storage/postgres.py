@@ -35,12 +35,12 @@ from flowforge.storage.records import RecordStore
 from flowforge.storage.users import UserStore
 from flowforge.storage.workflows import WorkflowStore
 
-__all__ = ["PostgresStorage"]
+__all__ = ["PostgresStorage", "split_url"]
 
 _MIGRATION_LOCK = 0x666C6F77   # "flow": one advisory lock id for schema changes
 
 
-def _split_url(url: str) -> tuple[str, int]:
+def split_url(url: str) -> tuple[str, int]:
     """The libpq URL without our own options, and the pool size."""
     if url.startswith("postgresql+psycopg://"):
         url = "postgresql://" + url[len("postgresql+psycopg://"):]
@@ -72,7 +72,7 @@ class PostgresStorage(RecordStore, WorkflowStore, UserStore, Storage):
 
     def __init__(self, url: str, migrations: list[Migration] | None = None) -> None:
         self.url = url
-        self.conninfo, self.pool_max = _split_url(url)
+        self.conninfo, self.pool_max = split_url(url)
         self.migrations = migrations or POSTGRES_MIGRATIONS
         self.pool: AsyncConnectionPool | None = None
         self._listener: asyncio.Task | None = None      # LISTEN for other processes' events

@@ -17,11 +17,11 @@ import os
 import time
 from typing import Any, Callable, Mapping
 
-from flowforge.blocks._structured import extract_json
 from flowforge.errors import FlowforgeError
 from flowforge.providers.base import LLMRequest, Message
 from flowforge.providers.call import call_model
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions
+from flowforge.providers.structured import extract_json
 from flowforge.registry import schema_problems
 from flowforge.thinker.events import BuildEvents
 

@@ -194,12 +194,10 @@ class _Compiler:
     def canonical_names(self, spec: BlockSpec, info: Any, where: str) -> None:
         """Seed systems' field names (`systemPrompt`, `maxTokens`, ...) become
         the canonical ones in `spec.with_` before anything reads it."""
-        config_model = getattr(info, "Config", None)
-        fields = getattr(config_model, "model_fields", None)
+        fields = info.Config.model_fields
         if not fields or not spec.with_:
             return
-        with_, problems = canonical_fields(spec.with_, fields,
-                                           getattr(info, "seed_fields", None))
+        with_, problems = canonical_fields(spec.with_, fields, info.seed_fields)
         for key, message in problems:
             self.add(f"{where}.with.{key}", message)
         spec.with_ = with_

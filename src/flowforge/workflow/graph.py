@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from pydantic import BaseModel
 
@@ -36,12 +36,24 @@ ON_FAILURE = 2     # an `on_error` edge: it runs for its handler by failing
 
 
 class BlockTypeInfo(Protocol):
-    """What compiling needs to know of a block type."""
+    """What the compiler, the engine, validation and the views read of a block
+    type: the class attributes and classmethods of `blocks.base.BlockType`,
+    which gives each a default (so a reader uses them plainly, never probes
+    with `getattr`).  Declared here so the workflow layer knows nothing of
+    the blocks layer above it."""
 
     type_name: ClassVar[str]
     Config: ClassVar[type[BaseModel]]
     container: ClassVar[bool]      # holds child `blocks:`
     routes: ClassVar[bool]         # chooses which outgoing edges are active
+    holds_slot: ClassVar[bool]     # counts against the run's concurrency limit
+    pure: ClassVar[bool]           # nothing outside the run sees it run
+    #: top-level `with` keys passed to the block unresolved (expressions it evaluates itself)
+    raw_fields: ClassVar[frozenset[str]]
+    seed_fields: ClassVar[dict[str, str]]          # seed systems' names of its fields
+    credential_fields: ClassVar[tuple[str, ...]]   # where a `{{secrets.NAME}}` may go
+    outputs: ClassVar[Mapping[str, Any]]           # field -> Output(type, description)
+    more_outputs: ClassVar[str]                    # what a document adds to `outputs`
 
     @classmethod
     def check(cls, spec: BlockSpec, where: str, known_ids: set[str]) -> list[Problem]:
@@ -60,14 +72,27 @@ class BlockTypeInfo(Protocol):
         """(location under `with`, source) of each expression in a raw field;
         their names become edges like template references do."""
 
-    #: top-level `with` keys passed to the block unresolved (expressions it evaluates itself)
-    raw_fields: ClassVar[frozenset[str]]
-
     @classmethod
     def output_fields(cls, spec: BlockSpec, doc: Any) -> set[str] | None:
         """The top-level fields of this block's output as far as the document
         tells (a `set` block's keys); None when they are open (an agent's free
         answer). References to another field are problems (`output_check`)."""
+
+    @classmethod
+    def capabilities(cls, spec: BlockSpec) -> list[Any]:
+        """What the block will do that reaches the host (`policy.CapabilityUse`s)."""
+
+    @classmethod
+    def is_eager(cls, config: Any) -> bool:
+        """True when the engine may start `run` inline, without its own Task."""
+
+    @classmethod
+    def run_now(cls, context: Any, config: Any) -> Any:
+        """The output computed without awaiting, or `blocks.base.LATER`."""
+
+    @classmethod
+    async def run(cls, context: Any, config: Any) -> Any:
+        """Run the block: its output (or a `Routed` for a routing block)."""
 
 
 @dataclass(eq=False)
@@ -78,7 +103,7 @@ class Node:
     type: str
     spec: BlockSpec
     where: str
-    info: Any                                  # the block type (BlockTypeInfo)
+    info: BlockTypeInfo                        # the block type
     config: Any = None                         # validated Config when `with` is static
     resolve: Callable[[dict], Any] | None = None   # else: scope -> resolved `with`
     inputs: dict[str, str] = field(default_factory=dict)     # source id -> DATA | ERROR

@@ -19,7 +19,8 @@ from flowforge.errors import Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.compile import format_loc
 from flowforge.workflow.model import Workflow
 
-__all__ = ["parse_text", "read_document", "document_from_data", "check_data", "LIMITS"]
+__all__ = ["parse_text", "read_document", "document_from_data", "check_data", "LIMITS",
+           "json_depth_error"]
 
 
 class LIMITS:
@@ -97,8 +98,8 @@ _YAML_QUOTED = re.compile(r'"(?:\\.|[^"\\\n])*"|' + r"'(?:''|[^'\n])*'|#[^\n]*")
 _JSON_BRACKETS = re.compile(r"[\[\]{}]")
 
 
-def _json_depth_error(text: str, source: str, strings: re.Pattern = _JSON_STRINGS
-                      ) -> WorkflowError | None:
+def json_depth_error(text: str, source: str, strings: re.Pattern = _JSON_STRINGS
+                     ) -> WorkflowError | None:
     """The first place JSON (or YAML's flow style) nests brackets deeper than the
     limit, quoted strings skipped, found in one linear pass: `json.loads` would
     recurse to find out, and PyYAML's scanner slows quadratically first."""
@@ -125,7 +126,7 @@ def parse_text(text: str, source: str = "<text>") -> Any:
     if len(text) > LIMITS.bytes or len(text.encode("utf-8", "surrogatepass")) > LIMITS.bytes:
         raise _limit(f"the document is larger than {LIMITS.bytes // (1024 * 1024)} MiB", source)
     if source.endswith(".json") or text.lstrip().startswith(("{", "[")):
-        deep = _json_depth_error(text, source)
+        deep = json_depth_error(text, source)
         if deep is not None:
             raise deep
         try:
@@ -136,7 +137,7 @@ def parse_text(text: str, source: str = "<text>") -> Any:
                                     f"{exc.msg}", source=source) from None
         except (ValueError, RecursionError) as exc:
             raise WorkflowError(f"invalid JSON: {exc}", source=source) from None
-    deep = _json_depth_error(text, source, _YAML_QUOTED)
+    deep = json_depth_error(text, source, _YAML_QUOTED)
     if deep is not None:
         raise deep
     try:

@@ -16,6 +16,7 @@ Kept out of `compile` on purpose: compiling builds the graph; this reads it.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping
 
 from flowforge.errors import Problem
@@ -23,7 +24,9 @@ from flowforge.workflow import expressions, templates
 from flowforge.workflow.graph import NAMESPACES, Graph, Node
 from flowforge.workflow.model import did_you_mean
 
-__all__ = ["output_problems"]
+__all__ = ["output_problems", "declared_outputs"]
+
+_log = logging.getLogger(__name__)
 
 
 def output_problems(doc: Any, graph: Graph,
@@ -35,6 +38,26 @@ def output_problems(doc: Any, graph: Graph,
     checker = _Checker(doc, known or {})
     checker.scope(graph, {}, None)
     return checker.problems
+
+
+def declared_outputs(node: Node, doc: Any) -> set[str] | None:
+    """The top-level fields of `node`'s output as its block type reads them in
+    the document (`output_fields`); None when they are open, and when its
+    `with` does not fit its config (the hook would read a malformed one).
+
+    A hook that raises (a plugin's bug, or a document it did not expect) must
+    not crash `validate` nor refuse a right document, so the output is taken
+    as open; the exception is logged, naming the block type and the block, so
+    the plugin's author can find it."""
+    if not node.config_ok:
+        return None
+    try:
+        fields = node.info.output_fields(node.spec, doc)
+    except Exception:  # noqa: BLE001 - a third-party hook tripping: the output is open
+        _log.warning("block type '%s': output_fields raised for %s; its output is taken "
+                     "as open", node.type, node.where, exc_info=True)
+        return None
+    return None if fields is None else set(fields)
 
 
 def _named(graph: Graph) -> dict[str, Node]:
@@ -57,16 +80,9 @@ class _Checker:
     def _fields(self, node: Node) -> set[str] | None:
         if node.id in self.known:
             return self.known[node.id]
-        method = getattr(node.info, "output_fields", None)
-        if method is None or not node.config_ok:
-            return None
-        try:
-            fields = method(node.spec, self.doc)
-        except Exception:  # noqa: BLE001 - a third-party hook tripping: the output is open
-            return None
+        fields = declared_outputs(node, self.doc)
         if fields is None:
             return None
-        fields = set(fields)
         if node.spec.on_error is not None:
             # a failed block's output is `{error}`, which its handler reads
             fields.add("error")
@@ -130,7 +146,7 @@ def _references(node: Node) -> list[templates.Reference]:
     """Every template and expression reference of a block's `with`, located
     (a malformed one is skipped: compiling already reported it)."""
     info, spec, where = node.info, node.spec, node.where
-    raw = getattr(info, "raw_fields", frozenset())
+    raw = info.raw_fields
     try:
         refs = list(templates.references_in(
             {k: v for k, v in spec.with_.items() if k not in raw}, f"{where}.with"))

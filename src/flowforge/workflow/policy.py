@@ -282,8 +282,7 @@ def _scan(graph: Any, own_env: set[str], need: Any) -> None:
             if name not in own_env:
                 need("server_env", f"{node.where}.with",
                      f"reading the server's environment variable {name} ({{{{env.{name}}}}})")
-        declared = getattr(node.info, "capabilities", None)
-        for use in (declared(node.spec) if declared is not None else ()):
+        for use in node.info.capabilities(node.spec):
             need(use.capability, f"{node.where}.with.{use.where}" if use.where
                  else f"{node.where}.with", use.what)
         if node.children is not None:

@@ -35,9 +35,8 @@ _INDEX = re.compile(r"\[\d+\]")
 
 def credential_fields_of(block_type: Any) -> tuple[str, ...]:
     """The fields of `block_type` (relative to `with`) a credential may go into."""
-    fields = tuple(getattr(block_type, "credential_fields", ()) or ())
-    config = getattr(block_type, "Config", None)
-    if config is not None and "api_key" in getattr(config, "model_fields", {}):
+    fields = tuple(block_type.credential_fields)
+    if "api_key" in block_type.Config.model_fields:
         fields += ("api_key",)
     return fields
 
@@ -63,7 +62,7 @@ def _refusals(doc: Any, block_types: Mapping[str, Any], root: str, names: Any,
         block_type = block_types.get(spec.type)
         if block_type is None:
             continue                          # reported as an unknown type
-        raw = getattr(block_type, "raw_fields", frozenset())
+        raw = block_type.raw_fields
         prefix = f"{where}.with."
         fields = credential_fields_of(block_type)
         try:

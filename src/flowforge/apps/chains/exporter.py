@@ -18,12 +18,12 @@ import json
 import re
 from typing import Any
 
-from flowforge.apps.chains.importer import _ID_RE, LLM_PROVIDERS
+from flowforge.apps.chains.importer import ID_PATTERN, LLM_PROVIDERS
 from flowforge.apps.chains.templates import NATIVE_REF_RE, native_to_chain, to_prompt
-from flowforge.blocks._notation import NotationError, schema_to_notation
 from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow.loader import document_from_data
 from flowforge.workflow.model import Workflow
+from flowforge.workflow.notation import NotationError, schema_to_notation
 
 __all__ = ["workflow_to_agent"]
 
@@ -56,7 +56,7 @@ def original_id(workflow_id: str) -> str:
     own id is `agent-` and a digit-led rest comes back without its prefix: the
     one id the two forms share.)"""
     rest = workflow_id[len("agent-"):] if workflow_id.startswith("agent-") else ""
-    return rest if rest and not _ID_RE.match(rest) else workflow_id
+    return rest if rest and not ID_PATTERN.match(rest) else workflow_id
 
 class _Exporter:
     def __init__(self, doc: Workflow) -> None:

@@ -41,15 +41,15 @@ import re
 from typing import Any
 
 from flowforge.apps.chains import templates as chain_templates
-from flowforge.blocks._notation import NotationError, notation_to_schema
 from flowforge.blocks.llm import placeholders
 from flowforge.errors import Problem, ValidationFailed
 from flowforge.providers.registry import known_prefixes
 from flowforge.workflow.graph import NAMESPACES
+from flowforge.workflow.notation import NotationError, notation_to_schema
 from flowforge.workflow.templates import normalize_name as _normal
 
 __all__ = ["is_agent", "agent_to_workflow", "key_variables", "key_values", "BASE_URL_VARIABLE",
-           "LLM_PROVIDERS", "NODE_FIELDS"]
+           "LLM_PROVIDERS", "NODE_FIELDS", "ID_PATTERN"]
 
 #: where a relative event `endPoint` is resolved when no base URL is given
 BASE_URL_VARIABLE = "FLOWFORGE_CHAIN_BASE_URL"
@@ -71,7 +71,8 @@ _OUTPUT_OF = {"prompt": "content", "parser": "data", "event": "data"}
 #: canonical prompt field -> the name the seed's own example writes; both are read
 _SEED_NAMES = {"system": "systemPrompt", "user": "userPrompt"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-_ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+#: what a chain's id must look like to be kept as the workflow id
+ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 #: an `apiKey` naming one of the user's stored secrets, as native documents do
 _SECRET_KEY_RE = re.compile(r"\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
@@ -208,13 +209,13 @@ class _Importer:
     def _document(self) -> dict[str, Any]:
         agent = self.agent
         raw_id = str(agent.get("id") or "")
-        if _ID_RE.match(raw_id):
+        if ID_PATTERN.match(raw_id):
             doc_id = raw_id
-        elif raw_id and _ID_RE.match(f"agent-{raw_id}"):
+        elif raw_id and ID_PATTERN.match(f"agent-{raw_id}"):
             doc_id = f"agent-{raw_id}"
         else:
             doc_id = _slug(str(agent.get("name") or ""))[:_SLUG_LENGTH].strip("_") or "agent"
-            doc_id = doc_id if _ID_RE.match(doc_id) else f"agent_{doc_id}"
+            doc_id = doc_id if ID_PATTERN.match(doc_id) else f"agent_{doc_id}"
         doc: dict[str, Any] = {"version": 1, "id": doc_id}
         if agent.get("name"):
             doc["name"] = str(agent["name"])
