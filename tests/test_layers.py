@@ -21,7 +21,8 @@ SRC = Path(flowforge.__file__).resolve().parent          # src/flowforge
 #: DESIGN.md's layers, top first, by top-level package (or module) of
 #: flowforge.  `registry` (the block library), `sandbox` and `websearch` are
 #: what blocks call, beside tools, knowledge and providers; `thinker` is an
-#: application.  The last row is the foundation every layer may import.
+#: application.  The last row is the foundation every layer may import
+#: (`safe_text` too: the store cleans the session titles it keeps).
 LAYERS = [
     {"cli", "server"},
     {"service"},
@@ -32,7 +33,7 @@ LAYERS = [
     {"tools", "knowledge", "providers", "registry", "sandbox", "websearch"},
     {"workflow"},
     {"storage"},
-    {"errors", "lazy", "processes", "tls"},
+    {"errors", "lazy", "processes", "safe_text", "tls"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

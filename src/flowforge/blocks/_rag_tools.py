@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flowforge import safe_text
+import flowforge.safe_text as safe_text
 from flowforge.errors import FlowforgeError, NotFound, ToolError
 from flowforge.tools.spec import Tool, ToolContext
 

@@ -125,7 +125,9 @@ class KnowledgeSearchOptions(BaseModel):
     top_k: int | None = Field(None, ge=1, le=100)
     """Passages per search (the model may ask for up to four times as many)."""
     mode: Literal["vector", "text", "hybrid"] | None = None
+    """How passages are found: by meaning (`vector`), by words (`text`), or both (`hybrid`)."""
     min_similarity: float | None = Field(None, ge=-1, le=1)
+    """Passages less similar to the query than this are left out."""
 
 
 class ToolEntry(BaseModel):
