@@ -160,7 +160,8 @@ async def cancel_abandoned(storage: Storage, run_id: str) -> bool:
     process would have: its open blocks get their terminal events, its
     succeeded blocks are kept.  False when a live process holds it (it cancels
     the run itself, seeing the request) or it ended."""
-    if await claim_abandoned(storage, run_id) is None:
+    row = await claim_abandoned(storage, run_id)
+    if row is None:
         return False
     now = time.time()
     events = await storage.get_events(run_id)
