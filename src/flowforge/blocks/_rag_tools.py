@@ -39,7 +39,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flowforge import safe_text
 from flowforge.errors import FlowforgeError, NotFound, ToolError
@@ -89,6 +89,19 @@ class WebSearchOptions(_Options):
         if value is None or value in ("offline", "perplexity", "tavily") or "{{" in value:
             return value
         raise ValueError(f"unknown backend {value!r}: use offline, perplexity or tavily")
+
+    @model_validator(mode="after")
+    def _backend_takes_them(self) -> WebSearchOptions:
+        """The back end's own options, checked by the run's function
+        (`websearch.backend_options`): `validate` accepts only what runs."""
+        if self.backend is not None and "{{" in self.backend:
+            return self                       # known at run time, checked then
+        from flowforge.websearch import backend_options
+        try:
+            backend_options(self.model_dump(exclude_none=True))
+        except ToolError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class KeywordIndexOptions(_Options):
