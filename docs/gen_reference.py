@@ -275,8 +275,9 @@ def _events_of(module_name: str, seen: set[str] | None = None) -> set[str]:
     if module_name in seen:
         return set()
     seen.add(module_name)
-    path = SOURCE / "blocks" / f"{module_name.rsplit('.', 1)[-1]}.py"
-    text = path.read_text(encoding="utf-8")
+    path = SOURCE / "blocks" / module_name.rsplit('.', 1)[-1]
+    files = sorted(path.glob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+    text = "\n".join(file.read_text(encoding="utf-8") for file in files)    # a package: all
     events = set(re.findall(r"\bemit\(\s*[\"'](\w+)[\"']", text))
     for helper in re.findall(r"from flowforge\.blocks\.(_\w+) import", text):
         events |= _events_of(f"flowforge.blocks.{helper}", seen)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowforge.blocks._rag_tools import build_rag_tool, clean_answer, clean_text
+from flowforge.blocks._rag_tools import RagState, build_rag_tool, clean_answer, clean_text
 from flowforge.errors import ToolError
 from flowforge.service.chat import ChatError
 from tests.apps.helpers import call
@@ -121,16 +121,16 @@ REAL = set(KB_HITS) | set(KB_HITS.values()) | set(WEB_PAGES) | set(WEB_PAGES.val
 
 def _tool():
     shared: dict = {}
-    state = shared.setdefault("rag", {"kb": {}, "web": {}, "last_web": None})
+    state = RagState.of(shared)
     for title, doc in KB_HITS.items():
         meta = {"document_id": doc, "title": title}
-        state["kb"][title] = state["kb"][doc] = meta
+        state.kb[title] = state.kb[doc] = meta
     for url, title in WEB_PAGES.items():
         page = {"url": url, "title": title}
-        state["web"][url] = page
-        state["web"].setdefault(title, page)
-    state["kb_searched"] = True
-    state["last_web"] = {"query": "q"}
+        state.web[url] = page
+        state.web.setdefault(title, page)
+    state.kb_searched = True
+    state.last_web = {"query": "q"}
     return build_rag_tool("final_response", {}, name=None, description=None, parameters=None,
                           context=None, shared=shared)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowforge.blocks.llm import placeholders, render_prompt
+from flowforge.errors import ValidationFailed
 
 from .helpers import requests, run_blocks, scripted, statuses
 
@@ -42,11 +43,13 @@ async def test_llm_block_plain_text_and_missing_placeholder():
         ok = await run_blocks([{"id": "p", "type": "llm",
                                 "with": {"prompt": "Greet {who}", "inputs": {"who": "Bo"},
                                          "model": model}}])
-        bad = await run_blocks([{"id": "p", "type": "llm",
-                                 "with": {"prompt": "Greet {who}", "model": model}}])
+        with pytest.raises(ValidationFailed) as caught:     # refused before it runs
+            await run_blocks([{"id": "p", "type": "llm",
+                               "with": {"prompt": "Greet {who}", "model": model}}])
     assert ok.results["p"]["content"] == "Hello!"
-    assert bad.blocks["p"].error == ("the prompt's placeholder {who} has no value; add it to "
-                                     "`inputs` (given: none)")
+    assert [str(p) for p in caught.value.problems] == [
+        "blocks[0].with.prompt: the placeholder {who} has no value: add `who` to `inputs` "
+        "(given: none)"]
 
 
 SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string"}},

@@ -50,3 +50,20 @@ async def test_a_given_optional_input_is_used(greeter):
 async def test_a_required_input_is_still_required(greeter):
     with pytest.raises(ValidationFailed, match="needs input 'name'"):
         await run(workflow({"id": "hi", "uses": "greeter", "with": {"extra": "x"}}))
+
+
+def test_a_system_prompt_placeholder_that_is_no_input_is_refused(registry):
+    """The system prompt is filled from the inputs as the prompt is: an
+    undeclared `{placeholder}` in it used to be accepted and fail every run."""
+    with pytest.raises(ValidationFailed) as caught:
+        registry.add({**GREETER, "system_prompt": "Write for {nme}."})
+    assert [str(p) for p in caught.value.problems] == [
+        "system_prompt: placeholder '{nme}' is not an input - did you mean 'name'?; "
+        "declared inputs: extra, name"]
+
+
+async def test_an_input_holding_braces_is_sent_as_it_is(greeter):
+    result = await run(workflow({"id": "hi", "uses": "greeter",
+                                 "with": {"name": "{extra} {name}", "extra": "!"}}),
+                       model="scripted/v41_greeter")
+    assert prompts(result) == ["Greet {extra} {name}.!"]

@@ -41,7 +41,7 @@ from typing import Any, Mapping
 from pydantic import Field
 
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
-from flowforge.providers.call import call_model, unsent_settings
+from flowforge.providers.call import call_model, defaults_sent, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
@@ -258,7 +258,8 @@ class ModelCalls:
         emit = self.context.emit
         unsent = unsent_settings(self.model, request, self.options)
         emit("llm_request", model=self.model, call=self.count, purpose=purpose,
-             request=self._record(request, unsent))
+             request=self._record(request, unsent,
+                                  defaults_sent(self.model, request, self.options)))
         self._warn(self.model, unsent)
         on_delta = on_restart = None
         if self.stream:
@@ -291,12 +292,15 @@ class ModelCalls:
         emit("llm_response", model=self.model, call=self.count, response=response.to_dict())
         return response
 
-    def _record(self, request: LLMRequest, unsent: Mapping[str, str]) -> dict[str, Any]:
+    def _record(self, request: LLMRequest, unsent: Mapping[str, str],
+                defaults: Mapping[str, Any]) -> dict[str, Any]:
         """The request as sent, with only the messages that are new since this
         block's previous request (`messages_offset` says where they start): a
         tool loop appends to one transcript, and copying it whole at every turn
         would make the record grow with the square of the turns.  A setting in
-        `unsent` is recorded as not set (`None`, or absent from `extra`)."""
+        `unsent` is recorded as not set (`None`, or absent from `extra`); one the
+        provider fills in when the block leaves it unset (`defaults`: Claude's
+        `max_tokens`) is recorded with the value sent."""
         sent = request.messages
         previous = self._sent
         offset = 0
@@ -317,6 +321,11 @@ class ModelCalls:
                 record["extra"].pop(setting.removeprefix("extra."), None)
             elif setting in record:
                 record[setting] = None
+        for setting, value in defaults.items():
+            if setting.startswith("extra."):
+                record["extra"][setting.removeprefix("extra.")] = value
+            elif setting in record:
+                record[setting] = value
         return record
 
     def _warn(self, model: str, unsent: Mapping[str, str]) -> None:

@@ -101,6 +101,9 @@ class AnthropicProvider(Provider):
                                   "(2026-10-21) refuses sampling parameters")
         return out
 
+    def defaults_sent(self, request: LLMRequest) -> dict[str, Any]:
+        return {"max_tokens": DEFAULT_MAX_TOKENS} if request.max_tokens is None else {}
+
     def arguments(self, request: LLMRequest) -> dict[str, Any]:
         """Exactly what is sent, as keyword arguments of `messages.create`."""
         system, turns = anthropic_messages(request.messages)

@@ -210,6 +210,14 @@ class Provider(abc.ABC):
                 for key in SAMPLING_OPTIONS
                 if key in (request.extra or {}) and key not in self.sent_options}
 
+    def defaults_sent(self, request: LLMRequest) -> dict[str, Any]:
+        """What this back end sends for a setting `request` leaves unset (an
+        API that requires `max_tokens`, a sampler's own defaults), by the
+        record's names (`max_tokens`, `temperature`, `model`, `extra.<key>`):
+        the run's record shows these values, as it leaves out `unsent`, so
+        that the stored request is the one that was sent."""
+        return {}
+
     @abc.abstractmethod
     async def complete(self, request: LLMRequest,
                        on_delta: DeltaCallback | None = None) -> LLMResponse:

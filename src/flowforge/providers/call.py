@@ -37,7 +37,7 @@ from flowforge.providers.registry import ProviderOptions, resolve_model, split_m
 from flowforge.providers.retry import (RetryPolicy, dropped_connection, request_timeout,
                                        timeout_error, unusable_answer)
 
-__all__ = ["call_model", "unsent_settings", "RetryCallback", "RestartCallback", "DEFAULT_RETRY"]
+__all__ = ["call_model", "unsent_settings", "defaults_sent", "RetryCallback", "RestartCallback", "DEFAULT_RETRY"]
 
 DEFAULT_RETRY = RetryPolicy()
 
@@ -75,6 +75,18 @@ def unsent_settings(model: str, request: LLMRequest,
     try:
         provider, name = _provider(model, options or ProviderOptions())
         return provider.unsent(dataclasses.replace(request, model=name))
+    except ProviderError:
+        return {}
+
+
+def defaults_sent(model: str, request: LLMRequest,
+                  options: ProviderOptions | None = None) -> dict[str, Any]:
+    """What `model`'s provider sends for the settings `request` leaves unset
+    (`Provider.defaults_sent`): what a run's record must show.  Empty when the
+    provider cannot be built (the call then fails with that error itself)."""
+    try:
+        provider, name = _provider(model, options or ProviderOptions())
+        return provider.defaults_sent(dataclasses.replace(request, model=name))
     except ProviderError:
         return {}
 

@@ -73,6 +73,8 @@ DEFAULT_TEMPERATURE = 0.2
 # answers, tool calls) none: a penalty there falls on the quotes, commas and
 # keys the structure must repeat.
 DEFAULT_REPEAT_PENALTY = 1.1
+#: llama.cpp's sampler defaults, sent when `extra` gives none (and recorded so).
+_SAMPLER = {"top_p": 0.95, "top_k": 40, "min_p": 0.05}
 
 
 def default_model_path() -> str:
@@ -298,6 +300,21 @@ class LocalProvider(Provider):
         self.threads = threads if threads is not None else default_threads()
         self.n_ctx = n_ctx
 
+    def defaults_sent(self, request: LLMRequest) -> dict[str, Any]:
+        """The sampler's defaults `_generate` uses (`max_tokens` may still be
+        lowered to the room the prompt leaves in the context)."""
+        extra = request.extra or {}
+        structured = request.response_format is not None or \
+            (bool(request.tools) and request.tool_choice != "none")
+        sampler = {**_SAMPLER, "repeat_penalty": 1.0 if structured else DEFAULT_REPEAT_PENALTY}
+        out: dict[str, Any] = {f"extra.{key}": value for key, value in sampler.items()
+                               if key not in extra}
+        if request.temperature is None:
+            out["temperature"] = DEFAULT_TEMPERATURE
+        if request.max_tokens is None:
+            out["max_tokens"] = DEFAULT_MAX_TOKENS
+        return out
+
     def loaded(self) -> _Loaded:
         return _load(self.path, self.threads, self.n_ctx)
 
@@ -362,8 +379,9 @@ class LocalProvider(Provider):
                 prompt=prompt, max_tokens=max_tokens, stream=True, grammar=grammar,
                 temperature=(request.temperature if request.temperature is not None
                              else DEFAULT_TEMPERATURE),
-                top_p=extra.get("top_p", 0.95), top_k=extra.get("top_k", 40),
-                min_p=extra.get("min_p", 0.05), seed=extra.get("seed"),
+                top_p=extra.get("top_p", _SAMPLER["top_p"]),
+                top_k=extra.get("top_k", _SAMPLER["top_k"]),
+                min_p=extra.get("min_p", _SAMPLER["min_p"]), seed=extra.get("seed"),
                 repeat_penalty=extra.get("repeat_penalty", 1.0 if grammar is not None
                                          else DEFAULT_REPEAT_PENALTY), stop=stop or None,
                 stopping_criteria=formatted.stopping_criteria)

@@ -66,6 +66,10 @@ def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+#: The name of a `json_schema` response format when `extra.schema_name` gives none.
+_SCHEMA_NAME = "response"
+
+
 def openai_tools(request: LLMRequest) -> dict[str, Any]:
     """`tools` and `tool_choice` arguments, when tools are offered."""
     if not request.tools:
@@ -116,6 +120,13 @@ class OpenAIChatProvider(Provider):
                                   f"default temperature")
         return out
 
+    def defaults_sent(self, request: LLMRequest) -> dict[str, Any]:
+        if request.response_format is None or self.response_format_style == "json_object":
+            return {}
+        defaults = {"schema_name": _SCHEMA_NAME, "strict": False}    # the json_schema wrapper's
+        return {f"extra.{key}": value for key, value in defaults.items()
+                if key not in request.extra}
+
     def arguments(self, request: LLMRequest) -> dict[str, Any]:
         """Exactly what is sent, as keyword arguments of `chat.completions.create`."""
         args: dict[str, Any] = {"model": request.model,
@@ -136,7 +147,7 @@ class OpenAIChatProvider(Provider):
             else:
                 args["response_format"] = {
                     "type": "json_schema",
-                    "json_schema": {"name": request.extra.get("schema_name", "response"),
+                    "json_schema": {"name": request.extra.get("schema_name", _SCHEMA_NAME),
                                     "schema": request.response_format,
                                     "strict": bool(request.extra.get("strict", False))}}
         for key in self.sent_options:

@@ -156,6 +156,11 @@ class OpenAICompatibleProvider(Provider):
     def unsent(self, request: LLMRequest) -> dict[str, str]:
         return self.inner(request).unsent(request)
 
+    def defaults_sent(self, request: LLMRequest) -> dict[str, Any]:
+        sent = dataclasses.replace(request, model=self.model_for(request))
+        named = {} if request.model else {"model": sent.model}   # from extra or …_MODEL
+        return {**named, **self.inner(sent).defaults_sent(sent)}
+
     async def complete(self, request: LLMRequest,
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
         sent = dataclasses.replace(request, model=self.model_for(request))

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowforge.errors import Problem
+from flowforge.workflow.model import did_you_mean
 from flowforge.workflow.safe_regex import pattern_problems
 from flowforge.workflow.schema_check import schema_problems
 
@@ -165,11 +166,14 @@ def check_definition(definition: BlockDefinition) -> list[Problem]:
         if not definition.prompt_template:
             problems.append(Problem("prompt_template", "an llm block needs a `prompt_template` "
                                     "with `{input}` placeholders"))
-        else:
-            for name in template_fields(definition.prompt_template):
+        # The system prompt is filled from the inputs too (blocks/registry_block.py):
+        # a placeholder no input fills would fail every run of the block.
+        for field in ("prompt_template", "system_prompt"):
+            for name in template_fields(getattr(definition, field) or ""):
                 if name not in declared:
-                    problems.append(Problem("prompt_template", f"placeholder '{{{name}}}' is "
-                                            f"not an input; declared inputs: "
+                    problems.append(Problem(field, f"placeholder '{{{name}}}' is "
+                                            f"not an input{did_you_mean(name, declared)}; "
+                                            f"declared inputs: "
                                             f"{', '.join(sorted(declared)) or 'none'}"))
         if definition.source_code:
             problems.append(Problem("source_code", "only python blocks have source code"))

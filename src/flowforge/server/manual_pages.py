@@ -17,6 +17,8 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from flowforge.server.served_files import file_under
+
 __all__ = ["MANUAL", "install_manual"]
 
 MANUAL = Path(__file__).parent / "manual"
@@ -36,23 +38,6 @@ _NOT_FOUND = ("<!doctype html><title>Not found</title><h1>No such page in the ma
               "<p><a href=\"/manual/\">The manual's front page</a>.</p>")
 
 
-def _page(path: str) -> Path | None:
-    """The built file for `path`, never outside the site folder; None for a
-    path no file can have (a NUL byte, a name the system finds too long)."""
-    if "\x00" in path:
-        return None
-    root = MANUAL.resolve()
-    try:
-        candidate = (root / path).resolve()
-        if candidate != root and root not in candidate.parents:
-            return None
-        if candidate.is_dir():
-            candidate = candidate / "index.html"
-        return candidate if candidate.is_file() else None
-    except (OSError, ValueError):      # ENAMETOOLONG, an encoding the system refuses
-        return None
-
-
 def install_manual(app: FastAPI) -> None:
     """Add `/manual/...`; call before the web app's catch-all route."""
 
@@ -64,7 +49,7 @@ def install_manual(app: FastAPI) -> None:
     async def manual_page(path: str) -> Response:
         if not (MANUAL / "index.html").is_file():
             return HTMLResponse(_NOT_BUILT, status_code=404, headers=_HEADERS)
-        found = _page(path)
+        found = file_under(MANUAL, path, index="index.html")
         if found is None:
             return HTMLResponse(_NOT_FOUND, status_code=404, headers=_HEADERS)
         media = mimetypes.guess_type(found.name)[0] or "application/octet-stream"

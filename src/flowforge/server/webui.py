@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
 from flowforge.server.errors import ApiError
+from flowforge.server.served_files import file_under
 
 __all__ = ["STATIC", "accepted_encodings", "install_web_app", "methods_at"]
 
@@ -87,17 +88,18 @@ def install_web_app(app: FastAPI) -> None:
 
     @app.get("/assets/{name:path}", include_in_schema=False)
     async def asset(request: Request, name: str) -> Response:
-        path = (STATIC / "assets" / name).resolve()
-        if not path.is_file() or (STATIC / "assets").resolve() not in path.parents:
-            raise ApiError(404, f"no asset '{name}'")
+        path = file_under(STATIC / "assets", name)
+        if path is None:             # the name echoed short: it may be 5,000 characters
+            shown = name if len(name) <= 100 else f"{name[:100]}…"
+            raise ApiError(404, f"no asset {shown!r}")
         headers = {"Cache-Control": "public, max-age=31536000, immutable",
                    "X-Content-Type-Options": "nosniff", "Vary": "Accept-Encoding"}
         media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         if media_type.startswith("text/") or media_type.endswith("javascript"):
             media_type += "; charset=utf-8"
         for encoding in accepted_encodings(request.headers.get("accept-encoding", "")):
-            packed = path.with_name(f"{path.name}.{_SUFFIX[encoding]}")
-            if packed.is_file():
+            packed = file_under(path.parent, f"{path.name}.{_SUFFIX[encoding]}")
+            if packed is not None:
                 return FileResponse(packed, media_type=media_type,
                                     headers={**headers, "Content-Encoding": encoding})
         return FileResponse(path, media_type=media_type, headers=headers)
