@@ -18,6 +18,7 @@ from fastapi_offline import FastAPIOffline
 
 from flowforge.errors import StorageError
 from flowforge.server.errors import ApiError, install_error_handlers
+from flowforge.server.json_body import FastJSONResponse
 from flowforge.server import log_redaction
 from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
@@ -80,6 +81,7 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
     # are blank offline.  No validator badge either: it calls validator.swagger.io.
     app = FastAPIOffline(title="flowforge", version=version, description=_DESCRIPTION,
                          lifespan=lifespan, static_url="/docs/assets",
+                         default_response_class=FastJSONResponse,     # runs' big bodies
                          swagger_ui_parameters={"validatorUrl": None})
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyMediaTypes)        # a wrong type is refused unread

@@ -22,6 +22,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from flowforge.server.errors import ApiError
+from flowforge.server.json_body import FastJSONResponse
 from flowforge.server.views import run_links
 from flowforge.storage.base import IdempotencyKeyTaken
 
@@ -112,7 +113,7 @@ async def replay(request: Request, row: dict[str, Any], *, workflow_id: str,
     run_id = row["run_id"]
     if wait:
         result, redact = await run_result(request, run_id)
-        return JSONResponse({**redact(result.to_dict()),
+        return FastJSONResponse({**redact(result.to_dict()),
                              "workflow_version": row.get("workflow_version")},
                             status_code=200, headers=REPLAYED)
     return JSONResponse({"run_id": run_id, "workflow_id": workflow_id,

@@ -114,6 +114,20 @@ class ServerSettings:
     """Passes one `loop` block may run, and items one `parallel` block may map,
     in a run on this server; more fails that block, saying so.  0: no limit."""
 
+    max_value_mb: float = field(default_factory=lambda: _env_number(
+        "FLOWFORGE_MAX_VALUE_MB") or 4.0)
+    """Text (MB) one block of a run on this server may render from its templates;
+    more fails the block, located, before the text is made.  A process without a
+    server's settings (the CLI) allows 16: a server shares its memory and its
+    event loop among its users."""
+    max_output_mb: float = field(default_factory=lambda: _env_number(
+        "FLOWFORGE_MAX_OUTPUT_MB") or 16.0)
+    """Output (MB) one block of a run on this server may give (the CLI: 64)."""
+    max_run_mb: float = field(default_factory=lambda: _env_number(
+        "FLOWFORGE_MAX_RUN_MB") or 128.0)
+    """What (MB) the blocks of one run on this server may output together (the
+    CLI: 512)."""
+
     max_user_rate: float = field(
         default_factory=lambda: (lambda v: 50.0 if v is None else v)(
             _env_number("FLOWFORGE_MAX_USER_RATE")))
@@ -159,10 +173,13 @@ class ServerSettings:
             user_setting=f"FLOWFORGE_USER_SANDBOX_MEMORY_MB, `flowforge serve "
                          f"--user-sandbox-memory-mb`")
 
-    def run_limits(self) -> dict[str, int]:
+    def run_limits(self) -> dict[str, float]:
         """The per-run limits, as the services a run on this server is given."""
         return {name: value for name, value in (("max_run_events", self.max_run_events),
-                                                ("max_loop_passes", self.max_loop_passes))
+                                                ("max_loop_passes", self.max_loop_passes),
+                                                ("max_value_mb", self.max_value_mb),
+                                                ("max_output_mb", self.max_output_mb),
+                                                ("max_run_mb", self.max_run_mb))
                 if value}
 
     resume_interval: float = field(

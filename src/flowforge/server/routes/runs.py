@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.server.auth import CurrentUser, is_admin, owned_run
 from flowforge.server.errors import ApiError
+from flowforge.server.json_body import FastJSONResponse
 from flowforge.server.sse import after_seq, event_stream
 from flowforge.server.views import run_detail, run_summary
 from flowforge.service.cancel import request_cancel, wait_until_ended
@@ -158,6 +159,6 @@ async def decide(request: Request, run_id: str, block_id: str, body: Decision,
         result = await handle.wait()
         shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
             result.to_dict()
-        return JSONResponse(shown, status_code=200)
+        return FastJSONResponse(shown, status_code=200)
     return JSONResponse({"run_id": run_id, "block_id": block_id, "decision": body.decision,
                          "by": user["name"], "status": "running"}, status_code=202)

@@ -15,6 +15,7 @@ from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.server.idempotency import (HEADER_DESCRIPTION, fingerprint, once, replay,
                                           submission_key)
+from flowforge.server.json_body import FastJSONResponse
 from flowforge.server.views import run_links, workflow_view
 from flowforge.service.compiling import BIG_BODY
 from flowforge.workflow.loader import parse_text
@@ -266,7 +267,7 @@ async def start_run(request: Request, workflow_id: str, body: RunRequest, user: 
         result = await handle.wait()
         shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
             result.to_dict()
-        return JSONResponse({**shown, "workflow_version": version}, status_code=200)
+        return FastJSONResponse({**shown, "workflow_version": version}, status_code=200)
     return JSONResponse({"run_id": handle.run_id, "workflow_id": workflow_id,
                          "workflow_version": version, "status": "running",
                          **run_links(handle.run_id)}, status_code=202)
