@@ -69,7 +69,7 @@ class EvaluatorConfig(LLMBlockConfig):
     system: str | None = None
     """Extra instructions added to the evaluation prompt."""
     model: str | None = None
-    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string (default: `defaults.model`, else the default model)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     temperature: float = Field(0.1, ge=0, le=2)

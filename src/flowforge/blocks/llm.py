@@ -75,7 +75,7 @@ class LLMConfig(LLMBlockConfig):
     output_schema: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become the block's outputs."""
     model: str | None = None
-    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string (default: `defaults.model`, else the default model)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     temperature: float | None = Field(None, ge=0, le=2)

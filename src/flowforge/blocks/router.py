@@ -67,7 +67,7 @@ class RouterConfig(LLMBlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
-    """Model string (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string (default: `defaults.model`, else the default model)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     """Models tried in order when the model keeps failing."""
