@@ -23,6 +23,12 @@ def pytest_collection_finish(session):
     gc.set_threshold(*_THRESHOLDS)
 
 
+# Where a test relies on the default model it gets the small, fast one (seconds, not
+# a minute per run), in this process and in every `flowforge` process it starts;
+# tests/providers/test_default_model.py checks the default itself.  The README's
+# `make demo` test runs on it too: on local/qwen2.5-0.5b the demo takes ~1-2 min.
+os.environ["FLOWFORGE_DEFAULT_MODEL"] = "local/smollm2"
+
 _DURATIONS = Path(__file__).with_name("durations.json")
 
 

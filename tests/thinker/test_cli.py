@@ -91,3 +91,11 @@ def test_build_without_a_terminal_asks_nothing_and_says_to_pass_yes(registry):
     assert result.exit_code == 2
     assert "pass --yes" in result.stderr
     assert "plans poorly" in result.stderr and "--model openai/gpt-4o" in result.stderr
+    assert "local/smollm2 is a 135M model" in " ".join(result.stderr.split())
+
+
+def test_the_note_on_a_local_build_model_names_that_model(registry):
+    result = invoke("build", "Average some temperatures", "--model", "local/qwen2.5-0.5b")
+    assert result.exit_code == 2
+    assert "local/qwen2.5-0.5b is a 0.5B model that plans poorly" in " ".join(
+        result.stderr.split())

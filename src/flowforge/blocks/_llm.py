@@ -2,7 +2,8 @@
 
 Model choice, in order: the command line's `--model` (`context.model_override`)
 replaces every block's model; else the block's `model`; else the workflow's
-`defaults.model`; else `local/smollm2`.  Other settings (temperature,
+`defaults.model`; else the default model (`providers.registry.default_model`:
+`local/qwen2.5-0.5b` when installed, else `local/smollm2`).  Other settings (temperature,
 max_tokens, stream, fallback) come from the block, else `defaults:`.
 
 Every request is published as an `llm_request` event and every response (or
@@ -44,7 +45,7 @@ from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model, defaults_sent, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
 from flowforge.errors import ProviderError
-from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions, key_variables
+from flowforge.providers.registry import ProviderOptions, default_model, key_variables
 from flowforge.workflow.policy import ENDPOINT_OPTIONS
 
 __all__ = ["USAGE_OUTPUTS", "choose_model", "setting", "provider_options", "ModelCalls", "block_data",
@@ -78,7 +79,7 @@ def choose_model(context: Any, configured: str | None) -> str:
     override = getattr(context, "model_override", None)
     if override:
         return override
-    return configured or context.defaults.get("model") or DEFAULT_MODEL
+    return configured or context.defaults.get("model") or default_model()
 
 
 def setting(context: Any, value: Any, key: str, fallback: Any = None) -> Any:

@@ -5,7 +5,7 @@
       with:
         system: You are a support assistant. Use the tools; cite the policy.
         prompt: "{{input.query}}"
-        model: openai/gpt-4o            # else defaults.model, else local/smollm2;
+        model: openai/gpt-4o            # else defaults.model, else the default model;
         fallback: [anthropic/claude-sonnet-4-5]   # --model on the CLI replaces all
         temperature: 0.2
         max_tokens: 800
@@ -111,7 +111,7 @@ class AgentConfig(LLMBlockConfig):
     allow_private_network: bool = False
     """Let http and MCP-over-HTTP tools reach loopback/private addresses."""
     model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the default model)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     """Models tried in order when the model keeps failing, after retries (default:

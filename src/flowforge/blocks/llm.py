@@ -108,7 +108,8 @@ class LLMConfig(LLMBlockConfig):
     output_schema: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become the block's outputs."""
     model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the embedded
+    default: `local/qwen2.5-0.5b` where installed, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     """Models tried in order when the model keeps failing, after retries (default:

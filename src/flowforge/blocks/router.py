@@ -8,10 +8,12 @@
 
 The candidates are the blocks the router's edges lead to.  The routing
 prompt lists each one (id, type, name, description, the system prompt of an
-agent, its configuration) and the routing instructions; the model answers at
-temperature 0 with a JSON Schema whose `route` is an enum of the candidate
-ids (a local model is grammar-constrained to it; a bare id in plain text is
-accepted too).  An answer naming no candidate is shown to the model with the
+agent, its configuration); the routing instructions are the user message,
+read last.  The model answers at temperature 0 with a JSON Schema whose
+`route` is an enum of the candidate ids, sorted (a local model is
+grammar-constrained to it; a bare id in plain text is accepted too).  No
+part of the prompt or the schema favours a candidate for being listed first
+or last (`routing_prompt`).  An answer naming no candidate is shown to the model with the
 error once; a second one fails the block.  Only the chosen branch runs; the
 others are skipped.
 
@@ -67,7 +69,8 @@ class RouterConfig(LLMBlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
     model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the embedded
+    default: `local/qwen2.5-0.5b` where installed, else `local/smollm2`)."""
     api_key: str | None = Field(None, description=API_KEY_DOC)
     fallback: list[str] | None = None
     """Models tried in order when the model keeps failing, after retries (default:
@@ -116,23 +119,30 @@ def _describe(node: Node, state: Any = None) -> str:
     return "\n".join(lines)
 
 
-def routing_prompt(instructions: str, candidates: list[Node],
-                   states: dict[str, Any] | None = None) -> str:
+def routing_prompt(candidates: list[Node], states: dict[str, Any] | None = None) -> str:
+    """The system prompt: what the candidates are for, and the answer's form.
+
+    Nothing in it favours a candidate by its place.  It used to end with the
+    routing instructions and then "one of: billing, technical" (the graph's
+    order), and the JSON Schema listed the ids in that order too: a small
+    model sent "The app crashes when I open settings" to billing, and with
+    the two branches swapped sent every message to the one listed last.  Now
+    the instructions (with the request) are the user message alone, read
+    last; the candidates are listed once, each with its description; the
+    schema's enum is sorted, the same whatever the document's order."""
     states = states or {}
     blocks = "\n".join(_describe(node, states.get(node.id)) for node in candidates)
-    ids = ", ".join(node.id for node in candidates)
     return (
-        "You are a routing agent. Choose exactly ONE destination block for this request.\n"
-        "Read the routing instructions, compare them with each block's title, description "
-        "and configuration, and pick the block that should handle the request.\n\n"
-        f"Available target blocks:\n{blocks}\n\n"
-        f"Routing instructions:\n{instructions}\n\n"
-        f"Answer with only a JSON object {{\"route\": \"<block id>\"}} where the block id is "
-        f"one of: {ids}. No other text.")
+        "You are a routing agent. The user's message holds the routing instructions and "
+        "the request. Choose exactly ONE block to handle it: the block whose title and "
+        "description fit it best.\n\n"
+        f"Blocks:\n{blocks}\n\n"
+        "Answer with only a JSON object {\"route\": \"<the chosen block's ID>\"}.")
 
 
 def _route_schema(ids: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": {"route": {"type": "string", "enum": ids}},
+    """Sorted ids: the grammar and the schema shown are the same in any branch order."""
+    return {"type": "object", "properties": {"route": {"type": "string", "enum": sorted(ids)}},
             "required": ["route"], "additionalProperties": False}
 
 
@@ -243,7 +253,7 @@ def _current_states(context: BlockContext, candidates: list[Node]) -> dict[str, 
 async def _ask_model(context: BlockContext, config: RouterConfig, calls: ModelCalls,
                      candidates: list[Node], states: dict[str, Any]) -> str:
     ids = [node.id for node in candidates]
-    messages = [Message("system", routing_prompt(config.prompt, candidates, states)),
+    messages = [Message("system", routing_prompt(candidates, states)),
                 Message("user", config.prompt)]
     try:
         chosen, _response, _ = await ask_structured(

@@ -88,10 +88,15 @@ def _clarify_interactively(intent: str, model: str | None) -> str:
                          {"role": "user", "content": answer}]
 
 
+#: The note before a build on a local model says which model it is about.
+_LOCAL_SIZES = {"smollm2": "a 135M", "qwen2.5-0.5b": "a 0.5B", "qwen": "a 0.5B"}
+
+
 def build_command(
     intent: str = typer.Argument(..., help="What to automate, in a sentence."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model that plans and "
-                                        "writes blocks (default: FLOWFORGE_BUILD_MODEL)."),
+                                        "writes blocks (default: FLOWFORGE_BUILD_MODEL, else the "
+                                        "default model)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Skip the clarifying questions."),
     output: Optional[Path] = typer.Option(None, "--output", "-o",
                                           help="Write the Pipeline JSON here."),
@@ -111,7 +116,8 @@ def build_command(
     inputs = parse_inputs(input, None)
     chosen = model or default_build_model()
     if chosen.startswith("local/") and not quiet:
-        err.print(f"[yellow]note:[/] {escape(chosen)} is a 135M model that plans poorly: builds "
+        size = _LOCAL_SIZES.get(chosen.partition("/")[2].lower(), "an embedded")
+        err.print(f"[yellow]note:[/] {escape(chosen)} is {size} model that plans poorly: builds "
                   f"with it often fail. Build with a hosted model (--model openai/gpt-4o, "
                   f"anthropic/claude-sonnet-4-5, google/gemini-2.5-flash), a strong Ollama coder "
                   f"model (--model openai-compatible/ollama/qwen2.5-coder:14b), or set "

@@ -107,7 +107,9 @@ def chat_command(
                                       "'web' knowledge base), a folder or base standing in for "
                                       "the web, perplexity or tavily."),
     model: Optional[str] = typer.Option(None, "--model", "-m",
-                                        help="Model, e.g. openai/gpt-4o (default: local/smollm2)."),
+                                        help="Model, e.g. openai/gpt-4o (default: "
+                                             "local/qwen2.5-0.5b when installed, else "
+                                             "local/smollm2)."),
     session: Optional[str] = typer.Option(None, "--session", "-s",
                                           help="Continue this session (default: a new one)."),
     once: Optional[str] = typer.Option(None, "--once", help="Ask one question, print the "

@@ -193,7 +193,8 @@ def research_command(
     question: str = typer.Argument(..., help="The research question."),
     model: Optional[str] = typer.Option(None, "--model", "-m",
                                         help="Model for every step, e.g. openai/gpt-4o "
-                                             "(default: local/smollm2)."),
+                                             "(default: local/qwen2.5-0.5b when installed, "
+                                             "else local/smollm2)."),
     threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0,
                                               help="Each phase stops once its score reaches "
                                                    "this (default 0.8)."),

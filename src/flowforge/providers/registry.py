@@ -5,11 +5,19 @@
 gets the part after the prefix and the run's environment and returns a
 Provider; instances are cached per (prefix, key) so connections and loaded
 weights are reused across blocks and runs.
+
+`default_model()` is the model of a block, a build, a chat or a research run
+that names none: `FLOWFORGE_DEFAULT_MODEL` when set (the test suite pins
+`local/smollm2`, fast), else `local/qwen2.5-0.5b` when `make install` put its
+verified file in the model cache, else `FALLBACK_MODEL`, said once per process
+on stderr with the command that installs the better one.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
@@ -19,11 +27,31 @@ from flowforge.providers.base import Provider
 from flowforge.workflow.policy import model_key_variables
 
 __all__ = ["PROVIDER_KEY_VARIABLES", "provider_keys_in", "ProviderOptions", "register_provider",
-           "resolve_model", "split_model", "known_prefixes", "DEFAULT_MODEL",
+           "resolve_model", "split_model", "known_prefixes", "default_model", "FALLBACK_MODEL",
            "clear_provider_cache", "key_variables", "register_check", "check_model",
            "check_models"]
 
-DEFAULT_MODEL = "local/smollm2"
+#: The default when the better embedded model is not installed: small, always there.
+FALLBACK_MODEL = "local/smollm2"
+_FALLBACK_SAID: list[bool] = []
+
+
+def default_model() -> str:
+    """The model used where a document, a command or a request names none
+    (see the module docstring).  Costs a `stat`: called per block."""
+    chosen = os.environ.get("FLOWFORGE_DEFAULT_MODEL", "").strip()
+    if chosen:
+        return chosen
+    from flowforge.providers.local_models import QWEN, REPAIR, is_present
+
+    if is_present(QWEN):
+        return f"local/{QWEN.name}"
+    if not _FALLBACK_SAID:
+        _FALLBACK_SAID.append(True)
+        print(f"flowforge: local/{QWEN.name} is not installed, so the default model is "
+              f"{FALLBACK_MODEL} (135M parameters, weak answers); run {REPAIR} to install it",
+              file=sys.stderr, flush=True)
+    return FALLBACK_MODEL
 
 @dataclass(frozen=True)
 class ProviderOptions:
@@ -66,7 +94,7 @@ def split_model(model: str) -> tuple[str, str]:
     """`openai/gpt-4o` -> ("openai", "gpt-4o"); a bad string is a clear error."""
     if not isinstance(model, str) or "/" not in model:
         raise ProviderError(f"model '{model}' does not name a provider; write "
-                            f"'<provider>/<model>', e.g. 'openai/gpt-4o' or '{DEFAULT_MODEL}' "
+                            f"'<provider>/<model>', e.g. 'openai/gpt-4o' or '{FALLBACK_MODEL}' "
                             f"(providers: {', '.join(known_prefixes())})")
     prefix, _, name = model.partition("/")
     if not name:

@@ -25,8 +25,20 @@ from flowforge.thinker.llm import ThinkerLLM
 __all__ = ["RequiredBlock", "decompose", "SCHEMA"]
 
 _ID = "^[a-z][a-z0-9_]{1,63}$"
+_TYPES = ["string", "number", "integer", "boolean", "array", "object"]
+# What a planned block's schema may say, small enough for a grammar: each property a
+# typed schema (a local model under a looser grammar wrote `"text": "string"`, which
+# is no JSON Schema, and the plan failed twice); hosted models may add other keywords.
+_PROPERTY_SCHEMA = {"type": "object",
+                    "properties": {"type": {"enum": _TYPES}, "description": {"type": "string"},
+                                   "items": {"type": "object",
+                                             "properties": {"type": {"enum": _TYPES}},
+                                             "required": ["type"]}},
+                    "required": ["type"]}
 _OBJECT_SCHEMA = {"type": "object", "properties": {"type": {"const": "object"},
-                                                   "properties": {"type": "object"},
+                                                   "properties": {
+                                                       "type": "object",
+                                                       "additionalProperties": _PROPERTY_SCHEMA},
                                                    "required": {"type": "array",
                                                                 "items": {"type": "string"}}},
                   "required": ["type", "properties"]}

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from flowforge.errors import FlowforgeError
 from flowforge.providers.base import LLMRequest, Message
 from flowforge.providers.call import call_model
-from flowforge.providers.registry import DEFAULT_MODEL, ProviderOptions
+from flowforge.providers.registry import ProviderOptions, default_model
 from flowforge.providers.structured import extract_json
 from flowforge.registry import schema_problems
 from flowforge.thinker.events import BuildEvents
@@ -38,7 +38,7 @@ class ThinkerError(FlowforgeError):
 
 def default_build_model() -> str:
     """`FLOWFORGE_BUILD_MODEL`, else the default model."""
-    return os.environ.get("FLOWFORGE_BUILD_MODEL") or DEFAULT_MODEL
+    return os.environ.get("FLOWFORGE_BUILD_MODEL") or default_model()
 
 
 Check = Callable[[Any], list[str]]
