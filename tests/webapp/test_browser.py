@@ -47,12 +47,11 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await shot(page, "02-workflow-graph-and-editor")
 
     # a typo in the editor: the server's problem appears at its line as you type
-    line = page.locator(".cm-line", has_text="model: local/smollm2")
+    # (the demo names no model: it runs on the embedded default; a person adds one)
+    line = page.locator(".cm-line", has_text="max_tokens: 200")
     await line.click()
     await page.keyboard.press("End")
-    for _ in "local/smollm2":
-        await page.keyboard.press("Backspace")
-    await page.keyboard.type("lokal/smollm2")
+    await page.keyboard.insert_text("\n  model: lokal/smollm2")
     problem = page.locator(".problem", has_text="unknown provider 'lokal'")
     await problem.wait_for()
     text = await problem.text_content()
