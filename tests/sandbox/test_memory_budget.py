@@ -7,6 +7,7 @@ is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -127,3 +128,26 @@ async def test_a_server_charges_its_sandboxed_blocks_while_it_runs(tmp_path):
     finally:
         await stop()
     assert installed_budget() is None
+
+
+def test_a_pool_worker_charges_its_blocks_to_the_machines_budget_shared_by_its_processes(
+        monkeypatch):
+    """Runs on the pool are held to the budget a server's runs are: a worker
+    installs it, and a supervisor of N processes hands each 1/N."""
+    from flowforge.cli import worker
+    from flowforge.sandbox.memory import install_budget, installed_budget, worker_budget
+
+    monkeypatch.setenv("FLOWFORGE_SANDBOX_MEMORY_MB", "8000")
+    monkeypatch.delenv("FLOWFORGE_USER_SANDBOX_MEMORY_MB", raising=False)
+    assert (worker_budget(1).total_mb, worker_budget(1).per_user_mb) == (8000, 2000)
+    try:
+        worker._share_memory(4)                  # the supervisor: shares for its children
+        assert installed_budget() is None
+        assert os.environ["FLOWFORGE_SANDBOX_MEMORY_MB"] == "2000"
+        assert os.environ["FLOWFORGE_USER_SANDBOX_MEMORY_MB"] == "500"
+        worker._share_memory(1)                  # a child: its share is its whole
+        budget = installed_budget()
+        assert (budget.total_mb, budget.per_user_mb) == (2000, 500)
+        assert "FLOWFORGE_SANDBOX_MEMORY_MB" in budget.total_setting
+    finally:
+        install_budget(None)

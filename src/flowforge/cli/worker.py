@@ -97,6 +97,7 @@ def worker_command(
     if not resume_runs:
         os.environ[RESUME_CUT_OFF_ENV] = "0"      # this process, its reaper, its children
     stop = start_reaper(db, broker=broker, queue=queues.split(",")[0]) if reap else None
+    _share_memory(processes)
     try:
         if processes > 1:
             code = _supervise(processes, concurrency, queues, broker, loglevel, imports)
@@ -115,6 +116,20 @@ def worker_command(
     if code:
         _fail(f"the worker stopped on an error (exit status {code}); its log above says why",
               code if isinstance(code, int) else 1)
+
+
+def _share_memory(processes: int) -> None:
+    """Charge this worker's sandboxed blocks to the machine's budget (as a
+    server's are); a supervisor hands each of its processes its share, which
+    they read as their own whole (`--processes 1`)."""
+    from flowforge.sandbox.memory import install_budget, worker_budget
+
+    budget = worker_budget(processes)
+    if processes > 1:
+        os.environ["FLOWFORGE_SANDBOX_MEMORY_MB"] = str(budget.total_mb)
+        os.environ["FLOWFORGE_USER_SANDBOX_MEMORY_MB"] = str(budget.per_user_mb)
+    else:
+        install_budget(budget)
 
 
 def _log_to_stderr(level: str) -> None:

@@ -27,7 +27,7 @@ from typing import AsyncIterator
 from flowforge.errors import RunError
 
 __all__ = ["MemoryBudget", "MemoryBudgetError", "install_budget", "installed_budget",
-           "machine_memory_mb"]
+           "machine_memory_mb", "worker_budget"]
 
 
 class MemoryBudgetError(RunError):
@@ -179,3 +179,28 @@ def install_budget(budget: MemoryBudget | None) -> None:
 
 def installed_budget() -> MemoryBudget | None:
     return _INSTALLED[0] if _INSTALLED else None
+
+
+def worker_budget(processes: int = 1) -> MemoryBudget:
+    """The budget of one pool worker process: the server's settings, read from
+    the same variables with the same defaults (half the machine's memory, a
+    quarter of that per user; `server.settings` holds the server's), shared
+    among the `processes` worker processes of one machine.  A worker runs
+    many users' runs, as a server does: without it, runs on the pool escaped
+    the budget a server's own runs are held to."""
+    def number(name: str) -> float | None:
+        raw = os.environ.get(name, "").strip()
+        try:
+            return float(raw) if raw else None
+        except ValueError:
+            raise ValueError(f"{name}={raw!r} is not a number (write e.g. {name}=4096)") from None
+
+    total = int(number("FLOWFORGE_SANDBOX_MEMORY_MB") or machine_memory_mb() // 2)
+    per_user = int(number("FLOWFORGE_USER_SANDBOX_MEMORY_MB") or max(1, total // 4))
+    share = max(1, processes)
+    return MemoryBudget(total_mb=max(1, total // share), per_user_mb=max(1, per_user // share),
+                        wait_seconds=number("FLOWFORGE_SANDBOX_MEMORY_WAIT") or 30.0,
+                        total_setting=f"FLOWFORGE_SANDBOX_MEMORY_MB, shared by the {share} "
+                                      f"worker process(es) of this machine",
+                        user_setting=f"FLOWFORGE_USER_SANDBOX_MEMORY_MB, shared by the "
+                                     f"{share} worker process(es) of this machine")
