@@ -110,3 +110,41 @@ async def test_while_another_process_holds_the_write_lock_the_loop_goes_on(stora
     assert results == [None, True, None]
     row = await storage.get_run("r1")
     assert (row["status"], row["error"], row["lease_owner"]) == ("running", "second", "me")
+
+
+async def test_a_group_of_big_events_commits_in_parts_in_order_with_the_loop_free_between(
+        storage, monkeypatch):
+    """One transaction on the loop's thread holds every other request: a loop
+    turn's writes holding megabytes commit in groups of at most GROUP_BYTES,
+    one per turn, in the order they were made."""
+    from flowforge.storage import sqlite_writes
+
+    monkeypatch.setattr(sqlite_writes, "GROUP_BYTES", 250_000)
+    committed: list[int] = []
+    real = sqlite_writes.commit_group
+
+    def counting(db, batch, **options):
+        committed.append(len(batch))
+        return real(db, batch, **options)
+
+    monkeypatch.setattr(sqlite_writes, "commit_group", counting)
+    await asyncio.gather(*(storage.create_run(_run(f"r{k}")) for k in range(4)))
+    committed.clear()
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.ensure_future(count_turns())
+    big = "x" * 100_000
+    await asyncio.gather(*(storage.record(f"r{k}", [_event(seq, text=big)], [])
+                           for seq in (1, 2) for k in range(4)))
+    counter.cancel()
+    assert committed == [3, 3, 2]          # a group ends once it passes 250 KB (3 x 100 KB)
+    assert turns >= 3                      # other work ran between the groups
+    for k in range(4):
+        assert [e["seq"] for e in await storage.get_events(f"r{k}")] == [1, 2]
+        assert (await storage.get_events(f"r{k}"))[0]["text"] == big

@@ -27,12 +27,16 @@ from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
 from flowforge.storage.encoding import same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
-                                       behind, behind_failed, key_taken, plan, refuse_behind, settle)
+                                       behind, behind_failed, first_group, key_taken, plan,
+                                       refuse_behind, settle)
 
 __all__ = ["GroupWriter", "BUSY_SECONDS", "LOCK_RETRY", "take_write_lock"]
 
 #: How long a write waits for another process to release the write lock.
 BUSY_SECONDS = 10.0
+#: Most bytes of events one group commits; the rest commit on the next loop turns,
+#: in order, so that other work (a `/health`, another run's step) runs between.
+GROUP_BYTES = 2_000_000
 
 class GroupWriter:
     """Gathers the writes of a loop turn and commits them after the turn."""
@@ -76,6 +80,9 @@ class GroupWriter:
                     raise refused
                 begun = True
             self._since = None
+            taken = first_group(batch, GROUP_BYTES) if len(batch) > 1 else 1
+            if taken < len(batch):
+                batch, self._batch = batch[:taken], batch[taken:] + self._batch
             errors = commit_group(db, batch, begun=begun)
             self._committed()
         except Exception as exc:  # noqa: BLE001 - closed meanwhile: every writer hears it
@@ -84,6 +91,8 @@ class GroupWriter:
             if begun and self._in_transaction():
                 self._connection().execute("ROLLBACK")     # never hold the lock after
         settle(batch, errors, self._notify)
+        if self._batch and self._waiting is None and not wait:
+            asyncio.get_running_loop().call_soon(self._flush)     # the rest, next turn
 
     def _in_transaction(self) -> bool:
         try:
@@ -95,7 +104,8 @@ class GroupWriter:
         """Commit what is gathered now (the storage is closing)."""
         if self._waiting is not None:
             self._waiting.cancel()
-        self._flush(wait=True)
+        while self._batch:
+            self._flush(wait=True)
 
 
 #: Seconds between two tries at a write lock another process holds.
