@@ -4,8 +4,10 @@ to 19 GB in a minute and the kernel killed it)."""
 
 from __future__ import annotations
 
+import pytest
+
 import flowforge
-from flowforge.engine.limits import ValueLimits, size_of
+from flowforge.engine.limits import ValueLimits, forget_process_limits, size_of
 
 from tests.engine.helpers import run_doc, statuses
 
@@ -13,6 +15,14 @@ from tests.engine.helpers import run_doc, statuses
 @flowforge.function("vl_big")
 def big(chars: int) -> dict:
     return {"text": "x" * chars}
+
+
+@pytest.fixture(autouse=True)
+def _limits_read_again():
+    """Each test sets the environment's limits; a run reads them once per process."""
+    forget_process_limits()
+    yield
+    forget_process_limits()
 
 
 def _doubling(count: int) -> list[dict]:
