@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import Migration, Storage
-from flowforge.storage.grouping import created, recorded, updated
+from flowforge.storage.grouping import Write
 from flowforge.storage.migrate import PostgresSteps, apply_migrations
 from flowforge.storage.migrations import POSTGRES_MIGRATIONS
 from flowforge.storage.postgres_takes import PostgresTakes
@@ -197,27 +197,8 @@ class PostgresStorage(RecordStore, WorkflowStore, UserStore, Storage):
         return f"{column}::json ->> '{key}'"
 
     # -- runs: their writes are committed in groups (postgres_writes.py) ----------------
-    async def create_run(self, run: dict[str, Any]) -> None:
-        await self._writer.join(created(run))
-
-    async def update_run(self, run_id: str, **fields: Any) -> None:
-        write = updated(run_id, fields)
-        if fields:
-            await self._writer.join(write)
-
-    async def record(self, run_id: str, events: list[dict[str, Any]],
-                     blocks: list[dict[str, Any]]) -> None:
-        await self.record_later(run_id, events, blocks)
-
-    def record_later(self, run_id: str, events: list[dict[str, Any]],
-                     blocks: list[dict[str, Any]], *, after: Any = None,
-                     update: dict[str, Any] | None = None,
-                     fence: tuple[str, float] | None = None) -> asyncio.Future:
-        """Joins the next group; groups commit one after the other, in order, so
-        `after` is stored first by construction (and this one not at all when
-        `after` failed: `grouping.refuse_behind`; nor when `fence`'s owner lost
-        the lease: `LeaseLost`, raised by the `flowforge_fence` function)."""
-        return self._writer.join(recorded(run_id, events, blocks, update, after, fence))
+    def _join(self, write: Write) -> asyncio.Future:
+        return self._writer.join(write)
 
     async def take_run(self, run_id: str, owner: str, ttl: float,
                        expected_owner: str | None = None,

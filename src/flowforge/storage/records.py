@@ -7,13 +7,14 @@ ends' own, committed in groups (`grouping`, `sqlite_writes`, `postgres_writes`).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from flowforge.storage.base import BLOCK_FIELDS, DELIVERY_FIELDS, RUN_FIELDS
 from flowforge.storage.checkpoints import BLOCK_EVENT_TYPES, fold, merged
 from flowforge.storage.encoding import dumps, loads
-from flowforge.storage.grouping import decoded_block, decoded_run
+from flowforge.storage.grouping import created, decoded_block, decoded_run, recorded, updated
 from flowforge.storage.sql import SQLBackend
 
 __all__ = ["RecordStore"]
@@ -24,6 +25,29 @@ _LISTED_COLUMNS = ", ".join(f for f in RUN_FIELDS if f != "document")
 
 class RecordStore(SQLBackend):
     """Runs, events, block checkpoints, memory and deliveries, mixed into a back end."""
+
+    # -- a running run's writes: committed in groups by the back end (`_join`) -------
+    async def create_run(self, run: dict[str, Any]) -> None:
+        await self._join(created(run))
+
+    async def update_run(self, run_id: str, **fields: Any) -> None:
+        write = updated(run_id, fields)
+        if fields:
+            await self._join(write)
+
+    async def record(self, run_id: str, events: list[dict[str, Any]],
+                     blocks: list[dict[str, Any]]) -> None:
+        await self.record_later(run_id, events, blocks)
+
+    def record_later(self, run_id: str, events: list[dict[str, Any]],
+                     blocks: list[dict[str, Any]], *, after: Any = None,
+                     update: dict[str, Any] | None = None,
+                     fence: tuple[str, float] | None = None) -> asyncio.Future:
+        """Joins the next group; groups commit one after the other, in order, so
+        `after` is stored first by construction (and this one not at all when
+        `after` failed: `grouping.refuse_behind`; nor when `fence`'s owner lost
+        the lease: `LeaseLost`)."""
+        return self._join(recorded(run_id, events, blocks, update, after, fence))
 
     # -- runs ------------------------------------------------------------------------
     async def get_run(self, run_id: str) -> dict[str, Any] | None:

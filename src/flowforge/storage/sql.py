@@ -11,6 +11,7 @@ write batching.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any, Protocol, Sequence
 
@@ -53,4 +54,9 @@ class SQLBackend:
 
     def _json_text(self, column: str, key: str) -> str:
         """SQL reading the top-level field `key` of the JSON text in `column`."""
+        raise NotImplementedError
+
+    def _join(self, write: Any) -> asyncio.Future:
+        """Hand a run's write (`grouping.Write`) to the back end's group writer:
+        groups commit one after the other, in the order writes were made."""
         raise NotImplementedError

@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import Migration, Storage
-from flowforge.storage.grouping import Write, created, recorded, updated
+from flowforge.storage.grouping import Write
 from flowforge.storage.migrate import SQLiteSteps, apply_migrations
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
 from flowforge.storage.records import RecordStore
@@ -190,30 +190,8 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
         return StorageError(f"the database {self.path} refused the request: {exc}")
 
     # -- runs: their writes are committed in groups (sqlite_writes.py) ------------------
-    async def create_run(self, run: dict[str, Any]) -> None:
-        await self._join(created(run))
-
-    async def update_run(self, run_id: str, **fields: Any) -> None:
-        write = updated(run_id, fields)
-        if fields:
-            await self._join(write)
-
-    async def record(self, run_id: str, events: list[dict[str, Any]],
-                     blocks: list[dict[str, Any]]) -> None:
-        await self.record_later(run_id, events, blocks)
-
-    def record_later(self, run_id: str, events: list[dict[str, Any]],
-                     blocks: list[dict[str, Any]], *, after: Any = None,
-                     update: dict[str, Any] | None = None,
-                     fence: tuple[str, float] | None = None) -> asyncio.Future:
-        """Joins this loop turn's transaction; writes commit in call order, so
-        `after` is stored first by construction (and this one not at all when
-        `after` failed: `grouping.refuse_behind`; nor when `fence`'s owner lost
-        the lease: `LeaseLost`)."""
-        return self._join(recorded(run_id, events, blocks, update, after, fence))
-
     def _join(self, write: Write) -> asyncio.Future:
-        self._conn()
+        self._conn()                    # a closed store refuses here, not in the group
         return self._writer.join(write)
 
     async def cancel_requests(self, run_ids: list[str]) -> set[str]:
