@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from flowforge.blocks.base import ChildOutcome
+from flowforge.blocks.base import ChildOutcome, Suspend
 from flowforge.engine.context import RunContext
 from flowforge.engine.events import EventBus
 from flowforge.engine.ids import new_run_id
@@ -393,14 +393,13 @@ def _outputs_of(scope: Scope) -> dict[str, Any]:
             if bid in outputs and records[bid].status == SUCCEEDED}
 
 
-def waiting_detail(blocks: dict[str, BlockRecord], suspended: dict[str, Any]
+def waiting_detail(blocks: dict[str, BlockRecord], suspended: dict[str, Suspend]
                    ) -> dict[str, Any]:
     """`run_waiting`'s fields: the blocks that wait (why, and until when) and
     the blocks pending behind each, by id - so that no client parses a
     sentence to learn what the run waits for."""
     waiting_on = [{"block_id": bid, "block_type": blocks[bid].type if bid in blocks else None,
-                   "reason": getattr(why, "reason", None),
-                   "resume_at": getattr(why, "resume_at", None)}
+                   "reason": why.reason, "resume_at": why.resume_at}
                   for bid, why in suspended.items()]
     pending = {bid: record.waiting_for for bid, record in blocks.items()
                if record.status == "pending"}
