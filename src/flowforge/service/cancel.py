@@ -134,11 +134,13 @@ async def request_cancel(storage: Storage, run_id: str) -> None:
     await storage.update_run(run_id, cancel_requested_at=now)
 
 
-async def claim_abandoned(storage: Storage, run_id: str) -> dict[str, Any] | None:
+async def claim_abandoned(storage: Storage, run_id: str
+                          ) -> tuple[dict[str, Any], str | None] | None:
     """The row of a run no process runs any more (`running`, its lease lapsed),
-    with its lease now held here; None when a live process holds it, it ended,
-    or another process claimed it first.  The compare-and-set a resume uses:
-    a run is never both ended here and resumed elsewhere."""
+    with its lease now held here, and the process that held it before; None
+    when a live process holds it, it ended, or another process claimed it
+    first.  The compare-and-set a resume uses: a run is never both ended here
+    and resumed elsewhere."""
     row = await storage.get_run(run_id)
     if row is None or row["status"] != "running" or not lease_lapsed(row):
         return None
@@ -151,7 +153,7 @@ async def claim_abandoned(storage: Storage, run_id: str) -> dict[str, Any] | Non
     if now_row is None or now_row["status"] != "running":
         await storage.update_run(run_id, lease_owner=None, lease_expires_at=None)
         return None
-    return {**now_row, "lease_owner_before": holder}
+    return now_row, holder
 
 
 async def cancel_abandoned(storage: Storage, run_id: str) -> bool:
@@ -160,9 +162,10 @@ async def cancel_abandoned(storage: Storage, run_id: str) -> bool:
     process would have: its open blocks get their terminal events, its
     succeeded blocks are kept.  False when a live process holds it (it cancels
     the run itself, seeing the request) or it ended."""
-    row = await claim_abandoned(storage, run_id)
-    if row is None:
+    claimed = await claim_abandoned(storage, run_id)
+    if claimed is None:
         return False
+    row, _ = claimed
     now = time.time()
     events = await storage.get_events(run_id)
     seq = events[-1]["seq"] + 1 if events else 1

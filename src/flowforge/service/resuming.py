@@ -70,10 +70,10 @@ async def fail_cut_off(storage: Storage, run_id: str, *, where: str = "here") ->
     compare-and-set as a resume), so a run is never both failed and resumed.
     `where` resuming was turned off: "here", or "where the run was queued" (a
     server's or CLI's choice stored with a pool run)."""
-    row = await claim_abandoned(storage, run_id)
-    if row is None:
+    claimed = await claim_abandoned(storage, run_id)
+    if claimed is None:
         return False
-    holder = row["lease_owner_before"]
+    _, holder = claimed
     error = (f"cut off: the process that ran it ({holder or 'unknown'}) is gone, and "
              f"resuming cut-off runs is off {where} ({RESUME_CUT_OFF_ENV}=0 or --no-resume); "
              f"its succeeded blocks are kept: resume it with `flowforge runs resume "
