@@ -23,7 +23,7 @@ __all__ = ["BUILTIN_TYPES", "register_block", "block_types", "get_block_type"]
 BUILTIN_TYPES = {name: name for name in (
     "input", "response", "set", "function", "condition", "loop", "parallel", "workflow",
     "agent", "router", "evaluator", "guardrail", "llm", "parser", "http", "knowledge",
-    "keyword_lookup", "web_search", "progress", "wait", "approval")}
+    "keyword_lookup", "web_search", "progress", "wait", "approval", "unsupported", "code", "template")}
 BUILTIN_TYPES["registry"] = "registry_block"
 
 _TYPES: dict[str, type[BlockType]] = {}

@@ -33,12 +33,12 @@ from flowforge.errors import BlockError, FlowforgeError, Problem
 from flowforge.providers.structured import schema_fields
 from flowforge.registry import (BlockDefinition, Registry, get_registry, registry_for,
                                 schema_problems)
-from flowforge.sandbox import Limits, SandboxError, run_python
+from flowforge.sandbox import Limits, SandboxError, SandboxResult, run_python
 from flowforge.workflow.model import BlockSpec
 from flowforge.workflow.templates import has_templates
 
 __all__ = ["RegistryBlock", "execute_definition", "run_examples", "ExampleReport",
-           "DetachedContext", "parse_uses", "BlockRunError", "python_context"]
+           "DetachedContext", "parse_uses", "BlockRunError", "python_context", "run_sandboxed"]
 
 _USAGE_KEYS = ("content", "model", "tokens", "cost")
 
@@ -111,6 +111,28 @@ def python_context(context: Any) -> dict[str, Any]:
             "memory": dict(memory) if isinstance(memory, Mapping) else {}}
 
 
+async def run_sandboxed(source: str, inputs: dict[str, Any], context: Any, *,
+                        cpu_seconds: int | None = None, memory_mb: int | None = None,
+                        network: bool = False) -> SandboxResult:
+    """The one way a block runs untrusted Python (`async def execute(inputs,
+    context)` in `source`): the OS sandbox with the block's limits, the
+    server's isolation rule and memory budget, the user's context; prints
+    become a progress event.  Raises BlockRunError (stage `run`).  Registry
+    Python blocks and inline `code` blocks both come here."""
+    limits = Limits(cpu_seconds=cpu_seconds or Limits.cpu_seconds,
+                    memory_mb=memory_mb or Limits.memory_mb)
+    services = getattr(context, "services", None) or {}
+    try:
+        result = await run_python(source, inputs, limits=limits, network=network,
+                                  isolated_only=bool(services.get("sandbox_isolated_only")),
+                                  context=python_context(context))
+    except SandboxError as exc:
+        raise BlockRunError("run", str(exc)) from None
+    if result.logs:
+        context.emit("progress", message=result.logs[-2000:], source="print")
+    return result
+
+
 def _with_defaults(definition: BlockDefinition, inputs: dict[str, Any]) -> dict[str, Any]:
     filled = dict(inputs)
     for name, schema in (definition.input_schema.get("properties") or {}).items():
@@ -130,19 +152,10 @@ async def execute_definition(definition: BlockDefinition, inputs: dict[str, Any]
                             f"'{definition.id}': {'; '.join(problems)}")
     if definition.execution_type == "python":
         meta = definition.metadata
-        limits = Limits(cpu_seconds=meta.cpu_seconds or Limits.cpu_seconds,
-                        memory_mb=meta.memory_mb or Limits.memory_mb)
-        try:
-            services = getattr(context, "services", None) or {}
-            result = await run_python(definition.source_code or "", inputs, limits=limits,
-                                      network=meta.network,
-                                      isolated_only=bool(services.get("sandbox_isolated_only")),
-                                      context=python_context(context))
-        except SandboxError as exc:
-            raise BlockRunError("run", str(exc)) from None
+        result = await run_sandboxed(definition.source_code or "", inputs, context,
+                                     cpu_seconds=meta.cpu_seconds, memory_mb=meta.memory_mb,
+                                     network=meta.network)
         output, usage = result.output, {}
-        if result.logs:
-            context.emit("progress", message=result.logs[-2000:], source="print")
     else:
         from flowforge.blocks.llm import LLMBlock, LLMConfig
 

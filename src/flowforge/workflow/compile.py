@@ -65,6 +65,7 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
     problems.extend(secret_sinks.sink_problems(doc, block_types))     # secrets: sinks only
     if not problems:
         compiler.check_cycles(graph, "")
+    graph.warnings.extend(compiler.warnings)
     fields = output_problems(doc, graph, known_outputs)
     (graph.warnings if missing_outputs == "warning" else problems).extend(fields)
     if problems:
@@ -79,6 +80,7 @@ class _Compiler:
         self.types = block_types
         self.problems = problems
         self.all_ids = all_ids
+        self.warnings: list[Problem] = []        # a block type's own (`BlockType.warnings`)
 
     def add(self, where: str, message: str) -> None:
         self.problems.append(Problem(where, message))
@@ -124,6 +126,9 @@ class _Compiler:
         hook = self.hook if config_ok else (lambda *args, default: default)
         for problem in hook(info.check, spec, where, self.all_ids, default=[]):
             self.problems.append(problem)
+        warn = getattr(info, "warnings", None)
+        if warn is not None:
+            self.warnings.extend(hook(warn, spec, where, default=[]))
 
         if spec.blocks is not None and not info.container:
             self.add(f"{where}.blocks", f"block type '{type_name}' cannot hold child blocks")
