@@ -54,3 +54,13 @@ def test_the_cli_validate_prints_the_warning(tmp_path):
     assert result.exit_code == 0, result.output
     assert "send_mail' fails if a run reaches it" in result.output
     assert "Send mail" in result.output
+
+
+def test_its_words_are_kept_as_written_even_when_they_quote_a_template():
+    hint = "an http block with the header `{{secrets.NAME}}` after `flowforge secrets set NAME`"
+    doc = {"version": 1, "id": "imported", "blocks": [
+        {**MAIL, "with": {**MAIL["with"], "instead": hint}}]}
+    compiled = load(doc)                                   # no "a secret may only go..." problem
+    assert hint in str(compiled.graph.warnings[0])
+    result = asyncio.run(flowforge.run(doc, {}, storage=False))
+    assert result.blocks["send_mail"].error.endswith(hint)

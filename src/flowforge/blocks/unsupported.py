@@ -52,6 +52,8 @@ def unsupported_message(config: Any) -> str:
 class UnsupportedBlock(BlockType):
     type_name = "unsupported"
     Config = UnsupportedConfig
+    # words for the author, never templates: a hint may quote `{{secrets.NAME}}`
+    raw_fields = frozenset({"format", "node_type", "title", "instead"})
     outputs: dict[str, Output] = {}
     more_outputs = ("None: a run that reaches it fails the block. Its output is open, so "
                     "the blocks that read the node it stands for still validate.")
