@@ -39,6 +39,8 @@ not errors and do not appear here.
     ├── ThinkerError              [thinker/llm.py] a build stage got no usable answer
     ├── IngestError               [knowledge/ingest.py] a document could not be read
     ├── SharedBlock               [registry/owned.py] a user asked to delete a shared block
+    ├── FormatError               [formats/base.py] a foreign workflow file is broken (where)
+    ├── ImportRefused             [formats/base.py] nodes without a counterpart, no partial
     └── BlockRunError             [blocks/registry_block.py] a registry block failed (`stage`)
 
 The errors in [brackets] live beside the code that raises them (a caller

@@ -1,8 +1,8 @@
 """Running Pipeline JSON: the Doer is the engine.
 
 The format, its conversion to a workflow document and its validation live
-in `thinker.pipeline` (the thinker checks its own wiring with them) and are
-re-exported here; this module adds `run_pipeline`, which the CLI
+in the formats room (`formats.pipeline_json`; the thinker checks its own
+wiring with them) and are re-exported here; this module adds `run_pipeline`, which the CLI
 (`flowforge run pipeline.json`) and the server (`POST /api/pipeline/run`,
 `POST /api/pipelines/{id}/run`) call: validated first, then run with
 per-user memory loaded before and saved after, and the execution stored;
@@ -20,9 +20,10 @@ from pydantic import BaseModel, Field
 
 from flowforge.errors import ValidationFailed
 from flowforge.registry import Registry, get_registry, use_registry
-from flowforge.thinker.pipeline import (Pipeline, PipelineEdge, PipelineNode, is_pipeline,
-                                        pipeline_to_workflow, pipeline_warnings,
-                                        validate_pipeline, workflow_to_pipeline)
+from flowforge.formats.pipeline_json import (Pipeline, PipelineEdge, PipelineNode,
+                                             is_pipeline, pipeline_to_workflow,
+                                             pipeline_warnings, validate_pipeline,
+                                             workflow_to_pipeline)
 
 __all__ = ["Pipeline", "PipelineEdge", "PipelineNode", "PipelineLogEntry", "PipelineState",
            "compile_pipeline", "is_pipeline", "pipeline_state", "pipeline_to_workflow",

@@ -3,7 +3,7 @@ thinker decomposes, searches the registry, writes and tests the missing
 blocks, and wires the Pipeline JSON that the engine runs.
 
 The names below are imported on first use, not with the package: a process
-that only reads Pipeline JSON (`flowforge.thinker.pipeline`: every pool
+that only reads Pipeline JSON (`flowforge.formats.pipeline_json`: every pool
 worker, every `flowforge run x.json`) then does not load the builder and its
 schema checker (~85 ms of its start)."""
 

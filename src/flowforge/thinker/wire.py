@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from flowforge.registry import BlockDefinition, Registry
-from flowforge.thinker.pipeline import pipeline_warnings, validate_pipeline
+from flowforge.formats.pipeline_json import pipeline_warnings, validate_pipeline
 from flowforge.thinker.events import BuildEvents
 from flowforge.thinker.llm import ThinkerLLM
 

@@ -19,8 +19,8 @@ from flowforge.errors import Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.compile import format_loc
 from flowforge.workflow.model import Workflow
 
-__all__ = ["parse_text", "read_document", "document_from_data", "check_data", "LIMITS",
-           "json_depth_error"]
+__all__ = ["parse_text", "read_data", "read_document", "document_from_data", "check_data",
+           "LIMITS", "json_depth_error"]
 
 
 class LIMITS:
@@ -233,8 +233,10 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
         raise ValidationFailed(unique, source=source) from None
 
 
-def read_document(path: str | Path) -> Workflow:
-    """Load a workflow file (`.yaml`, `.yml` or `.json`)."""
+def read_data(path: str | Path) -> Any:
+    """A workflow file's data (`.yaml`, `.yml` or `.json`), within the limits:
+    what `read_document` validates, and what loading shows the formats room
+    when it is not a flowforge document."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -244,4 +246,9 @@ def read_document(path: str | Path) -> Workflow:
         raise WorkflowError(f"{path} is a directory, not a workflow file") from None
     except UnicodeDecodeError:
         raise WorkflowError(f"{path} is not UTF-8 text") from None
-    return document_from_data(parse_text(text, str(path)), str(path))
+    return parse_text(text, str(path))
+
+
+def read_document(path: str | Path) -> Workflow:
+    """Load a workflow file (`.yaml`, `.yml` or `.json`)."""
+    return document_from_data(read_data(path), str(path))

@@ -16,8 +16,10 @@ supplied, no cycle) and the engine runs it: the Doer is the engine.  On top
 of that, `validate_pipeline` checks each `{{nX.field}}` against nX's output
 schema, because a typo there would otherwise only be a None at run time.
 
-It lives in the thinker layer (the thinker validates its own wiring with
-it); `service.pipeline` re-exports it and adds `run_pipeline`.
+It lives in the formats room (`FORMAT`, name `pipeline`: loading and
+`flowforge import` reach it through `flowforge.formats.room`); the thinker
+validates its own wiring with it, and `service.pipeline` re-exports it and
+adds `run_pipeline`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flowforge.blocks.registry import block_types
 from flowforge.errors import Problem, ValidationFailed, WorkflowError
+from flowforge.formats.base import Imported, ImportReport, NodeReport
 from flowforge.registry import BlockDefinition, Registry, get_registry, use_registry
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.loader import document_from_data
@@ -36,7 +39,7 @@ from flowforge.workflow.templates import TEMPLATE_RE, parse_path
 
 __all__ = ["Pipeline", "PipelineNode", "PipelineEdge", "pipeline_to_workflow",
            "workflow_to_pipeline", "validate_pipeline", "pipeline_warnings", "is_pipeline",
-           "workflow_data_if_pipeline"]
+           "FORMAT", "PipelineFormat"]
 
 _ID_RE = re.compile(r"[^A-Za-z0-9_\-]+")
 
@@ -268,21 +271,34 @@ def _incompatible(given: Any, needed: Any) -> bool:
     return not (given_set & needed_set)
 
 
-def workflow_data_if_pipeline(target: Any) -> dict[str, Any] | None:
-    """The workflow document for a Pipeline JSON given as a dict or a `.json`
-    file; None for anything else (so `load()` and `flowforge run` take both)."""
-    import json
-    from pathlib import Path
+#: the keys a Pipeline may have: a mapping of only these with `nodes` is one
+_KEYS = frozenset(Pipeline.model_fields) | {"edges"}
 
-    data = target
-    if isinstance(target, (str, Path)):
-        path = Path(target)
-        if path.suffix != ".json" or not path.is_file():
-            return None
+
+class PipelineFormat:
+    """AgentFlow's Pipeline JSON as a format of the room: every node becomes a
+    registry block (`uses:`), so every node has a counterpart."""
+
+    name = "pipeline"
+    title = "Pipeline JSON (AgentFlow)"
+
+    def detect(self, data: Any) -> bool:
+        """`nodes` and no `blocks`, and either only a Pipeline's keys or a node
+        naming a `block_id` (other formats with `nodes` carry keys of their own:
+        n8n's `connections`, Flowise's `viewport`)."""
+        if not is_pipeline(data) or not isinstance(data["nodes"], list):
+            return False
+        return set(data) <= _KEYS or any(isinstance(node, dict) and "block_id" in node
+                                         for node in data["nodes"])
+
+    def convert(self, data: Any, *, source: str) -> Imported:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None                 # the workflow loader reports it properly
-    if not is_pipeline(data):
-        return None
-    return pipeline_to_workflow(data)
+            pipeline = _as_pipeline(data)
+        except ValidationFailed as exc:
+            raise ValidationFailed(exc.problems, source=source) from None
+        report = ImportReport(self.name, [NodeReport(node.id, "", node.block_id, "registry")
+                                          for node in pipeline.nodes])
+        return Imported(pipeline_to_workflow(pipeline), report)
+
+
+FORMAT = PipelineFormat()

@@ -1,151 +1,46 @@
-"""Prompt-chain Agent definitions -> native workflow documents.
+"""Converting one prompt-chain Agent: the node-by-node walk behind
+`flowforge.formats.agent_json.agent_to_workflow` (see there for the format).
 
-Teams arrive with Agents written for a prompt-chain engine:
-
-    {"id": "...", "name": "Movie script", "description": "...",
-     "variables": {"script": "", "apiKey": ""},
-     "promptChain": [{"type": "prompt", "name": "plots", "system": "...",
-                      "user": "### ${script} ###", "apiKey": "{apiKey}", "llm": "claude",
-                      "model": "claude-3-5-haiku-latest", "output": "plots"}, ...]}
-
-There is no second engine: each node becomes one visible block of a native
-workflow, run by the engine like any other.
-
-| node   | block      | its `{output}`        |
-| ------ | ---------- | --------------------- |
-| prompt | `llm`      | `{{<id>.content}}`    |
-| parser | `parser`   | `{{<id>.data}}`       |
-| event  | `http`     | `{{<id>.data}}`       |
-| return | `response` | `data`: the variables |
-
-The chain's variables change as nodes write them; the importer follows them
-node by node, so every `{name}` a node reads becomes the native template of
-the value it holds at that point (`{{input.script}}` before any node wrote
-it, `{{plots.content}}` after the node `plots` did).  Variables become the
-workflow's `inputs` (their values the defaults: a run may set any of them);
-a variable that a node's `apiKey` reads arrives as a *secret*
-(`{{secrets.NAME}}`), so the key never enters the run's record; an `apiKey`
-written `{{secrets.NAME}}` reads the user's stored secret NAME the same way.  A node's
-`field` mapping names values for its own templates (`{entryPoint}` there is
-the variable of the same name as the run received it); a mapping `output`
-writes several variables, `{output}` being the node's own result.
-
-Every problem is reported at once, located as `promptChain[2] 'characters'`.
+It follows the chain's variables as nodes write them, so every `{name}` a
+node reads becomes the native template of the value it holds at that point;
+every problem is collected and reported at once, located as
+`promptChain[2] 'characters'`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
-from flowforge.apps.chains import templates as chain_templates
 from flowforge.blocks.llm import placeholders
 from flowforge.errors import Problem, ValidationFailed
+from flowforge.formats import agent_json_templates as chain_templates
+from flowforge.formats.agent_json import (BASE_URL_VARIABLE, ID_PATTERN, LLM_PROVIDERS,
+                                          NODE_FIELDS, key_variables, literal_key_name,
+                                          stored_secret)
 from flowforge.providers.registry import known_prefixes
 from flowforge.workflow.graph import NAMESPACES
-from flowforge.workflow.notation import NotationError, notation_to_schema
 from flowforge.workflow.templates import normalize_name as _normal
+from flowforge.workflow.notation import NotationError, notation_to_schema
 
-__all__ = ["is_agent", "agent_to_workflow", "key_variables", "key_values", "BASE_URL_VARIABLE",
-           "LLM_PROVIDERS", "NODE_FIELDS", "ID_PATTERN"]
-
-#: where a relative event `endPoint` is resolved when no base URL is given
-BASE_URL_VARIABLE = "FLOWFORGE_CHAIN_BASE_URL"
-
-#: a chain's `llm` value -> flowforge provider (every flowforge provider name also works)
-LLM_PROVIDERS = {"claude": "anthropic", "replicate": "replicate"}
+__all__ = ["AgentImporter"]
 
 #: a block id made from a node's name (a counter may follow: ids stay within 128 characters)
 _SLUG_LENGTH = 64
-_COMMON = {"type", "name", "output", "id", "description"}
-NODE_FIELDS: dict[str, set[str]] = {
-    "prompt": _COMMON | {"system", "user", "systemPrompt", "userPrompt", "apiKey", "apikey",
-                         "llm", "model", "temperature", "maxTokens", "maxToken", "field"},
-    "parser": _COMMON | {"rawData", "parser", "schema", "field"},
-    "event": _COMMON | {"endPoint", "method", "data", "field", "param", "params"},
-    "return": _COMMON,
-}
 _OUTPUT_OF = {"prompt": "content", "parser": "data", "event": "data"}
 #: canonical prompt field -> the name the seed's own example writes; both are read
 _SEED_NAMES = {"system": "systemPrompt", "user": "userPrompt"}
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-#: what a chain's id must look like to be kept as the workflow id
-ID_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-#: an `apiKey` naming one of the user's stored secrets, as native documents do
-_SECRET_KEY_RE = re.compile(r"\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-
-
-def _stored_secret(key: str) -> str | None:
-    """The secret an `apiKey` of `{{secrets.NAME}}` names: NAME, else None."""
-    whole = _SECRET_KEY_RE.fullmatch(key.strip())
-    return whole.group(1) if whole else None
-
-
-def is_agent(data: Any) -> bool:
-    """True for a prompt-chain Agent definition (a mapping with `promptChain`)."""
-    return isinstance(data, dict) and "promptChain" in data
-
-
-def agent_to_workflow(agent: dict[str, Any], *, base_url: str | None = None,
-                      source: str | None = None, literal_keys: bool = False) -> dict[str, Any]:
-    """The native workflow document (plain data) equivalent to `agent`.
-
-    `base_url` resolves relative event endpoints (default: the environment's
-    FLOWFORGE_CHAIN_BASE_URL).  `literal_keys`: a key written as text in a
-    node's `apiKey` (the seed allows it) is read as the run secret
-    `apiKey_node<N>` (`key_values` gives its value, for the caller to pass as a
-    run secret: masked everywhere, never stored); only a caller that runs the
-    Agent it was given, and stores nothing, sets it.  Raises ValidationFailed
-    listing every problem."""
-    if base_url is None:
-        base_url = os.environ.get(BASE_URL_VARIABLE) or None
-    return _Importer(agent, base_url, source, literal_keys).convert()
-
-
-def literal_key_name(index: int) -> str:
-    """The run secret that holds the key written as text in node `index`."""
-    return f"apiKey_node{index + 1}"
-
-
-def key_variables(nodes: Any) -> set[str]:
-    """The variables that the nodes' `apiKey` templates read (API keys)."""
-    names = set()
-    for node in nodes if isinstance(nodes, list) else []:
-        key = node.get("apiKey", node.get("apikey")) if isinstance(node, dict) else None
-        if isinstance(key, str):
-            whole = chain_templates.REF_RE.fullmatch(key.strip())
-            if whole:
-                names.add(whole.group(1))
-    return names
-
-
-def key_values(agent: Any) -> dict[str, str]:
-    """The API keys written in an Agent: in its own `variables`, and as text in a
-    node's `apiKey` (under `literal_key_name`); the importer leaves them out of
-    the workflow, and a run passes them as secrets."""
-    if not is_agent(agent):
-        return {}
-    found: dict[str, str] = {}
-    chain = agent.get("promptChain")
-    for index, node in enumerate(chain if isinstance(chain, list) else []):
-        key = node.get("apiKey", node.get("apikey")) if isinstance(node, dict) else None
-        if isinstance(key, str) and key.strip() and _stored_secret(key) is None and \
-                chain_templates.REF_RE.fullmatch(key.strip()) is None:
-            found[literal_key_name(index)] = key.strip()
-    if isinstance(agent.get("variables"), dict):
-        names = key_variables(chain)
-        found.update({name: str(value) for name, value in agent["variables"].items()
-                      if name in names and isinstance(value, str) and value})
-    return found
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-class _Importer:
+class AgentImporter:
+    """One Agent -> its workflow document (`convert`), or ValidationFailed."""
+
     def __init__(self, agent: dict[str, Any], base_url: str | None, source: str | None,
                  literal_keys: bool = False):
         self.agent = agent
@@ -439,10 +334,10 @@ class _Importer:
         key = node.get("apiKey", node.get("apikey"))
         if isinstance(key, str) and key.strip():
             whole = chain_templates.REF_RE.fullmatch(key.strip())
-            if _stored_secret(key) is not None:
+            if stored_secret(key) is not None:
                 # The user's stored secret: the run resolves it, and only here
                 # (a credential field), so it reaches the provider and no record.
-                config["api_key"] = f"{{{{secrets.{_stored_secret(key)}}}}}"
+                config["api_key"] = f"{{{{secrets.{stored_secret(key)}}}}}"
             elif "{{" in key:
                 self.add(label, "`apiKey` holds a template the chain cannot read: write a "
                                 "variable reference such as \"{apiKey}\", or one of your "

@@ -1,4 +1,4 @@
-"""The prompt-chain `{field}` templates, and how they become native ones.
+"""Agent JSON's `{field}` templates, and how they become native ones.
 
 A chain writes `{name}` (and, in real definitions, `${name}` too) for the
 current value of a variable.  The importer knows, for every node, which

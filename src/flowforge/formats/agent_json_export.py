@@ -18,14 +18,14 @@ import json
 import re
 from typing import Any
 
-from flowforge.apps.chains.importer import ID_PATTERN, LLM_PROVIDERS
-from flowforge.apps.chains.templates import NATIVE_REF_RE, native_to_chain, to_prompt
+from flowforge.formats.agent_json import ID_PATTERN, LLM_PROVIDERS, secret_names
+from flowforge.formats.agent_json_templates import NATIVE_REF_RE, native_to_chain, to_prompt
 from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow.loader import document_from_data
 from flowforge.workflow.model import Workflow
 from flowforge.workflow.notation import NotationError, schema_to_notation
 
-__all__ = ["workflow_to_agent"]
+__all__ = ["workflow_to_agent", "original_id"]
 
 _PROVIDER_LLM = {provider: llm for llm, provider in LLM_PROVIDERS.items()}
 _KEYS = {"llm": {"model", "system", "prompt", "inputs", "temperature", "max_tokens", "api_key"},
@@ -48,7 +48,6 @@ def workflow_to_agent(document: Any) -> dict[str, Any]:
     return _Exporter(doc).convert()
 
 
-
 def original_id(workflow_id: str) -> str:
     """The Agent id a workflow id was imported from: the importer prefixes
     `agent-` only to an id that is not a valid workflow id alone (a UUID that
@@ -57,6 +56,7 @@ def original_id(workflow_id: str) -> str:
     one id the two forms share.)"""
     rest = workflow_id[len("agent-"):] if workflow_id.startswith("agent-") else ""
     return rest if rest and not ID_PATTERN.match(rest) else workflow_id
+
 
 class _Exporter:
     def __init__(self, doc: Workflow) -> None:
@@ -84,8 +84,6 @@ class _Exporter:
         for name, schema in doc.inputs.items():
             self.variables[name] = schema.get("default", "")
             self.variable_of[f"input.{name}"] = name
-        from flowforge.apps.chains import secret_names
-
         for name in sorted(secret_names(doc)):
             self.variables.setdefault(name, "")
             self.variable_of[f"secrets.{name}"] = name
