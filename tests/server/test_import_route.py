@@ -128,3 +128,12 @@ async def test_a_big_file_is_imported_in_another_process_with_the_same_answers(t
         assert live.app.state.live.workflows.compiler.jobs == 2
     finally:
         await stop()
+
+
+async def test_saving_a_foreign_document_asks_the_room_too(server, toy):
+    """A save converts what the room recognises, under the same policy: the toy
+    file has a node without a counterpart, so it is refused, listed."""
+    async with server.client("alice") as alice:
+        saved = await alice.post("/api/workflows", json={"toy": 1})
+    assert saved.status_code == 422, saved.text
+    assert "'Send mail' (mail, gmail): no counterpart" in saved.text
