@@ -59,6 +59,8 @@ EXPECTED = {
     "/api/validate": {"post"},
     "/api/schema": {"get"},
     "/api/workflows/{workflow_id}/graph": {"get"},
+    # a workflow file of another system, converted without saving (issue 42)
+    "/api/import": {"post"},
     # knowledge bases for the web app (server/routes/knowledge.py, issue 13)
     "/api/knowledge": {"get", "post"},
     "/api/knowledge/{name}": {"delete"},
