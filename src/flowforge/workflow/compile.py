@@ -276,7 +276,10 @@ class _Compiler:
                 self.add(ref.where, f"block '{root}' in {ref.text} is inside a container and not "
                          f"visible here; read it through the container's output")
             else:
-                self.add(ref.where, f"unknown block '{root}' in {ref.text}{self.hint(root, visible)}")
+                hint = self.hint(root, visible)
+                if not hint and "-" in root and not ref.text.startswith("{{"):
+                    hint = " (a subtraction is written with spaces: `a - b.c`)"
+                self.add(ref.where, f"unknown block '{root}' in {ref.text}{hint}")
             return None
         if target == self_id:
             self.add(ref.where, f"block '{self_id}' cannot read its own output ({ref.text})")

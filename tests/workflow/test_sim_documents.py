@@ -1,0 +1,86 @@
+"""Documents written the Sim-style block executor's way load, validate and
+run as written (issue 42): hyphenated and UUID block ids in references and
+expressions, bare model names, Sim's tool shape and tag filters, `type:
+trigger`, a response's `metadata`."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import flowforge
+from flowforge.errors import ValidationFailed
+from flowforge.workflow import expressions
+
+UUID = "3f2a9c1e-7b4d-4e8a-9f0c-1d2e3f4a5b6c"
+
+
+def gated(source_id: str, when: str) -> dict:
+    return {"id": "gate", "blocks": [
+        {"id": source_id, "type": "set", "with": {"accuracy": 9}},
+        {"id": "triage", "type": "condition",
+         "with": {"cases": [{"when": when, "goto": "standard"}], "default": "review"}},
+        {"id": "standard", "type": "response",
+         "with": {"message": f"accuracy {{{{{source_id}.accuracy}}}}"}},
+        {"id": "review", "type": "response", "with": {"message": "review"}}]}
+
+
+@pytest.mark.parametrize("source_id, when", [
+    ("evaluator-1", "evaluator-1.accuracy >= 8"),
+    ("evaluator-1", "{{evaluator-1.accuracy}} >= 8"),
+    ("evaluator-1", "10-evaluator-1.accuracy <= 2"),          # 10 minus the field
+    (UUID, f"{UUID}.accuracy >= 8"),
+    (UUID, f"{{{{{UUID}.accuracy}}}} >= 8"),
+], ids=["hyphen", "hyphen-braced", "hyphen-subtracted", "uuid", "uuid-braced"])
+def test_hyphenated_and_uuid_ids_work_in_templates_and_conditions(source_id, when):
+    result = flowforge.run_sync(gated(source_id, when), {}, storage=False)
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"standard": {"message": "accuracy 9", "status": 200}}
+    assert result.blocks["review"].status == "skipped"
+
+
+def test_a_hyphenated_id_in_a_set_expression_and_the_reference_it_makes():
+    doc = {"id": "calc", "blocks": [
+        {"id": "grade-a", "type": "set", "with": {"score": 4}},
+        {"id": "double", "type": "set", "with": {"value": {"expr": "grade-a.score * 2"},
+                                                  "label": "'grade-a.score' stays text"}}]}
+    compiled = flowforge.load(doc)
+    assert "grade-a" in compiled.graph.nodes["double"].inputs     # an edge, from the expression
+    result = flowforge.run_sync(compiled, {}, storage=False)
+    assert result.results["double"]["value"] == 8
+
+
+def test_subtraction_with_spaces_and_numbers_before_a_hyphen_are_unchanged():
+    assert expressions.compile_expression("a - b.c").evaluate(
+        {"a": 5, "b": {"c": 2}}) == 3
+    assert expressions.compile_expression("3-loop.index").evaluate({"loop": {"index": 1}}) == 2
+    assert expressions.compile_expression("'x-y.z' + \"a-b.c\"").evaluate({}) == "x-y.za-b.c"
+    assert sorted(expressions.names_in("evaluator-1.accuracy >= 8 and x.y")) == [
+        ("evaluator-1", "accuracy"), ("x", "y")]
+
+
+def test_the_did_you_mean_hint_suggests_a_spelling_that_works():
+    with pytest.raises(ValidationFailed) as caught:
+        flowforge.load(gated("evaluator-1", "evaluator_1.accuracy >= 8"))
+    message = str(caught.value)
+    assert "unknown block 'evaluator_1' in evaluator_1.accuracy >= 8 - did you mean " \
+           "'evaluator-1'?" in message
+    fixed = gated("evaluator-1", "evaluator-1.accuracy >= 8")      # as the hint says
+    assert flowforge.run_sync(fixed, {}, storage=False).status == "succeeded"
+
+
+def test_an_unknown_hyphenated_root_says_how_to_write_a_subtraction():
+    doc = gated("score", "score.accuracy >= 8")
+    doc["blocks"][1]["with"]["cases"][0]["when"] = "lo-hi.x > 1"
+    with pytest.raises(ValidationFailed, match=r"unknown block 'lo-hi' in lo-hi.x > 1 \(a "
+                                               r"subtraction is written with spaces"):
+        flowforge.load(doc)
+
+
+@pytest.mark.parametrize("text", ["a-" * 50_000 + "a", "1-" * 50_000, '"' + "a-" * 50_000,
+                                  "'" * 50_000, "a-b" * 30_000 + ".c"])
+def test_reading_ids_in_an_expression_is_linear(text):
+    started = time.perf_counter()
+    expressions._name_ids(text)
+    assert time.perf_counter() - started < 1.0
