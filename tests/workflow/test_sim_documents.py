@@ -5,6 +5,7 @@ trigger`, a response's `metadata`."""
 
 from __future__ import annotations
 
+import importlib
 import time
 
 import pytest
@@ -84,3 +85,81 @@ def test_reading_ids_in_an_expression_is_linear(text):
     started = time.perf_counter()
     expressions._name_ids(text)
     assert time.perf_counter() - started < 1.0
+
+
+# -- bare model names ---------------------------------------------------------------------
+
+@pytest.fixture
+def fake_openai():
+    """`openai/...` answered in this process (no network), put back afterwards."""
+    from flowforge.providers import registry
+    from flowforge.providers.scripted import FunctionProvider
+
+    importlib.import_module("flowforge.providers.openai")   # its real factory, registered
+    before = registry._FACTORIES["openai"]
+    sent: list[str] = []
+
+    def factory(name, options):
+        sent.append(name)
+        return FunctionProvider(lambda messages, tools: "hello from the fake"), name
+    registry.register_provider("openai", factory)
+    registry.clear_provider_cache()
+    yield sent
+    registry.register_provider("openai", before)
+    registry.clear_provider_cache()
+
+
+@pytest.mark.parametrize("bare, full", [
+    ("gpt-4o", "openai/gpt-4o"), ("o3-mini", "openai/o3-mini"),
+    ("claude-3-5-sonnet-latest", "anthropic/claude-3-5-sonnet-latest"),
+    ("gemini-1.5-pro", "google/gemini-1.5-pro"),
+    ("llama3.1", "openai-compatible/ollama/llama3.1"),
+    ("qwen2.5:7b", "openai-compatible/ollama/qwen2.5:7b")])
+def test_a_bare_model_name_of_a_known_family_is_read_with_its_provider(bare, full):
+    doc = {"id": "m", "blocks": [{"id": "ask", "type": "agent",
+                                  "with": {"model": bare, "prompt": "hi"}}]}
+    compiled = flowforge.load(doc)
+    assert compiled.doc.blocks[0].with_["model"] == full
+    assert [str(w) for w in compiled.graph.warnings] == [
+        f"blocks[0].with.model: '{bare}' read as {full}"]
+
+
+def test_every_place_a_model_is_named_is_read_so_and_the_run_uses_it(fake_openai):
+    doc = {"id": "m", "defaults": {"model": "gpt-4o", "fallback": ["gpt-4o-mini"]},
+           "blocks": [{"id": "ask", "type": "agent", "with": {
+               "prompt": "hi", "tools": [{"block": {"type": "llm", "name": "draft",
+                                                    "with": {"model": "gpt-4.1"}}}]}}]}
+    compiled = flowforge.load(doc)
+    assert {str(w) for w in compiled.graph.warnings} == {
+        "defaults.model: 'gpt-4o' read as openai/gpt-4o",
+        "defaults.fallback[0]: 'gpt-4o-mini' read as openai/gpt-4o-mini",
+        "blocks[0].with.tools[0].block.with.model: 'gpt-4.1' read as openai/gpt-4.1"}
+    result = flowforge.run_sync(compiled, {}, storage=False)
+    assert result.status == "succeeded", result.error
+    assert result.results["ask"]["content"] == "hello from the fake"
+    assert fake_openai == ["gpt-4o"]
+
+
+def test_validate_prints_what_it_chose(tmp_path):
+    from tests import in_process
+
+    path = tmp_path / "bare.yaml"
+    path.write_text("id: bare\nblocks:\n  - id: ask\n    type: agent\n"
+                    "    with: {model: gpt-4o, prompt: hi}\n", encoding="utf-8")
+    proc = in_process.flowforge("validate", str(path), env={"OPENAI_API_KEY": "sk-test"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "blocks[0].with.model: 'gpt-4o' read as openai/gpt-4o" in \
+        " ".join(proc.stderr.split())
+
+
+@pytest.mark.parametrize("bare, expected", [
+    ("gtp-4o", "model 'gtp-4o' is not a model name flowforge knows without its provider - "
+               "did you mean 'openai/gpt-4o'?"),
+    ("claud-sonnet-4-5", "did you mean 'anthropic/claude-sonnet-4-5'?"),
+    ("mymodel", "model 'mymodel' does not name a provider: write '<provider>/<model>'")])
+def test_an_unknown_bare_name_stays_an_error_with_a_did_you_mean(bare, expected):
+    doc = {"id": "m", "blocks": [{"id": "ask", "type": "agent",
+                                  "with": {"model": bare, "prompt": "hi"}}]}
+    with pytest.raises(ValidationFailed) as caught:
+        flowforge.load(doc)
+    assert "blocks[0].with.model" in str(caught.value) and expected in str(caught.value)
