@@ -163,3 +163,27 @@ def test_an_unknown_bare_name_stays_an_error_with_a_did_you_mean(bare, expected)
     with pytest.raises(ValidationFailed) as caught:
         flowforge.load(doc)
     assert "blocks[0].with.model" in str(caught.value) and expected in str(caught.value)
+
+
+# -- the start block and the response's metadata ----------------------------------------------
+
+@pytest.mark.parametrize("start_type", ["trigger", "starter"])
+def test_sims_start_block_is_the_runs_entry(start_type):
+    doc = {"id": "sim-start", "inputs": {"query": {"type": "string"}}, "blocks": [
+        {"id": "start", "type": start_type, "name": "Start"},
+        {"id": "reply", "type": "response", "with": {
+            "message": "you asked: {{start.query}}",
+            "metadata": {"source": "{{start.query}}", "version": 2}}}]}
+    compiled = flowforge.load(doc)
+    assert compiled.graph.nodes["start"].type == "input"
+    result = flowforge.run_sync(compiled, {"query": "refunds?"}, storage=False)
+    assert result.status == "succeeded", result.error
+    assert result.results["start"]["query"] == "refunds?"
+    assert result.outputs == {"reply": {"message": "you asked: refunds?", "status": 200,
+                                        "metadata": {"source": "refunds?", "version": 2}}}
+
+
+def test_the_start_blocks_other_names_are_not_listed_as_types():
+    from flowforge.blocks.registry import block_types
+
+    assert "trigger" in block_types() and "trigger" not in list(block_types())

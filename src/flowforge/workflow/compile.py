@@ -117,6 +117,8 @@ class _Compiler:
             self.add(f"{where}.type", f"unknown block type '{type_name}'{hint}; known types: "
                      f"{', '.join(sorted(self.types))}")
             return None
+        if spec.type is not None and info.type_name != type_name:
+            spec.type = type_name = info.type_name    # another system's name (`trigger`)
         self.canonical_names(spec, info, where)
         node = Node(id=spec.id, type=type_name, spec=spec, where=where, info=info,
                     retry=spec.retry_policy(), timeout=spec.timeout,
