@@ -16,6 +16,9 @@ __all__ = ["RetryPolicy", "Join", "BlockSpec", "Budget", "Downgrade", "Trigger",
            "ModelUse", "nested_input_problems", "did_you_mean", "MAX_ID_LENGTH"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
+#: A block id may also start with a digit: editors that number blocks by UUID
+#: (`3f2a9c1e-7b4d-...`) write them so; templates and expressions read them.
+_BLOCK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$"
 #: Ids are names people write and read (in URLs, logs, `{{id.field}}`): a
 #: longer one is a mistake or an attack on every place that stores or shows it.
 MAX_ID_LENGTH = 128
@@ -129,8 +132,9 @@ class BlockSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    id: str = Field(pattern=_ID_PATTERN, max_length=MAX_ID_LENGTH)
-    """Unique id in the whole document; templates read its output as `{{id.field}}`."""
+    id: str = Field(pattern=_BLOCK_ID_PATTERN, max_length=MAX_ID_LENGTH)
+    """Unique id in the whole document; templates read its output as `{{id.field}}`
+    (letters, digits, `_` and `-`: a UUID is an id too)."""
     type: str | None = None
     """Block type: agent, router, condition, set, function, loop, parallel, ..."""
     name: str | None = None
