@@ -539,15 +539,19 @@ def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:
     """Write every reference page into `out`; returns what each page documents.
     Raises ManualDisagrees, listing every problem, when the code's own
     documentation is wrong."""
+    from gen_document import document_page, document_problems
+
     PROBLEMS.clear()
     out.mkdir(parents=True, exist_ok=True)
-    documented = {"blocks": block_pages(out), "functions": expressions_page(out),
+    PROBLEMS.extend(document_problems())
+    documented = {"document": document_page(out),"blocks": block_pages(out), "functions": expressions_page(out),
                   "cli": cli_page(out), "routes": http_page(out), "errors": errors_page(out),
                   "environment": environment_page(out),
                   "scripted": scripted_page(out)}
     index = ["# Reference", "",
              "Generated from the code each time the manual is built: nothing here is "
              "edited by hand.", "",
+             "- [The workflow document](document.md): every key of a workflow file",
              "- [Block types](blocks/index.md): every block type, its fields and outputs",
              "- [Templates and expressions](expressions.md): namespaces, functions, limits",
              "- [Command line](cli.md): every command and option",
@@ -563,6 +567,7 @@ def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(ROOT / "docs"))
     try:
         generate(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "reference")
     except ManualDisagrees as exc:

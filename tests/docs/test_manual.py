@@ -116,6 +116,49 @@ def test_an_output_field_the_docs_and_the_code_disagree_on_fails_the_build(monke
         gen_reference.generate(tmp_path / "reference")
 
 
+def test_the_document_reference_covers_every_key_of_the_models_validate_uses(built):
+    """Every key of the document's models has its row (type, default, its
+    docstring) and an example section; the page's complete example validates."""
+    import gen_document
+
+    page = (built / "docs" / "reference" / "document.md").read_text()
+    for name, cls in gen_document._models().items():
+        for field_name, field in cls.model_fields.items():
+            key = field.alias or field_name
+            rows = re.findall(rf"^\| `{re.escape(key)}` \|.*$", page, re.M)
+            assert any(" ".join(field.description.split())[:40] in row for row in rows), \
+                f"{name}.{key}"
+    for key in ("inputs", "variables", "defaults", "env", "memory", "budget", "concurrency",
+                "triggers", "webhook", "metadata", "blocks[].after", "blocks[].on_error",
+                "blocks[].timeout", "blocks[].retry", "blocks[].uses", "triggers[].cron",
+                "budget.on_exceed", "retry.attempts"):
+        assert f"### `{key}`" in page, key
+    assert "X-Flowforge-Signature" in page and "worker pool" in page
+    assert (built / "site" / "reference" / "document.html").is_file()
+
+
+def test_a_document_key_without_description_or_example_or_refused_fails_the_build(
+        monkeypatch, tmp_path):
+    """The models are the page: a key left undescribed, an example the model
+    refuses, or a complete example validate refuses stops the generator."""
+    import gen_document
+
+    from flowforge.workflow.model import BlockSpec, Workflow
+
+    assert gen_document.document_problems() == []
+    monkeypatch.setattr(Workflow.model_fields["concurrency"], "description", None)
+    monkeypatch.setattr(BlockSpec.model_fields["timeout"], "examples", [-1])
+    monkeypatch.setattr(gen_document, "COMPLETE_EXAMPLE",
+                        gen_document.COMPLETE_EXAMPLE.replace("concurrency: 4",
+                                                              "concurency: 4"))
+    problems = gen_document.document_problems()
+    assert any("`concurrency` of Workflow" in p and "no description" in p for p in problems)
+    assert any("`timeout` of BlockSpec" in p and "-1" in p for p in problems)
+    assert any("complete example" in p and "concurency" in p for p in problems)
+    with pytest.raises(gen_reference.ManualDisagrees, match="`concurrency` of Workflow"):
+        gen_reference.generate(tmp_path / "reference")
+
+
 OUTPUTS_RULES = {"rules": [
     {"system": "evaluation agent", "reply": {"accuracy": 8}},
     {"system": "routing agent", "reply": {"route": "done"}},
