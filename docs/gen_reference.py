@@ -295,6 +295,7 @@ def shipped_block_types() -> dict[str, Any]:
 
 def block_pages(out: Path) -> dict[str, list[str]]:
     """One page per block type; returns type -> documented config fields."""
+    from gen_block_errors import errors_section
 
     folder = out / "blocks"
     folder.mkdir(parents=True, exist_ok=True)
@@ -328,6 +329,7 @@ def block_pages(out: Path) -> dict[str, list[str]]:
             lines += ["This block type takes no fields."]
         documented[name] = [f.alias or n for n, f in fields.items()]
         lines += ["", *_outputs_section(cls)]
+        lines += errors_section(cls.__module__, "../errors.md#common-to-all-blocks")
         events = sorted(_events_of(cls.__module__))
         lines += ["## Events", "",
                   "Like every block: `block_started`, then `block_succeeded`, `block_failed` "
@@ -473,6 +475,9 @@ def errors_page(out: Path) -> list[str]:
             names.append(name)
             lines.append(f"| `{name}` | `{obj.__mro__[1].__name__}` | "
                          f"{_cell(_dedent_doc(obj).split(chr(10) * 2)[0])} |")
+    from gen_block_errors import by_type_section
+
+    lines += ["", *by_type_section(shipped_block_types())]
     lines += ["", "## HTTP error codes", "", _docstring_markdown(_dedent_doc(server_errors)),
               "", "| status | `code` |", "| --- | --- |"]
     lines += [f"| {status} | `{code}` |" for status, code in sorted(server_errors._CODES.items())]
