@@ -276,7 +276,10 @@ class _Compiler:
                 self.add(ref.where, f"block '{root}' in {ref.text} is inside a container and not "
                          f"visible here; read it through the container's output")
             else:
-                self.add(ref.where, f"unknown block '{root}' in {ref.text}{self.hint(root, visible)}")
+                # a misspelt namespace (`inptu`) is as likely as a misspelt block
+                candidates = {**{ns: ns for ns in NAMESPACES}, **visible}
+                self.add(ref.where, f"unknown block '{root}' in {ref.text}"
+                                    f"{self.hint(root, candidates)}")
             return None
         if target == self_id:
             self.add(ref.where, f"block '{self_id}' cannot read its own output ({ref.text})")
