@@ -286,7 +286,9 @@ class _Compiler:
                 self.add(ref.where, f"block '{root}' in {ref.text} is inside a container and not "
                          f"visible here; read it through the container's output")
             else:
-                hint = self.hint(root, visible)
+                # a misspelt namespace (`inptu`) is as likely as a misspelt block
+                candidates = {**{ns: ns for ns in NAMESPACES}, **visible}
+                hint = self.hint(root, candidates)
                 if not hint and "-" in root and not ref.text.startswith("{{"):
                     hint = " (a subtraction is written with spaces: `a - b.c`)"
                 self.add(ref.where, f"unknown block '{root}' in {ref.text}{hint}")
@@ -407,9 +409,14 @@ def _trigger_input_problems(doc: Any) -> list[Problem]:
 
     if not doc.triggers:
         return []
-    schema = {"type": "object", "properties": doc.inputs, "additionalProperties": False,
+    # required as a run reads it (engine/inputs.py): no default and not `optional: true`
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {name: {k: v for k, v in spec.items() if k != "optional"}
+                             if isinstance(spec, dict) else spec
+                             for name, spec in doc.inputs.items()},
               "required": [name for name, spec in doc.inputs.items()
-                           if not (isinstance(spec, dict) and "default" in spec)]}
+                           if not (isinstance(spec, dict) and ("default" in spec
+                                                              or spec.get("optional")))]}
     return [Problem(f"triggers[{index}].inputs", message)
             for index, trigger in enumerate(doc.triggers)
             for message in schema_problems(schema, trigger.inputs)]
