@@ -23,12 +23,12 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["Raised", "block_errors", "errors_section", "COMMON"]
+__all__ = ["Raised", "block_errors", "errors_section", "COMMON", "SIGNALS"]
 
 SOURCE = Path(__file__).resolve().parents[1] / "src" / "flowforge"
 
 #: not errors: a block that waits, an internal lookup miss turned into None
-_SIGNALS = {"Suspend", "KeyError", "StopIteration", "NotImplementedError"}
+SIGNALS = {"Suspend", "KeyError", "StopIteration", "NotImplementedError"}
 
 
 class Raised(NamedTuple):
@@ -123,7 +123,7 @@ def _raises(path: Path, builders: dict[str, tuple[str, str]]) -> list[Raised]:
             if made is None and name in builders:
                 kind, message = builders[name]
                 made = (kind, message or _text(call.args[0] if call.args else None, caught))
-            if made and made[0] not in _SIGNALS:
+            if made and made[0] not in SIGNALS:
                 kind = f"{made[0]} (config check)" if checking else made[0]
                 found.append(Raised(kind, made[1], f"{where}:{node.lineno}"))
         for child in ast.iter_child_nodes(node):
