@@ -61,12 +61,13 @@ from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
+from flowforge.providers._local_states import DEFAULT_STATES, StateCache, count, counters
 from flowforge.providers.local_models import REPAIR, Weights, find, model_file, verify
 from flowforge.providers.registry import ProviderOptions, register_check, register_provider
 from flowforge.workflow.paths import resolve_path
 
 __all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",
-           "tool_answer_schema", "check_gguf"]
+           "tool_answer_schema", "check_gguf", "counters"]
 
 SMOLLM2 = "smollm2"
 _ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}
@@ -128,9 +129,10 @@ class _Loaded:
     llama: Any
     lock: threading.Lock
     format: Callable[[list[dict[str, Any]]], Any]
+    states: StateCache
 
 
-_MODELS: dict[tuple[str, int | None, int], _Loaded] = {}
+_MODELS: dict[tuple[str, int | None, int, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
 
 
@@ -160,8 +162,8 @@ def check_gguf(path: str | Path) -> None:
 
 
 def _load(path: str, threads: int | None, n_ctx: int,
-          weights: Weights | None = None) -> _Loaded:
-    key = (path, threads, n_ctx)
+          weights: Weights | None = None, states: int = DEFAULT_STATES) -> _Loaded:
+    key = (path, threads, n_ctx, states)
     with _LOAD_LOCK:
         if key in _MODELS:
             return _MODELS[key]
@@ -193,7 +195,7 @@ def _load(path: str, threads: int | None, n_ctx: int,
         else:   # a GGUF without a chat template: ChatML, the commonest format
             format_ = lambda messages: llama_chat_format.format_chatml(  # noqa: E731
                 messages=messages)
-        _MODELS[key] = _Loaded(llama, threading.Lock(), format_)
+        _MODELS[key] = _Loaded(llama, threading.Lock(), format_, StateCache(states))
         return _MODELS[key]
 
 
@@ -296,6 +298,9 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
     for message in request.messages:
         out.append({"role": message.role if message.role != "tool" else "user",
                     "content": _content_of(message)})
+    if request.messages and request.messages[-1].role == "tool" and \
+            request.tool_choice != "none":
+        out[-1]["content"] += _after_results(request.messages)
     if extra_system:
         addition = "\n\n".join(extra_system)
         if out and out[0]["role"] == "system":
@@ -303,6 +308,25 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
         else:
             out.insert(0, {"role": "system", "content": addition})
     return out
+
+
+#: what the request said is clipped to this many characters in the reminder
+_REMINDER_CHARS = 400
+
+
+def _after_results(messages: list[Message]) -> str:
+    """Read after the last tool results: the request they serve, and not to call
+    again.  Without it a 0.5B model, whose question now lies 1,000 tokens of
+    search results back, called the same search again (4 of 5 plain chat
+    questions), and then answered with the engine's refusal of that repeat."""
+    asked = next((m.content for m in reversed(messages)
+                  if m.role == "user" and (m.content or "").strip()), "")
+    asked = " ".join(asked.split())
+    if len(asked) > _REMINDER_CHARS:
+        asked = "..." + asked[-_REMINDER_CHARS:]
+    about = f" for this request: {asked}" if asked else ""
+    return (f"\n\nUse these results{about}\nDo not repeat a tool call you already made: "
+            f"take the next step.")
 
 
 def _content_of(message: Message) -> str:
@@ -322,8 +346,11 @@ class LocalProvider(Provider):
     sent_options = ("top_p", "top_k", "min_p", "seed", "repeat_penalty", "parallel_tool_calls")
 
     def __init__(self, path: str | Path, *, threads: int | None = None,
-                 n_ctx: int = DEFAULT_CONTEXT, weights: Weights | None = None) -> None:
+                 n_ctx: int = DEFAULT_CONTEXT, weights: Weights | None = None,
+                 states: int = DEFAULT_STATES) -> None:
         self.path = str(path)
+        self.states = states
+        """How many saved KV-cache states the model keeps (`_local_states`)."""
         self.threads = threads if threads is not None else default_threads()
         self.n_ctx = n_ctx
         self.weights = weights
@@ -345,7 +372,7 @@ class LocalProvider(Provider):
         return out
 
     def loaded(self) -> _Loaded:
-        return _load(self.path, self.threads, self.n_ctx, self.weights)
+        return _load(self.path, self.threads, self.n_ctx, self.weights, self.states)
 
     async def complete(self, request: LLMRequest,
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
@@ -404,6 +431,8 @@ class LocalProvider(Provider):
                                     f"model's context of {self.n_ctx}; shorten it or set "
                                     f"FLOWFORGE_LOCAL_CONTEXT", provider="local")
             max_tokens = min(request.max_tokens or DEFAULT_MAX_TOKENS, room)
+            reused, restored = loaded.states.prepare(llama, prompt)
+            count(len(prompt), len(prompt) - reused, restored)
             stream = llama.create_completion(
                 prompt=prompt, max_tokens=max_tokens, stream=True, grammar=grammar,
                 temperature=(request.temperature if request.temperature is not None
@@ -474,8 +503,10 @@ def _resolve_path(name: str, options: ProviderOptions) -> str:
 def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
     threads = _int_setting(options.env, "FLOWFORGE_LOCAL_THREADS", None, 1)
     n_ctx = _int_setting(options.env, "FLOWFORGE_LOCAL_CONTEXT", DEFAULT_CONTEXT, 256)
+    states = _int_setting(options.env, "FLOWFORGE_LOCAL_STATES", DEFAULT_STATES, 0)
     return LocalProvider(_resolve_path(name, options), threads=threads,
-                         n_ctx=n_ctx or DEFAULT_CONTEXT, weights=find(name)), name
+                         n_ctx=n_ctx or DEFAULT_CONTEXT, weights=find(name),
+                         states=DEFAULT_STATES if states is None else states), name
 
 
 def _check(name: str, options: ProviderOptions) -> None:
