@@ -298,9 +298,6 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
     for message in request.messages:
         out.append({"role": message.role if message.role != "tool" else "user",
                     "content": _content_of(message)})
-    if request.messages and request.messages[-1].role == "tool" and \
-            request.tool_choice != "none":
-        out[-1]["content"] += _after_results(request.messages)
     if extra_system:
         addition = "\n\n".join(extra_system)
         if out and out[0]["role"] == "system":
@@ -308,25 +305,6 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
         else:
             out.insert(0, {"role": "system", "content": addition})
     return out
-
-
-#: what the request said is clipped to this many characters in the reminder
-_REMINDER_CHARS = 400
-
-
-def _after_results(messages: list[Message]) -> str:
-    """Read after the last tool results: the request they serve, and not to call
-    again.  Without it a 0.5B model, whose question now lies 1,000 tokens of
-    search results back, called the same search again (4 of 5 plain chat
-    questions), and then answered with the engine's refusal of that repeat."""
-    asked = next((m.content for m in reversed(messages)
-                  if m.role == "user" and (m.content or "").strip()), "")
-    asked = " ".join(asked.split())
-    if len(asked) > _REMINDER_CHARS:
-        asked = "..." + asked[-_REMINDER_CHARS:]
-    about = f" for this request: {asked}" if asked else ""
-    return (f"\n\nUse these results{about}\nDo not repeat a tool call you already made: "
-            f"take the next step.")
 
 
 def _content_of(message: Message) -> str:
