@@ -30,10 +30,15 @@ as user messages, since small chat templates know no `tool` role.
 
 Threads: `FLOWFORGE_LOCAL_THREADS` (process env or workflow `env:`) or
 `LocalProvider(threads=...)`; by default 1 on a machine with 2 cores or fewer
-(measured faster there when anything else runs), else llama.cpp's default.
+(2 threads measured slower there beside other work: bench/RESULTS.md), else
+llama.cpp's default (half the logical cores: the physical ones on most machines).
 The shipped Q4_1 weights are used as a Q8_0 copy made once in the user's
 cache (`_local_weights`; `FLOWFORGE_LOCAL_REQUANTIZE=0` keeps the shipped file).
 `FLOWFORGE_LOCAL_CONTEXT` sets the context size (default 8192 tokens, what SmolLM2 was trained on).
+
+KV cache: besides the prefix llama.cpp's context holds (an agent loop's turns),
+a few evaluated prefixes are kept as saved states (`_local_states`,
+`FLOWFORGE_LOCAL_STATES`, default 4) for blocks that take turns on one model.
 
 A model is loaded once per process and shared.  llama.cpp contexts are not
 re-entrant, so calls to one model are serialised by a lock and run in a worker
