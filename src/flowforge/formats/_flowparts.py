@@ -246,4 +246,5 @@ def html_text(text: Any) -> str:
     if not isinstance(text, str):
         return ""
     text = re.sub(r"</p>\s*<p>|<br\s*/?>|</p>", "\n", text)
-    return html.unescape(_TAG.sub("", text)).strip()
+    lines = html.unescape(_TAG.sub("", text)).split("\n")
+    return "\n".join(line.strip() for line in lines).strip()
