@@ -59,6 +59,13 @@ _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAMESPACE = uuid.UUID("6f1c1f0e-5d1e-4c55-9a8e-2f4b9e3c1d01")
 
 
+def _written(mapping: dict[str, Any]) -> set[str]:
+    """The keys set to something: a loaded document also holds every default
+    (`concurrency: 32`, `env: {}`, `on_error: null`), which asks nothing of Dify."""
+    return {key for key, value in mapping.items() if value not in (None, {}, [], "")
+            and not (key == "concurrency" and value == 32)}
+
+
 def export_dify(document: dict[str, Any]) -> dict[str, Any]:
     """The Dify DSL app of a flowforge document (plain data), or ExportRefused
     listing every block and setting that has no Dify counterpart."""
@@ -108,7 +115,7 @@ class _Export:
 
     def run(self) -> dict[str, Any]:
         problem = self.paths.problem
-        for key in sorted(set(self.doc) - _DOC_KEYS):
+        for key in sorted(_written(self.doc) - _DOC_KEYS):
             problem(f"the document's `{key}` has no place in a Dify app")
         for key in sorted(set(self.meta) - {"layout", "imported_from"}):
             problem(f"metadata.{key} has no place in a Dify app")
@@ -264,8 +271,8 @@ class _Export:
               jinja_of: dict[str, dict]) -> tuple[dict | None, list[str]]:
         """A block's Dify node data and the blocks its edges come from."""
         kind, block_id = str(block.get("type")), str(block.get("id"))
-        for key in sorted(set(block) - _BLOCK_KEYS - ({"blocks"} if kind == "parallel"
-                                                      else set())):
+        for key in sorted(_written(block) - _BLOCK_KEYS - ({"blocks"} if kind == "parallel"
+                                                           else set())):
             self.paths.problem(f"`{key}` has no Dify counterpart")
         after = block.get("after") or []
         preds = [str(a) for a in (after if isinstance(after, list) else
@@ -281,7 +288,7 @@ class _Export:
         writer = WRITERS.get(kind)
         if writer is None:
             hint = _INSTEAD.get(kind, "replace it with a block Dify has (llm, code, http, ...)")
-            self.paths.problem(f"a `{kind}` block has no Dify counterpart: {hint}")
+            self.paths.problem(f"the `{kind}` block type has no Dify counterpart: {hint}")
             return None, preds
         if kind == "parallel":
             return None, preds
