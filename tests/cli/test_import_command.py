@@ -5,6 +5,7 @@ stderr; a file it cannot import is exit 2 with one line, never a traceback."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -128,3 +129,36 @@ def test_a_named_format_is_used_and_an_unknown_one_is_named():
     unknown = invoke("import", MOVIE, "--format", "zapier")
     assert unknown.exit_code == 2
     assert "unknown format 'zapier'; known: pipeline, agent" in unknown.stderr
+
+
+DIFY = Path(__file__).parents[1] / "formats" / "corpus" / "dify" / "SEO_Slug_Generator.yml"
+
+
+def test_export_to_dify_writes_yaml_that_imports_back_the_same(tmp_path):
+    document = tmp_path / "app.yaml"
+    assert invoke("import", DIFY, "-o", document).exit_code == 0
+    exported = tmp_path / "app.yml"
+    result = invoke("export", document, "--format", "dify", "-o", exported)
+    assert result.exit_code == 0, result.output
+    app = yaml.safe_load(exported.read_text())
+    assert app["kind"] == "app" and app["app"]["mode"] == "workflow"
+    again = tmp_path / "again.yaml"
+    assert invoke("import", exported, "-o", again).exit_code == 0
+    assert yaml.safe_load(again.read_text()) == yaml.safe_load(document.read_text())
+    to_stdout = invoke("export", document, "--format", "dify")
+    assert to_stdout.exit_code == 0 and yaml.safe_load(to_stdout.stdout)["kind"] == "app"
+
+
+def test_export_to_dify_refuses_blocks_without_a_counterpart_exit_2(tmp_path):
+    document = tmp_path / "flow.yaml"
+    document.write_text("id: x\nblocks:\n  - {id: grade, type: evaluator, with: {content: hi, "
+                        "metrics: [{name: A, description: a, range: [0, 10]}]}}\n"
+                        "  - {id: say, type: response, with: {message: '{{grade.a}}'}}\n")
+    target = tmp_path / "out.yml"
+    result = invoke("export", document, "--format", "dify", "-o", target)
+    assert result.exit_code == 2 and not target.exists()
+    assert "Traceback" not in result.output and result.stdout == ""
+    first, *rest = result.stderr.strip().splitlines()
+    assert first.startswith("error: ") and "cannot be exported to Dify" in first
+    assert rest == ["  ✗ grade: the `evaluator` block type has no Dify counterpart: use an "
+                    "llm block with an output schema"]

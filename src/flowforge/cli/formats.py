@@ -4,6 +4,7 @@
     flowforge import agent.json --base-url http://127.0.0.1:8000
     flowforge import dify.yml --partial -o app.yaml
     flowforge export agent.yaml --format agent -o agent.json
+    flowforge export app.yaml --format dify -o app.yml
 
 `import` asks the formats room (`flowforge.formats`) which format the file
 is, writes the flowforge document (YAML, or JSON for a `.json` output;
@@ -13,7 +14,8 @@ knowledge bases to create.  Exit codes: 0 written, 2 the file is not one
 flowforge reads, is broken, or has nodes without a counterpart (refused
 unless `--partial`): one line saying what and where, then the list.
 `export` writes a document in another format: one function per format in
-`EXPORTERS`.
+`EXPORTERS` (JSON, or YAML for Dify); a document with blocks the format has
+no counterpart for exits 2 with the list.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import typer
 from rich.console import Console
 
 from flowforge.cli.exits import fail as _fail
-from flowforge.errors import FlowforgeError, WorkflowError
+from flowforge.errors import FlowforgeError
 from flowforge.formats.agent_json import workflow_to_agent
+from flowforge.formats.dify_export import export_dify
 
 __all__ = ["import_command", "export_command", "register", "EXPORTERS"]
 
@@ -37,7 +40,10 @@ err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 #: giving the foreign file's data
 EXPORTERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "agent": workflow_to_agent,          # a prompt-chain Agent
+    "dify": export_dify,                 # a Dify DSL app
 }
+#: the exports whose own files are YAML (the others are JSON), unless `-o x.json`
+YAML_EXPORTS = {"dify"}
 
 
 def _write(data: Any, output: Optional[Path], as_json: bool) -> None:
@@ -107,10 +113,13 @@ def export_command(
         _fail(f"unknown --format {format!r}: the export formats are {', '.join(EXPORTERS)}")
     try:
         exported = exporter(load(file).document)
-    except WorkflowError as exc:
+    except FlowforgeError as exc:      # invalid, or blocks without a counterpart (the list)
         _fail(str(exc))
-    _write(exported, output, as_json=output is None or output.suffix != ".yaml"
-           and output.suffix != ".yml")
+    if format in YAML_EXPORTS:
+        as_json = output is not None and output.suffix == ".json"
+    else:
+        as_json = output is None or output.suffix not in (".yaml", ".yml")
+    _write(exported, output, as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:

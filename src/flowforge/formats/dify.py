@@ -166,7 +166,7 @@ class DifyFormat:
                                  f"counterpart yet; replace it with a code or http block",
                                  entry)
         main = next((b for b in blocks if b["id"] == block_id), blocks[-1])
-        if data.get("title"):
+        if data.get("title") and str(data["title"]) != block_id:     # an id is no name
             main.setdefault("name", str(data["title"]))
         if data.get("desc"):
             main["description"] = str(data["desc"])
@@ -220,14 +220,15 @@ class DifyFormat:
                 name = str(variable.get("variable"))
                 schema: dict[str, Any] = {"type": _INPUT_TYPES.get(str(variable.get("type")),
                                                                    "string")}
-                if variable.get("label"):
+                if variable.get("label") and str(variable["label"]) != name:
                     schema["description"] = str(variable["label"])
                 if variable.get("options"):
                     schema["enum"] = [str(option) for option in variable["options"]]
                 if variable.get("max_length") and schema["type"] == "string":
                     schema["maxLength"] = int(variable["max_length"])
                 if not variable.get("required", True):
-                    schema["default"] = None if schema["type"] != "string" else ""
+                    schema["default"] = variable["default"] if variable.get("default") not in \
+                        (None, "", []) else None if schema["type"] != "string" else ""
                 inputs[name] = schema
         if chat or "query" in refs.sys_used:
             inputs.setdefault("query", {"type": "string", "description": "The chat message"})
