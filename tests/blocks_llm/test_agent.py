@@ -320,3 +320,40 @@ async def test_tools_see_the_run_context():
     assert seen["variables"] == {"company": "Acme"}
     assert seen["run_id"] == result.run_id and seen["workflow_id"] == "t"
     assert seen["block_id"] == "agent" and seen["has_path"] is True
+
+
+@flowforge.function("t_reply")
+async def reply(text: str) -> str:
+    """The answer (a finishing tool)."""
+    return text
+
+
+async def test_a_repeated_call_stays_out_of_the_conversation_and_the_next_step_is_asked_for():
+    """A small model repeats its search, then copies the last message into its answer:
+    shown the refusal of the repeat, its answer was the engine's own words."""
+    repeats = []
+
+    def script(messages, tools):
+        last = messages[-1]
+        if last.role != "tool":
+            return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+        if not repeats:
+            repeats.append(True)
+            return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+        return {"tool_calls": [{"name": "t_reply", "arguments": {"text": last.content}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?",
+                                         tools=["t_weather", "t_reply"],
+                                         required_tools=["t_weather"], finish_with="t_reply",
+                                         refuse_repeated_calls=True)])
+    assert statuses(result) == {"agent": "succeeded"}
+    assert "already called" not in result.results["agent"]["content"]
+    assert '"temp": 21' in result.results["agent"]["content"]
+    assert CALLS == [("weather", {"city": "Rome"})]               # run once
+    listed = result.results["agent"]["toolCalls"]["list"]
+    assert [c["name"] for c in listed] == ["t_weather", "t_weather", "t_reply"]
+    assert "already called 't_weather'" in listed[1]["result"]    # the repeat, recorded
+    sent = requests(result, "agent")
+    assert sent[2]["tool_choice"] == "t_reply"                     # the next step, by name
+    assert [m["role"] for m in sent[2]["messages"]] == [m["role"] for m in sent[1]["messages"]]

@@ -224,6 +224,18 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 if early is not None:
                     refused.update({c.id: _reask(early, required, config.reask_message)
                                     for c in calls_made if c.name == config.finish_with})
+                pending = [name for name in required if name not in succeeded]
+                if early is None and pending and len(refused) == len(calls_made):
+                    # Only repeats: they stay out of the conversation and the next turn
+                    # is asked for the next step by name.  Shown its repeat and the
+                    # refusal, the 0.5B model answered with the refusal's own words.
+                    messages.pop()
+                    now = time.time()
+                    for call in calls_made:
+                        _record(context, ToolOutcome(call, "rejected", refused[call.id], now,
+                                                     now), records, succeeded)
+                    choice = pending[0]
+                    continue
                 tick = time.perf_counter()
                 outcomes = await run_tool_calls(
                     tools, [c for c in calls_made if c.id not in refused], tool_ctx,

@@ -35,7 +35,7 @@ from flowforge.registry import (BlockDefinition, Registry, get_registry, registr
                                 schema_problems)
 from flowforge.sandbox import Limits, SandboxError, SandboxResult, run_python
 from flowforge.workflow.model import BlockSpec
-from flowforge.workflow.templates import has_templates
+from flowforge.workflow.templates import has_templates, interpolate_value
 
 __all__ = ["RegistryBlock", "execute_definition", "run_examples", "ExampleReport",
            "DetachedContext", "parse_uses", "BlockRunError", "python_context", "run_sandboxed"]
@@ -133,6 +133,33 @@ async def run_sandboxed(source: str, inputs: dict[str, Any], context: Any, *,
     return result
 
 
+def _is_text(schema: Any) -> bool:
+    """An input schema that takes text and neither a list nor an object."""
+    kinds = schema.get("type") if isinstance(schema, dict) else None
+    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    return "string" in kinds and not {"array", "object"} & set(kinds)
+
+
+def _as_declared(definition: BlockDefinition, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs as the block declares them, as AgentFlow's pipelines hand them over:
+    a list or mapping reaching an input typed `string` arrives as its JSON text
+    (`{{n1.results}}` into a summariser's `content`), and None for an optional input
+    whose schema refuses null (a missing path reads None) counts as not given: its
+    default applies, else an LLM block's prompt renders it empty."""
+    properties = definition.input_schema.get("properties") or {}
+    required = set(definition.input_schema.get("required") or [])
+    out: dict[str, Any] = {}
+    for name, value in inputs.items():
+        schema = properties.get(name)
+        if isinstance(value, (list, dict)) and _is_text(schema):
+            value = interpolate_value(value)
+        elif value is None and name not in required and isinstance(schema, dict) and \
+                schema_problems(schema, None):
+            continue
+        out[name] = value
+    return out
+
+
 def _with_defaults(definition: BlockDefinition, inputs: dict[str, Any]) -> dict[str, Any]:
     filled = dict(inputs)
     for name, schema in (definition.input_schema.get("properties") or {}).items():
@@ -145,7 +172,7 @@ async def execute_definition(definition: BlockDefinition, inputs: dict[str, Any]
                              context: Any) -> dict[str, Any]:
     """Check inputs, run the block (sandbox or LLM), check the output.
     Raises BlockRunError(stage = inputs | run | output)."""
-    inputs = _with_defaults(definition, inputs)
+    inputs = _with_defaults(definition, _as_declared(definition, inputs))
     problems = schema_problems(definition.input_schema, inputs)
     if problems:
         raise BlockRunError("inputs", f"inputs do not match the input schema of "
@@ -332,7 +359,7 @@ def input_problems(definition: BlockDefinition, given: Mapping[str, Any],
                 hint = f" - did you mean '{close[0]}'?" if close else ""
                 problems.append(Problem(f"{where}.{name}", f"'{definition.id}' has no input "
                                         f"'{name}'{hint}; its inputs: {', '.join(properties)}"))
-    for name, value in given.items():
+    for name, value in _as_declared(definition, given).items():
         if name in properties and not has_templates(value):
             for problem in schema_problems(properties[name], value):
                 problems.append(Problem(f"{where}.{name}", problem))

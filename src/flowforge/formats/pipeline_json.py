@@ -288,6 +288,9 @@ class PipelineFormat:
         n8n's `connections`, Flowise's `viewport`)."""
         if not is_pipeline(data) or not isinstance(data["nodes"], list):
             return False
+        if any(isinstance(node, dict) and isinstance(node.get("data"), dict)
+               for node in data["nodes"]):
+            return False      # a canvas node (Flowise, Langflow): a Pipeline node has no `data`
         return set(data) <= _KEYS or any(isinstance(node, dict) and "block_id" in node
                                          for node in data["nodes"])
 

@@ -22,7 +22,7 @@ __all__ = ["FORMATS", "formats", "detect", "parse_foreign", "read_foreign", "imp
 #: The format modules of this package, asked in this order (the first whose
 #: `detect` says yes wins, so the more specific shapes come first).  Each
 #: module holds `FORMAT`, an object meeting `flowforge.formats.base.Format`.
-FORMATS: list[str] = ["pipeline_json", "agent_json", "dify", "n8n"]
+FORMATS: list[str] = ["pipeline_json", "agent_json", "dify", "n8n", "langflow", "flowise"]
 
 
 def formats() -> list[Format]:

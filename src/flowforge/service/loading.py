@@ -20,6 +20,7 @@ from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_data
 from flowforge.workflow.model import ModelUse, Workflow, nested_input_problems
+from flowforge.workflow.model_names import closest_known
 from flowforge.workflow.paths import document_root, resolve_path
 from flowforge.workflow.policy import looks_like_path
 
@@ -67,6 +68,11 @@ def model_problem(model: Any, where: str) -> Problem | None:
     providers = known_prefixes()
     prefix, slash, name = model.partition("/")
     if not slash or not name:
+        known = closest_known(model) if not slash else None
+        if known is not None:              # a bare name of no known family (`gtp-4o`)
+            return Problem(where, f"model '{model}' is not a model name flowforge knows "
+                                  f"without its provider - did you mean '{known}'? (write "
+                                  f"'<provider>/<model>'; providers: {', '.join(providers)})")
         close = difflib.get_close_matches(model.split("/")[0], providers, n=1, cutoff=0.6)
         example = f"{close[0]}/{name or model}" if close else f"openai/{model}"
         return Problem(where, f"model '{model}' does not name a provider: write "

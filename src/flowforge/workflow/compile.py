@@ -18,6 +18,7 @@ from flowforge.workflow import expressions, safe_regex, secret_sinks, templates
 from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
                                       REQUIRED, Graph, Node)
 from flowforge.workflow.model import BlockSpec, Join, Workflow, did_you_mean
+from flowforge.workflow.model_names import qualify_models
 from flowforge.workflow.output_check import output_problems
 from flowforge.workflow.seed_fields import canonical_fields
 
@@ -47,6 +48,7 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
     "warning"` (the seed formats: it reads None there) one of `graph.warnings`;
     `known_outputs` gives block ids' fields (nested workflows, see output_check)."""
     problems: list[Problem] = []
+    qualified = qualify_models(doc)          # `gpt-4o` -> `openai/gpt-4o`, said as warnings
     all_ids: dict[str, str] = {}
     for where, spec in doc.iter_blocks():
         if spec.id in all_ids:
@@ -65,6 +67,7 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
     problems.extend(secret_sinks.sink_problems(doc, block_types))     # secrets: sinks only
     if not problems:
         compiler.check_cycles(graph, "")
+    graph.warnings.extend(qualified)
     graph.warnings.extend(compiler.warnings)
     fields = output_problems(doc, graph, known_outputs)
     (graph.warnings if missing_outputs == "warning" else problems).extend(fields)
@@ -116,6 +119,8 @@ class _Compiler:
             self.add(f"{where}.type", f"unknown block type '{type_name}'{hint}; known types: "
                      f"{', '.join(sorted(self.types))}")
             return None
+        if spec.type is not None and info.type_name != type_name:
+            spec.type = type_name = info.type_name    # another system's name (`trigger`)
         self.canonical_names(spec, info, where)
         node = Node(id=spec.id, type=type_name, spec=spec, where=where, info=info,
                     retry=spec.retry_policy(), timeout=spec.timeout,
@@ -281,7 +286,12 @@ class _Compiler:
                 self.add(ref.where, f"block '{root}' in {ref.text} is inside a container and not "
                          f"visible here; read it through the container's output")
             else:
-                self.add(ref.where, f"unknown block '{root}' in {ref.text}{self.hint(root, visible)}")
+                # a misspelt namespace (`inptu`) is as likely as a misspelt block
+                candidates = {**{ns: ns for ns in NAMESPACES}, **visible}
+                hint = self.hint(root, candidates)
+                if not hint and "-" in root and not ref.text.startswith("{{"):
+                    hint = " (a subtraction is written with spaces: `a - b.c`)"
+                self.add(ref.where, f"unknown block '{root}' in {ref.text}{hint}")
             return None
         if target == self_id:
             self.add(ref.where, f"block '{self_id}' cannot read its own output ({ref.text})")
@@ -399,9 +409,14 @@ def _trigger_input_problems(doc: Any) -> list[Problem]:
 
     if not doc.triggers:
         return []
-    schema = {"type": "object", "properties": doc.inputs, "additionalProperties": False,
+    # required as a run reads it (engine/inputs.py): no default and not `optional: true`
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {name: {k: v for k, v in spec.items() if k != "optional"}
+                             if isinstance(spec, dict) else spec
+                             for name, spec in doc.inputs.items()},
               "required": [name for name, spec in doc.inputs.items()
-                           if not (isinstance(spec, dict) and "default" in spec)]}
+                           if not (isinstance(spec, dict) and ("default" in spec
+                                                              or spec.get("optional")))]}
     return [Problem(f"triggers[{index}].inputs", message)
             for index, trigger in enumerate(doc.triggers)
             for message in schema_problems(schema, trigger.inputs)]

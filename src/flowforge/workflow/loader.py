@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed, WorkflowError
 from flowforge.workflow.compile import format_loc
-from flowforge.workflow.model import Workflow
+from flowforge.workflow.model import (BlockSpec, Budget, Downgrade, Join, RetryPolicy,
+                                      Trigger, Workflow, did_you_mean)
 
 __all__ = ["parse_text", "read_data", "read_document", "document_from_data", "check_data",
            "LIMITS", "json_depth_error"]
@@ -233,7 +234,7 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
                 continue                     # the other branch of `RetryPolicy | int` says why
             message = error["msg"]
             if error["type"] == "extra_forbidden":
-                message = f"unknown field '{loc[-1]}'"
+                message = f"unknown field '{loc[-1]}'{did_you_mean(str(loc[-1]), _keys_at(loc))}"
             elif error["type"] == "missing":
                 message = "required field is missing"
             elif error["type"] == "string_too_long" and isinstance(error.get("input"), str):
@@ -242,6 +243,24 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
             problems.append(Problem(format_loc(loc), message))
         unique = list(dict.fromkeys(problems))
         raise ValidationFailed(unique, source=source) from None
+
+
+def _keys_at(loc: tuple) -> list[str]:
+    """The keys the model allows where an unknown one was written (`loc`
+    ends with it): the document's, a block's, a trigger's, a budget's, ..."""
+    models = {"budget": Budget, "retry": RetryPolicy, "after": Join, "on_exceed": Downgrade}
+    parent = loc[-2] if len(loc) >= 2 else None
+    if parent is None:
+        model: Any = Workflow
+    elif isinstance(parent, int) and len(loc) >= 3 and loc[-3] == "triggers":
+        model = Trigger
+    elif isinstance(parent, int):
+        model = BlockSpec
+    else:
+        model = models.get(parent)
+    if model is None:
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
 
 
 def read_data(path: str | Path) -> Any:
