@@ -13,13 +13,13 @@ import re
 from typing import Any, Callable
 
 from flowforge.formats.dify_export_refs import Paths, comparisons
-from flowforge.formats.dify_nodes import _PROVIDERS
+from flowforge.formats.dify_nodes import PROVIDERS
 
-__all__ = ["WRITERS", "Writer", "dify_model", "EXTRACT"]
+__all__ = ["WRITERS", "Writer", "dify_model", "gathered", "EXTRACT"]
 
-#: flowforge provider -> Dify provider (the inverse of dify_nodes._PROVIDERS)
+#: flowforge provider -> Dify provider (the inverse of dify_nodes.PROVIDERS)
 _BACK_PROVIDERS = {"google": "google"}
-for _dify, _ours in _PROVIDERS.items():
+for _dify, _ours in PROVIDERS.items():
     _BACK_PROVIDERS.setdefault(_ours, _dify)
 EXTRACT = "Extract the parameters from the text."
 _CLASSIFY = re.compile(r"Classify the text into one of: (?P<names>.*?)\.\n(?P<instruction>.*)"

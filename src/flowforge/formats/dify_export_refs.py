@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowforge.formats.dify_refs import _RENAMES
+from flowforge.formats.dify_refs import RENAMES
 from flowforge.workflow.templates import TEMPLATE_RE, normalize_name
 
 __all__ = ["Paths", "comparisons"]
@@ -26,7 +26,7 @@ __all__ = ["Paths", "comparisons"]
 #: flowforge output field -> Dify's, per flowforge block type (the first Dify
 #: name wins where two map to one: an http block's `data` is Dify's `body`)
 _BACK: dict[str, dict[str, str]] = {}
-for _kind, _names in _RENAMES.items():
+for _kind, _names in RENAMES.items():
     for _dify, _ours in _names.items():
         _BACK.setdefault(_kind, {}).setdefault(_ours, _dify)
 _PATH = re.compile(r"[^\s#|(){}'\"]+")

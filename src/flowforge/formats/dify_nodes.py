@@ -15,10 +15,10 @@ from typing import Any, Callable
 from flowforge.formats.base import NodeReport
 from flowforge.formats.dify_refs import Refs
 
-__all__ = ["CONVERTERS", "Context", "model_string", "unsupported"]
+__all__ = ["CONVERTERS", "Context", "PROVIDERS", "model_string", "unsupported"]
 
 #: Dify provider (its last path segment) -> flowforge provider
-_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "google": "google",
+PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "google": "google",
               "gemini": "google", "vertex_ai": "google", "azure_openai": "openai-compatible/azure",
               "ollama": "openai-compatible/ollama", "openrouter": "openai-compatible/openrouter"}
 _SEARCH_TOOLS = {"tavily", "duckduckgo", "google", "bing", "searxng", "serper", "searchapi",
@@ -46,7 +46,7 @@ def model_string(model: Any, report: NodeReport) -> str | None:
     if not isinstance(model, dict) or not model.get("name"):
         return None
     provider = str(model.get("provider") or "").rstrip("/").split("/")[-1]
-    mapped = _PROVIDERS.get(provider, f"openai-compatible/{provider}" if provider else None)
+    mapped = PROVIDERS.get(provider, f"openai-compatible/{provider}" if provider else None)
     if mapped is None:
         return str(model["name"])
     params = model.get("completion_params") or {}

@@ -14,13 +14,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Refs", "DIFY_REF"]
+__all__ = ["Refs", "DIFY_REF", "RENAMES"]
 
 DIFY_REF = re.compile(r"\{\{#([^#{}]+)#\}\}")
 _BARE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 #: Dify output field -> flowforge output field, per flowforge block type
-_RENAMES = {
+RENAMES = {
     "llm": {"text": "content"}, "agent": {"text": "content"},
     "knowledge": {"result": "results"},
     "http": {"body": "data", "status_code": "status", "text": "data"},
@@ -70,7 +70,7 @@ class Refs:
         if node in self.iterations and rest[0] in ("item", "index"):
             return f"loop.{rest[0]}"
         kind = self.became.get(node)
-        first = _RENAMES.get(kind or "", {}).get(rest[0], rest[0])
+        first = RENAMES.get(kind or "", {}).get(rest[0], rest[0])
         return ".".join([self.aliases.get(node, node), first, *rest[1:]])
 
     def ref(self, selector: Any) -> str:
