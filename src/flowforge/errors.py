@@ -41,6 +41,7 @@ not errors and do not appear here.
     ├── SharedBlock               [registry/owned.py] a user asked to delete a shared block
     ├── FormatError               [formats/base.py] a foreign workflow file is broken (where)
     ├── ImportRefused             [formats/base.py] nodes without a counterpart, no partial
+    ├── ExportRefused             [formats/base.py] blocks without a counterpart in that format
     └── BlockRunError             [blocks/registry_block.py] a registry block failed (`stage`)
 
 The errors in [brackets] live beside the code that raises them (a caller
