@@ -33,7 +33,7 @@ LAYERS = [
     {"tools", "knowledge", "providers", "registry", "sandbox", "websearch"},
     {"workflow"},
     {"storage"},
-    {"errors", "lazy", "processes", "safe_text", "tls"},
+    {"errors", "hints", "lazy", "processes", "safe_text", "tls"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

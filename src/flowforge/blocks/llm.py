@@ -35,7 +35,8 @@ from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.providers.base import Message
 from flowforge.providers.structured import StructuredAnswerError, ask_structured, schema_fields
-from flowforge.workflow.model import BlockSpec, did_you_mean
+from flowforge.hints import did_you_mean
+from flowforge.workflow.model import BlockSpec
 from flowforge.workflow.templates import TEMPLATE_RE, compile_value, has_templates, \
     interpolate_value
 

@@ -3,7 +3,6 @@ and resolving the references of nested `workflow` blocks."""
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections import OrderedDict
 from contextvars import ContextVar
@@ -15,6 +14,7 @@ import orjson
 from flowforge.blocks.registry import block_types
 from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
+from flowforge.hints import closest, did_you_mean, suggestion
 from flowforge.formats.base import Imported
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
@@ -71,16 +71,15 @@ def model_problem(model: Any, where: str) -> Problem | None:
         known = closest_known(model) if not slash else None
         if known is not None:              # a bare name of no known family (`gtp-4o`)
             return Problem(where, f"model '{model}' is not a model name flowforge knows "
-                                  f"without its provider - did you mean '{known}'? (write "
+                                  f"without its provider{suggestion(known)} (write "
                                   f"'<provider>/<model>'; providers: {', '.join(providers)})")
-        close = difflib.get_close_matches(model.split("/")[0], providers, n=1, cutoff=0.6)
-        example = f"{close[0]}/{name or model}" if close else f"openai/{model}"
+        close = closest(model.split("/")[0], providers)
+        example = f"{close}/{name or model}" if close else f"openai/{model}"
         return Problem(where, f"model '{model}' does not name a provider: write "
                               f"'<provider>/<model>', e.g. '{example}' (providers: "
                               f"{', '.join(providers)})")
     if prefix not in providers:
-        close = difflib.get_close_matches(prefix, providers, n=1, cutoff=0.5)
-        hint = f" - did you mean '{close[0]}/{name}'?" if close else ""
+        hint = did_you_mean(prefix, providers, 0.5, suffix=f"/{name}")
         return Problem(where, f"unknown provider '{prefix}' in model '{model}'{hint} "
                               f"(providers: {', '.join(providers)})")
     return None

@@ -17,7 +17,8 @@ from flowforge.errors import Problem, ValidationFailed
 from flowforge.workflow import expressions, safe_regex, secret_sinks, templates
 from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
                                       REQUIRED, Graph, Node)
-from flowforge.workflow.model import BlockSpec, Join, Workflow, did_you_mean
+from flowforge.hints import did_you_mean
+from flowforge.workflow.model import BlockSpec, Join, Workflow
 from flowforge.workflow.model_names import qualify_models
 from flowforge.workflow.output_check import output_problems
 from flowforge.workflow.seed_fields import canonical_fields

@@ -14,11 +14,11 @@ providers resolve only full strings.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
 
 from flowforge.errors import Problem
+from flowforge.hints import closest
 
 __all__ = ["FAMILIES", "qualified", "qualify_models", "closest_known"]
 
@@ -53,8 +53,8 @@ def qualified(model: Any) -> str | None:
 
 def closest_known(model: str) -> str | None:
     """The qualified well-known name closest to a bare `model`, or None."""
-    close = difflib.get_close_matches(model.lower(), _KNOWN, n=1, cutoff=0.6)
-    return qualified(close[0]) if close else None
+    close = closest(model.lower(), _KNOWN)
+    return qualified(close) if close else None
 
 
 def qualify_models(doc: Any) -> list[Problem]:
