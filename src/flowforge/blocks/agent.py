@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
@@ -110,17 +110,6 @@ class AgentConfig(LLMBlockConfig):
     """How tool arguments are checked before every call."""
     allow_private_network: bool = False
     """Let http and MCP-over-HTTP tools reach loopback/private addresses."""
-    model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the default model)."""
-    api_key: str | None = Field(None, description=API_KEY_DOC)
-    fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing, after retries (default:
-    `defaults.fallback`)."""
-    temperature: float | None = Field(None, ge=0, le=2)
-    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
-    max_tokens: int | None = Field(None, ge=1)
-    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
-    provider's); a run's budget may cap it lower."""
     response_format: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become top-level outputs."""
     stream: bool | None = None
