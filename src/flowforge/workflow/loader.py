@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed, WorkflowError
 from flowforge.hints import did_you_mean
-from flowforge.workflow.compile import format_loc
+from flowforge.workflow.config_errors import format_loc
 from flowforge.workflow.model import (BlockSpec, Budget, Downgrade, Join, RetryPolicy,
                                       Trigger, Workflow)
 
