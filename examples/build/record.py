@@ -79,7 +79,7 @@ async def record(name: str) -> str:
     Run from the repository root."""
     from flowforge.registry import Registry, set_registry
     from flowforge.service.pipeline import run_pipeline
-    from flowforge.thinker import BuildEvents, build, clarify
+    from flowforge.apps.thinker import BuildEvents, build, clarify
 
     spec = INTENTS[name]
     # Relative to the repository root (the current directory), so transcripts

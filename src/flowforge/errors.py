@@ -36,7 +36,7 @@ not errors and do not appear here.
     ├── SecretKeyError            [service/secrets.py] the secrets' key is missing or wrong
     ├── QueueError                [service/pool/broker.py] the worker pool cannot be used
     ├── ChatError                 [service/chat.py] the chat could not answer (`run_id`)
-    ├── ThinkerError              [thinker/llm.py] a build stage got no usable answer
+    ├── ThinkerError              [apps/thinker/llm.py] a build stage got no usable answer
     ├── IngestError               [knowledge/ingest.py] a document could not be read
     ├── SharedBlock               [registry/owned.py] a user asked to delete a shared block
     ├── FormatError               [formats/base.py] a foreign workflow file is broken (where)

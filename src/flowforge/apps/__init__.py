@@ -3,6 +3,7 @@ little code that is theirs alone; `flowforge.service` runs them.
 
     flowforge.apps.chat       the tool-based RAG chat (run by `service.chat`)
     flowforge.apps.chains     prompt-chain Agents: imported to workflows, exported back
+    flowforge.apps.thinker    intent -> Pipeline JSON: clarifier, decompose, match, create, wire
 """
 
 from functools import lru_cache

@@ -74,7 +74,7 @@ def has_terminal() -> bool:
 
 
 def _clarify_interactively(intent: str, model: str | None) -> str:
-    from flowforge.thinker import clarify
+    from flowforge.apps.thinker import clarify
 
     conversation = [{"role": "user", "content": intent}]
     while True:
@@ -111,7 +111,7 @@ def build_command(
     from flowforge.service.build import build_pipeline
     from flowforge.service.pipeline import run_pipeline
 
-    from flowforge.thinker.llm import default_build_model
+    from flowforge.apps.thinker.llm import default_build_model
 
     inputs = parse_inputs(input, None)
     chosen = model or default_build_model()

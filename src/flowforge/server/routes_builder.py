@@ -34,7 +34,7 @@ from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.service.build import automate, build_pipeline, provider_env_for
 from flowforge.service.secrets import load_secrets
-from flowforge.thinker import BuildEvents, clarify
+from flowforge.apps.thinker import BuildEvents, clarify
 
 __all__ = ["router"]
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from flowforge.registry import Registry, get_registry
 from flowforge.service.pipeline import run_pipeline
-from flowforge.thinker import BuildEvents, BuildResult, build
+from flowforge.apps.thinker import BuildEvents, BuildResult, build
 from flowforge.workflow.policy import Policy, is_provider_setting
 
 __all__ = ["build_pipeline", "automate", "provider_env_for"]

@@ -15,8 +15,8 @@ from typing import Any
 
 from flowforge.registry import BlockDefinition, Registry
 from flowforge.formats.pipeline_json import pipeline_warnings, validate_pipeline
-from flowforge.thinker.events import BuildEvents
-from flowforge.thinker.llm import ThinkerLLM
+from flowforge.apps.thinker.events import BuildEvents
+from flowforge.apps.thinker.llm import ThinkerLLM
 
 __all__ = ["wire", "SCHEMA"]
 

@@ -26,8 +26,8 @@ _WHERE = {"MAX_USER_MESSAGES": "clarifier", "ClarifyResult": "clarifier",
 __getattr__ = lazy_attributes(__name__, _WHERE)
 
 if TYPE_CHECKING:
-    from flowforge.thinker.clarifier import (MAX_USER_MESSAGES, ClarifyResult, clarify,
-                                             format_intent)
-    from flowforge.thinker.events import BUILD_EVENT_TYPES, BuildEvents
-    from flowforge.thinker.llm import ThinkerError, default_build_model
-    from flowforge.thinker.thinker import BuildResult, build
+    from flowforge.apps.thinker.clarifier import (MAX_USER_MESSAGES, ClarifyResult, clarify,
+                                                  format_intent)
+    from flowforge.apps.thinker.events import BUILD_EVENT_TYPES, BuildEvents
+    from flowforge.apps.thinker.llm import ThinkerError, default_build_model
+    from flowforge.apps.thinker.thinker import BuildResult, build
