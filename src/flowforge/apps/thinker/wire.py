@@ -1,7 +1,7 @@
 """Wire: the model assembles the Pipeline JSON from the blocks at hand.
 
 The answer is validated by the engine's own validator (through
-`service.pipeline.validate_pipeline`: every reference resolvable, every
+`formats.pipeline_json.validate_pipeline`: every reference resolvable, every
 required input supplied, no cycle, every `{{nX.field}}` a declared output of
 a fitting type) and may only use the blocks it was given.  Invalid wiring
 is fed back once, with every problem located.
