@@ -1,9 +1,9 @@
 """From a sentence to a pipeline: the clarifier asks what it must, the
 thinker decomposes, searches the registry, writes and tests the missing
-blocks, and wires the Pipeline JSON that the engine runs.  `builder.build_pipeline` is
-the thinker with the registry and the events chosen (what the CLI and the
-routes call), `pipeline.PipelineState` the doer's answer; running a pipeline
-is the service's (`service.pipeline`).  (No module here is named after a name
+blocks, and wires the Pipeline JSON that the engine runs.
+`builder.build_pipeline` is the thinker with the registry and the events
+chosen (what the CLI and the routes call), `pipeline.PipelineState` the
+doer's answer; running a pipeline is the service's (`service.pipeline`).  (No module here is named after a name
 below: `build` is the function, so the builder is `builder`.)
 
 The names below are imported on first use, not with the package: a process
