@@ -20,13 +20,14 @@ SRC = Path(flowforge.__file__).resolve().parent          # src/flowforge
 
 #: DESIGN.md's layers, top first, by top-level package (or module) of
 #: flowforge.  `registry` (the block library), `sandbox` and `websearch` are
-#: what blocks call, beside tools, knowledge and providers; `thinker` is an
-#: application.  The last row is the foundation every layer may import
-#: (`safe_text` too: the store cleans the session titles it keeps).
+#: what blocks call, beside tools, knowledge and providers; every application
+#: (chat, research, chains, thinker) is a package of `apps`.  The last row is
+#: the foundation every layer may import (`safe_text` too: the store cleans the
+#: session titles it keeps).
 LAYERS = [
     {"cli", "server"},
     {"service"},
-    {"apps", "thinker"},
+    {"apps"},
     {"formats"},
     {"engine"},
     {"blocks"},

@@ -9,7 +9,7 @@ import copy
 
 from flowforge.providers.local import _grammar
 from flowforge.registry import schema_problems
-from flowforge.thinker.decompose import SCHEMA
+from flowforge.apps.thinker.decompose import SCHEMA
 
 PLAN = {"blocks": [{
     "suggested_id": "to_fahrenheit", "description": "Convert Celsius to Fahrenheit",

@@ -1,22 +1,21 @@
-"""Build, and build-then-run: what `flowforge build` and the server's
-`/api/create-agent` and `/api/automate` call.
+"""Build: what `flowforge build` and the server's `/api/create-agent` call.
 
 `build_pipeline` is the thinker with the registry chosen and the events
-wired; `automate` builds, then runs the Pipeline JSON on the engine (memory
-loaded and saved, the run stored) when the build succeeded.
+wired; `provider_env_for` is where a build's model calls find keys.  Running
+what was built is the service's (`service.pipeline`: `run_pipeline`, and
+`automate`, which builds with `build_pipeline` and then runs).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
+from flowforge.apps.thinker import BuildEvents, BuildResult, build
 from flowforge.registry import Registry, get_registry
-from flowforge.service.pipeline import run_pipeline
-from flowforge.thinker import BuildEvents, BuildResult, build
 from flowforge.workflow.policy import Policy, is_provider_setting
 
-__all__ = ["build_pipeline", "automate", "provider_env_for"]
+__all__ = ["build_pipeline", "provider_env_for"]
 
 
 async def build_pipeline(intent: str, *, model: str | None = None,
@@ -51,26 +50,3 @@ def provider_env_for(policy: Policy, secrets: Mapping[str, str] | None = None,
                 if may_choose or not is_provider_setting(name)})
     return env
 
-
-async def automate(intent: str, inputs: dict[str, Any] | None = None, *,
-                   model: str | None = None, run_model: str | None = None,
-                   user: str | dict[str, Any] | None = None, storage: Any = None,
-                   registry: Registry | None = None,
-                   on_event: Callable[[dict], None] | None = None,
-                   policy: Any = None, services: dict[str, Any] | None = None,
-                   env: Mapping[str, str] | None = None, owner: str | None = None
-                   ) -> dict[str, Any]:
-    """Build a pipeline for `intent`, then run it with `inputs`.
-    `run_model` (default: `model`) answers the pipeline's LLM blocks; `policy`
-    (None: trusted) limits what the generated pipeline may reach of the host."""
-    registry = registry or get_registry()
-    result = await build_pipeline(intent, model=model, registry=registry, on_event=on_event,
-                                  env=env, owner=owner)
-    answer: dict[str, Any] = {"build": result.to_dict(), "run": None}
-    if result.ok and result.pipeline is not None:
-        run = await run_pipeline(result.pipeline, inputs or {}, user=user, storage=storage,
-                                 model=run_model or model, registry=registry, on_event=on_event,
-                                 policy=policy, services=services)
-        answer["run"] = run.to_dict()
-        answer["run"]["error"] = run.error
-    return answer

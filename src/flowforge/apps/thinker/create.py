@@ -19,9 +19,9 @@ from flowforge.blocks.registry_block import run_examples
 from flowforge.errors import ValidationFailed
 from flowforge.registry import BlockDefinition, Registry, definition_from_data
 from flowforge.sandbox import ALLOWED_MODULES
-from flowforge.thinker.decompose import RequiredBlock
-from flowforge.thinker.events import BuildEvents
-from flowforge.thinker.llm import ThinkerError, ThinkerLLM
+from flowforge.apps.thinker.decompose import RequiredBlock
+from flowforge.apps.thinker.events import BuildEvents
+from flowforge.apps.thinker.llm import ThinkerError, ThinkerLLM
 
 __all__ = ["create_block", "MAX_ATTEMPTS", "MAX_RETRIES", "PREVIOUS_FAILED"]
 

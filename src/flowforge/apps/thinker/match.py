@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowforge.registry import BlockDefinition, Registry
-from flowforge.thinker.decompose import RequiredBlock
-from flowforge.thinker.events import BuildEvents
+from flowforge.apps.thinker.decompose import RequiredBlock
+from flowforge.apps.thinker.events import BuildEvents
 
 __all__ = ["Match", "search_blocks", "fit_problems"]
 

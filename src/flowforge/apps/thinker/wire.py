@@ -1,7 +1,7 @@
 """Wire: the model assembles the Pipeline JSON from the blocks at hand.
 
 The answer is validated by the engine's own validator (through
-`service.pipeline.validate_pipeline`: every reference resolvable, every
+`formats.pipeline_json.validate_pipeline`: every reference resolvable, every
 required input supplied, no cycle, every `{{nX.field}}` a declared output of
 a fitting type) and may only use the blocks it was given.  Invalid wiring
 is fed back once, with every problem located.
@@ -15,8 +15,8 @@ from typing import Any
 
 from flowforge.registry import BlockDefinition, Registry
 from flowforge.formats.pipeline_json import pipeline_warnings, validate_pipeline
-from flowforge.thinker.events import BuildEvents
-from flowforge.thinker.llm import ThinkerLLM
+from flowforge.apps.thinker.events import BuildEvents
+from flowforge.apps.thinker.llm import ThinkerLLM
 
 __all__ = ["wire", "SCHEMA"]
 

@@ -28,13 +28,14 @@ from typing import Any
 from fastapi import APIRouter, Body, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from flowforge.apps.thinker import BuildEvents, clarify
+from flowforge.apps.thinker.builder import build_pipeline, provider_env_for
 from flowforge.registry import get_registry, registry_for
 from flowforge.registry.owned import SharedBlock
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
-from flowforge.service.build import automate, build_pipeline, provider_env_for
+from flowforge.service.pipeline import automate
 from flowforge.service.secrets import load_secrets
-from flowforge.thinker import BuildEvents, clarify
 
 __all__ = ["router"]
 

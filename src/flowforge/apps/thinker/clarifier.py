@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from flowforge.thinker.events import BuildEvents
-from flowforge.thinker.llm import ThinkerError, ThinkerLLM, default_build_model
+from flowforge.apps.thinker.events import BuildEvents
+from flowforge.apps.thinker.llm import ThinkerError, ThinkerLLM, default_build_model
 
 __all__ = ["clarify", "ClarifyResult", "MAX_USER_MESSAGES", "format_intent",
            "synthesise_intent"]

@@ -23,7 +23,7 @@ from flowforge.providers.call import call_model
 from flowforge.providers.registry import ProviderOptions, default_model
 from flowforge.providers.structured import extract_json
 from flowforge.registry import schema_problems
-from flowforge.thinker.events import BuildEvents
+from flowforge.apps.thinker.events import BuildEvents
 
 __all__ = ["ThinkerError", "ThinkerLLM", "default_build_model"]
 

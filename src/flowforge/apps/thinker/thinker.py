@@ -22,12 +22,12 @@ from typing import Any, Mapping
 
 from flowforge.errors import FlowforgeError
 from flowforge.registry import BlockDefinition, Registry, get_registry
-from flowforge.thinker.create import create_block
-from flowforge.thinker.decompose import RequiredBlock, decompose
-from flowforge.thinker.events import BuildEvents
-from flowforge.thinker.llm import ThinkerError, ThinkerLLM, default_build_model
-from flowforge.thinker.match import Match, search_blocks
-from flowforge.thinker.wire import wire
+from flowforge.apps.thinker.create import create_block
+from flowforge.apps.thinker.decompose import RequiredBlock, decompose
+from flowforge.apps.thinker.events import BuildEvents
+from flowforge.apps.thinker.llm import ThinkerError, ThinkerLLM, default_build_model
+from flowforge.apps.thinker.match import Match, search_blocks
+from flowforge.apps.thinker.wire import wire
 
 __all__ = ["build", "BuildResult"]
 

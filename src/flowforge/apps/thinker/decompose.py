@@ -19,8 +19,8 @@ from typing import Any
 import jsonschema
 
 from flowforge.registry import Registry
-from flowforge.thinker.events import BuildEvents
-from flowforge.thinker.llm import ThinkerLLM
+from flowforge.apps.thinker.events import BuildEvents
+from flowforge.apps.thinker.llm import ThinkerLLM
 
 __all__ = ["RequiredBlock", "decompose", "SCHEMA"]
 

@@ -1,6 +1,10 @@
 """From a sentence to a pipeline: the clarifier asks what it must, the
 thinker decomposes, searches the registry, writes and tests the missing
 blocks, and wires the Pipeline JSON that the engine runs.
+`builder.build_pipeline` is the thinker with the registry and the events
+chosen (what the CLI and the routes call), `pipeline.PipelineState` the
+doer's answer; running a pipeline is the service's (`service.pipeline`).  (No module here is named after a name
+below: `build` is the function, so the builder is `builder`.)
 
 The names below are imported on first use, not with the package: a process
 that only reads Pipeline JSON (`flowforge.formats.pipeline_json`: every pool
@@ -26,8 +30,8 @@ _WHERE = {"MAX_USER_MESSAGES": "clarifier", "ClarifyResult": "clarifier",
 __getattr__ = lazy_attributes(__name__, _WHERE)
 
 if TYPE_CHECKING:
-    from flowforge.thinker.clarifier import (MAX_USER_MESSAGES, ClarifyResult, clarify,
-                                             format_intent)
-    from flowforge.thinker.events import BUILD_EVENT_TYPES, BuildEvents
-    from flowforge.thinker.llm import ThinkerError, default_build_model
-    from flowforge.thinker.thinker import BuildResult, build
+    from flowforge.apps.thinker.clarifier import (MAX_USER_MESSAGES, ClarifyResult, clarify,
+                                                  format_intent)
+    from flowforge.apps.thinker.events import BUILD_EVENT_TYPES, BuildEvents
+    from flowforge.apps.thinker.llm import ThinkerError, default_build_model
+    from flowforge.apps.thinker.thinker import BuildResult, build
