@@ -66,6 +66,7 @@ from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
+from flowforge.providers._local_text import readable_result
 from flowforge.providers._local_states import DEFAULT_STATES, StateCache, count, counters
 from flowforge.providers.local_models import REPAIR, Weights, find, model_file, verify
 from flowforge.providers.registry import ProviderOptions, register_check, register_provider
@@ -315,7 +316,8 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
 def _content_of(message: Message) -> str:
     if message.role == "tool":
         name = f" `{message.name}`" if message.name else ""
-        return f"Result of tool{name} (call {message.tool_call_id}): {message.content or ''}"
+        return (f"Result of tool{name} (call {message.tool_call_id}):\n"
+                f"{readable_result(message.content or '')}")
     if message.role == "assistant" and message.tool_calls:
         return json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments}
                                           for c in message.tool_calls]})

@@ -60,8 +60,11 @@ SCHEMA = {
                     "input_schema": _OBJECT_SCHEMA,
                     "output_schema": _OBJECT_SCHEMA,
                 },
-                "required": ["description", "execution_type", "input_schema",
-                             "output_schema"],
+                # suggested_id required, so a grammar cannot let it go missing (issue
+                # 47: the 0.5B model's plan failed at `blocks[0].suggested_id: missing`);
+                # a `name` alone is still accepted: `_named` copies it before the check
+                "required": ["suggested_id", "description", "execution_type",
+                             "input_schema", "output_schema"],
             },
         },
     },
@@ -104,6 +107,15 @@ class RequiredBlock:
 
 def _id_of(block: dict[str, Any]) -> str:
     return block.get("suggested_id") or block.get("name") or ""
+
+
+def _named(value: Any) -> Any:
+    """`name` stands for a missing `suggested_id` (the seed's planners wrote either)."""
+    blocks = value.get("blocks") if isinstance(value, dict) else None
+    for block in blocks if isinstance(blocks, list) else []:
+        if isinstance(block, dict) and not block.get("suggested_id") and block.get("name"):
+            block["suggested_id"] = block["name"]
+    return value
 
 
 def _check(value: dict[str, Any]) -> list[str]:
@@ -159,7 +171,7 @@ async def decompose(intent: str, llm: ThinkerLLM, events: BuildEvents,
                     attempt=attempts[0], problems=problems)
         return problems
 
-    answer = await llm.ask("decompose", SYSTEM, user, SCHEMA, check=check)
+    answer = await llm.ask("decompose", SYSTEM, user, SCHEMA, check=check, prepare=_named)
     blocks = [RequiredBlock(name=re.sub(r"[^a-z0-9_]", "_", _id_of(b).lower()),
                             description=b["description"], execution_type=b["execution_type"],
                             input_schema=b["input_schema"], output_schema=b["output_schema"],

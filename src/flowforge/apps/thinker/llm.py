@@ -107,13 +107,17 @@ class ThinkerLLM:
         return on_delta
 
     async def ask(self, stage: str, system: str, user: str, schema: dict[str, Any], *,
-                  check: Check | None = None, repairs: int = 1) -> Any:
-        """A value that parses, fits `schema` and passes `check`."""
+                  check: Check | None = None, repairs: int = 1,
+                  prepare: Callable[[Any], Any] | None = None) -> Any:
+        """A value that parses, fits `schema` and passes `check`; `prepare` may
+        first fill in what the stage accepts under another name."""
         messages = [Message("system", system), Message("user", user)]
         for attempt in range(repairs + 1):
             text = await self.send(stage, messages, schema)
             try:
                 value = extract_json(text)
+                if prepare is not None:
+                    value = prepare(value)
                 problems = schema_problems(schema, value)
                 if not problems and check is not None:
                     problems = check(value)
