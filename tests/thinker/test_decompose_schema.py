@@ -54,8 +54,8 @@ def test_a_block_without_suggested_id_is_refused_and_the_grammar_always_writes_i
 
 
 async def test_a_planner_that_writes_name_for_suggested_id_is_still_understood():
-    from flowforge.thinker.decompose import decompose
-    from flowforge.thinker.events import BuildEvents
+    from flowforge.apps.thinker.decompose import decompose
+    from flowforge.apps.thinker.events import BuildEvents
 
     plan = copy.deepcopy(PLAN)
     plan["blocks"][0]["name"] = plan["blocks"][0].pop("suggested_id")
