@@ -12,6 +12,8 @@ import { configSchema, fields, type Field, type Schema } from "../schema";
 export interface FormActions {
   onSet: (path: string[], value: unknown) => void;
   onUnset: (path: string[]) => void;
+  /** Rename the block; the reason when refused (a taken or reserved id). */
+  onRename: (to: string) => string | null;
 }
 
 export function BlockForm(props: {
@@ -36,6 +38,7 @@ export function BlockForm(props: {
   return (
     <form className="block-form" aria-label={`Settings of ${block.id}`}
           onSubmit={(event) => event.preventDefault()}>
+      <IdField id={block.id} onRename={props.onRename} />
       {top.map((field) => (
         <FieldControl key={field.name} blockId={block.id} field={field} value={block[field.name]}
                       problems={own(field.name)} references={props.references}
@@ -227,6 +230,32 @@ function TemplateText(props: { common: Record<string, unknown>; long: boolean; v
           ))}
         </ul>
       )}
+    </div>
+  );
+}
+
+/** The block's id, renamed when the field is left or Enter pressed: every
+ * reference to it follows (structureEdits.renameBlock), in one edit. */
+function IdField(props: { id: string; onRename: (to: string) => string | null }) {
+  const [draft, setDraft] = useState(props.id);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => { setDraft(props.id); setError(null); }, [props.id]);
+  const fieldId = useId();
+  const commit = () => {
+    const wanted = draft.trim();
+    if (wanted === props.id) { setError(null); return; }
+    setError(props.onRename(wanted));
+  };
+  return (
+    <div className="field">
+      <label htmlFor={fieldId}>id</label>
+      <input id={fieldId} type="text" value={draft} spellCheck={false}
+             aria-describedby={`${fieldId}-about`} aria-invalid={error ? true : undefined}
+             onChange={(event) => setDraft(event.target.value)} onBlur={commit}
+             onKeyDown={(event) => { if (event.key === "Enter") { event.preventDefault(); commit(); } }} />
+      <p id={`${fieldId}-about`} className="muted field-about">
+        How other blocks refer to this one: renaming updates every reference.</p>
+      {error && <p className="field-problem" role="alert">{error}</p>}
     </div>
   );
 }

@@ -92,7 +92,8 @@ export function Editor(props: {
   return (
     <div className="editor-wrap">
       <div ref={host} className="editor" />
-      <div className="problems" role="status" aria-live="polite">
+      {/* focusable: a long list scrolls, and must scroll from the keyboard too (axe) */}
+      <div className="problems" role="status" aria-live="polite" tabIndex={0}>
         {problems === null ? <p className="muted">Checking...</p>
           : problems.length === 0 ? <p className="ok">No problems: the document is valid.</p>
           : (

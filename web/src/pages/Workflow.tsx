@@ -21,6 +21,7 @@ import {
   addBlock, connect, disconnect, editText, EditRefused, freshId, removeBlock, setField,
   setPosition, unsetField,
 } from "../yamlEdits";
+import { moveBlock, renameBlock } from "../structureEdits";
 
 interface Version { version: number; created_at?: string }
 
@@ -142,15 +143,17 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   const block = selected && document ? findBlock(document.blocks, selected) : null;
 
   /** One canvas or form action: an edit of the text, or a message saying why not. */
-  function change(action: (doc: Document) => void) {
-    if (text === null) return;
+  function change(action: (doc: Document) => void, quiet = false): string | null {
+    if (text === null) return "the document is not loaded yet";
     try {
       setText(editText(text, action));
       setNotice(null);
       setError(null);
+      return null;
     } catch (err) {
       if (!(err instanceof EditRefused)) throw err;
-      setError({ message: err.message, problems: [] });
+      if (!quiet) setError({ message: err.message, problems: [] });
+      return err.message;
     }
   }
 
@@ -158,10 +161,15 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   function pick(choice: Pick) {
     setPalette(false);
     let made = "";
+    // with a loop or parallel selected, the new block goes inside it
+    const into = selected && ["loop", "parallel"].includes(specs[selected]?.type) ? selected : null;
     change((doc) => {
       made = freshId(doc, choice.type ?? choice.uses ?? "block");
       const spec = choice.type ? { id: made, type: choice.type } : { id: made, uses: choice.uses };
-      addBlock(doc, spec, nextSpot.current ?? { x: 0, y: 0 });
+      if (into) {
+        addBlock(doc, spec);
+        moveBlock(doc, made, into);
+      } else addBlock(doc, spec, nextSpot.current ?? { x: 0, y: 0 });
     });
     if (made) { setSelected(made); setEdge(null); }
   }
@@ -258,7 +266,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
       {palette && <Palette schema={schema} onPick={pick} onClose={() => setPalette(false)} />}
       <div className="split">
-        <section className="graph-pane" aria-label="Graph">
+        <section className={`graph-pane${block || edge ? " docked" : ""}`} aria-label="Graph">
           {document ? (
             <Canvas graph={graph} specs={specs} positions={positions} selected={selected}
                     nextSpot={nextSpot}
@@ -274,7 +282,11 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                       if (selected && blocks.includes(selected)) setSelected(null);
                       setEdge(null);
                     }}
-                    onMove={(moved, at) => change((doc) => setPosition(doc, moved, at.x, at.y))} />
+                    onMove={(moved, at) => change((doc) => setPosition(doc, moved, at.x, at.y))}
+                    onNest={(moved, into, at) => change((doc) => {
+                      moveBlock(doc, moved, into);
+                      setPosition(doc, moved, at.x, at.y);
+                    })} />
           ) : <p>Loading...</p>}
           {edge && !block && (
             <aside className="side-panel nokey" aria-label={`Edge ${edge.source} to ${edge.target}`}>
@@ -295,7 +307,12 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                   Open the nested workflow {block.with.workflow}</Link></p>)}
               <BlockForm block={block} schema={schema} problems={blockProblems} references={references}
                          onSet={(path, value) => change((doc) => setField(doc, block.id, path, value))}
-                         onUnset={(path) => change((doc) => unsetField(doc, block.id, path))} />
+                         onUnset={(path) => change((doc) => unsetField(doc, block.id, path))}
+                         onRename={(to) => {
+                           const refused = change((doc) => renameBlock(doc, block.id, to), true);
+                           if (!refused) setSelected(to);
+                           return refused;
+                         }} />
               <details>
                 <summary>As YAML</summary>
                 <Json label="Block config" value={YAML.stringify(block, { lineWidth: 0 })} />
