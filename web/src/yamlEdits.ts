@@ -305,7 +305,7 @@ function ensureMap(node: YAMLMap, key: string): YAMLMap {
 /** `value` written over `node` in place: scalars keep their quoting and
  * comments, lists and mappings their style and every item that did not
  * change; only what differs is created anew. Returns the node to keep. */
-function merge(doc: Document, node: unknown, value: unknown, flowNew: boolean): unknown {
+export function merge(doc: Document, node: unknown, value: unknown, flowNew: boolean): unknown {
   if (isScalar(node) && (value === null || typeof value !== "object")) {
     if (node.value !== value) {
       node.value = value;

@@ -22,6 +22,8 @@ import {
   setPosition, unsetField,
 } from "../yamlEdits";
 import { moveBlock, renameBlock } from "../structureEdits";
+import { freshEntry, renameEntry, setSetting } from "../settingsEdits";
+import { SettingsForm } from "../components/SettingsForm";
 
 interface Version { version: number; created_at?: string }
 
@@ -87,6 +89,8 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   const [missing, setMissing] = useState<string | null>(null);
   const [schema, setSchema] = useState<Schema | null>(null);
   const [palette, setPalette] = useState(false);
+  const [settings, setSettings] = useState(false);
+  const [models, setModels] = useState<string[]>([]);
   const dirty = text !== null && saved !== null && text !== saved;
   const dirtyRef = useRef(false);
   dirtyRef.current = dirty;
@@ -97,6 +101,9 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     return () => setLeaveWarning(null);
   }, []);
   useEffect(() => { loadSchema().then(setSchema).catch(() => undefined); }, []);
+  useEffect(() => {
+    api<{ models: string[] }>("GET", "/api/models").then((m) => setModels(m.models)).catch(() => setModels([]));
+  }, []);
 
   /** `live()` turns false once another workflow or version is chosen: an
    *  answer for the old one that lands after that is dropped, not shown
@@ -251,6 +258,12 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         </>}
         <button type="button" onClick={() => setPalette(!palette)} aria-expanded={palette}
                 disabled={text === null}>Add block</button>
+        <button type="button" aria-expanded={settings && !block && !edge} disabled={text === null}
+                onClick={() => {
+                  const open = !(settings && !block && !edge);
+                  setSettings(open);
+                  if (open) { setSelected(null); setEdge(null); }
+                }}>Workflow settings</button>
         <button type="button" onClick={save} disabled={!valid}>
           {fresh ? "Save the new workflow" : "Save as a new version"}</button>
         {dirty && <span className="badge unsaved" role="status">Unsaved changes</span>}
@@ -259,19 +272,19 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
           <Link to={`/runs?workflow=${encodeURIComponent(id)}`}>Runs of this workflow</Link>
         </>}
       </div>
-      {fresh && <p className="muted">Nothing is stored until you save: set <code>id</code> and{" "}
-        <code>name</code> in the YAML, add blocks from the palette, connect them by dragging from
+      {fresh && <p className="muted">Nothing is stored until you save: set the id and the name in
+        Workflow settings (or the YAML), add blocks from the palette, connect them by dragging from
         a block's lower handle to another block.</p>}
       {notice && <p role="status" className="ok">{notice}</p>}
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
       {palette && <Palette schema={schema} onPick={pick} onClose={() => setPalette(false)} />}
       <div className="split">
-        <section className={`graph-pane${block || edge ? " docked" : ""}`} aria-label="Graph">
+        <section className={`graph-pane${block || edge || settings ? " docked" : ""}`} aria-label="Graph">
           {document ? (
             <Canvas graph={graph} specs={specs} positions={positions} selected={selected}
                     nextSpot={nextSpot}
                     selectedEdge={edge ? `${edge.source}->${edge.target}` : null}
-                    onSelect={(chosen) => { setSelected(chosen); if (chosen) setEdge(null); }}
+                    onSelect={(chosen) => { setSelected(chosen); if (chosen) { setEdge(null); setSettings(false); } }}
                     onSelectEdge={(chosen) => { setEdge(chosen); if (chosen) setSelected(null); }}
                     onConnect={(source, target, handle) => change((doc) => connect(doc, source, target, handle))}
                     onDelete={(blocks, edges) => {
@@ -288,6 +301,21 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                       setPosition(doc, moved, at.x, at.y);
                     })} />
           ) : <p>Loading...</p>}
+          {settings && !block && !edge && document && (
+            <aside className="side-panel nokey" aria-label="Workflow settings">
+              <h2>Workflow settings</h2>
+              <SettingsForm document={document} models={models}
+                            onSet={(path, value) => change((doc) => setSetting(doc, path, value), true)}
+                            onRenameEntry={(section, from, to) =>
+                              change((doc) => renameEntry(doc, section, from, to), true)}
+                            onAdd={(section) => change((doc) => setSetting(
+                              doc, [section, freshEntry(doc, section, section === "inputs" ? "input" : "var")],
+                              section === "inputs" ? { type: "string" } : null))} />
+              <div className="panel-actions">
+                <button type="button" onClick={() => setSettings(false)}>Close</button>
+              </div>
+            </aside>
+          )}
           {edge && !block && (
             <aside className="side-panel nokey" aria-label={`Edge ${edge.source} to ${edge.target}`}>
               <h2>{edge.source} → {edge.target}</h2>

@@ -86,3 +86,22 @@ async def workflow_graph(request: Request, workflow_id: str, user: CurrentUser,
     store = request.app.state.live.workflows
     row, compiled = await store.compiled(owner_of(user, owner), workflow_id, version)
     return {**graph_view(compiled), "version": row["version"]}
+
+
+#: Models an editor offers for `defaults.model` when this user may use them:
+#: the embedded ones (no key, no network) and the hosted providers' usual ones.
+#: A suggestion list, not a limit: any model string the policy allows is valid.
+SUGGESTED_MODELS = ("local/qwen2.5-0.5b", "local/smollm2", "openai/gpt-4o", "openai/gpt-4o-mini",
+                    "anthropic/claude-sonnet-4-5", "google/gemini-2.5-flash")
+
+
+@router.get("/api/models", summary="Models this user's workflows may name (for an editor's "
+                                   "`defaults.model` choice); the server's own model first")
+async def allowed_models(request: Request, user: CurrentUser) -> dict[str, Any]:
+    live = request.app.state.live
+    policy = await live.policy(user)
+    server_model = live.settings.model
+    candidates = ([server_model] if server_model else []) + list(SUGGESTED_MODELS)
+    models = [model for model in dict.fromkeys(candidates)
+              if policy.model_problem(model) is None]
+    return {"models": models, "server_model": server_model}
