@@ -49,6 +49,18 @@ export function renameBlock(doc: Document, from: string, to: string): void {
   const problem = idProblem(doc, to, String(found.node.get("type") ?? ""), from);
   if (problem) throw new EditRefused(problem);
   found.node.set("id", to);
+  rewrite(doc.get("blocks", true), from, to);
+  const layout = doc.getIn(["metadata", "layout"], true);
+  if (isMap(layout)) {
+    const pair = layout.items.find((p) => (isScalar(p.key) ? String(p.key.value) : String(p.key)) === from);
+    if (pair) pair.key = doc.createNode(to) as YamlNode;
+  }
+}
+
+/** In `blocks` (a `blocks:` list) and every block inside them, each place
+ * that names block `from` (after, templates, expressions, routes, on_error)
+ * names `to` instead. */
+function rewrite(blocks: unknown, from: string, to: string): void {
   const template = new RegExp(`(\\{\\{\\s*)${escape(from)}(?![A-Za-z0-9_-])`, "g");
   const expression = new RegExp(`(?<![\\w.])${escape(from)}(?=\\s*\\.)`, "g");
   const rename = (scalar: any) => { if (isScalar(scalar) && scalar.value === from) scalar.value = to; };
@@ -84,12 +96,7 @@ export function renameBlock(doc: Document, from: string, to: string): void {
       walk(block.get("blocks", true));
     }
   };
-  walk(doc.get("blocks", true));
-  const layout = doc.getIn(["metadata", "layout"], true);
-  if (isMap(layout)) {
-    const pair = layout.items.find((p) => (isScalar(p.key) ? String(p.key.value) : String(p.key)) === from);
-    if (pair) pair.key = doc.createNode(to) as YamlNode;
-  }
+  walk(blocks);
 }
 
 /** The ids of a block and of every block inside it. */
@@ -172,4 +179,46 @@ function dropMentions(node: YAMLMap, ids: string[]): void {
     const cases = config.get("cases", true);
     if (isSeq(cases)) cases.items = cases.items.filter((c) => !(isMap(c) && gone(c.get("goto", true))));
   }
+}
+
+/** A copy of block `id`, children included, right after it: every copied
+ * block gets a fresh id (`draft_2`), and the copies read each other where the
+ * originals did; what the original reads outside stays as it is. Returns the
+ * copy's id. */
+export function duplicateBlock(doc: Document, id: string): string {
+  const found = findBlock(doc, id);
+  if (!found) throw new EditRefused(`there is no block '${id}' in the document`);
+  const copy = found.node.clone() as YAMLMap;
+  const taken = new Set(blockIds(doc));
+  const renames: [string, string][] = [];
+  const walk = (node: YAMLMap) => {
+    const old = String(node.get("id"));
+    const stem = old.replace(/_\d+$/, "");
+    let n = 2;
+    while (taken.has(`${stem}_${n}`)) n++;
+    taken.add(`${stem}_${n}`);
+    renames.push([old, `${stem}_${n}`]);
+    node.set("id", `${stem}_${n}`);
+    const inner = node.get("blocks", true);
+    if (isSeq(inner)) for (const child of inner.items) if (isMap(child)) walk(child);
+  };
+  walk(copy);
+  const inner = copy.get("blocks", true);
+  for (const [from, to] of renames.slice(1)) rewrite(inner, from, to);
+  found.seq.items.splice(found.index + 1, 0, copy);
+  const layout = doc.getIn(["metadata", "layout"], true);
+  const at = isMap(layout) ? layout.get(id, true) : null;
+  if (isMap(at) && isMap(layout)) {
+    layout.set(renames[0][1], doc.createNode({ x: Number(at.get("x")) + 40, y: Number(at.get("y")) + 40 },
+                                             { flow: true }));
+  }
+  return renames[0][1];
+}
+
+/** Auto-layout: the positions the author dragged are dropped (`metadata.layout`),
+ * so the canvas lays every block out again. */
+export function clearLayout(doc: Document): void {
+  doc.deleteIn(["metadata", "layout"]);
+  const metadata = doc.get("metadata", true);
+  if (isMap(metadata) && metadata.items.length === 0) doc.delete("metadata");
 }

@@ -5,7 +5,7 @@
 // page, which turns it into an edit of the text (yamlEdits.ts).
 import { useEffect, useMemo, useRef, useState } from "react";
 import {
-  Background, Controls, Handle, MarkerType, Position, ReactFlow,
+  Background, Controls, Handle, MarkerType, MiniMap, Position, ReactFlow,
   type Edge, type Node, type NodeProps, type ReactFlowInstance, useUpdateNodeInternals,
 } from "@xyflow/react";
 import { type Placed, type WorkflowGraph } from "../layout";
@@ -106,8 +106,9 @@ export function Canvas(props: {
   positions: Record<string, At>;
   selected: string | null;
   selectedEdge: string | null;
-  /** Set to the free spot below the lowest block: where the next block goes. */
-  nextSpot?: React.MutableRefObject<At | null>;
+  /** Set to where the next block goes: beside `near` (the selected block)
+   * where that is free, else the free spot below the lowest block. */
+  nextSpot?: React.MutableRefObject<((near: string | null) => At) | null>;
 } & CanvasActions) {
   const { graph, specs, positions, selected, selectedEdge } = props;
   const actions = useRef(props);
@@ -123,9 +124,19 @@ export function Canvas(props: {
   useEffect(() => {
     const top = placed.filter((p) => !p.node.parent);
     if (props.nextSpot) {
-      props.nextSpot.current = top.length
-        ? { x: Math.min(...top.map((p) => p.x)), y: Math.max(...top.map((p) => p.y + p.height)) + 50 }
-        : { x: 0, y: 0 };
+      props.nextSpot.current = (near) => {
+        const chosen = near ? top.find((p) => p.node.id === near) : null;
+        if (chosen) {
+          const spot = { x: chosen.x + chosen.width + 50, y: chosen.y };
+          const taken = (y: number) => top.some((p) => p.x < spot.x + chosen.width && p.x + p.width > spot.x &&
+                                                    p.y < y + chosen.height && p.y + p.height > y);
+          while (taken(spot.y)) spot.y += chosen.height + 30;
+          return spot;
+        }
+        return top.length
+          ? { x: Math.min(...top.map((p) => p.x)), y: Math.max(...top.map((p) => p.y + p.height)) + 50 }
+          : { x: 0, y: 0 };
+      };
     }
     // a block added or removed: everything in view again, the new block too
     if (count.current !== null && count.current !== placed.length) {
@@ -263,6 +274,7 @@ export function Canvas(props: {
                  proOptions={{ hideAttribution: true }}>
         <Background />
         <Controls showInteractive={false} />
+        <MiniMap pannable zoomable ariaLabel="Minimap of the workflow" />
       </ReactFlow>
     </div>
   );

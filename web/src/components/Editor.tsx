@@ -6,7 +6,9 @@
 import { useEffect, useRef, useState } from "react";
 import { EditorState } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers, highlightActiveLine } from "@codemirror/view";
-import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
+import {
+  defaultKeymap, history, historyKeymap, indentWithTab, isolateHistory, redo, redoDepth, undo, undoDepth,
+} from "@codemirror/commands";
 import { yaml } from "@codemirror/lang-yaml";
 import { syntaxHighlighting, defaultHighlightStyle } from "@codemirror/language";
 import { linter, lintGutter, type Diagnostic } from "@codemirror/lint";
@@ -19,11 +21,21 @@ export interface Checked {
   graph: WorkflowGraph | null;
 }
 
+/** The one history of the document: typing, canvas and form edits alike. */
+export interface History {
+  undo: () => void;
+  redo: () => void;
+}
+
 export function Editor(props: {
   initial: string;
   text?: string;
   onChange: (text: string) => void;
   onChecked: (checked: Checked) => void;
+  /** Filled with the editor's undo and redo, for the page's buttons and keys. */
+  history?: React.MutableRefObject<History | null>;
+  /** How many steps undo and redo can take now. */
+  onHistory?: (depth: { undo: number; redo: number }) => void;
 }) {
   const host = useRef<HTMLDivElement>(null);
   const viewRef = useRef<EditorView | null>(null);
@@ -62,6 +74,9 @@ export function Editor(props: {
           EditorView.contentAttributes.of({ "aria-label": "Workflow YAML" }),
           EditorView.updateListener.of((update) => {
             if (update.docChanged) callbacks.current.onChange(update.state.doc.toString());
+            if (update.transactions.length) {
+              callbacks.current.onHistory?.({ undo: undoDepth(update.state), redo: redoDepth(update.state) });
+            }
           }),
         ],
       }),
@@ -70,6 +85,8 @@ export function Editor(props: {
     // child is not counted), so the scroller itself takes focus too
     view.scrollDOM.tabIndex = 0;
     viewRef.current = view;
+    if (props.history) props.history.current = { undo: () => undo(view), redo: () => redo(view) };
+    callbacks.current.onHistory?.({ undo: 0, redo: 0 });
     return () => { viewRef.current = null; view.destroy(); };
     // the editor is created once per document loaded; `initial` changes re-create it
   }, [props.initial]);
@@ -85,8 +102,10 @@ export function Editor(props: {
     let end = 0;
     while (end < current.length - start && end < wanted.length - start &&
            current[current.length - 1 - end] === wanted[wanted.length - 1 - end]) end++;
+    // one canvas or form action: one undo step of its own, never merged with the next
     view.dispatch({ changes: { from: start, to: current.length - end,
-                               insert: wanted.slice(start, wanted.length - end) } });
+                               insert: wanted.slice(start, wanted.length - end) },
+                    annotations: isolateHistory.of("full") });
   }, [props.text]);
 
   return (

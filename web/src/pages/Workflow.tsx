@@ -12,7 +12,7 @@ import { Link, navigate, setLeaveWarning } from "../router";
 import { Canvas } from "../components/Canvas";
 import { BlockForm } from "../components/BlockForm";
 import { Palette, type Pick } from "../components/Palette";
-import { Editor, type Checked } from "../components/Editor";
+import { Editor, type Checked, type History } from "../components/Editor";
 import { Json, ProblemList } from "../components/Common";
 import type { WorkflowGraph } from "../layout";
 import { graphOf, positions as positionsOf } from "../docGraph";
@@ -21,7 +21,7 @@ import {
   addBlock, connect, disconnect, editText, EditRefused, freshId, removeBlock, setField,
   setPosition, unsetField,
 } from "../yamlEdits";
-import { moveBlock, renameBlock } from "../structureEdits";
+import { clearLayout, duplicateBlock, moveBlock, renameBlock } from "../structureEdits";
 import { freshEntry, renameEntry, setSetting } from "../settingsEdits";
 import { SettingsForm } from "../components/SettingsForm";
 
@@ -164,7 +164,25 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     }
   }
 
-  const nextSpot = useRef<{ x: number; y: number } | null>(null);
+  const nextSpot = useRef<((near: string | null) => { x: number; y: number }) | null>(null);
+  const history = useRef<History | null>(null);
+  const [depth, setDepth] = useState({ undo: 0, redo: 0 });
+  // Ctrl/Cmd+Z, Shift+Z (or Ctrl+Y) anywhere on the page but a text field,
+  // which keeps its own undo: the document's history, canvas and forms included
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
+      const key = event.key.toLowerCase();
+      if (key !== "z" && key !== "y") return;
+      const target = event.target as HTMLElement | null;
+      if (target?.closest("input, textarea, select, [contenteditable='true']")) return;
+      event.preventDefault();
+      if (key === "y" || event.shiftKey) history.current?.redo();
+      else history.current?.undo();
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, []);
   function pick(choice: Pick) {
     setPalette(false);
     let made = "";
@@ -176,7 +194,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
       if (into) {
         addBlock(doc, spec);
         moveBlock(doc, made, into);
-      } else addBlock(doc, spec, nextSpot.current ?? { x: 0, y: 0 });
+      } else addBlock(doc, spec, nextSpot.current?.(selected) ?? { x: 0, y: 0 });
     });
     if (made) { setSelected(made); setEdge(null); }
   }
@@ -264,6 +282,12 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                   setSettings(open);
                   if (open) { setSelected(null); setEdge(null); }
                 }}>Workflow settings</button>
+        <button type="button" onClick={() => history.current?.undo()} disabled={!depth.undo}
+                aria-keyshortcuts="Control+Z Meta+Z">Undo</button>
+        <button type="button" onClick={() => history.current?.redo()} disabled={!depth.redo}
+                aria-keyshortcuts="Control+Shift+Z Meta+Shift+Z">Redo</button>
+        <button type="button" disabled={!document?.metadata?.layout}
+                onClick={() => change((doc) => clearLayout(doc))}>Auto-layout</button>
         <button type="button" onClick={save} disabled={!valid}>
           {fresh ? "Save the new workflow" : "Save as a new version"}</button>
         {dirty && <span className="badge unsaved" role="status">Unsaved changes</span>}
@@ -347,6 +371,10 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
               </details>
               <div className="panel-actions">
                 <button type="button" onClick={() => {
+                  let copy = "";
+                  if (!change((doc) => { copy = duplicateBlock(doc, block.id); }) && copy) setSelected(copy);
+                }}>Duplicate the block</button>
+                <button type="button" onClick={() => {
                   change((doc) => removeBlock(doc, block.id));
                   setSelected(null);
                 }}>Delete the block</button>
@@ -359,6 +387,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
           {initial !== null && (
             <Editor initial={initial} text={text ?? undefined}
                     onChange={(value) => { setText(value); setNotice(null); }}
+                    history={history} onHistory={setDepth}
                     onChecked={(result: Checked) => {
                       setValid(result.valid);
                       setProblems(result.problems);
