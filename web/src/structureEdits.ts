@@ -222,3 +222,24 @@ export function clearLayout(doc: Document): void {
   const metadata = doc.get("metadata", true);
   if (isMap(metadata) && metadata.items.length === 0) doc.delete("metadata");
 }
+
+/** Add (`on`) or remove `source` in block `id`'s `after:` list: the "runs
+ * after" choice of the block form, an edge without dragging. */
+export function setAfter(doc: Document, id: string, source: string, on: boolean): void {
+  const found = findBlock(doc, id);
+  if (!found) throw new EditRefused(`there is no block '${id}' in the document`);
+  const present = found.node.get("after", true);
+  if (isMap(present)) {
+    throw new EditRefused(`'${id}' has a join (\`after: {all: ..., any: ...}\`): edit it in the YAML`);
+  }
+  const names = isSeq(present) ? present.items.map((item) => String(isScalar(item) ? item.value : item)) : [];
+  if (on === names.includes(source)) return;
+  if (on) {
+    if (source === id) throw new EditRefused("a block cannot run after itself");
+    if (isSeq(present)) present.add(doc.createNode(source));
+    else found.node.set("after", doc.createNode([source], { flow: true }));
+  } else if (isSeq(present)) {
+    present.items = present.items.filter((item) => !(isScalar(item) && String(item.value) === source));
+    if (present.items.length === 0) found.node.delete("after");
+  }
+}

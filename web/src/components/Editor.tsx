@@ -7,7 +7,7 @@ import { useEffect, useRef, useState } from "react";
 import { EditorState } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers, highlightActiveLine } from "@codemirror/view";
 import {
-  defaultKeymap, history, historyKeymap, indentWithTab, isolateHistory, redo, redoDepth, undo, undoDepth,
+  defaultKeymap, history, historyKeymap, isolateHistory, redo, redoDepth, undo, undoDepth,
 } from "@codemirror/commands";
 import { yaml } from "@codemirror/lang-yaml";
 import { syntaxHighlighting, defaultHighlightStyle } from "@codemirror/language";
@@ -70,8 +70,11 @@ export function Editor(props: {
         extensions: [
           lineNumbers(), highlightActiveLine(), history(), yaml(), EditorView.lineWrapping,
           syntaxHighlighting(defaultHighlightStyle), lintGutter(), check,
-          keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
-          EditorView.contentAttributes.of({ "aria-label": "Workflow YAML" }),
+          // Tab is left to the page (CodeMirror's accessibility guidance: no
+          // focus trap); Ctrl/Cmd+] and [ indent, as the hint below says
+          keymap.of([...defaultKeymap, ...historyKeymap]),
+          EditorView.contentAttributes.of({ "aria-label": "Workflow YAML",
+                                            "aria-describedby": "yaml-keys" }),
           EditorView.updateListener.of((update) => {
             if (update.docChanged) callbacks.current.onChange(update.state.doc.toString());
             if (update.transactions.length) {
@@ -111,6 +114,8 @@ export function Editor(props: {
   return (
     <div className="editor-wrap">
       <div ref={host} className="editor" />
+      <p id="yaml-keys" className="muted editor-hint">Tab moves on to the next control;
+        indent with Ctrl+] and outdent with Ctrl+[ (⌘ on a Mac).</p>
       {/* focusable: a long list scrolls, and must scroll from the keyboard too (axe) */}
       <div className="problems" role="status" aria-live="polite" tabIndex={0}>
         {problems === null ? <p className="muted">Checking...</p>

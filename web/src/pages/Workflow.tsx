@@ -16,12 +16,12 @@ import { Editor, type Checked, type History } from "../components/Editor";
 import { Json, ProblemList } from "../components/Common";
 import type { WorkflowGraph } from "../layout";
 import { graphOf, positions as positionsOf } from "../docGraph";
-import { loadSchema, type Schema } from "../schema";
+import { loadOutputs, loadSchema, type Outputs, type Schema } from "../schema";
 import {
   addBlock, connect, disconnect, editText, EditRefused, freshId, removeBlock, setField,
   setPosition, unsetField,
 } from "../yamlEdits";
-import { clearLayout, duplicateBlock, moveBlock, renameBlock } from "../structureEdits";
+import { clearLayout, duplicateBlock, moveBlock, renameBlock, setAfter } from "../structureEdits";
 import { freshEntry, renameEntry, setSetting } from "../settingsEdits";
 import { SettingsForm } from "../components/SettingsForm";
 
@@ -42,6 +42,15 @@ export function readable(document: any): any {
   const top = Object.fromEntries(Object.entries(document ?? {}).filter(([, value]) => !empty(value)));
   if (Array.isArray(top.blocks)) top.blocks = top.blocks.map(block);
   return top;
+}
+
+/** Focus what was just made, once it is drawn (a few frames at most). */
+function focusSoon(selector: string, tries = 30): void {
+  requestAnimationFrame(() => {
+    const element = document.querySelector<HTMLElement>(selector);
+    if (element) element.focus();
+    else if (tries > 0) focusSoon(selector, tries - 1);
+  });
 }
 
 export function findBlock(blocks: any[] | undefined, id: string): any | null {
@@ -89,6 +98,9 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   const [missing, setMissing] = useState<string | null>(null);
   const [schema, setSchema] = useState<Schema | null>(null);
   const [palette, setPalette] = useState(false);
+  // a page just opened (New workflow, a save that made the workflow): focus on its heading
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => { heading.current?.focus(); }, [id]);
   const [settings, setSettings] = useState(false);
   const [models, setModels] = useState<string[]>([]);
   const dirty = text !== null && saved !== null && text !== saved;
@@ -101,6 +113,8 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     return () => setLeaveWarning(null);
   }, []);
   useEffect(() => { loadSchema().then(setSchema).catch(() => undefined); }, []);
+  const [declared, setDeclared] = useState<Outputs>({});
+  useEffect(() => { loadOutputs().then(setDeclared).catch(() => undefined); }, []);
   useEffect(() => {
     api<{ models: string[] }>("GET", "/api/models").then((m) => setModels(m.models)).catch(() => setModels([]));
   }, []);
@@ -196,7 +210,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         moveBlock(doc, made, into);
       } else addBlock(doc, spec, nextSpot.current?.(selected) ?? { x: 0, y: 0 });
     });
-    if (made) { setSelected(made); setEdge(null); }
+    if (made) { setSelected(made); setEdge(null); focusSoon(`.react-flow__node[data-id="${made}"]`); }
   }
 
   const references = useMemo(() => {
@@ -211,15 +225,28 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         if (downstream.has(e.source) && !downstream.has(e.target)) { downstream.add(e.target); grew = true; }
       }
     }
+    // inside a loop or parallel: its index and item
+    const parentOf = new Map(graph.nodes.map((n) => [n.id, n.parent]));
+    for (let at = selected ? parentOf.get(selected) : null; at; at = parentOf.get(at)) {
+      const type = specs[at]?.type;
+      if (type === "loop" || type === "parallel") {
+        out.push("loop.index", "loop.item");
+        if (type === "loop") out.push("loop.previous");
+        break;
+      }
+    }
+    // each block's fields: what the last valid check said (it knows a set's
+    // keys, an evaluator's metrics), else what its type declares: known mid-build
     const outputs = new Map((checked?.nodes ?? []).map((n: any) => [n.id, n.outputs as string[] | undefined]));
     for (const node of graph.nodes) {
       if (downstream.has(node.id)) continue;
-      const fields = outputs.get(node.id) ?? (node.type === "set" ? Object.keys(specs[node.id]?.with ?? {}) : null);
-      if (fields && fields.length) fields.forEach((field) => out.push(`${node.id}.${field}`));
-      else out.push(node.id);
+      const fields = new Set<string>([...(outputs.get(node.id) ?? []), ...(declared[node.type] ?? [])]);
+      if (node.type === "set") Object.keys(specs[node.id]?.with ?? {}).forEach((key) => fields.add(key));
+      if (fields.size) fields.forEach((field) => out.push(`${node.id}.${field}`));
+      else out.push(node.id);           // an open output (a function's result): the whole of it
     }
-    return out;
-  }, [document, graph, selected, checked, specs]);
+    return [...new Set(out)];
+  }, [document, graph, selected, checked, specs, declared]);
 
   const blockProblems = useMemo(() => {
     const prefix = selected ? paths[selected] : null;
@@ -248,6 +275,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
       setSaved(text);
       dirtyRef.current = false;
       setNotice(`Saved version ${answer.version}.`);
+      if (!fresh) focusSoon(".workflow-page .saved-notice");
       if (fresh) { navigate(`/workflows/${encodeURIComponent(target)}`, true); return; }
       setCurrent(answer.version);
       setVersions((await api<{ versions: Version[] }>(
@@ -264,7 +292,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   return (
     <main className="workflow-page">
       <div className="title-row">
-        <h1>{title}</h1>
+        <h1 tabIndex={-1} ref={heading}>{title}</h1>
         {!fresh && <>
           <span className="badge" aria-label="Version shown">version {current ?? "..."}</span>
           <label htmlFor="version">Versions</label>
@@ -299,7 +327,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
       {fresh && <p className="muted">Nothing is stored until you save: set the id and the name in
         Workflow settings (or the YAML), add blocks from the palette, connect them by dragging from
         a block's lower handle to another block.</p>}
-      {notice && <p role="status" className="ok">{notice}</p>}
+      {notice && <p role="status" className="ok saved-notice" tabIndex={-1}>{notice}</p>}
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
       {palette && <Palette schema={schema} onPick={pick} onClose={() => setPalette(false)} />}
       <div className="split">
@@ -358,6 +386,9 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                 <p><Link to={`/workflows/${encodeURIComponent(block.with.workflow.split("@")[0])}`}>
                   Open the nested workflow {block.with.workflow}</Link></p>)}
               <BlockForm block={block} schema={schema} problems={blockProblems} references={references}
+                         siblings={graph.nodes.filter((n) => n.id !== block.id &&
+                           n.parent === (graph.nodes.find((m) => m.id === block.id)?.parent ?? null)).map((n) => n.id)}
+                         onAfter={(source, on) => change((doc) => setAfter(doc, block.id, source, on))}
                          onSet={(path, value) => change((doc) => setField(doc, block.id, path, value))}
                          onUnset={(path) => change((doc) => unsetField(doc, block.id, path))}
                          onRename={(to) => {

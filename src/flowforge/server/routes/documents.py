@@ -16,6 +16,7 @@ from flowforge.server.document_view import check_text_view, graph_view, located
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
 from flowforge.service.compiling import BIG_BODY
+from flowforge.blocks.registry import block_types
 from flowforge.service.schema import workflow_json_schema
 
 __all__ = ["router"]
@@ -105,3 +106,17 @@ async def allowed_models(request: Request, user: CurrentUser) -> dict[str, Any]:
     models = [model for model in dict.fromkeys(candidates)
               if policy.model_problem(model) is None]
     return {"models": models, "server_model": server_model}
+
+
+@router.get("/api/block-outputs", summary="The output fields each block type declares "
+                                          "(what `{{block.field}}` may read), for an editor")
+async def block_outputs(user: CurrentUser) -> dict[str, Any]:
+    """Each type's declared `outputs` (the declaration validation and the
+    manual read) and `more`: what a document adds (a `set` block's keys) or
+    why the output is open (a function's result). Answers for any document,
+    valid or not, so an editor's `{{` completion works mid-build."""
+    return {"types": {name: {"outputs": [{"name": field, "type": out.type,
+                                          "description": out.description}
+                                         for field, out in block_type.outputs.items()],
+                             "more": block_type.more_outputs}
+                      for name, block_type in sorted(block_types().items())}}
