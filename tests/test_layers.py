@@ -34,7 +34,7 @@ LAYERS = [
     {"tools", "knowledge", "providers", "registry", "sandbox", "websearch"},
     {"workflow"},
     {"storage"},
-    {"errors", "hints", "lazy", "processes", "safe_text", "tls"},
+    {"errors", "hints", "lazy", "model_strings", "processes", "safe_text", "tls"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

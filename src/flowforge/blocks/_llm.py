@@ -41,6 +41,7 @@ from typing import Any, Mapping
 
 from pydantic import Field
 
+from flowforge.model_strings import parse_model
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model, defaults_sent, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
@@ -265,7 +266,7 @@ class ModelCalls:
                     response_format: dict[str, Any] | None, temperature: float | None,
                     max_tokens: int | None, tool_choice: str | None, purpose: str,
                     extra: Mapping[str, Any] | None) -> LLMResponse:
-        request = LLMRequest(model=self.model.partition("/")[2] or self.model,
+        request = LLMRequest(model=parse_model(self.model).name or self.model,
                              messages=list(messages), tools=list(tools or []),
                              response_format=response_format, temperature=temperature,
                              max_tokens=max_tokens, stream=self.stream, tool_choice=tool_choice,

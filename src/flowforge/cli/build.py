@@ -25,6 +25,7 @@ from rich.markup import escape
 
 from flowforge.cli.exits import fail
 from flowforge.errors import FlowforgeError
+from flowforge.model_strings import parse_model
 
 __all__ = ["build_command", "register", "describe_event"]
 
@@ -115,7 +116,7 @@ def build_command(
     inputs = parse_inputs(input, None)
     chosen = model or default_build_model()
     if chosen.startswith("local/") and not quiet:
-        size = _LOCAL_SIZES.get(chosen.partition("/")[2].lower(), "an embedded")
+        size = _LOCAL_SIZES.get(parse_model(chosen).name.lower(), "an embedded")
         err.print(f"[yellow]note:[/] {escape(chosen)} is {size} model that plans poorly: builds "
                   f"with it often fail. Build with a hosted model (--model openai/gpt-4o, "
                   f"anthropic/claude-sonnet-4-5, google/gemini-2.5-flash), a strong Ollama coder "

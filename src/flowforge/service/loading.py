@@ -16,6 +16,7 @@ from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
 from flowforge.hints import closest, did_you_mean, suggestion
 from flowforge.formats.base import Imported
+from flowforge.model_strings import parse_model
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_data
@@ -66,14 +67,15 @@ def model_problem(model: Any, where: str) -> Problem | None:
     if not isinstance(model, str) or "{{" in model:
         return None
     providers = known_prefixes()
-    prefix, slash, name = model.partition("/")
-    if not slash or not name:
-        known = closest_known(model) if not slash else None
+    parsed = parse_model(model)
+    prefix, name = parsed.provider, parsed.name
+    if not name:
+        known = closest_known(model) if not prefix else None
         if known is not None:              # a bare name of no known family (`gtp-4o`)
             return Problem(where, f"model '{model}' is not a model name flowforge knows "
                                   f"without its provider{suggestion(known)} (write "
                                   f"'<provider>/<model>'; providers: {', '.join(providers)})")
-        close = closest(model.split("/")[0], providers)
+        close = closest(model, providers)
         example = f"{close}/{name or model}" if close else f"openai/{model}"
         return Problem(where, f"model '{model}' does not name a provider: write "
                               f"'<provider>/<model>', e.g. '{example}' (providers: "
