@@ -425,41 +425,11 @@ def cli_page(out: Path) -> dict[str, list[str]]:
 
 
 def http_page(out: Path) -> list[str]:
-    """Every route of the OpenAPI document the server publishes."""
-    from flowforge.server.app import create_app
+    """Every route of the OpenAPI document, with body fields and a recorded
+    answer each, and the WebSocket routes (docs/gen_http.py)."""
+    import gen_http
 
-    schema = create_app().openapi()
-    (out / "openapi.json").write_text(json.dumps(schema, indent=1), encoding="utf-8")
-    lines = ["# HTTP API", "", _docstring_markdown(inspect.cleandoc(
-        schema["info"].get("description", ""))), "",
-        "The full document: [openapi.json](openapi.json) (also served live at "
-        "`/openapi.json`, with an interactive page at `/docs`).", ""]
-    documented = []
-    for path, operations in sorted(schema["paths"].items()):
-        for method, operation in operations.items():
-            route = f"{method.upper()} {path}"
-            documented.append(route)
-            lines += [f"## `{route}`", "", _cell(operation.get("summary", "")), ""]
-            if operation.get("description"):
-                lines += [operation["description"], ""]
-            params = operation.get("parameters", [])
-            if params:
-                lines += ["| parameter | in | required | description |",
-                          "| --- | --- | --- | --- |"]
-                lines += [f"| `{p['name']}` | {p['in']} | {p.get('required', False)} | "
-                          f"{_cell(p.get('description', ''))} |" for p in params]
-                lines.append("")
-            body = operation.get("requestBody", {}).get("content", {})
-            if body:
-                kinds = []
-                for media, content in body.items():
-                    ref = content.get("schema", {}).get("$ref", "")
-                    kinds.append(f"`{media}`" + (f" ({ref.rsplit('/', 1)[-1]})" if ref else ""))
-                lines += ["Body: " + ", ".join(kinds), ""]
-            statuses = ", ".join(f"`{s}`" for s in operation.get("responses", {}))
-            lines += [f"Answers: {statuses}", ""]
-    (out / "http.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return documented
+    return gen_http.http_page(out, _docstring_markdown)
 
 
 def errors_page(out: Path) -> list[str]:
