@@ -465,10 +465,25 @@ def test_every_code_block_of_the_guides_runs(page, tmp_path):
                                     capture_output=True, text=True, timeout=240)
             assert result.returncode == 0, f"{body}\n{result.stdout}\n{result.stderr}"
             last_output = result.stdout + result.stderr     # what the terminal shows
-        elif title:
+        elif title:                               # a file, perhaps in a folder
+            (tmp_path / title.group(1)).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / title.group(1)).write_text(body)
         else:
             pytest.fail(f"{page.name}: a ```{language} block that no check covers:\n{body}")
+
+
+def test_the_recipes_are_a_dozen_runnable_ones():
+    """Each recipe (a `##` section) runs at least one command; the test above
+    runs them all on scripted models."""
+    page = (DOCS / "recipes" / "index.md").read_text()
+    recipes = re.split(r"^## ", page, flags=re.M)[1:]
+    assert len(recipes) >= 12
+    for recipe in recipes:
+        assert "```bash" in recipe, recipe.splitlines()[0]
+    for title in ("Retry, then a fallback model", "A knowledge base from a folder",
+                  "A loop over knowledge searches", "Call a workflow on a server"):
+        assert f"## {title}\n" in page, title
+    assert "fallback: [scripted/" in page            # the model list, not only on_error
 
 
 # -- served at /manual/ --------------------------------------------------------------------
