@@ -486,6 +486,32 @@ def test_the_recipes_are_a_dozen_runnable_ones():
     assert "fallback: [scripted/" in page            # the model list, not only on_error
 
 
+def test_errors_and_troubleshooting_link_each_other_and_the_front_pages_say_where_to_run(
+        built):
+    """Every `**Error:**` line of a troubleshooting entry links to its class's
+    row in the error reference, whose row links back to the entry; the home
+    page and getting started say once where commands run from."""
+    import flowforge.errors as errors
+
+    entries = gen_reference.troubleshooting_entries()
+    assert len({slug for found in entries.values() for _, slug in found}) >= 10
+    page = (built / "docs" / "reference" / "errors.md").read_text()
+    for name, found in entries.items():
+        row = re.search(rf'^\| <a id="{name}"></a>`{name}` \|.*$', page, re.M)
+        assert row, f"{name}: no row in the error reference"
+        for _, slug in found:
+            assert f"(../guides/troubleshooting.md#{slug})" in row.group(0), (name, slug)
+    assert {"MissingCredentials", "BlockTimeout", "CapabilityDenied", "NotFound",
+            "StorageError"} <= set(entries)
+    assert all(f'<a id="{n}"></a>' in page for n in errors.__all__
+               if isinstance(getattr(errors, n), type)
+               and issubclass(getattr(errors, n), Exception))
+    for front in ("index.md", "guides/getting-started.md"):
+        text = (DOCS / front).read_text()
+        assert text.count("Commands run from any folder") == 1, front
+        assert "user data directory" in text and "checkout's root" in text, front
+
+
 # -- served at /manual/ --------------------------------------------------------------------
 
 @pytest.fixture
