@@ -99,6 +99,10 @@ class AgentConfig(LLMBlockConfig):
     `{knowledge_base_search: 1}`: once spent, the tool is no longer offered and a
     further call is refused, so a small model that keeps rephrasing one search
     (the 0.5B model searched eight times for one fact) answers from what it found."""
+    answer_after: list[str] = Field(default_factory=list)
+    """Tools after whose successful call the next turn asks for `finish_with` by name:
+    the RAG chat answers right after its search (two turns), since the 0.5B model went
+    on to the web search even with the answer in the results."""
     finish_retries: int = Field(1, ge=0)
     """How many more calls of `finish_with` are allowed after a failed one."""
     reask_message: str | None = None
@@ -185,8 +189,12 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                                                                if config.finish_with else [])))
         unknown = [name for name in required if name not in tools]
         unlimited = [name for name in config.tool_call_limits if name not in tools]
+        if config.answer_after and not config.finish_with:
+            raise block("answer_after needs finish_with: the tool whose call is the answer")
+        unlimited += [name for name in config.answer_after if name not in tools]
         if unlimited:
-            raise block(f"tool_call_limits names tool(s) the agent does not have: "
+            raise block(f"tool_call_limits or answer_after names tool(s) the agent does "
+                        f"not have: "
                         f"{', '.join(unlimited)} (tools: {', '.join(tools) or 'none'})")
         if unknown:
             field = "finish_with" if unknown == [config.finish_with] else "required_tools"
@@ -284,6 +292,11 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 if finish_failures > config.finish_retries:
                     raise block(f"'{config.finish_with}' failed {finish_failures} time(s); last "
                                 f"error: {_last_error(outcomes, config.finish_with)}")
+                if config.answer_after and all(n in succeeded for n in required
+                                               if n != config.finish_with) and any(
+                        o.status == "ok" and o.call.name in config.answer_after
+                        for o in outcomes):
+                    choice = config.finish_with   # answer from what was found, now
                 if any(o.call.name == config.finish_with and o.status != "ok"
                        for o in outcomes) and early is None:
                     choice = config.finish_with   # the retry must be the answer tool again
