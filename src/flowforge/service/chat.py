@@ -209,6 +209,8 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
         web_backend = web_backend or os.environ.get("FLOWFORGE_WEB_SEARCH") or None
         if web_backend:
             inputs["web_backend"] = web_backend
+            if workflow is None and web_backend != "offline":
+                inputs["answer_after"] = []     # a real web: the model decides when to use it
         web_tool = web_tool or os.environ.get("FLOWFORGE_CHAT_WEB_TOOL") or None
         if web_tool:
             inputs["web_tool"] = web_tool
