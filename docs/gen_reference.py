@@ -295,6 +295,7 @@ def shipped_block_types() -> dict[str, Any]:
 
 def block_pages(out: Path) -> dict[str, list[str]]:
     """One page per block type; returns type -> documented config fields."""
+    from gen_block_errors import errors_section
 
     folder = out / "blocks"
     folder.mkdir(parents=True, exist_ok=True)
@@ -328,6 +329,7 @@ def block_pages(out: Path) -> dict[str, list[str]]:
             lines += ["This block type takes no fields."]
         documented[name] = [f.alias or n for n, f in fields.items()]
         lines += ["", *_outputs_section(cls)]
+        lines += errors_section(cls.__module__, "../errors.md#common-to-all-blocks")
         events = sorted(_events_of(cls.__module__))
         lines += ["## Events", "",
                   "Like every block: `block_started`, then `block_succeeded`, `block_failed` "
@@ -473,6 +475,9 @@ def errors_page(out: Path) -> list[str]:
             names.append(name)
             lines.append(f"| `{name}` | `{obj.__mro__[1].__name__}` | "
                          f"{_cell(_dedent_doc(obj).split(chr(10) * 2)[0])} |")
+    from gen_block_errors import by_type_section
+
+    lines += ["", *by_type_section(shipped_block_types())]
     lines += ["", "## HTTP error codes", "", _docstring_markdown(_dedent_doc(server_errors)),
               "", "| status | `code` |", "| --- | --- |"]
     lines += [f"| {status} | `{code}` |" for status, code in sorted(server_errors._CODES.items())]
@@ -539,15 +544,19 @@ def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:
     """Write every reference page into `out`; returns what each page documents.
     Raises ManualDisagrees, listing every problem, when the code's own
     documentation is wrong."""
+    from gen_document import document_page, document_problems
+
     PROBLEMS.clear()
     out.mkdir(parents=True, exist_ok=True)
-    documented = {"blocks": block_pages(out), "functions": expressions_page(out),
+    PROBLEMS.extend(document_problems())
+    documented = {"document": document_page(out),"blocks": block_pages(out), "functions": expressions_page(out),
                   "cli": cli_page(out), "routes": http_page(out), "errors": errors_page(out),
                   "environment": environment_page(out),
                   "scripted": scripted_page(out)}
     index = ["# Reference", "",
              "Generated from the code each time the manual is built: nothing here is "
              "edited by hand.", "",
+             "- [The workflow document](document.md): every key of a workflow file",
              "- [Block types](blocks/index.md): every block type, its fields and outputs",
              "- [Templates and expressions](expressions.md): namespaces, functions, limits",
              "- [Command line](cli.md): every command and option",
@@ -563,6 +572,7 @@ def generate(out: Path = ROOT / "docs" / "reference") -> dict[str, Any]:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(ROOT / "docs"))
     try:
         generate(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "reference")
     except ManualDisagrees as exc:

@@ -11,7 +11,8 @@ import flowforge
 PACKAGES = ["flowforge", "flowforge.workflow", "flowforge.engine", "flowforge.blocks",
             "flowforge.providers", "flowforge.storage", "flowforge.service", "flowforge.tools",
             "flowforge.errors", "flowforge.apps.chains", "flowforge.knowledge",
-            "flowforge.service.pool", "flowforge.lazy", "flowforge.tls"]
+            "flowforge.service.pool", "flowforge.lazy", "flowforge.tls", "flowforge.formats",
+            "flowforge.formats.agent_json", "flowforge.formats.pipeline_json", "flowforge.hints"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -22,12 +23,20 @@ def test_all_names_exist(name):
 
 
 def test_a_lazily_exported_name_is_its_module_s_and_an_unknown_one_is_named():
-    from flowforge.apps import chains
-    from flowforge.apps.chains import importer
+    from flowforge import knowledge
+    from flowforge.knowledge import store
 
-    assert chains.agent_to_workflow is importer.agent_to_workflow
-    with pytest.raises(AttributeError, match="'flowforge.apps.chains' has no attribute 'nope'"):
-        chains.nope
+    assert knowledge.default_knowledge_url is store.default_knowledge_url
+    with pytest.raises(AttributeError, match="'flowforge.knowledge' has no attribute 'nope'"):
+        knowledge.nope
+
+
+def test_the_chains_app_names_the_agent_format_s_converters():
+    from flowforge.apps import chains
+    from flowforge.formats import agent_json
+
+    assert chains.agent_to_workflow is agent_json.agent_to_workflow
+    assert chains.workflow_to_agent is agent_json.workflow_to_agent
 
 
 def test_top_level_api():

@@ -290,7 +290,7 @@ def test_an_agent_in_yaml_loads_like_json(tmp_path, monkeypatch):
 
 
 def test_event_data_template_keeps_types_and_fills_strings():
-    from flowforge.apps.chains.templates import data_template
+    from flowforge.formats.agent_json_templates import data_template
 
     refs = {"chars": "{{parse.data}}", "title": "{{input.title}}", "n": "{{count.content}}"}
     body = data_template('{"characters": {chars}, "label": "About {title} (\\"{n}\\")", '

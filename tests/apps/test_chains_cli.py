@@ -90,7 +90,7 @@ def test_export_round_trip_through_files(tmp_path):
 
 
 def test_export_refuses_other_formats_and_other_blocks(tmp_path):
-    assert "the only export format is agent" in invoke(
+    assert "unknown --format 'n8n': the export formats are agent" in invoke(
         "export", EXAMPLES.parent / "support.yaml", "--format", "n8n").output
     result = invoke("export", EXAMPLES.parent / "support.yaml", "--format", "agent")
     assert result.exit_code == 2 and "has no prompt-chain equivalent" in result.output

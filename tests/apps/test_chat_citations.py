@@ -208,13 +208,15 @@ async def test_after_a_search_the_answer_tool_accepts_only_the_sources_found(
     """A model whose output follows the schema (the local model's grammar does)
     cannot cite anything but what the tools returned."""
     seen_schemas: list = []
+    limits: list = []
     model, script = plan(kb_search(), respond())
     original = script.__call__
 
     def watching(messages, tools):
         answer = next((t for t in tools or [] if t.name == "generate_response"), None)
-        seen_schemas.append(answer.parameters["properties"]["sources"]["items"]
-                            if answer else None)
+        sources = answer.parameters["properties"]["sources"] if answer else None
+        seen_schemas.append(sources["items"] if answer else None)
+        limits.append(sources["maxItems"] if answer else None)
         return original(messages, tools)
     script.__call__ = watching                       # type: ignore[method-assign]
     from flowforge.providers.scripted import register_script
@@ -224,4 +226,6 @@ async def test_after_a_search_the_answer_tool_accepts_only_the_sources_found(
     searched = json.loads(tool_results(script.seen[1])[-1].content)
     titles = {meta["title"] for meta in searched["metadata"]}
     assert set(seen_schemas[1]["enum"]) == titles and "Warranty" in titles
+    # each source at most once: the 0.5B model listed one title 16 times up to maxItems 20
+    assert limits[1] == len(seen_schemas[1]["enum"]) < 20
     assert answer.sources[0]["title"] == "Warranty"

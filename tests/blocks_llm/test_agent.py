@@ -320,3 +320,74 @@ async def test_tools_see_the_run_context():
     assert seen["variables"] == {"company": "Acme"}
     assert seen["run_id"] == result.run_id and seen["workflow_id"] == "t"
     assert seen["block_id"] == "agent" and seen["has_path"] is True
+
+
+@flowforge.function("t_reply")
+async def reply(text: str) -> str:
+    """The answer (a finishing tool)."""
+    return text
+
+
+async def test_a_repeated_call_stays_out_of_the_conversation_and_the_next_step_is_asked_for():
+    """A small model repeats its search, then copies the last message into its answer:
+    shown the refusal of the repeat, its answer was the engine's own words."""
+    repeats = []
+
+    def script(messages, tools):
+        last = messages[-1]
+        if last.role != "tool":
+            return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+        if not repeats:
+            repeats.append(True)
+            return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+        return {"tool_calls": [{"name": "t_reply", "arguments": {"text": last.content}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?",
+                                         tools=["t_weather", "t_reply"],
+                                         required_tools=["t_weather"], finish_with="t_reply",
+                                         refuse_repeated_calls=True)])
+    assert statuses(result) == {"agent": "succeeded"}
+    assert "already called" not in result.results["agent"]["content"]
+    assert '"temp": 21' in result.results["agent"]["content"]
+    assert CALLS == [("weather", {"city": "Rome"})]               # run once
+    listed = result.results["agent"]["toolCalls"]["list"]
+    assert [c["name"] for c in listed] == ["t_weather", "t_weather", "t_reply"]
+    assert "already called 't_weather'" in listed[1]["result"]    # the repeat, recorded
+    sent = requests(result, "agent")
+    assert sent[2]["tool_choice"] == "t_reply"                     # the next step, by name
+    assert [m["role"] for m in sent[2]["messages"]] == [m["role"] for m in sent[1]["messages"]]
+
+
+async def test_a_spent_tool_call_limit_stops_rephrased_calls_and_the_answer_follows():
+    """The 0.5B model searched eight times with ever new wording for one fact until
+    max_iterations: with `tool_call_limits` its second search is not run, the tool is
+    no longer offered, and the next turn asks for the answer by name."""
+    cities = iter(["Rome", "Roma", "Rome, Italy", "Rome city"])
+    offered: list[list[str]] = []
+
+    def script(messages, tools):
+        offered.append([t.name for t in tools])
+        if messages[-1].role == "tool" and offered[-1] == ["t_reply"]:
+            return {"tool_calls": [{"name": "t_reply", "arguments": {"text": "21 degrees"}}]}
+        return {"tool_calls": [{"name": "t_weather", "arguments": {"city": next(cities)}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?", max_iterations=4,
+                                         tools=["t_weather", "t_reply"], finish_with="t_reply",
+                                         tool_call_limits={"t_weather": 1})])
+    assert statuses(result) == {"agent": "succeeded"}
+    assert result.results["agent"]["content"] == "21 degrees"
+    assert CALLS == [("weather", {"city": "Rome"})]               # the first search only
+    assert offered[0] == ["t_weather", "t_reply"] and offered[1] == ["t_reply"]
+    sent = requests(result, "agent")
+    assert [r["tool_choice"] for r in sent] == ["required", "required"]
+
+
+async def test_a_tool_call_limit_naming_no_tool_is_a_clear_failure():
+    with scripted({"rules": [{"match": ".", "reply": "hi"}]}) as model:
+        result = await run_blocks([agent(model, prompt="Hi", tools=["t_weather"],
+                                         tool_call_limits={"t_wether": 1})])
+    assert statuses(result) == {"agent": "failed"}
+    error = result.blocks["agent"].error
+    assert "tool_call_limits" in error and "t_wether" in error and "t_weather" in error

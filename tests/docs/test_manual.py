@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 MKDOCS = Path(sys.executable).parent / "mkdocs"
 sys.path.insert(0, str(DOCS))
+import gen_block_errors  # noqa: E402
 import gen_reference  # noqa: E402
 
 
@@ -114,6 +115,103 @@ def test_an_output_field_the_docs_and_the_code_disagree_on_fails_the_build(monke
                                               if k != "cost"})
     with pytest.raises(gen_reference.ManualDisagrees, match="`llm`.*`cost`"):
         gen_reference.generate(tmp_path / "reference")
+
+
+def test_the_document_reference_covers_every_key_of_the_models_validate_uses(built):
+    """Every key of the document's models has its row (type, default, its
+    docstring) and an example section; the page's complete example validates."""
+    import gen_document
+
+    page = (built / "docs" / "reference" / "document.md").read_text()
+    for name, cls in gen_document._models().items():
+        for field_name, field in cls.model_fields.items():
+            key = field.alias or field_name
+            rows = re.findall(rf"^\| `{re.escape(key)}` \|.*$", page, re.M)
+            assert any(" ".join(field.description.split())[:40] in row for row in rows), \
+                f"{name}.{key}"
+    for key in ("inputs", "variables", "defaults", "env", "memory", "budget", "concurrency",
+                "triggers", "webhook", "metadata", "blocks[].after", "blocks[].on_error",
+                "blocks[].timeout", "blocks[].retry", "blocks[].uses", "triggers[].cron",
+                "budget.on_exceed", "retry.attempts"):
+        assert f"### `{key}`" in page, key
+    assert "X-Flowforge-Signature" in page and "worker pool" in page
+    assert (built / "site" / "reference" / "document.html").is_file()
+
+
+def test_a_document_key_without_description_or_example_or_refused_fails_the_build(
+        monkeypatch, tmp_path):
+    """The models are the page: a key left undescribed, an example the model
+    refuses, or a complete example validate refuses stops the generator."""
+    import gen_document
+
+    from flowforge.workflow.model import BlockSpec, Workflow
+
+    assert gen_document.document_problems() == []
+    monkeypatch.setattr(Workflow.model_fields["concurrency"], "description", None)
+    monkeypatch.setattr(BlockSpec.model_fields["timeout"], "examples", [-1])
+    monkeypatch.setattr(gen_document, "COMPLETE_EXAMPLE",
+                        gen_document.COMPLETE_EXAMPLE.replace("concurrency: 4",
+                                                              "concurency: 4"))
+    problems = gen_document.document_problems()
+    assert any("`concurrency` of Workflow" in p and "no description" in p for p in problems)
+    assert any("`timeout` of BlockSpec" in p and "-1" in p for p in problems)
+    assert any("complete example" in p and "concurency" in p for p in problems)
+    with pytest.raises(gen_reference.ManualDisagrees, match="`concurrency` of Workflow"):
+        gen_reference.generate(tmp_path / "reference")
+
+
+def test_each_block_page_lists_every_error_its_code_raises(built):
+    """Every `raise SomethingError(` in a block module is a row of its page's
+    Errors section (found here by a plain text scan, apart from the
+    generator's parse), and the error reference links to each section."""
+    reference = built / "docs" / "reference"
+    errors_page = (reference / "errors.md").read_text()
+    for name, cls in gen_reference.shipped_block_types().items():
+        assert f"[`{name}`](blocks/{name}.md#errors)" in errors_page, name
+        module = cls.__module__.rsplit(".", 1)[1]
+        section = (reference / "blocks" / f"{name}.md").read_text().split("## Errors")[1]
+        section = section.split("\n## ")[0]
+        source = (ROOT / "src" / "flowforge" / "blocks" / f"{module}.py").read_text()
+        for number, line in enumerate(source.splitlines(), 1):
+            found = re.search(r"\braise (\w*Error|RunError)\(", line)
+            if found and found.group(1) not in gen_block_errors.SIGNALS:   # internal misses
+                assert f"`blocks/{module}.py:{number}`" in section, \
+                    f"{name}: line {number} ({line.strip()}) is not on its page"
+    assert "| `RunError` | loop '…': `…` asks for … but `max_iterations`" in \
+        (reference / "blocks" / "loop.md").read_text()
+
+
+def test_what_on_error_reads_is_what_the_error_pages_say():
+    """The handler of a failed block reads `{{x.error}}`: the message alone for
+    a flowforge error, `ValueError: ` before it for an error outside the tree,
+    the refused field for a configuration a template made wrong, and the
+    timeout's own words, as the block pages and the common table say."""
+    import flowforge
+
+    document = flowforge.load_text("""
+version: 1
+id: handled
+inputs: {n: {type: integer, default: 3}, items: {type: array, default: [1, 2, 3]}}
+blocks:
+  - {id: each, type: loop, on_error: h1, with: {for_each: "{{input.n}}x"},
+     blocks: [{id: s1, type: set, with: {v: 1}}]}
+  - {id: h1, type: set, with: {seen: "{{each.error}}"}}
+  - {id: capped, type: loop, on_error: h2, with: {for_each: "{{input.items}}", max_iterations: 2},
+     blocks: [{id: s2, type: set, with: {v: 1}}]}
+  - {id: h2, type: set, with: {seen: "{{capped.error}}"}}
+  - {id: slow, type: wait, timeout: 0.1, on_error: h3, with: {seconds: 2}}
+  - {id: h3, type: set, with: {seen: "{{slow.error}}"}}
+  - {id: wrong, type: wait, on_error: h4, with: {seconds: "{{input.n}}x"}}
+  - {id: h4, type: set, with: {seen: "{{wrong.error}}"}}
+""")
+    result = flowforge.run_sync(document, {}, storage=False)
+    seen = {h: result.results[h]["seen"] for h in ("h1", "h2", "h3", "h4")}
+    assert seen["h1"] == "ValueError: for_each must be a list, got str"
+    assert seen["h2"].startswith("loop 'capped': `for_each` asks for 3 items but "
+                                 "`max_iterations` is 2")
+    assert seen["h3"] == "timed out after 0.1s"
+    assert seen["h4"].startswith("invalid configuration after resolving templates: "
+                                 "with.seconds: ")
 
 
 OUTPUTS_RULES = {"rules": [

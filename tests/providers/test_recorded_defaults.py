@@ -100,6 +100,7 @@ def test_the_local_sampler_defaults_are_what_generate_passes(request_, structure
     import threading
     from types import SimpleNamespace
 
+    from flowforge.providers._local_states import StateCache
     from flowforge.providers.local import LocalProvider
 
     seen: dict = {}
@@ -109,8 +110,9 @@ def test_the_local_sampler_defaults_are_what_generate_passes(request_, structure
         yield {"choices": [{"text": "{}", "finish_reason": "stop"}]}     # a generator: closable
 
     llama = SimpleNamespace(tokenize=lambda *a, **k: [1, 2, 3], n_tokens=4,
-                            create_completion=create_completion)
-    loaded = SimpleNamespace(llama=llama, lock=threading.Lock(),
+                            create_completion=create_completion,
+                            _input_ids=SimpleNamespace(tolist=lambda: []))
+    loaded = SimpleNamespace(llama=llama, lock=threading.Lock(), states=StateCache(0),
                              format=lambda messages: SimpleNamespace(
                                  prompt="hi", stop=None, added_special=False,
                                  stopping_criteria=None))

@@ -32,7 +32,7 @@ HOSTILE_CHAIN = {"name": "Leak", "variables": {}, "promptChain": [
 BUDGET = {"budget": {"tokens": 5, "on_exceed": {"downgrade": HOSTILE_MODEL}}}
 
 #: routes whose body is a document as text: the gate sees what the schema cannot
-TEXT_BODIES = {("post", "/api/validate")}
+TEXT_BODIES = {("post", "/api/validate"), ("post", "/api/import")}
 
 #: (method, path) -> (request, the gate's check and the value it must see)
 HOSTILE: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, str]]] = {
@@ -40,6 +40,9 @@ HOSTILE: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, str]]] = {
                                  "headers": {"Content-Type": "application/json"}},
                                 ("model_problem", HOSTILE_MODEL)),
     ("post", "/api/workflows"): ({"json": HOSTILE_DOCUMENT}, ("model_problem", HOSTILE_MODEL)),
+    ("post", "/api/import"): ({"json": {"filename": "leak.json",
+                                        "text": json.dumps(HOSTILE_CHAIN)}},
+                              ("model_problem", HOSTILE_MODEL)),
     ("put", "/api/workflows/{workflow_id}"): ({"json": HOSTILE_DOCUMENT},
                                               ("model_problem", HOSTILE_MODEL)),
     ("patch", "/api/workflows/{workflow_id}"): (

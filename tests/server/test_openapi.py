@@ -38,7 +38,7 @@ EXPECTED = {
     "/api/users/{target}/grants/{capability}": {"delete"},
     "/api/secrets": {"get", "post"},
     "/api/secrets/{name}": {"delete"},
-    # the builder (server/routes_builder.py, issue 6)
+    # the builder (server/routes/builder.py, issue 6)
     "/api/blocks": {"get", "post"},
     "/api/blocks/{block_id}": {"get", "delete"},
     "/api/blocks/{block_id}/source": {"get"},
@@ -59,6 +59,8 @@ EXPECTED = {
     "/api/validate": {"post"},
     "/api/schema": {"get"},
     "/api/workflows/{workflow_id}/graph": {"get"},
+    # a workflow file of another system, converted without saving (issue 42)
+    "/api/import": {"post"},
     # knowledge bases for the web app (server/routes/knowledge.py, issue 13)
     "/api/knowledge": {"get", "post"},
     "/api/knowledge/{name}": {"delete"},

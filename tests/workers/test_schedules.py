@@ -76,6 +76,18 @@ def test_bad_triggers_are_found_by_validate():
     assert [str(p) for p in caught.value.problems][0].startswith("triggers[0].inputs: ")
 
 
+def test_a_trigger_may_leave_out_an_optional_input():
+    """`optional: true` makes an input without a default optional for a run;
+    validate read it as required for a trigger's inputs (and refused the
+    manual's own example)."""
+    document = scheduled()
+    document["inputs"]["urgent"] = {"type": "boolean", "optional": True}
+    assert load(document).id == "daily"
+    document["triggers"][0]["inputs"]["urgent"] = "yes"
+    with pytest.raises(ValidationFailed, match=r"triggers\[0\]\.inputs: .*boolean"):
+        load(document)
+
+
 async def test_a_scheduled_run_runs_on_the_pool_as_its_owner(pool, tmp_path):
     storage = storage_from_url(pool.database)
     await storage.open()

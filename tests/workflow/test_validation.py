@@ -126,7 +126,7 @@ def test_document_level_errors_are_located(tmp_path):
     found = [str(p) for p in info.value.problems]
     assert any(p.startswith("version:") for p in found)
     assert any(p.startswith("id:") for p in found)
-    assert "blocks[0].wiht: unknown field 'wiht'" in found
+    assert "blocks[0].wiht: unknown field 'wiht' - did you mean 'with'?" in found
 
 
 def test_missing_file_and_invalid_json_are_clear(tmp_path):
@@ -165,3 +165,20 @@ async def test_templated_config_that_resolves_to_a_bad_type_fails_the_block_clea
     assert result.status == "failed"
     assert result.blocks["each"].error.startswith(
         "invalid configuration after resolving templates: with.max_concurrency:")
+
+
+def test_a_misspelt_namespace_or_key_gets_a_did_you_mean():
+    """`{{inptu.query}}` is far likelier a misspelt `input` than a missing
+    block, and `retyr:` a misspelt `retry:` (issue 44)."""
+    with pytest.raises(ValidationFailed) as caught:
+        flowforge.load_text("id: t\ninputs: {query: {type: string}}\nblocks:\n"
+                  "  - {id: a, type: set, with: {v: '{{inptu.query}}'}}\n")
+    assert [str(p) for p in caught.value.problems] == [
+        "blocks[0].with.v: unknown block 'inptu' in {{inptu.query}} - did you mean 'input'?"]
+    with pytest.raises(ValidationFailed) as caught:
+        flowforge.load_text("id: t\nbudjet: {tokens: 5}\ntriggers: [{cron: '0 7 * * *', timzone: UTC}]\n"
+                  "blocks:\n  - {id: a, type: set, retyr: 2, with: {v: 1}}\n")
+    assert sorted(str(p) for p in caught.value.problems) == [
+        "blocks[0].retyr: unknown field 'retyr' - did you mean 'retry'?",
+        "budjet: unknown field 'budjet' - did you mean 'budget'?",
+        "triggers[0].timzone: unknown field 'timzone' - did you mean 'timezone'?"]

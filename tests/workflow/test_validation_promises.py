@@ -33,8 +33,8 @@ def _problems(document: dict) -> list[str]:
     ({"id": "a", "type": "agent", "with": {"prompt": "hi", "model": "lokal/smollm2"}},
      "blocks[0].with.model: unknown provider 'lokal' in model 'lokal/smollm2' - did you mean "
      "'local/smollm2'?"),
-    ({"id": "a", "type": "agent", "with": {"prompt": "hi", "model": "gpt-4o"}},
-     "blocks[0].with.model: model 'gpt-4o' does not name a provider"),
+    ({"id": "a", "type": "agent", "with": {"prompt": "hi", "model": "house-model"}},
+     "blocks[0].with.model: model 'house-model' does not name a provider"),
     ({"id": "g", "type": "condition", "with": {"cases": [{"when": "1 > 0", "goto": "revew"}],
                                                "default": "r"}},
      "blocks[0].with.cases[0].goto: unknown target block 'revew'"),

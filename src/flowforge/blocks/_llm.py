@@ -158,11 +158,25 @@ def sent_requests(events: list[dict[str, Any]], block_id: str) -> list[dict[str,
 
 
 class LLMBlockConfig(BlockConfig):
-    """What every LLM block's config has beside its own fields: the Azure
+    """What every LLM block's config has beside its own fields, written once:
+    the model and its fallbacks, the key, the sampling settings, and the Azure
     OpenAI endpoint and API version of this block (the Sim-style executor's
     `azureEndpoint`/`azureApiVersion`), which otherwise come from
-    `defaults.provider_options` or the environment."""
+    `defaults.provider_options` or the environment.  A block whose default
+    differs (a router's temperature 0) redeclares that field alone."""
 
+    model: str | None = None
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the embedded
+    default: `local/qwen2.5-0.5b` where installed, else `local/smollm2`)."""
+    api_key: str | None = Field(None, description=API_KEY_DOC)
+    fallback: list[str] | None = None
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
+    temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
     azure_endpoint: str | None = Field(None, max_length=500)
     """Azure OpenAI endpoint for an `openai-compatible/azure/<deployment>` model (needs
     the `provider_endpoints` capability on a server)."""

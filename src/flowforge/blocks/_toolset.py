@@ -14,6 +14,8 @@ Each entry is one of (see the agent block's docstring for examples):
     - {mcp: {command: python, args: [-m, mcp_server_time]}}     # every tool of the server
     - {mcp: {url: "https://host/mcp", headers: {...}, include: [search]}}
     - {knowledge_search: {knowledge_base: policies, filters: {category: legal}, top_k: 3}}
+    - {type: knowledge, operation: search,    # Sim's shape: the same knowledge_search
+       params: {knowledgeBaseId: policies, topK: 3}}
 
 This module lives in the blocks layer because block tools run block types;
 everything else it builds comes from `flowforge.tools`.
@@ -24,19 +26,20 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
+    model_validator
 
 from flowforge.blocks._llm import block_data, name_mapping
 from flowforge.blocks._rag_tools import (RAG_TOOL_KINDS, FinalResponseOptions,
                                          KeywordIndexOptions, RagSearchOptions,
                                          WebSearchOptions, build_rag_tool)
 from flowforge.blocks.base import Routed, is_set, policy_of
-from flowforge.errors import ToolError
+from flowforge.errors import FlowforgeError, ToolError
 from flowforge.tools.http import http_tool
 from flowforge.tools.mcp_client import McpServer, open_mcp_tools
 from flowforge.tools.python import function_tool
 from flowforge.tools.spec import Tool, ToolContext
-from flowforge.workflow.model import did_you_mean
+from flowforge.hints import did_you_mean
 from flowforge.workflow.policy import CapabilityUse, looks_like_path
 from flowforge.workflow.seed_fields import canonical_fields
 
@@ -120,14 +123,63 @@ class KnowledgeSearchOptions(BaseModel):
 
     knowledge_base: str | None = None
     """The base searched (else the model names it)."""
-    filters: dict[str, str | list[str]] | None = None
-    """Tag filters applied to every search (the model's are added to them)."""
+    filters: dict[str, str | list[str]] | list[dict[str, Any]] | None = None
+    """Tag filters applied to every search (the model's are added to them), written as
+    a knowledge block's: `{category: [policies, legal]}`, `"policies|OR|legal"`, or
+    Sim's `[{tagName: category, tagValue: policies}]`."""
     top_k: int | None = Field(None, ge=1, le=100)
     """Passages per search (the model may ask for up to four times as many)."""
     mode: Literal["vector", "text", "hybrid"] | None = None
     """How passages are found: by meaning (`vector`), by words (`text`), or both (`hybrid`)."""
     min_similarity: float | None = Field(None, ge=-1, le=1)
     """Passages less similar to the query than this are left out."""
+
+    @field_validator("filters")
+    @classmethod
+    def _readable_filters(cls, value: Any) -> Any:
+        """A filter the search would refuse is refused when the document is checked."""
+        if value is not None:
+            from flowforge.knowledge.search import check_filters
+            try:
+                check_filters(value)
+            except FlowforgeError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+#: Sim's agent tool entry keys that only its editor reads (a label, a panel state)
+_SIM_TOOL_DISPLAY = ("title", "isExpanded", "toolId")
+
+
+def _sim_tool(data: dict[str, Any]) -> dict[str, Any]:
+    """Sim's agent tool shape, `{type: knowledge, operation: search, params: {...}}`,
+    as the entry it means: `{knowledge_search: {...params}}`, or for another block
+    type `{block: {type, with: params}}`.  What it cannot mean is refused, named."""
+    kind, operation = data.get("type"), data.get("operation")
+    params = data.get("params") or {}
+    unknown = sorted(set(data) - {"type", "operation", "params", "usageControl",
+                                  *_SIM_TOOL_DISPLAY})
+    if unknown:
+        raise ValueError(f"a tool written Sim's way ({{type, operation, params}}) has no "
+                         f"field {', '.join(map(repr, unknown))}")
+    if not isinstance(params, dict):
+        raise ValueError("params: write the tool's fixed options as a mapping")
+    control = data.get("usageControl", "auto")
+    if control != "auto":
+        raise ValueError(f"usageControl: {control!r} is written on the agent here: "
+                         f"`required_tools: [<tool name>]` (force) or leave the tool out "
+                         f"(none)")
+    if kind == "knowledge":
+        if operation not in (None, "search", "knowledge_search"):
+            raise ValueError(f"operation: a knowledge tool searches (operation: search); "
+                             f"{operation!r} has no counterpart")
+        if "query" in params:
+            raise ValueError("params.query: the model writes a knowledge search's query; "
+                             "leave it out (or use a `knowledge` block)")
+        return {"knowledge_search": params}
+    if operation is not None:
+        raise ValueError(f"operation: a '{kind}' tool takes no operation")
+    return {"block": {"type": kind, "with": params}}
 
 
 class ToolEntry(BaseModel):
@@ -171,6 +223,8 @@ class ToolEntry(BaseModel):
         canonical ones, here, where both `validate` and the run read them."""
         if not isinstance(data, dict):
             return data
+        if isinstance(data.get("type"), str) and not set(data) & set(_KINDS):
+            data = _sim_tool(data)
         out = dict(data)
         for kind, options in data.items():
             model = _OPTION_MODELS.get(kind)

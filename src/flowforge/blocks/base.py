@@ -173,6 +173,12 @@ class BlockType:
         return []
 
     @classmethod
+    def warnings(cls, spec: BlockSpec, where: str) -> list[Problem]:
+        """Located problems that do not stop the document from validating
+        (`validate` prints them): a block that will fail if a run reaches it."""
+        return []
+
+    @classmethod
     def implied_targets(cls, spec: BlockSpec) -> list[str]:
         return []
 

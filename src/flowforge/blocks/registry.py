@@ -16,15 +16,20 @@ from typing import TypeVar
 
 from flowforge.blocks.base import BlockType
 
-__all__ = ["BUILTIN_TYPES", "register_block", "block_types", "get_block_type"]
+__all__ = ["BUILTIN_TYPES", "ALIASES", "register_block", "block_types", "get_block_type"]
 
 #: Built-in block types and the module of each (under flowforge.blocks),
 #: imported when its type is first looked up.
 BUILTIN_TYPES = {name: name for name in (
     "input", "response", "set", "function", "condition", "loop", "parallel", "workflow",
     "agent", "router", "evaluator", "guardrail", "llm", "parser", "http", "knowledge",
-    "keyword_lookup", "web_search", "progress", "wait", "approval")}
+    "keyword_lookup", "web_search", "progress", "wait", "approval", "unsupported", "code", "template")}
 BUILTIN_TYPES["registry"] = "registry_block"
+
+#: Other systems' names of a block type: Sim's start block (`trigger`, and
+#: `starter` in its older documents) is the run's entry, the `input` block.
+#: Looked up as the type they name; compiling writes the type's own name.
+ALIASES = {"trigger": "input", "starter": "input"}
 
 _TYPES: dict[str, type[BlockType]] = {}
 
@@ -44,6 +49,8 @@ class _BlockTypes(Mapping[str, type[BlockType]]):
     each imported on its first look-up."""
 
     def __getitem__(self, name: str) -> type[BlockType]:
+        if name not in _TYPES and name in ALIASES:
+            name = ALIASES[name]
         block_type = _TYPES.get(name)
         if block_type is None:
             module = BUILTIN_TYPES.get(name)
@@ -54,7 +61,7 @@ class _BlockTypes(Mapping[str, type[BlockType]]):
         return block_type
 
     def __contains__(self, name: object) -> bool:
-        return name in _TYPES or name in BUILTIN_TYPES
+        return name in _TYPES or name in BUILTIN_TYPES or name in ALIASES
 
     def __iter__(self) -> Iterator[str]:
         yield from BUILTIN_TYPES

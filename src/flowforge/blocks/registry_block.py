@@ -19,7 +19,6 @@ outside a run (the thinker testing what it wrote, `flowforge blocks test`).
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -30,15 +29,16 @@ from pydantic import ConfigDict
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
+from flowforge.hints import did_you_mean
 from flowforge.providers.structured import schema_fields
 from flowforge.registry import (BlockDefinition, Registry, get_registry, registry_for,
                                 schema_problems)
-from flowforge.sandbox import Limits, SandboxError, run_python
+from flowforge.sandbox import Limits, SandboxError, SandboxResult, run_python
 from flowforge.workflow.model import BlockSpec
-from flowforge.workflow.templates import has_templates
+from flowforge.workflow.templates import has_templates, interpolate_value
 
 __all__ = ["RegistryBlock", "execute_definition", "run_examples", "ExampleReport",
-           "DetachedContext", "parse_uses", "BlockRunError", "python_context"]
+           "DetachedContext", "parse_uses", "BlockRunError", "python_context", "run_sandboxed"]
 
 _USAGE_KEYS = ("content", "model", "tokens", "cost")
 
@@ -111,6 +111,55 @@ def python_context(context: Any) -> dict[str, Any]:
             "memory": dict(memory) if isinstance(memory, Mapping) else {}}
 
 
+async def run_sandboxed(source: str, inputs: dict[str, Any], context: Any, *,
+                        cpu_seconds: int | None = None, memory_mb: int | None = None,
+                        network: bool = False) -> SandboxResult:
+    """The one way a block runs untrusted Python (`async def execute(inputs,
+    context)` in `source`): the OS sandbox with the block's limits, the
+    server's isolation rule and memory budget, the user's context; prints
+    become a progress event.  Raises BlockRunError (stage `run`).  Registry
+    Python blocks and inline `code` blocks both come here."""
+    limits = Limits(cpu_seconds=cpu_seconds or Limits.cpu_seconds,
+                    memory_mb=memory_mb or Limits.memory_mb)
+    services = getattr(context, "services", None) or {}
+    try:
+        result = await run_python(source, inputs, limits=limits, network=network,
+                                  isolated_only=bool(services.get("sandbox_isolated_only")),
+                                  context=python_context(context))
+    except SandboxError as exc:
+        raise BlockRunError("run", str(exc)) from None
+    if result.logs:
+        context.emit("progress", message=result.logs[-2000:], source="print")
+    return result
+
+
+def _is_text(schema: Any) -> bool:
+    """An input schema that takes text and neither a list nor an object."""
+    kinds = schema.get("type") if isinstance(schema, dict) else None
+    kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    return "string" in kinds and not {"array", "object"} & set(kinds)
+
+
+def _as_declared(definition: BlockDefinition, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs as the block declares them, as AgentFlow's pipelines hand them over:
+    a list or mapping reaching an input typed `string` arrives as its JSON text
+    (`{{n1.results}}` into a summariser's `content`), and None for an optional input
+    whose schema refuses null (a missing path reads None) counts as not given: its
+    default applies, else an LLM block's prompt renders it empty."""
+    properties = definition.input_schema.get("properties") or {}
+    required = set(definition.input_schema.get("required") or [])
+    out: dict[str, Any] = {}
+    for name, value in inputs.items():
+        schema = properties.get(name)
+        if isinstance(value, (list, dict)) and _is_text(schema):
+            value = interpolate_value(value)
+        elif value is None and name not in required and isinstance(schema, dict) and \
+                schema_problems(schema, None):
+            continue
+        out[name] = value
+    return out
+
+
 def _with_defaults(definition: BlockDefinition, inputs: dict[str, Any]) -> dict[str, Any]:
     filled = dict(inputs)
     for name, schema in (definition.input_schema.get("properties") or {}).items():
@@ -123,26 +172,17 @@ async def execute_definition(definition: BlockDefinition, inputs: dict[str, Any]
                              context: Any) -> dict[str, Any]:
     """Check inputs, run the block (sandbox or LLM), check the output.
     Raises BlockRunError(stage = inputs | run | output)."""
-    inputs = _with_defaults(definition, inputs)
+    inputs = _with_defaults(definition, _as_declared(definition, inputs))
     problems = schema_problems(definition.input_schema, inputs)
     if problems:
         raise BlockRunError("inputs", f"inputs do not match the input schema of "
                             f"'{definition.id}': {'; '.join(problems)}")
     if definition.execution_type == "python":
         meta = definition.metadata
-        limits = Limits(cpu_seconds=meta.cpu_seconds or Limits.cpu_seconds,
-                        memory_mb=meta.memory_mb or Limits.memory_mb)
-        try:
-            services = getattr(context, "services", None) or {}
-            result = await run_python(definition.source_code or "", inputs, limits=limits,
-                                      network=meta.network,
-                                      isolated_only=bool(services.get("sandbox_isolated_only")),
-                                      context=python_context(context))
-        except SandboxError as exc:
-            raise BlockRunError("run", str(exc)) from None
+        result = await run_sandboxed(definition.source_code or "", inputs, context,
+                                     cpu_seconds=meta.cpu_seconds, memory_mb=meta.memory_mb,
+                                     network=meta.network)
         output, usage = result.output, {}
-        if result.logs:
-            context.emit("progress", message=result.logs[-2000:], source="print")
     else:
         from flowforge.blocks.llm import LLMBlock, LLMConfig
 
@@ -266,9 +306,7 @@ class RegistryBlock(BlockType):
         except FlowforgeError as exc:
             return [Problem(f"{where}.uses", f"cannot read the block registry: {exc}")]
         if definition is None:
-            close = difflib.get_close_matches(block_id, registry.ids(), n=1, cutoff=0.6)
-            hint = f" - did you mean '{close[0]}'?" if close else \
-                " (see `flowforge blocks list`)"
+            hint = did_you_mean(block_id, registry.ids()) or " (see `flowforge blocks list`)"
             what = f"version {version} of block '{block_id}'" if version else \
                 f"block '{block_id}'"
             return [Problem(f"{where}.uses", f"no {what} in the registry{hint}")]
@@ -315,11 +353,10 @@ def input_problems(definition: BlockDefinition, given: Mapping[str, Any],
     if properties and schema.get("additionalProperties") is not True:
         for name in given:
             if name not in properties:
-                close = difflib.get_close_matches(name, list(properties), n=1, cutoff=0.6)
-                hint = f" - did you mean '{close[0]}'?" if close else ""
+                hint = did_you_mean(name, properties)
                 problems.append(Problem(f"{where}.{name}", f"'{definition.id}' has no input "
                                         f"'{name}'{hint}; its inputs: {', '.join(properties)}"))
-    for name, value in given.items():
+    for name, value in _as_declared(definition, given).items():
         if name in properties and not has_templates(value):
             for problem in schema_problems(properties[name], value):
                 problems.append(Problem(f"{where}.{name}", problem))

@@ -20,6 +20,9 @@ class ResponseConfig(BlockConfig):
     """HTTP status the server answers with when this response is chosen."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers the server adds when this response is chosen."""
+    metadata: Any = None
+    """Anything returned beside the answer for whoever reads the run (Sim's response
+    `metadata`): kept as given, templates resolved."""
 
 
 @register_block
@@ -32,6 +35,7 @@ class ResponseBlock(BlockType):
         "data": Output("any", "The `data` given (absent when none is)."),
         "status": Output("integer", "The `status` given (200 by default)."),
         "headers": Output("object", "The `headers` given (absent when none are)."),
+        "metadata": Output("any", "The `metadata` given (absent when none is)."),
     }
 
     @classmethod
@@ -52,4 +56,6 @@ class ResponseBlock(BlockType):
         output["status"] = config.status
         if config.headers:
             output["headers"] = config.headers
+        if config.metadata is not None:
+            output["metadata"] = config.metadata
         return output

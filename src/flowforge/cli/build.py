@@ -74,7 +74,7 @@ def has_terminal() -> bool:
 
 
 def _clarify_interactively(intent: str, model: str | None) -> str:
-    from flowforge.thinker import clarify
+    from flowforge.apps.thinker import clarify
 
     conversation = [{"role": "user", "content": intent}]
     while True:
@@ -107,11 +107,10 @@ def build_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build a pipeline from a sentence: clarify, plan, find or write and test blocks, wire."""
+    from flowforge.apps.thinker.builder import build_pipeline
+    from flowforge.apps.thinker.llm import default_build_model
     from flowforge.cli.main import parse_inputs
-    from flowforge.service.build import build_pipeline
     from flowforge.service.pipeline import run_pipeline
-
-    from flowforge.thinker.llm import default_build_model
 
     inputs = parse_inputs(input, None)
     chosen = model or default_build_model()

@@ -45,8 +45,8 @@ build_cli.register(app)                               # `flowforge build "..."` 
 chat_cli.register(app)                                # `flowforge chat` (the RAG chat)
 research_cli.register(app)                            # `flowforge research "..."`
 worker_cli.register(app)                              # `flowforge worker` (the pool)
-from flowforge.cli import chains as chains_cli  # noqa: E402
-for _commands in (serve_cli, users_cli, secrets_cli, chains_cli):  # serve, users, secrets,
+from flowforge.cli import formats as formats_cli  # noqa: E402
+for _commands in (serve_cli, users_cli, secrets_cli, formats_cli):  # serve, users, secrets,
     _commands.register(app)                                       # import, export
 
 out = Console(markup=False)

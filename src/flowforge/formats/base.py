@@ -23,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from flowforge.errors import FlowforgeError
 
-__all__ = ["Format", "Imported", "ImportReport", "NodeReport", "FormatError", "ImportRefused"]
+__all__ = ["Format", "Imported", "ImportReport", "NodeReport", "FormatError", "ImportRefused",
+           "ExportRefused"]
 
 
 @dataclass
@@ -136,3 +137,15 @@ class ImportRefused(FlowforgeError):
                 f"nodes stay in the document and fail clearly if a run reaches them)")
         body = "\n".join(node.line() for node in missing)
         super().__init__(f"{source}: {head}:\n{body}" if source else f"{head}:\n{body}")
+
+
+class ExportRefused(FlowforgeError):
+    """A document that cannot be written in another format as it is: each
+    problem names the block (or the document's setting) and what to do."""
+
+    def __init__(self, format: str, problems: list[str]):
+        self.format = format
+        self.problems = list(problems)
+        head = (f"this document cannot be exported to {format} ({len(problems)} problem(s)); "
+                f"nothing was written")
+        super().__init__("\n".join([f"{head}:", *(f"  ✗ {line}" for line in problems)]))

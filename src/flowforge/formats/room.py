@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from flowforge.errors import WorkflowError
 from flowforge.formats.base import Format, FormatError, Imported, ImportRefused
@@ -22,7 +22,7 @@ __all__ = ["FORMATS", "formats", "detect", "parse_foreign", "read_foreign", "imp
 #: The format modules of this package, asked in this order (the first whose
 #: `detect` says yes wins, so the more specific shapes come first).  Each
 #: module holds `FORMAT`, an object meeting `flowforge.formats.base.Format`.
-FORMATS: list[str] = []
+FORMATS: list[str] = ["pipeline_json", "agent_json", "dify", "n8n", "langflow", "flowise"]
 
 
 def formats() -> list[Format]:
@@ -75,9 +75,13 @@ def read_foreign(path: str | Path) -> Any:
 
 
 def import_data(data: Any, *, source: str = "<document>", partial: bool = False,
-                format: str | None = None) -> Imported:
+                format: str | None = None,
+                options: Mapping[str, Mapping[str, Any]] | None = None) -> Imported:
     """Convert foreign data.  `format` names one (else it is detected);
-    unsupported nodes refuse the import unless `partial`."""
+    unsupported nodes refuse the import unless `partial`.  `options` holds
+    settings of particular formats by name (`{"agent": {"base_url": ...}}`):
+    the chosen format's `convert` gets its own as keyword arguments, and no
+    other format sees them."""
     if format is not None:
         chosen = next((item for item in formats() if item.name == format), None)
         if chosen is None:
@@ -89,12 +93,14 @@ def import_data(data: Any, *, source: str = "<document>", partial: bool = False,
             known = ", ".join(item.title for item in formats())
             raise FormatError(f"not a workflow of a format flowforge imports ({known})",
                               source=source)
-    imported = chosen.convert(data, source=source)
+    own = dict((options or {}).get(chosen.name) or {})
+    imported = chosen.convert(data, source=source, **own)
     if imported.report.unsupported and not partial:
         raise ImportRefused(imported, source=source)
     return imported
 
 
-def import_file(path: str | Path, *, partial: bool = False,
-                format: str | None = None) -> Imported:
-    return import_data(read_foreign(path), source=str(path), partial=partial, format=format)
+def import_file(path: str | Path, *, partial: bool = False, format: str | None = None,
+                options: Mapping[str, Mapping[str, Any]] | None = None) -> Imported:
+    return import_data(read_foreign(path), source=str(path), partial=partial, format=format,
+                       options=options)

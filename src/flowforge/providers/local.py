@@ -30,10 +30,15 @@ as user messages, since small chat templates know no `tool` role.
 
 Threads: `FLOWFORGE_LOCAL_THREADS` (process env or workflow `env:`) or
 `LocalProvider(threads=...)`; by default 1 on a machine with 2 cores or fewer
-(measured faster there when anything else runs), else llama.cpp's default.
+(2 threads measured slower there beside other work: bench/RESULTS.md), else
+llama.cpp's default (half the logical cores: the physical ones on most machines).
 The shipped Q4_1 weights are used as a Q8_0 copy made once in the user's
 cache (`_local_weights`; `FLOWFORGE_LOCAL_REQUANTIZE=0` keeps the shipped file).
 `FLOWFORGE_LOCAL_CONTEXT` sets the context size (default 8192 tokens, what SmolLM2 was trained on).
+
+KV cache: besides the prefix llama.cpp's context holds (an agent loop's turns),
+a few evaluated prefixes are kept as saved states (`_local_states`,
+`FLOWFORGE_LOCAL_STATES`, default 4) for blocks that take turns on one model.
 
 A model is loaded once per process and shared.  llama.cpp contexts are not
 re-entrant, so calls to one model are serialised by a lock and run in a worker
@@ -61,12 +66,14 @@ from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
+from flowforge.providers._local_text import readable_result
+from flowforge.providers._local_states import DEFAULT_STATES, StateCache, count, counters
 from flowforge.providers.local_models import REPAIR, Weights, find, model_file, verify
 from flowforge.providers.registry import ProviderOptions, register_check, register_provider
 from flowforge.workflow.paths import resolve_path
 
 __all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",
-           "tool_answer_schema", "check_gguf"]
+           "tool_answer_schema", "check_gguf", "counters"]
 
 SMOLLM2 = "smollm2"
 _ALIASES = {"smollm2", "smollm2-135m", "smollm2-135m-instruct"}
@@ -128,9 +135,10 @@ class _Loaded:
     llama: Any
     lock: threading.Lock
     format: Callable[[list[dict[str, Any]]], Any]
+    states: StateCache
 
 
-_MODELS: dict[tuple[str, int | None, int], _Loaded] = {}
+_MODELS: dict[tuple[str, int | None, int, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
 
 
@@ -160,8 +168,8 @@ def check_gguf(path: str | Path) -> None:
 
 
 def _load(path: str, threads: int | None, n_ctx: int,
-          weights: Weights | None = None) -> _Loaded:
-    key = (path, threads, n_ctx)
+          weights: Weights | None = None, states: int = DEFAULT_STATES) -> _Loaded:
+    key = (path, threads, n_ctx, states)
     with _LOAD_LOCK:
         if key in _MODELS:
             return _MODELS[key]
@@ -193,7 +201,7 @@ def _load(path: str, threads: int | None, n_ctx: int,
         else:   # a GGUF without a chat template: ChatML, the commonest format
             format_ = lambda messages: llama_chat_format.format_chatml(  # noqa: E731
                 messages=messages)
-        _MODELS[key] = _Loaded(llama, threading.Lock(), format_)
+        _MODELS[key] = _Loaded(llama, threading.Lock(), format_, StateCache(states))
         return _MODELS[key]
 
 
@@ -308,7 +316,8 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
 def _content_of(message: Message) -> str:
     if message.role == "tool":
         name = f" `{message.name}`" if message.name else ""
-        return f"Result of tool{name} (call {message.tool_call_id}): {message.content or ''}"
+        return (f"Result of tool{name} (call {message.tool_call_id}):\n"
+                f"{readable_result(message.content or '')}")
     if message.role == "assistant" and message.tool_calls:
         return json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments}
                                           for c in message.tool_calls]})
@@ -322,8 +331,11 @@ class LocalProvider(Provider):
     sent_options = ("top_p", "top_k", "min_p", "seed", "repeat_penalty", "parallel_tool_calls")
 
     def __init__(self, path: str | Path, *, threads: int | None = None,
-                 n_ctx: int = DEFAULT_CONTEXT, weights: Weights | None = None) -> None:
+                 n_ctx: int = DEFAULT_CONTEXT, weights: Weights | None = None,
+                 states: int = DEFAULT_STATES) -> None:
         self.path = str(path)
+        self.states = states
+        """How many saved KV-cache states the model keeps (`_local_states`)."""
         self.threads = threads if threads is not None else default_threads()
         self.n_ctx = n_ctx
         self.weights = weights
@@ -345,7 +357,7 @@ class LocalProvider(Provider):
         return out
 
     def loaded(self) -> _Loaded:
-        return _load(self.path, self.threads, self.n_ctx, self.weights)
+        return _load(self.path, self.threads, self.n_ctx, self.weights, self.states)
 
     async def complete(self, request: LLMRequest,
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
@@ -404,6 +416,8 @@ class LocalProvider(Provider):
                                     f"model's context of {self.n_ctx}; shorten it or set "
                                     f"FLOWFORGE_LOCAL_CONTEXT", provider="local")
             max_tokens = min(request.max_tokens or DEFAULT_MAX_TOKENS, room)
+            reused, restored = loaded.states.prepare(llama, prompt)
+            count(len(prompt), len(prompt) - reused, restored)
             stream = llama.create_completion(
                 prompt=prompt, max_tokens=max_tokens, stream=True, grammar=grammar,
                 temperature=(request.temperature if request.temperature is not None
@@ -474,8 +488,10 @@ def _resolve_path(name: str, options: ProviderOptions) -> str:
 def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
     threads = _int_setting(options.env, "FLOWFORGE_LOCAL_THREADS", None, 1)
     n_ctx = _int_setting(options.env, "FLOWFORGE_LOCAL_CONTEXT", DEFAULT_CONTEXT, 256)
+    states = _int_setting(options.env, "FLOWFORGE_LOCAL_STATES", DEFAULT_STATES, 0)
     return LocalProvider(_resolve_path(name, options), threads=threads,
-                         n_ctx=n_ctx or DEFAULT_CONTEXT, weights=find(name)), name
+                         n_ctx=n_ctx or DEFAULT_CONTEXT, weights=find(name),
+                         states=DEFAULT_STATES if states is None else states), name
 
 
 def _check(name: str, options: ProviderOptions) -> None:

@@ -67,21 +67,22 @@ def check_text(text: str, *, policy: Any = None, model_override: str | None = No
                ) -> tuple[list[dict[str, Any]], CompiledWorkflow | None]:
     """Every located problem of a YAML/JSON document (the same messages as
     `flowforge validate`, plus what the saver's policy refuses), and the
-    compiled workflow when there are none.  A prompt-chain Agent is checked
-    as the workflow it is saved as (`chain_base_url` as when saving); more
+    compiled workflow when there are none.  A document of a foreign format
+    (a prompt-chain Agent, a Pipeline: the formats room's) is checked as the
+    workflow it is saved as (`chain_base_url` as when saving); more
     than `max_blocks` blocks (0: any number) is a problem at `blocks`."""
     from flowforge.service.compiling import check_block_count
-    from flowforge.service.loading import compile_document
+    from flowforge.service.loading import compile_document, imported_document
     from flowforge.workflow.loader import document_from_data, parse_text
     from flowforge.workflow.policy import check_policy
 
     try:
         data = parse_text(text, "<document>")
-        from flowforge.apps.chains import is_agent
-        seed = is_agent(data)
-        if seed:
-            from flowforge.apps.chains import agent_to_workflow
-            data = agent_to_workflow(data, base_url=chain_base_url, source="<document>")
+        imported = imported_document(data, "<document>",
+                                     options={"agent": {"base_url": chain_base_url}})
+        seed = imported is not None
+        if imported is not None:
+            data = imported.document
         check_block_count(data, max_blocks)
         compiled = compile_document(document_from_data(data, "<document>"), seed_format=seed)
         if policy is not None:

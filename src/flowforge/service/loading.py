@@ -3,7 +3,6 @@ and resolving the references of nested `workflow` blocks."""
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections import OrderedDict
 from contextvars import ContextVar
@@ -15,16 +14,20 @@ import orjson
 from flowforge.blocks.registry import block_types
 from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
+from flowforge.hints import closest, did_you_mean, suggestion
+from flowforge.formats.base import Imported
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
-from flowforge.workflow.loader import document_from_data, parse_text, read_document
+from flowforge.workflow.loader import document_from_data, parse_text, read_data
 from flowforge.workflow.model import ModelUse, Workflow, nested_input_problems
+from flowforge.workflow.model_names import closest_known
 from flowforge.workflow.paths import document_root, resolve_path
 from flowforge.workflow.policy import looks_like_path
 
-__all__ = ["load", "load_stored", "load_text", "compile_document", "register_workflow", "resolve_workflow",
-           "registered_workflow", "model_problem", "model_problems", "key_problems",
-           "function_problems", "nested_problems"]
+__all__ = ["load", "imported_document", "AS_GIVEN", "load_stored", "load_text",
+           "compile_document", "register_workflow", "resolve_workflow", "registered_workflow",
+           "model_problem", "model_problems", "key_problems", "function_problems",
+           "nested_problems"]
 
 _REGISTERED: dict[str, CompiledWorkflow] = {}
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -65,14 +68,18 @@ def model_problem(model: Any, where: str) -> Problem | None:
     providers = known_prefixes()
     prefix, slash, name = model.partition("/")
     if not slash or not name:
-        close = difflib.get_close_matches(model.split("/")[0], providers, n=1, cutoff=0.6)
-        example = f"{close[0]}/{name or model}" if close else f"openai/{model}"
+        known = closest_known(model) if not slash else None
+        if known is not None:              # a bare name of no known family (`gtp-4o`)
+            return Problem(where, f"model '{model}' is not a model name flowforge knows "
+                                  f"without its provider{suggestion(known)} (write "
+                                  f"'<provider>/<model>'; providers: {', '.join(providers)})")
+        close = closest(model.split("/")[0], providers)
+        example = f"{close}/{name or model}" if close else f"openai/{model}"
         return Problem(where, f"model '{model}' does not name a provider: write "
                               f"'<provider>/<model>', e.g. '{example}' (providers: "
                               f"{', '.join(providers)})")
     if prefix not in providers:
-        close = difflib.get_close_matches(prefix, providers, n=1, cutoff=0.5)
-        hint = f" - did you mean '{close[0]}/{name}'?" if close else ""
+        hint = did_you_mean(prefix, providers, 0.5, suffix=f"/{name}")
         return Problem(where, f"unknown provider '{prefix}' in model '{model}'{hint} "
                               f"(providers: {', '.join(providers)})")
     return None
@@ -220,26 +227,50 @@ def load(target: str | Path | dict | Workflow | CompiledWorkflow) -> CompiledWor
     if not isinstance(target, (str, Path, dict)):
         raise WorkflowError(f"cannot load a workflow from {type(target).__name__}: give a file "
                             f"path, a mapping (the document) or a Workflow")
-    converted = None
-    if isinstance(target, dict) or Path(target).suffix == ".json":
-        # Pipeline JSON (the thinker's) too; imported only then: importing the
-        # thinker costs every command line that loads a YAML file ~70 ms
-        from flowforge.thinker.pipeline import workflow_data_if_pipeline
-        converted = workflow_data_if_pipeline(target)
-    if converted is not None:
-        return compile_document(document_from_data(
-            converted, str(target) if isinstance(target, (str, Path)) else "<pipeline>"),
-            seed_format=True)
-    from flowforge.apps.chains import workflow_data_if_agent
-    agent = workflow_data_if_agent(target)             # a prompt-chain Agent too
-    if agent is not None:
-        return compile_document(document_from_data(
-            agent, str(target) if isinstance(target, (str, Path)) else "<agent>"),
-            target if isinstance(target, (str, Path)) else None, seed_format=True)
     if isinstance(target, dict):
-        return compile_document(document_from_data(target))
+        imported = imported_document(target, "<document>", options=AS_GIVEN)
+        if imported is None:
+            return compile_document(document_from_data(target))
+        return compile_document(document_from_data(
+            imported.document, f"<{imported.report.format}>"), seed_format=True)
     path = Path(target)
-    return compile_document(read_document(path), path)
+    data = read_data(path)
+    imported = imported_document(data, str(path), options=AS_GIVEN)
+    if imported is None:
+        return compile_document(document_from_data(data, str(path)), path)
+    return compile_document(document_from_data(imported.document, str(path)), path,
+                            seed_format=True)
+
+
+#: what `load` tells the formats: it runs the file as given, on the caller's own
+#: machine, storing nothing (an Agent's keys written as text are run secrets)
+AS_GIVEN = {"agent": {"literal_keys": True}}
+
+
+def imported_document(data: Any, source: str, *,
+                      options: Mapping[str, Mapping[str, Any]] | None = None
+                      ) -> Imported | None:
+    """The `Imported` (document and report) of data in a foreign format the
+    formats room knows (Pipeline JSON, Agent JSON, ...), None for a flowforge
+    document.  A mapping with `blocks:` is one, and then no format is asked
+    (nor imported: loading a YAML file costs no converter).  `options` are
+    the formats' settings (`formats.room.import_data`).  An imported document
+    keeps the seed formats' reading of a missing output field (None, a
+    warning).  A broken file, or one with nodes that have no counterpart, is a
+    WorkflowError saying so (`flowforge import --partial` writes the rest)."""
+    if not isinstance(data, dict) or "blocks" in data:
+        return None
+    from flowforge.formats import FormatError, ImportRefused, detect, import_data
+
+    found = detect(data)
+    if found is None:
+        return None                  # the document loader says what is missing
+    try:
+        return import_data(data, source=source, format=found.name, options=options)
+    except FormatError as exc:
+        raise WorkflowError(exc.message, where=exc.where, source=exc.source) from None
+    except ImportRefused as exc:
+        raise WorkflowError(str(exc)) from None
 
 
 #: Documents compiled for stored runs, by their canonical JSON (most recent last).

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
-from flowforge.engine.budget import BudgetLimit, BudgetMeter, limit_from, usage_of_output
+from flowforge.engine.budget import BudgetLimit
 from flowforge.engine.events import EventBus
 from flowforge.engine.failures import unexpected_detail
 from flowforge.engine.result import RunResult
@@ -24,14 +24,14 @@ from flowforge.engine.runner import Run
 from flowforge.errors import FlowforgeError, NotFound
 from flowforge.service.cancel import (LEASE_SECONDS, end_or_cancel_abandoned, forget_run,
                                       process_id, request_cancel, watch_for_cancel)
-from flowforge.service.loading import load, registered_workflow, resolve_workflow
+from flowforge.service.loading import load
+from flowforge.service.new_run import (guarded_resolver, hidden_values, hide_secrets,
+                                      idempotency_columns, new_run)
 from flowforge.service.recorder import Recorder, StoreUnreachable, redactor
 from flowforge.service.secrets import load_secrets
-from flowforge.service.tracing import tracer_for_run, tracing_enabled
 from flowforge.storage import Storage, storage_from_url
 from flowforge.storage.base import TERMINAL_STATUSES
-from flowforge.workflow.graph import CompiledWorkflow, Graph
-from flowforge.workflow.policy import TRUSTED, Policy, check_policy, looks_like_path
+from flowforge.workflow.policy import TRUSTED, Policy, check_policy
 
 __all__ = ["run", "run_sync", "start_run", "cancel_run", "RunHandle", "open_storage",
            "guarded_resolver", "RunStateError", "StorageArg", "idempotency_columns",
@@ -64,15 +64,6 @@ async def open_storage(storage: StorageArg) -> AsyncIterator[Storage | None]:
         await opened.close()
 
 
-def _env_refs(graph: Graph) -> set[str]:
-    names: set[str] = set()
-    for node in graph.nodes.values():
-        names |= node.env_refs
-        if node.children is not None:
-            names |= _env_refs(node.children)
-    return names
-
-
 @dataclass
 class RunHandle:
     """A started run: `await handle.wait()` for the result, `handle.cancel()` to stop it."""
@@ -94,33 +85,6 @@ class RunHandle:
 
     async def wait(self) -> RunResult:
         return await asyncio.shield(self.task)
-
-
-def guarded_resolver(policy: Policy, stored: Callable[[str], Any] | None = None,
-                     model_override: str | None = None,
-                     services: dict[str, Any] | None = None) -> Callable[[str, Any], Any]:
-    """How a run that is not trusted finds nested workflows: a file only with
-    the `server_files` capability; an id among the user's stored workflows
-    (`stored`, `id` or `id@version`) or those the host program registered.
-    Every nested workflow meets the same capability check as the run's own."""
-    async def resolve(reference: str, base: Any) -> CompiledWorkflow:
-        if looks_like_path(reference):
-            policy.check_workflow_ref(reference, "with.workflow")
-            nested = resolve_workflow(reference, base, services)
-        else:
-            nested = registered_workflow(reference)
-            if nested is None and stored is not None:
-                try:
-                    nested = await stored(reference)
-                except NotFound:
-                    nested = None
-            if nested is None:
-                raise NotFound(f"no stored workflow '{reference}': save it first "
-                               f"(POST /api/workflows), then name it by id or `id@version`")
-        check_policy(nested, policy, reference, model_override)
-        return nested
-
-    return resolve
 
 
 async def start_run(workflow: Any, inputs: dict[str, Any] | None = None,
@@ -203,7 +167,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
         secrets = await load_secrets(storage, user_key or "default")
     if run_secrets:
         secrets = {**(secrets or {}), **run_secrets}
-    run_obj = _new_run(compiled, inputs, user=user, run_id=run_id, model=model,
+    run_obj = new_run(compiled, inputs, user=user, run_id=run_id, model=model,
                        concurrency=concurrency, services=services, on_event=None,
                        checkpoint=checkpoint, child_checkpoints=child_checkpoints,
                        start_seq=start_seq, policy=policy,
@@ -233,7 +197,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
                                      error=None, cancel_requested_at=None,
                                      **({"started_at": started_at} if started_at else {}))
         # every write is fenced by the lease this process took (created or claimed)
-        recorder = Recorder(storage, run_obj.run_id, redactor(_hidden(run_obj)),
+        recorder = Recorder(storage, run_obj.run_id, redactor(hidden_values(run_obj)),
                             lease=(process_id(), LEASE_SECONDS))
         bus.subscribe(recorder)
         # a block that acts outside the run starts once what it read is stored
@@ -243,97 +207,11 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
     return run_obj, recorder
 
 
-def idempotency_columns(idempotency: tuple[str, str] | None) -> dict[str, str]:
-    """The run row's columns for a submission's (idempotency key, fingerprint)."""
-    if idempotency is None:
-        return {}
-    key, fingerprint = idempotency
-    return {"idempotency_key": key, "request_fingerprint": fingerprint}
-
-
-def _hidden(run_obj: Run) -> list[str]:
-    """Values no record, answer or trace may show: the environment variables
-    the workflow reads, the user's secrets, shared provider keys."""
-    hidden = [run_obj.env[name] for name in _env_refs(run_obj.workflow.graph)
-              if name in run_obj.env]
-    hidden.extend(run_obj.secrets.values())
-    hidden.extend(run_obj.provider_keys.values())
-    return hidden
-
-
-def _new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user: Any,
-             run_id: str | None, model: str | None, concurrency: int | None,
-             services: dict[str, Any] | None, on_event: Callable[[dict], None] | None,
-             checkpoint: dict[str, tuple[str, Any]] | None = None,
-             child_checkpoints: dict[str, dict[str, tuple[str, Any]]] | None = None,
-             start_seq: int = 0,
-             policy: Policy = TRUSTED, secrets: dict[str, str] | None = None,
-             provider_keys: dict[str, str] | None = None,
-             stored_workflows: Callable[[str], Any] | None = None,
-             traceparent: str | None = None, budget: Any = None,
-             budget_limits: list[BudgetLimit] | None = None) -> Run:
-    if policy is TRUSTED and stored_workflows is None:
-        def resolver(reference: str, base: Any) -> CompiledWorkflow:
-            return resolve_workflow(reference, base, services)
-    else:
-        resolver = guarded_resolver(policy, stored_workflows, model, services)
-    run_obj = Run(compiled, inputs, user=user, run_id=run_id, model=model,
-                  concurrency=concurrency, resolver=resolver,
-                  bus=EventBus(start_seq=start_seq), services=services, checkpoint=checkpoint,
-                  child_checkpoints=child_checkpoints,
-                  policy=policy, secrets=secrets, provider_keys=provider_keys)
-    run_obj.budget = _meter(compiled, budget, budget_limits, checkpoint, child_checkpoints)
-    if tracing_enabled():                   # off: nothing subscribes, a run pays nothing
-        tracer = tracer_for_run(run_obj.run_id, compiled.id, redactor(_hidden(run_obj)),
-                                remote_parent=traceparent)
-        run_obj.tracer = tracer
-        run_obj.bus.subscribe(tracer)
-    if on_event is not None:
-        run_obj.bus.observe(on_event)
-    return run_obj
-
-
-def _meter(compiled: CompiledWorkflow, budget: Any, extra: list[BudgetLimit] | None,
-           checkpoint: dict[str, tuple[str, Any]] | None,
-           child_checkpoints: dict[str, dict[str, tuple[str, Any]]] | None
-           ) -> BudgetMeter | None:
-    """The run's budget: the request's `budget` (it replaces the document's),
-    else the document's, plus the server's limits (`extra`); what blocks
-    restored from checkpoints spent counts as already used."""
-    limits = [limit for limit in (limit_from(budget if budget is not None
-                                             else compiled.doc.budget),) if limit is not None]
-    limits.extend(extra or ())
-    if not limits:
-        return None
-    meter = BudgetMeter(limits)
-    for preset in (checkpoint or {}, *(child_checkpoints or {}).values()):
-        for status, output in preset.values():
-            if status == "succeeded":
-                meter.add(*usage_of_output(output))
-    return meter
-
-
-def _hide_secrets(run_obj: Run, result: RunResult) -> RunResult:
-    """A user's secrets (and shared provider keys) never appear in what a run
-    returns either: every value becomes `***` in outputs, results, events and
-    errors (a workflow that echoes `{{secrets.X}}` shows `***`)."""
-    values = [*run_obj.secrets.values(), *run_obj.provider_keys.values()]
-    if not values:
-        return result
-    hide = redactor(values)
-    result.outputs, result.results = hide(result.outputs), hide(result.results)
-    result.events, result.memory = hide(result.events), hide(result.memory)
-    result.error = hide(result.error)
-    for record in result.blocks.values():
-        record.error = hide(record.error)
-    return result
-
-
 async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | None
                    ) -> RunResult:
     """Execute a prepared run; with storage, write its outcome and memory."""
     if storage is None:
-        return _hide_secrets(run_obj, await run_obj.execute())
+        return hide_secrets(run_obj, await run_obj.execute())
     lost: list[bool] = []
 
     def lose() -> None:
@@ -371,7 +249,7 @@ async def _execute(run_obj: Run, recorder: Recorder | None, storage: Storage | N
         if recorder is not None:
             await recorder.close()
         raise _taken_over(run_obj)
-    result = _hide_secrets(run_obj, result)
+    result = hide_secrets(run_obj, result)
     redact = recorder.redact if recorder is not None else (lambda data: data)
     traced = {"trace_id": run_obj.tracer.trace_id} if run_obj.tracer is not None else {}
     outcome = dict(
@@ -406,7 +284,7 @@ def _cut_off(run_obj: Run, result: RunResult, recorder: Recorder,
     it ends `failed` here with the one-line reason and how to resume it; its
     row stays `running`, so a resume (or another worker) finishes it."""
     recorder.drop()
-    result = _hide_secrets(run_obj, result)
+    result = hide_secrets(run_obj, result)
     result.status, result.error = "failed", str(unreachable)
     events = result.events
     if events and events[-1].get("type") == "run_finished":
@@ -452,11 +330,11 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
         check_policy(compiled, policy, model_override=model)
         if run_secrets:
             secrets = {**(secrets or {}), **run_secrets}
-        run_obj = _new_run(compiled, inputs, user=user, run_id=None, model=model,
+        run_obj = new_run(compiled, inputs, user=user, run_id=None, model=model,
                            concurrency=concurrency, services=services,
                            on_event=on_event, policy=policy, secrets=secrets,
                            budget=budget)
-        return _hide_secrets(run_obj, await run_obj.execute())
+        return hide_secrets(run_obj, await run_obj.execute())
     async with open_storage(storage) as opened:
         run_obj, recorder = await _prepare(compiled, inputs, user=user, storage=opened,
                                            model=model, concurrency=concurrency,

@@ -9,6 +9,13 @@ missing key is None, as in templates.  `{{x.y}}` written inside an expression
 is accepted and read as `x.y`, because people write conditions the way they
 write templates.  Expressions are parsed once, when the workflow is compiled.
 
+Block ids that are not Python names (`evaluator-1`, a UUID such as
+`3f2a9c1e-7b4d-4e8a-9f0c-1d2e3f4a5b6c`) are read as ids where they start a
+path: `evaluator-1.accuracy >= 8` (hyphens with no space around them, then
+`.field`) and `{{evaluator-1}}`.  A subtraction is written with spaces
+(`a - b.c`).  Such an id is swapped for a private name before parsing and
+read back under its own spelling (`Expression.aliases`).
+
 Evaluation is synchronous, on the event loop, so each one has a budget
 (`expression_limits`): integer size, the size of every text and container it
 builds, and its total work are bounded, and an expression over its budget
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpleeval
@@ -31,6 +38,18 @@ from flowforge.workflow.expression_limits import (ITEM, MAX_INT_BITS, MAX_LENGTH
 __all__ = ["Expression", "ExpressionError", "compile_expression", "names_in", "FUNCTIONS"]
 
 _BRACES_RE = re.compile(r"\{\{([^{}]*+)\}\}")    # linear: see templates.TEMPLATE_RE
+#: A quoted text (left alone), or a block id with hyphens that starts a path
+#: (`evaluator-1.accuracy`, a UUID): not after a name character, a dot or a
+#: hyphen (but `10-evaluator-1.x` is 10 minus it), and starting with a letter
+#: (`3-loop.index` stays a subtraction) unless it is a UUID.  Possessive
+#: quantifiers keep it linear on `a-a-a...`.
+_ID_PATH_RE = re.compile(
+    r"""("(?:\\.|[^"\\])*+"|'(?:\\.|[^'\\])*+')|(?<![\w.\-])(\d++-)?"""
+    r"([A-Za-z_][A-Za-z0-9_]*+(?:-[A-Za-z0-9_]++)++"
+    r"|[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})"
+    r"(?=\.[A-Za-z_])")
+#: The root of a `{{...}}` path when it is an id but not a Python name.
+_BRACED_ROOT_RE = re.compile(r"\s*+([A-Za-z0-9_\-]++)")
 
 FUNCTIONS = expression_ops.FUNCTIONS
 
@@ -54,6 +73,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
                          names={})
         self.functions.update(FUNCTIONS)      # ours replace the compound-type builtins
         self.budget = Budget()
+        self.aliases: dict[str, str] = {}     # private name -> block id (`evaluator-1`)
 
     def _eval(self, node: ast.AST) -> Any:
         # simpleeval's _eval also walks every result for forbidden functions and
@@ -132,13 +152,14 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
             return None
 
     def _eval_name(self, node: ast.Name) -> Any:
-        if node.id in self.names:
-            return self.names[node.id]
-        if node.id in _CONSTANTS:
-            return _CONSTANTS[node.id]
-        if node.id in self.functions:
-            return self.functions[node.id]
-        raise simpleeval.NameNotDefined(node.id, "")
+        name = self.aliases.get(node.id, node.id) if self.aliases else node.id
+        if name in self.names:
+            return self.names[name]
+        if name in _CONSTANTS:
+            return _CONSTANTS[name]
+        if name in self.functions:
+            return self.functions[name]
+        raise simpleeval.NameNotDefined(name, "")
 
     # -- containers an expression builds: at most MAX_ITEMS items through nesting --------
 
@@ -207,18 +228,62 @@ def _strip_braces(text: str) -> str:
     return _BRACES_RE.sub(lambda m: m.group(1), text)
 
 
+def _name_ids(text: str) -> tuple[str, dict[str, str]]:
+    """`text` with each block id that is not a Python name (see the module
+    docstring) swapped for a private name, and those names -> the ids."""
+    aliases: dict[str, str] = {}
+    names: dict[str, str] = {}
+
+    def private(block_id: str) -> str:
+        if block_id not in names:
+            name = f"_id{len(names)}_"
+            while name in text:
+                name = f"_{name}"
+            names[block_id] = name
+            aliases[name] = block_id
+        return names[block_id]
+
+    def braced(match: re.Match) -> str:
+        inner = match.group(1)
+        root = _BRACED_ROOT_RE.match(inner)
+        if root is None or root.group(1).isidentifier():
+            return inner
+        return inner[:root.start(1)] + private(root.group(1)) + inner[root.end(1):]
+
+    def bare(match: re.Match) -> str:
+        if match.group(1):
+            return match.group(0)
+        return (match.group(2) or "") + private(match.group(3))
+
+    if "-" not in text and "{{" not in text:
+        return text, aliases
+    return _ID_PATH_RE.sub(bare, _BRACES_RE.sub(braced, text)), aliases
+
+
 @dataclass
 class Expression:
     """A parsed expression, ready to evaluate against a scope mapping."""
 
     source: str
     tree: ast.AST
+    parsed: str = ""
+    """The text that was parsed: `source` with ids such as `evaluator-1` named privately."""
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Those private names -> the block ids they stand for."""
 
     def __post_init__(self) -> None:
         # One evaluator per expression: evaluation is synchronous, so asyncio
         # tasks never interleave inside it, and building one costs more than
         # evaluating a typical condition.
         self._evaluator = _Evaluator()
+        self._evaluator.aliases = self.aliases
+        self.parsed = self.parsed or self.source
+
+    def _spelled(self, text: str) -> str:
+        """`text` with the private names read back as the ids they stand for."""
+        for name, block_id in self.aliases.items():
+            text = text.replace(name, block_id)
+        return text
 
     def evaluate(self, scope: dict) -> Any:
         """The value of the expression in `scope`.  Raises ExpressionError when it
@@ -230,10 +295,10 @@ class Expression:
         try:
             with Budget() as budget:
                 evaluator.budget = budget
-                return evaluator.eval(source, previously_parsed=self.tree)
+                return evaluator.eval(self.parsed, previously_parsed=self.tree)
         except OverBudget as exc:
-            part = f"`{exc.part}` goes over a limit: " if exc.part and exc.part != source \
-                else ""
+            part = self._spelled(exc.part or "")
+            part = f"`{part}` goes over a limit: " if part and part != source else ""
             raise ExpressionError(f"`{source}`: {part}{exc.message}") from None
         except simpleeval.NameNotDefined as exc:
             raise ExpressionError(f"unknown name '{exc.name}' in `{source}`") from None
@@ -262,9 +327,10 @@ def compile_expression(source: str) -> Expression:
     """Parse `source` once; raises ExpressionError naming the syntax problem."""
     if not isinstance(source, str) or not source.strip():
         raise ExpressionError("an expression must be a non-empty string")
+    parsed, aliases = _name_ids(source.strip())
     text = _strip_braces(source.strip())
     try:
-        tree = simpleeval.SimpleEval.parse(text)
+        tree = simpleeval.SimpleEval.parse(parsed)
     except SyntaxError as exc:
         raise ExpressionError(f"`{source}` is not a valid expression: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
@@ -287,13 +353,14 @@ def compile_expression(source: str) -> Expression:
                 and len(node.value) > MAX_LENGTH:
             raise ExpressionError(f"`{source}`: a text of {len(node.value)} characters; "
                                   f"expressions allow at most {MAX_LENGTH}")
-    return Expression(text, tree)
+    return Expression(text, tree, parsed, aliases)
 
 
 def names_in(source: str) -> list[tuple[str, ...]]:
     """The dotted paths an expression reads (`grade.accuracy` -> ("grade", "accuracy")),
     leaving out function names and constants. Raises ExpressionError on bad syntax."""
-    tree = compile_expression(source).tree
+    compiled = compile_expression(source)
+    tree, aliases = compiled.tree, compiled.aliases
     paths: list[tuple[str, ...]] = []
     inner: set[int] = set()
     for node in ast.walk(tree):
@@ -306,9 +373,10 @@ def names_in(source: str) -> list[tuple[str, ...]]:
                 current = current.value
             if isinstance(current, ast.Name):
                 inner.add(id(current))
-                paths.append((current.id, *reversed(parts)))
+                paths.append((aliases.get(current.id, current.id), *reversed(parts)))
         elif isinstance(node, ast.Name) and id(node) not in inner:
-            if node.id in FUNCTIONS or node.id in _CONSTANTS:
-                continue
-            paths.append((node.id,))
+            if node.id in aliases:
+                paths.append((aliases[node.id],))
+            elif node.id not in FUNCTIONS and node.id not in _CONSTANTS:
+                paths.append((node.id,))
     return paths

@@ -129,7 +129,7 @@ class Graph:
     nodes: dict[str, Node]
     names: dict[str, str]          # normalised name -> id (ids included)
     outer_refs: set[str] = field(default_factory=set)   # blocks read from enclosing scopes
-    warnings: list[Problem] = field(default_factory=list)  # located, not fatal (seed formats)
+    warnings: list[Problem] = field(default_factory=list)  # located, not fatal (`validate` prints)
 
     @cached_property
     def response_ids(self) -> tuple[str, ...]:

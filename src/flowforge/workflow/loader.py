@@ -16,11 +16,13 @@ import yaml
 from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed, WorkflowError
-from flowforge.workflow.compile import format_loc
-from flowforge.workflow.model import Workflow
+from flowforge.hints import did_you_mean
+from flowforge.workflow.config_errors import format_loc
+from flowforge.workflow.model import (BlockSpec, Budget, Downgrade, Join, RetryPolicy,
+                                      Trigger, Workflow)
 
-__all__ = ["parse_text", "read_document", "document_from_data", "check_data", "LIMITS",
-           "json_depth_error"]
+__all__ = ["parse_text", "read_data", "read_document", "document_from_data", "check_data",
+           "LIMITS", "json_depth_error"]
 
 
 class LIMITS:
@@ -75,6 +77,17 @@ class _BoundedLoader(yaml.SafeLoader):
         self.sizes[id(node)] = self.expanded - before
         return node
 
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        """A `[` or `{` the scanner reads as a flow collection (never one inside
+        a block scalar, a plain or quoted text, or a comment) counts against
+        the depth limit before the scanner goes on: past it, PyYAML's scanner
+        slows quadratically (it re-checks a possible key per open level)."""
+        if self.flow_level >= LIMITS.depth:
+            mark = self.get_mark()
+            raise _limit(f"the document is nested deeper than {LIMITS.depth} levels",
+                         self.source, mark.line + 1, mark.column + 1)
+        super().fetch_flow_collection_start(TokenClass)
+
     def _count(self, size: int, event: Any) -> None:
         self.expanded += size
         if self.expanded > LIMITS.nodes:
@@ -94,17 +107,17 @@ class _BoundedLoader(yaml.SafeLoader):
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
 
 _JSON_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"')
-_YAML_QUOTED = re.compile(r'"(?:\\.|[^"\\\n])*"|' + r"'(?:''|[^'\n])*'|#[^\n]*")
 _JSON_BRACKETS = re.compile(r"[\[\]{}]")
 
 
-def json_depth_error(text: str, source: str, strings: re.Pattern = _JSON_STRINGS
-                     ) -> WorkflowError | None:
-    """The first place JSON (or YAML's flow style) nests brackets deeper than the
-    limit, quoted strings skipped, found in one linear pass: `json.loads` would
-    recurse to find out, and PyYAML's scanner slows quadratically first."""
+def json_depth_error(text: str, source: str) -> WorkflowError | None:
+    """The first place JSON nests brackets deeper than the limit, strings
+    skipped, found in one linear pass (`json.loads` would recurse to find out).
+    For JSON only: in YAML a bracket may be text (a block scalar, a plain
+    scalar, `{{#node.field#}}` in a prompt), so YAML's depth is counted by
+    `_BoundedLoader`'s scanner, which knows which brackets are structure."""
     depth = 0
-    stripped = strings.sub('""', text)
+    stripped = _JSON_STRINGS.sub('""', text)
     for match in _JSON_BRACKETS.finditer(stripped):
         depth += 1 if match.group() in "[{" else -1
         if depth > LIMITS.depth:
@@ -125,10 +138,13 @@ def parse_text(text: str, source: str = "<text>") -> Any:
     within LIMITS; every failure is a WorkflowError naming the place and the limit."""
     if len(text) > LIMITS.bytes or len(text.encode("utf-8", "surrogatepass")) > LIMITS.bytes:
         raise _limit(f"the document is larger than {LIMITS.bytes // (1024 * 1024)} MiB", source)
-    if source.endswith(".json") or text.lstrip().startswith(("{", "[")):
+    as_json = source.endswith(".json") or text.lstrip().startswith(("{", "["))
+    if as_json:
         deep = json_depth_error(text, source)
-        if deep is not None:
+        if deep is not None and source.endswith(".json"):
             raise deep
+        as_json = deep is None     # else it may be YAML whose brackets are text: the scanner says
+    if as_json:
         try:
             return check_data(json.loads(text, parse_int=_bounded_int), source)
         except json.JSONDecodeError as exc:
@@ -137,9 +153,6 @@ def parse_text(text: str, source: str = "<text>") -> Any:
                                     f"{exc.msg}", source=source) from None
         except (ValueError, RecursionError) as exc:
             raise WorkflowError(f"invalid JSON: {exc}", source=source) from None
-    deep = json_depth_error(text, source, _YAML_QUOTED)
-    if deep is not None:
-        raise deep
     try:
         loader = _BoundedLoader(text, source)
     except yaml.YAMLError as exc:            # the reader refuses control characters at once
@@ -222,7 +235,7 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
                 continue                     # the other branch of `RetryPolicy | int` says why
             message = error["msg"]
             if error["type"] == "extra_forbidden":
-                message = f"unknown field '{loc[-1]}'"
+                message = f"unknown field '{loc[-1]}'{did_you_mean(str(loc[-1]), _keys_at(loc))}"
             elif error["type"] == "missing":
                 message = "required field is missing"
             elif error["type"] == "string_too_long" and isinstance(error.get("input"), str):
@@ -233,8 +246,28 @@ def document_from_data(data: Any, source: str = "<data>") -> Workflow:
         raise ValidationFailed(unique, source=source) from None
 
 
-def read_document(path: str | Path) -> Workflow:
-    """Load a workflow file (`.yaml`, `.yml` or `.json`)."""
+def _keys_at(loc: tuple) -> list[str]:
+    """The keys the model allows where an unknown one was written (`loc`
+    ends with it): the document's, a block's, a trigger's, a budget's, ..."""
+    models = {"budget": Budget, "retry": RetryPolicy, "after": Join, "on_exceed": Downgrade}
+    parent = loc[-2] if len(loc) >= 2 else None
+    if parent is None:
+        model: Any = Workflow
+    elif isinstance(parent, int) and len(loc) >= 3 and loc[-3] == "triggers":
+        model = Trigger
+    elif isinstance(parent, int):
+        model = BlockSpec
+    else:
+        model = models.get(parent)
+    if model is None:
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def read_data(path: str | Path) -> Any:
+    """A workflow file's data (`.yaml`, `.yml` or `.json`), within the limits:
+    what `read_document` validates, and what loading shows the formats room
+    when it is not a flowforge document."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -244,4 +277,9 @@ def read_document(path: str | Path) -> Workflow:
         raise WorkflowError(f"{path} is a directory, not a workflow file") from None
     except UnicodeDecodeError:
         raise WorkflowError(f"{path} is not UTF-8 text") from None
-    return document_from_data(parse_text(text, str(path)), str(path))
+    return parse_text(text, str(path))
+
+
+def read_document(path: str | Path) -> Workflow:
+    """Load a workflow file (`.yaml`, `.yml` or `.json`)."""
+    return document_from_data(read_data(path), str(path))

@@ -4,18 +4,21 @@ and the field docstrings become the schema's descriptions."""
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
     model_validator
 
 from flowforge.errors import Problem
+from flowforge.hints import did_you_mean
 
 __all__ = ["RetryPolicy", "Join", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow",
-           "ModelUse", "nested_input_problems", "did_you_mean", "MAX_ID_LENGTH"]
+           "ModelUse", "nested_input_problems", "MAX_ID_LENGTH"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
+#: A block id may also start with a digit: editors that number blocks by UUID
+#: (`3f2a9c1e-7b4d-...`) write them so; templates and expressions read them.
+_BLOCK_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$"
 #: Ids are names people write and read (in URLs, logs, `{{id.field}}`): a
 #: longer one is a mistake or an attack on every place that stores or shows it.
 MAX_ID_LENGTH = 128
@@ -36,24 +39,25 @@ class ModelUse(NamedTuple):
 class RetryPolicy(BaseModel):
     """How a failing block is tried again before it counts as failed."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    attempts: int = Field(2, ge=1, le=100)
+    attempts: int = Field(2, ge=1, le=100, examples=[3])
     """Total tries, the first included (`attempts: 3` = up to two retries)."""
-    backoff: float = Field(0.5, ge=0)
+    backoff: float = Field(0.5, ge=0, examples=[1.0])
     """Seconds before the first retry; doubles at each further retry."""
-    max_backoff: float = Field(30.0, ge=0)
+    max_backoff: float = Field(30.0, ge=0, examples=[10.0])
     """Upper bound of one wait between tries, in seconds."""
-    jitter: float = Field(0.1, ge=0, le=1)
+    jitter: float = Field(0.1, ge=0, le=1, examples=[0.0])
     """Random fraction added to each wait, so retries of many runs spread out."""
 
 
 class Downgrade(BaseModel):
     """Continue on a cheaper model once the budget would be exceeded."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    downgrade: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*/.+$")
+    downgrade: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*/.+$",
+                           examples=["openai/gpt-4o-mini"])
     """The model every later LLM call of the run uses (`provider/name`, e.g. `openai/gpt-4o-mini`)."""
 
 
@@ -61,13 +65,14 @@ class Budget(BaseModel):
     """What one run may spend on models; checked before each LLM call against
     the run's usage so far plus an estimate of the call."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    tokens: int | None = Field(None, ge=1)
+    tokens: int | None = Field(None, ge=1, examples=[20000])
     """Most tokens (prompt + completion, every LLM call of the run) the run may use."""
-    cost: float | None = Field(None, gt=0)
+    cost: float | None = Field(None, gt=0, examples=[0.5])
     """Most USD the run may spend, from the provider's price table."""
-    on_exceed: Literal["fail"] | Downgrade = "fail"
+    on_exceed: Literal["fail"] | Downgrade = Field(
+        "fail", examples=["fail", {"downgrade": "openai/gpt-4o-mini"}])
     """`fail`: the LLM call that would exceed fails its block (and so the run);
     `{downgrade: <model>}`: that call and every later one use the cheaper model."""
 
@@ -103,9 +108,9 @@ class Join(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    all: list[str] = Field(default_factory=list)
+    all: list[str] = Field(default_factory=list, examples=[["search", "fetch"]])
     """Blocks that must all have run (the default for every dependency)."""
-    any: list[str] = Field(default_factory=list)
+    any: list[str] = Field(default_factory=list, examples=[["approved", "edited"]])
     """Alternatives: at least one must have run; the others may have been skipped."""
 
     @field_validator("all", "any", mode="before")
@@ -127,32 +132,39 @@ class Join(BaseModel):
 class BlockSpec(BaseModel):
     """One block of a workflow, as written."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True,
+                              use_attribute_docstrings=True)
 
-    id: str = Field(pattern=_ID_PATTERN, max_length=MAX_ID_LENGTH)
-    """Unique id in the whole document; templates read its output as `{{id.field}}`."""
-    type: str | None = None
+    id: str = Field(pattern=_BLOCK_ID_PATTERN, max_length=MAX_ID_LENGTH, examples=["answer"])
+    """Unique id in the whole document; templates read its output as `{{id.field}}`
+    (letters, digits, `_` and `-`: a UUID is an id too)."""
+    type: str | None = Field(None, examples=["agent"])
     """Block type: agent, router, condition, set, function, loop, parallel, ..."""
-    name: str | None = None
+    name: str | None = Field(None, examples=["Customer Agent"])
     """Display name; templates may also use its normalised form (`Customer Agent` -> `customeragent`)."""
-    description: str | None = None
+    description: str | None = Field(None, examples=["Questions about invoices and refunds"])
     """What the block is for; routers show it to the model when choosing a branch."""
-    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with",
+                                  examples=[{"prompt": "Answer: {{input.query}}"}])
     """The block's configuration; values may hold `{{templates}}` and `{expr: ...}`."""
-    after: list[str] | Join = Field(default_factory=list)
+    after: list[str] | Join = Field(default_factory=list,
+                                    examples=["triage", {"any": ["approved", "edited"]}])
     """Blocks that must run first, beyond those the templates reference: one id or a
     list of one (a requirement); a list of two or more is a join of alternatives (runs
     once one of them ran, like `{any: [...]}`); `{all: [...], any: [...]}` says it
     explicitly."""
-    on_error: str | None = None
-    """Id of a block that runs instead of this block's dependants if this block fails."""
-    timeout: float | None = Field(None, gt=0)
+    on_error: str | None = Field(None, examples=["apologise"])
+    """Id of a block that runs instead of this block's dependants if this block fails;
+    it reads the failure's message as `{{<this block's id>.error}}`."""
+    timeout: float | None = Field(None, gt=0, examples=[30])
     """Seconds the block may run (every retry included in one try's budget)."""
-    retry: RetryPolicy | Annotated[int, Field(ge=1, le=100)] | None = None
+    retry: RetryPolicy | Annotated[int, Field(ge=1, le=100)] | None = Field(
+        None, examples=[3, {"attempts": 3, "backoff": 1.0}])
     """Retry policy, or just the number of attempts (1 to 100)."""
-    uses: str | None = None
+    uses: str | None = Field(None, examples=["summarize-text"])
     """Run a block from the block registry by its id (its schemas are checked)."""
-    blocks: list[BlockSpec] | None = None
+    blocks: list[BlockSpec] | None = Field(
+        None, examples=[[{"id": "step", "type": "set", "with": {"i": "{{loop.index}}"}}]])
     """Child blocks of a container (loop, parallel)."""
 
     @field_validator("after", mode="before")
@@ -191,13 +203,14 @@ class Trigger(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    cron: str
+    cron: str = Field(examples=["0 7 * * 1-5"])
     """Five-field cron: minute hour day-of-month month day-of-week (`0 7 * * 1-5`)."""
-    timezone: str = "UTC"
+    timezone: str = Field("UTC", examples=["Europe/Paris"])
     """IANA time zone the cron is read in (`Europe/Paris`)."""
-    inputs: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, Any] = Field(default_factory=dict, examples=[{"topic": "news"}])
     """The run's inputs."""
-    enabled: bool = True
+    enabled: bool = Field(True, examples=[False])
+    """`false` keeps the trigger written down but never fires it."""
 
     @field_validator("cron")
     @classmethod
@@ -225,36 +238,44 @@ class Trigger(BaseModel):
 class Workflow(BaseModel):
     """A workflow document (version 1)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    version: Literal[1] = 1
+    version: Literal[1] = Field(1, examples=[1])
     """Format version; only 1 exists."""
-    id: str = Field(pattern=_ID_PATTERN, max_length=MAX_ID_LENGTH)
+    id: str = Field(pattern=_ID_PATTERN, max_length=MAX_ID_LENGTH, examples=["support-desk"])
     """Stable id: runs, versions and nested `workflow` blocks refer to it."""
-    name: str | None = None
-    description: str | None = None
-    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Run inputs as JSON Schema properties; an input without `default` is required."""
-    variables: dict[str, Any] = Field(default_factory=dict)
+    name: str | None = Field(None, examples=["Support desk"])
+    """Display name (the web app's list, `flowforge workflows list`)."""
+    description: str | None = Field(None, examples=["Answers customers from the policies"])
+    """What the workflow does, for people and for a parent agent calling it as a tool."""
+    inputs: dict[str, dict[str, Any]] = Field(default_factory=dict, examples=[
+        {"query": {"type": "string"}, "top_k": {"type": "integer", "default": 3}}])
+    """Run inputs as JSON Schema properties; an input without `default` is required
+    unless it says `optional: true`."""
+    variables: dict[str, Any] = Field(default_factory=dict, examples=[{"company": "Acme"}])
     """Constants for templates: `{{vars.company}}`."""
-    defaults: dict[str, Any] = Field(default_factory=dict)
+    defaults: dict[str, Any] = Field(default_factory=dict, examples=[
+        {"model": "openai/gpt-4o-mini", "temperature": 0.2}])
     """Defaults for every LLM block (model, temperature, max_tokens, ...)."""
-    memory: list[str] = Field(default_factory=list)
+    memory: list[str] = Field(default_factory=list, examples=[["last_topic"]])
     """Per-user keys loaded before a run and saved after it (from block outputs of that name)."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, examples=[{"REGION": "eu"}])
     """Values for `{{env.X}}` and provider credentials; the process environment wins."""
-    concurrency: int = Field(32, ge=1, le=10_000)
+    concurrency: int = Field(32, ge=1, le=10_000, examples=[4])
     """How many blocks may run at once in one run."""
-    webhook: str | None = None
+    webhook: str | None = Field(None, examples=["https://hooks.example.com/flowforge"])
     """URL that receives a signed JSON POST when a run ends."""
-    triggers: list[Trigger] = Field(default_factory=list)
+    triggers: list[Trigger] = Field(default_factory=list, examples=[
+        [{"cron": "0 7 * * *", "timezone": "Europe/Paris", "inputs": {"topic": "news"}}]])
     """Schedules: `[{cron: "0 7 * * *", timezone: Europe/Paris, inputs: {...}}]`; a stored
     workflow's triggers are fired by the worker pool (`flowforge schedules list`)."""
-    budget: Budget | None = None
+    budget: Budget | None = Field(None, examples=[{"tokens": 20000, "cost": 0.5}])
     """What one run may spend on models: `{tokens: N, cost: 0.50, on_exceed: fail | {downgrade: <model>}}`."""
-    blocks: list[BlockSpec] = Field(default_factory=list)
+    blocks: list[BlockSpec] = Field(default_factory=list, examples=[
+        [{"id": "answer", "type": "agent", "with": {"prompt": "{{input.query}}"}}]])
     """The graph: edges come from template references and `after`."""
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict, examples=[
+        {"layout": {"answer": {"x": 120, "y": 40}}}])
     """Free-form data for editors and tools; the engine never reads it.  The web
     editor keeps each block's place on the canvas here, as
     `layout: {<block id>: {x: 120, y: 40}}`."""
@@ -349,7 +370,3 @@ def nested_input_problems(child: Workflow, given: Any, where: str,
     return problems
 
 
-def did_you_mean(name: str, options: Any) -> str:
-    """` - did you mean 'x'?` for the option closest to a mistyped `name`, or ""."""
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return f" - did you mean '{close[0]}'?" if close else ""

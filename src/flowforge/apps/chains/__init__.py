@@ -1,34 +1,27 @@
 """Prompt-chain agents on the one engine.
 
 An Agent definition (`variables` + `promptChain` of prompt, parser, event
-and return nodes) is converted into a native workflow (`importer`), run by
-the engine like any workflow, and a workflow made only of chain-shaped
-blocks converts back (`exporter`).  `load()` and `flowforge run` accept an
-Agent file directly through `workflow_data_if_agent`.
+and return nodes) is a format of the formats room
+(`flowforge.formats.agent_json`: converted into a native workflow, and a
+workflow made only of chain-shaped blocks converted back), run by the engine
+like any workflow.  What is left here is the application's: running an
+Agent file as given (`agent_keys`: keys written in it become run secrets)
+and splitting a run's variables into inputs and secrets.  The converters'
+names are re-exported for callers that know them from here.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-from flowforge.lazy import lazy_attributes
+from flowforge.formats.agent_json import (BASE_URL_VARIABLE, LLM_PROVIDERS, agent_to_workflow,
+                                          is_agent, key_values, secret_names, workflow_to_agent)
 
 __all__ = ["agent_to_workflow", "workflow_to_agent", "is_agent", "workflow_data_if_agent",
            "split_variables", "secret_names", "agent_keys", "key_values", "BASE_URL_VARIABLE",
            "LLM_PROVIDERS"]
 
-# The converters import the LLM blocks; `load()` and `flowforge run` ask this
-# package about every file they load, and most are not Agents: the converters
-# are imported when first used (PEP 562), not with the package.
-_LAZY = {"agent_to_workflow": "importer", "is_agent": "importer", "key_values": "importer",
-         "BASE_URL_VARIABLE": "importer", "LLM_PROVIDERS": "importer",
-         "workflow_to_agent": "exporter"}
-
-__getattr__ = lazy_attributes(__name__, _LAZY)
-
-_SECRET_RE = re.compile(r"\{\{\s*secrets\.([A-Za-z0-9_\-]+)\s*\}\}")
 _SUFFIXES = (".json", ".yaml", ".yml")
 
 
@@ -51,21 +44,17 @@ def _agent_data(target: Any) -> tuple[dict[str, Any] | None, str | None]:
 
         data = parse_text(text, str(path))
         source = str(path)
-    from flowforge.apps.chains.importer import is_agent
-
     return (data, source) if is_agent(data) else (None, None)
 
 
 def workflow_data_if_agent(target: Any) -> dict[str, Any] | None:
-    """The workflow document for an Agent given as a dict or a JSON/YAML file;
-    None for anything else (so `load()` and `flowforge run` take both)."""
+    """The workflow document for an Agent given as a dict or a JSON/YAML file,
+    as a run of that very file reads it (a key written in it is a run secret:
+    `agent_keys`); None for anything else.  (`load()` reaches Agents through
+    the formats room, with the same options.)"""
     agent, source = _agent_data(target)
-    # load() and `flowforge run` run the Agent as given, on the caller's own
-    # machine: a key written in it is used as a run secret (`agent_keys`).
     if agent is None:
         return None
-    from flowforge.apps.chains.importer import agent_to_workflow
-
     return agent_to_workflow(agent, source=source, literal_keys=True)
 
 
@@ -75,31 +64,7 @@ def agent_keys(target: Any) -> dict[str, str]:
     agent, _ = _agent_data(target)
     if agent is None:
         return {}
-    from flowforge.apps.chains.importer import key_values
-
     return key_values(agent)
-
-
-def secret_names(document: Any) -> set[str]:
-    """The names a workflow reads as `{{secrets.NAME}}` (a Workflow, a compiled
-    one or plain data): an Agent's API-key variables."""
-    doc = getattr(document, "doc", document)
-    blocks = doc.get("blocks", []) if isinstance(doc, dict) else \
-        [spec.with_ for _, spec in doc.iter_blocks()]
-    found: set[str] = set()
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            found.update(_SECRET_RE.findall(value))
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(blocks)
-    return found
 
 
 def split_variables(document: Any, variables: dict[str, Any] | None

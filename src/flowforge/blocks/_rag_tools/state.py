@@ -96,6 +96,8 @@ def narrow(state: RagState) -> None:
     for tool in state.answer_tools:
         sources = tool.parameters["properties"]["sources"]
         sources["items"] = {"enum": real}
+        # each at most once: a small model otherwise lists one title until maxItems
+        sources["maxItems"] = len(real)
 
 
 def returned(state: RagState) -> tuple[list[str], list[str]]:

@@ -87,21 +87,23 @@ async def _document(request: Request) -> Any:
 async def _source(request: Request, sent: Any, saved: Any) -> str | None:
     """The body's text, kept as the author wrote it (comments, key order, no
     defaults filled in); None when what is saved is not that text's document
-    (a prompt-chain Agent saved as the workflow it imports to)."""
+    (a foreign document saved as the workflow it imports to)."""
     if saved is not sent:
         return None
     return (await request.body()).decode("utf-8")
 
 
 def _imported(request: Request, document: Any, workflow_id: str | None = None) -> Any:
-    """A prompt-chain Agent is saved as the workflow it imports to (its relative
-    event endpoints resolved against the server's `chain_base_url`)."""
-    from flowforge.apps.chains import agent_to_workflow, is_agent
+    """A document of a foreign format (a prompt-chain Agent, a Pipeline: the
+    formats room's) is saved as the workflow it imports to (an Agent's
+    relative event endpoints resolved against the server's `chain_base_url`)."""
+    from flowforge.service.loading import imported_document
 
-    if not is_agent(document):
+    imported = imported_document(document, "<request body>", options={
+        "agent": {"base_url": request.app.state.settings.chain_base_url}})
+    if imported is None:
         return document
-    data = agent_to_workflow(document, base_url=request.app.state.settings.chain_base_url,
-                             source="<request body>")
+    data = imported.document
     if workflow_id is not None:
         data["id"] = workflow_id
     return data

@@ -1,0 +1,176 @@
+"""The embedded models, measured the way a user meets them (issue 47).
+
+    flock /work/heavy.lock .venv/bin/python bench/local_model.py                  # all parts
+    .venv/bin/python bench/local_model.py --part speed --threads 1,2
+    .venv/bin/python bench/local_model.py --part chat --models qwen2.5-0.5b
+    .venv/bin/python bench/local_model.py --part cache
+
+Part `speed`, per model and thread count (`LocalProvider` itself, greedy):
+  load_s       loading the GGUF (its hash check included)
+  ttft_s       time to the first token of a cold ~600-token prompt (nothing cached)
+  prompt_tps   that prompt's tokens / ttft_s
+  gen_tps      generated tokens per second after the first one
+Part `chat`: the RAG chat (`flowforge.service.chat.ask`, the shipped workflow) on
+  five plain questions over examples/policies, each with a fact a person can check
+  and the document it comes from; `correct` = the fact is in the answer AND that
+  document among its sources.  Seconds per question, and the prompt tokens sent
+  against those llama.cpp actually evaluated (the rest came from its KV cache).
+Part `cache`: two different system prompts interleaved (two blocks of one
+  workflow taking turns), each asked twice: seconds and tokens evaluated with the
+  saved-state cache (`FLOWFORGE_LOCAL_STATES`, default 4) and without it (0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+#: (question, a regex the answer must match, the title of the document that says it)
+QUESTIONS: list[tuple[str, str, str]] = [
+    ("How many days do I have to ask for a refund?", r"\b30\b|thirty", "Refund Policy"),
+    ("How long is the warranty on Acme products?", r"\b(two|2)[ -]years?\b", "Warranty"),
+    ("How much does express shipping cost within the country?", r"9[.,]95",
+     "Shipping Policy"),
+    ("How many points do Summit Club members earn per euro?", r"\b(1|one) point",
+     "Loyalty Programme and Gift Cards"),
+    ("When do loyalty points expire?", r"24 months|two years|2 years",
+     "Loyalty Programme and Gift Cards"),
+]
+
+TEXT = (ROOT / "examples" / "policies" / "refunds.md").read_text(encoding="utf-8")
+
+
+def _provider(model: str, threads: int | None, states: int | None = None) -> Any:
+    from flowforge.providers.registry import ProviderOptions, clear_provider_cache, resolve_model
+
+    clear_provider_cache()
+    env = {k: v for k, v in os.environ.items()}
+    if threads:
+        env["FLOWFORGE_LOCAL_THREADS"] = str(threads)
+    if states is not None:
+        env["FLOWFORGE_LOCAL_STATES"] = str(states)
+    provider, _ = resolve_model(f"local/{model}", ProviderOptions(env=env))
+    return provider
+
+
+async def _ask(provider: Any, system: str, text: str, max_tokens: int) -> Any:
+    from flowforge.providers.base import LLMRequest, Message
+
+    return await provider.complete(LLMRequest(
+        model="m", messages=[Message("system", system), Message("user", text)],
+        max_tokens=max_tokens, temperature=0, stream=True), lambda _: None)
+
+
+async def speed(model: str, threads: int | None) -> dict[str, Any]:
+    provider = _provider(model, threads)
+    tick = time.perf_counter()
+    provider.loaded()
+    load = time.perf_counter() - tick
+    # a nonce first, so no earlier call's KV cache covers any of the prompt
+    cold = await _ask(provider, f"Session {uuid.uuid4().hex}. You summarise documents.",
+                      f"{TEXT}\n\nSummarise this policy in one sentence.", 1)
+    ttft = cold.timing.first_token - cold.timing.start
+    gen = await _ask(provider, "You are a helpful assistant.",
+                     "Count from 1 to 200, separated by commas.", 96)
+    generated = gen.usage.completion_tokens - 1
+    return {"part": "speed", "model": model, "threads": provider.threads or "llama.cpp",
+            "load_s": round(load, 2), "prompt_tokens": cold.usage.prompt_tokens,
+            "ttft_s": round(ttft, 2), "prompt_tps": round(cold.usage.prompt_tokens / ttft, 1),
+            "gen_tps": round(generated / (gen.timing.end - gen.timing.first_token), 1)}
+
+
+async def chat(model: str) -> dict[str, Any]:
+    from flowforge.knowledge.api import Knowledge
+    from flowforge.providers.local import counters
+    from flowforge.service.chat import ChatError, ask
+
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        knowledge = await Knowledge.open(f"sqlite:///{folder}/knowledge.db")
+        for name in ("policies", "web"):
+            await knowledge.create(name, exist_ok=True)
+            await knowledge.add_paths(name, [ROOT / "examples" / name])
+        session = None
+        for question, fact, title in QUESTIONS:
+            before = counters()
+            tick = time.perf_counter()
+            try:
+                answer = await ask(question, kb="policies", web_source="web", model=f"local/{model}",
+                                   session_id=session, storage=f"sqlite:///{folder}/runs.db",
+                                   services={"knowledge": knowledge})
+                text, sources, error = answer.answer, [s.get("title") for s in answer.sources], None
+                session = answer.session_id
+            except ChatError as exc:
+                text, sources, error = "", [], str(exc)
+            after = counters()
+            row = {"question": question, "seconds": round(time.perf_counter() - tick, 1),
+                   "fact": bool(re.search(fact, text, re.I)), "cited": title in sources,
+                   "sent": after["sent"] - before["sent"],
+                   "evaluated": after["evaluated"] - before["evaluated"],
+                   "answer": text[:160], "sources": sources, "error": error}
+            row["correct"] = row["fact"] and row["cited"]
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+        await knowledge.close()
+    seconds = [r["seconds"] for r in rows]
+    return {"part": "chat", "model": model, "correct": sum(r["correct"] for r in rows),
+            "fact": sum(r["fact"] for r in rows), "cited": sum(r["cited"] for r in rows),
+            "of": len(rows), "seconds_median": statistics.median(seconds),
+            "seconds_max": max(seconds), "tokens_sent": sum(r["sent"] for r in rows),
+            "tokens_evaluated": sum(r["evaluated"] for r in rows)}
+
+
+async def cache(model: str, states: int) -> dict[str, Any]:
+    from flowforge.providers.local import counters
+
+    provider = _provider(model, None, states)
+    provider.loaded()
+    nonce = uuid.uuid4().hex
+    systems = [f"Session {nonce}. You answer refund questions from this policy.\n\n{TEXT}",
+               f"Session {nonce}. You grade answers from 0 to 10 against this policy.\n\n{TEXT}"]
+    before = counters()
+    tick = time.perf_counter()
+    for turn in ("Can I get a refund after 3 weeks?", "Are gift cards refunded?"):
+        for system in systems:          # block A, block B, block A, block B
+            await _ask(provider, system, turn, 1)
+    after = counters()
+    return {"part": "cache", "model": model, "states": states,
+            "seconds": round(time.perf_counter() - tick, 1),
+            "sent": after["sent"] - before["sent"],
+            "evaluated": after["evaluated"] - before["evaluated"]}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=["speed", "chat", "cache", "all"], default="all")
+    parser.add_argument("--models", default="smollm2,qwen2.5-0.5b")
+    parser.add_argument("--threads", default="",
+                        help="comma-separated thread counts for `speed` (default: flowforge's)")
+    args = parser.parse_args()
+    os.environ.pop("FLOWFORGE_DEFAULT_MODEL", None)
+    for model in args.models.split(","):
+        if args.part in ("speed", "all"):
+            for threads in [int(t) for t in args.threads.split(",") if t] or [None]:
+                print(json.dumps(await speed(model, threads)), flush=True)
+        if args.part in ("cache", "all"):
+            for states in (0, 4):
+                print(json.dumps(await cache(model, states)), flush=True)
+        if args.part in ("chat", "all"):
+            print(json.dumps(await chat(model)), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
