@@ -58,6 +58,8 @@ EXPECTED = {
     # the web app's editor (server/routes/documents.py, issue 13)
     "/api/validate": {"post"},
     "/api/schema": {"get"},
+    "/api/models": {"get"},
+    "/api/block-outputs": {"get"},
     "/api/workflows/{workflow_id}/graph": {"get"},
     # a workflow file of another system, converted without saving (issue 42)
     "/api/import": {"post"},
