@@ -20,20 +20,21 @@ SRC = Path(flowforge.__file__).resolve().parent          # src/flowforge
 
 #: DESIGN.md's layers, top first, by top-level package (or module) of
 #: flowforge.  `registry` (the block library), `sandbox` and `websearch` are
-#: what blocks call, beside tools, knowledge and providers; `thinker` is an
-#: application.  The last row is the foundation every layer may import
-#: (`safe_text` too: the store cleans the session titles it keeps).
+#: what blocks call, beside tools, knowledge and providers; every application
+#: (chat, research, chains, thinker) is a package of `apps`.  The last row is
+#: the foundation every layer may import (`safe_text` too: the store cleans the
+#: session titles it keeps).
 LAYERS = [
     {"cli", "server"},
     {"service"},
-    {"apps", "thinker"},
+    {"apps"},
     {"formats"},
     {"engine"},
     {"blocks"},
     {"tools", "knowledge", "providers", "registry", "sandbox", "websearch"},
     {"workflow"},
     {"storage"},
-    {"errors", "lazy", "processes", "safe_text", "tls"},
+    {"errors", "hints", "lazy", "model_strings", "processes", "safe_text", "tls"},
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

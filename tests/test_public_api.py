@@ -12,7 +12,7 @@ PACKAGES = ["flowforge", "flowforge.workflow", "flowforge.engine", "flowforge.bl
             "flowforge.providers", "flowforge.storage", "flowforge.service", "flowforge.tools",
             "flowforge.errors", "flowforge.apps.chains", "flowforge.knowledge",
             "flowforge.service.pool", "flowforge.lazy", "flowforge.tls", "flowforge.formats",
-            "flowforge.formats.agent_json", "flowforge.formats.pipeline_json"]
+            "flowforge.formats.agent_json", "flowforge.formats.pipeline_json", "flowforge.hints"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -77,9 +77,9 @@ def _event(event: dict[str, Any]) -> str:
 async def record(name: str) -> str:
     """The transcript of one intent, as Markdown (no times, no random ids).
     Run from the repository root."""
+    from flowforge.apps.thinker import BuildEvents, build, clarify
     from flowforge.registry import Registry, set_registry
     from flowforge.service.pipeline import run_pipeline
-    from flowforge.thinker import BuildEvents, build, clarify
 
     spec = INTENTS[name]
     # Relative to the repository root (the current directory), so transcripts

@@ -35,8 +35,8 @@ not errors and do not appear here.
     │   └── RunDiedTooOften       [service/resuming.py] failed, not resumed: died too often
     ├── SecretKeyError            [service/secrets.py] the secrets' key is missing or wrong
     ├── QueueError                [service/pool/broker.py] the worker pool cannot be used
-    ├── ChatError                 [service/chat.py] the chat could not answer (`run_id`)
-    ├── ThinkerError              [thinker/llm.py] a build stage got no usable answer
+    ├── ChatError                 [apps/chat/session.py] the chat could not answer (`run_id`)
+    ├── ThinkerError              [apps/thinker/llm.py] a build stage got no usable answer
     ├── IngestError               [knowledge/ingest.py] a document could not be read
     ├── SharedBlock               [registry/owned.py] a user asked to delete a shared block
     ├── FormatError               [formats/base.py] a foreign workflow file is broken (where)

@@ -11,8 +11,8 @@ import asyncio
 import pytest
 
 from flowforge.providers.scripted import register_script, unregister_script
-from flowforge.service.research import (ResearchEvents, research, research_result,
-                                        start_research)
+from flowforge.apps.research.session import ResearchEvents, research_result
+from flowforge.service.research import research, start_research
 from tests.apps.research_script import WEB_URL, ResearchScript
 
 

@@ -357,3 +357,79 @@ async def test_a_repeated_call_stays_out_of_the_conversation_and_the_next_step_i
     sent = requests(result, "agent")
     assert sent[2]["tool_choice"] == "t_reply"                     # the next step, by name
     assert [m["role"] for m in sent[2]["messages"]] == [m["role"] for m in sent[1]["messages"]]
+
+
+async def test_a_spent_tool_call_limit_stops_rephrased_calls_and_the_answer_follows():
+    """The 0.5B model searched eight times with ever new wording for one fact until
+    max_iterations: with `tool_call_limits` its second search is not run, the tool is
+    no longer offered, and the next turn asks for the answer by name."""
+    cities = iter(["Rome", "Roma", "Rome, Italy", "Rome city"])
+    offered: list[list[str]] = []
+
+    def script(messages, tools):
+        offered.append([t.name for t in tools])
+        if messages[-1].role == "tool" and offered[-1] == ["t_reply"]:
+            return {"tool_calls": [{"name": "t_reply", "arguments": {"text": "21 degrees"}}]}
+        return {"tool_calls": [{"name": "t_weather", "arguments": {"city": next(cities)}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?", max_iterations=4,
+                                         tools=["t_weather", "t_reply"], finish_with="t_reply",
+                                         tool_call_limits={"t_weather": 1})])
+    assert statuses(result) == {"agent": "succeeded"}
+    assert result.results["agent"]["content"] == "21 degrees"
+    assert CALLS == [("weather", {"city": "Rome"})]               # the first search only
+    assert offered[0] == ["t_weather", "t_reply"] and offered[1] == ["t_reply"]
+    sent = requests(result, "agent")
+    assert [r["tool_choice"] for r in sent] == ["required", "required"]
+
+
+async def test_a_tool_call_limit_naming_no_tool_is_a_clear_failure():
+    with scripted({"rules": [{"match": ".", "reply": "hi"}]}) as model:
+        result = await run_blocks([agent(model, prompt="Hi", tools=["t_weather"],
+                                         tool_call_limits={"t_wether": 1})])
+    assert statuses(result) == {"agent": "failed"}
+    error = result.blocks["agent"].error
+    assert "tool_call_limits" in error and "t_wether" in error and "t_weather" in error
+
+
+async def test_answer_after_asks_for_the_answer_right_after_the_search():
+    """The 0.5B model went on to another tool (the web search) with the answer in its
+    search results; with `answer_after` the turn after the search asks for the answer."""
+    def script(messages, tools):
+        if messages[-1].role == "tool":
+            return {"tool_calls": [{"name": "t_reply", "arguments": {"text": "21 degrees"}}]}
+        return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?",
+                                         tools=["t_weather", "t_reply"], finish_with="t_reply",
+                                         answer_after=["t_weather"])])
+    assert result.results["agent"]["content"] == "21 degrees"
+    assert [r["tool_choice"] for r in requests(result, "agent")] == ["required", "t_reply"]
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Hi", tools=["t_weather"],
+                                         answer_after=["t_weather"])])
+    assert "answer_after and answer_text need finish_with" in result.blocks["agent"].error
+
+
+async def test_answer_text_is_said_in_plain_text_then_given_to_the_answer_tool():
+    """Inside the answer tool's JSON the 0.5B model wrote the question back as its
+    answer; said in plain text first, its answer was the fact."""
+    def script(messages, tools):
+        last = messages[-1]
+        if last.role == "tool":
+            return "It is 21 degrees in Rome."
+        if last.role == "user" and last.content.startswith("Now call t_reply"):
+            return {"tool_calls": [{"name": "t_reply", "arguments": {"text": "Weather?"}}]}
+        return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?",
+                                         tools=["t_weather", "t_reply"], finish_with="t_reply",
+                                         answer_after=["t_weather"], answer_text="text")])
+    assert statuses(result) == {"agent": "succeeded"}
+    assert result.results["agent"]["content"] == "It is 21 degrees in Rome."
+    sent = requests(result, "agent")
+    assert [r["tool_choice"] for r in sent] == ["required", "none", "t_reply"]
+    assert [m["role"] for m in sent[2]["messages"][-2:]] == ["assistant", "user"]

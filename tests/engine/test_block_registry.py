@@ -126,3 +126,23 @@ def test_every_config_field_has_a_docstring():
                              if not (field.description or "").strip()}
     assert undocumented - UNWRITTEN == set()
     assert UNWRITTEN <= undocumented, f"written, strike from UNWRITTEN: {UNWRITTEN - undocumented}"
+
+
+def test_the_llm_fields_are_written_once_for_every_llm_block():
+    """model, api_key, fallback, temperature and max_tokens come from one base
+    (blocks/_llm.py's LLMBlockConfig): the same description everywhere, and a
+    block redeclares only a default of its own (a router's temperature 0)."""
+    from flowforge.blocks._llm import LLMBlockConfig
+    from flowforge.blocks import get_block_type
+
+    shared = ("model", "api_key", "fallback", "temperature", "max_tokens")
+    for name in ("agent", "llm", "router", "evaluator", "guardrail"):
+        config = get_block_type(name).Config
+        assert issubclass(config, LLMBlockConfig), name
+        for field in shared:
+            if field == "temperature" and name in ("router", "evaluator", "guardrail"):
+                continue                                        # their own default, on purpose
+            assert repr(config.model_fields[field]) == \
+                repr(LLMBlockConfig.model_fields[field]), (name, field)
+            assert field not in vars(config).get("__annotations__", {}), (name, field)
+    assert get_block_type("router").Config.model_fields["temperature"].default == 0.0

@@ -13,7 +13,7 @@ import flowforge
 from flowforge.blocks._llm import choose_model
 from flowforge.providers import registry
 from flowforge.providers.local_models import QWEN
-from flowforge.thinker.llm import default_build_model
+from flowforge.apps.thinker.llm import default_build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -97,9 +97,46 @@ async def test_after_a_tool_result_the_model_can_answer_in_text(provider):
     response = await provider.complete(request, deltas.append)
     assert response.tool_calls == [] and response.text and "".join(deltas) == response.text
     replay = _chat_messages(request)
-    assert json.loads(replay[1]["content"]) == {
+    assert json.loads(replay[2]["content"]) == {
         "tool_calls": [{"name": "get_time", "arguments": {"timezone": "Europe/Paris"}}]}
-    assert replay[2]["role"] == "user" and "14:05" in replay[2]["content"]
+    assert replay[3]["role"] == "user" and "14:05" in replay[3]["content"]
+    # the tools stay listed, so the system prompt is the one the tool turns had: the
+    # KV cache's prefix is kept (without them every token was evaluated again)
+    tools_turn = LLMRequest(model="smollm2", messages=messages, tools=[TIME_TOOL])
+    assert replay[0] == _chat_messages(tools_turn)[0] and "get_time" in replay[0]["content"]
+
+
+SEARCH_RESULT = {
+    "chunks": ["## Delivery times and costs\n\n| Destination | Standard | Express |\n"
+               "| --- | --- | --- |\n| Domestic | 4.95 EUR | 9.95 EUR |\n"
+               "| European Union | 7.95 EUR | 19.95 EUR |", "Members earn 1 point per euro."],
+    "scores": [0.71, 0.4],
+    "metadata": [{"title": "Shipping Policy", "section": None},
+                 {"title": "Loyalty Programme", "section": None}],
+    "query": "express shipping"}
+
+
+def test_a_tool_result_reads_as_text_each_passage_under_its_title_table_rows_whole():
+    """Shown the search's JSON (escaped newlines, titles in a parallel list, a markdown
+    table in a string), the 0.5B model gave the EU row's 19.95 EUR for the domestic
+    express price; as text each passage is under its title and a row is one line."""
+    request = LLMRequest(model="m", messages=[
+        Message("user", "Express shipping cost?"),
+        Message("assistant", tool_calls=[ToolCall("call_0", "search", {"query": "x"})]),
+        Message("tool", json.dumps(SEARCH_RESULT), tool_call_id="call_0", name="search")])
+    shown = _chat_messages(request)[2]["content"]
+    assert "\\n" not in shown and "{" not in shown
+    assert "query: express shipping" in shown
+    lines = shown.splitlines()
+    first = lines.index("[1] scores: 0.71; title: Shipping Policy")
+    assert lines[first + 1] == "## Delivery times and costs"
+    assert "- Domestic: Standard: 4.95 EUR; Express: 9.95 EUR" in lines
+    assert "- European Union: Standard: 7.95 EUR; Express: 19.95 EUR" in lines
+    assert ("[2] chunks: Members earn 1 point per euro.; scores: 0.4; title: Loyalty Programme"
+            in lines)
+    plain = LLMRequest(model="m", messages=[Message("tool", "14:05", tool_call_id="c",
+                                                    name="get_time")])
+    assert _chat_messages(plain)[0]["content"].endswith("\n14:05")     # text stays text
 
 
 def test_tool_answer_schema_shapes():

@@ -38,7 +38,7 @@ EXPECTED = {
     "/api/users/{target}/grants/{capability}": {"delete"},
     "/api/secrets": {"get", "post"},
     "/api/secrets/{name}": {"delete"},
-    # the builder (server/routes_builder.py, issue 6)
+    # the builder (server/routes/builder.py, issue 6)
     "/api/blocks": {"get", "post"},
     "/api/blocks/{block_id}": {"get", "delete"},
     "/api/blocks/{block_id}/source": {"get"},

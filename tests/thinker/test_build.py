@@ -4,7 +4,7 @@ the scripted rules files in examples/build/ (the same the transcripts use)."""
 from __future__ import annotations
 
 from flowforge.service.pipeline import run_pipeline
-from flowforge.thinker import build
+from flowforge.apps.thinker import build
 from tests.thinker.conftest import rules
 
 

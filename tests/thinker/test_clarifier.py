@@ -7,7 +7,7 @@ import json
 import pytest
 
 from flowforge.providers.scripted import register_script, unregister_script
-from flowforge.thinker import clarify
+from flowforge.apps.thinker import clarify
 from tests.thinker.conftest import rules
 
 

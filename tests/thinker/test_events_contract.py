@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 
 from flowforge.providers.scripted import register_script, unregister_script
-from flowforge.thinker import BUILD_EVENT_TYPES, build
+from flowforge.apps.thinker import BUILD_EVENT_TYPES, build
 from tests.thinker.conftest import rules
 
 
@@ -146,8 +146,8 @@ async def test_depends_on_must_name_blocks_of_the_plan_and_name_is_taken_for_sug
 
 async def test_a_slow_answer_reports_the_tokens_written_so_far():
     from flowforge.providers.scripted import register_script, unregister_script
-    from flowforge.thinker.events import BuildEvents
-    from flowforge.thinker.llm import ThinkerLLM
+    from flowforge.apps.thinker.events import BuildEvents
+    from flowforge.apps.thinker.llm import ThinkerLLM
 
     register_script("slow_planner", {"rules": [{"reply": {"ok": True, "note": "a b c d e"},
                                                 "latency_ms": 700}]})

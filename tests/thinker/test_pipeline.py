@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from flowforge.errors import ValidationFailed
-from flowforge.service.pipeline import (pipeline_to_workflow, pipeline_warnings, run_pipeline,
-                                        validate_pipeline, workflow_to_pipeline)
+from flowforge.formats.pipeline_json import (pipeline_to_workflow, pipeline_warnings,
+                                             validate_pipeline, workflow_to_pipeline)
+from flowforge.service.pipeline import run_pipeline
 
 PIPELINE = {
     "id": "Stats of numbers", "name": "Stats", "user_prompt": "Average some numbers",

@@ -143,3 +143,14 @@ async def test_offline_search_of_a_missing_folder_is_a_tool_error(knowledge, tmp
     search = OfflineSearch(knowledge, folder=tmp_path / "nope")
     with pytest.raises(ToolError, match="the folder .*nope does not exist"):
         await search.search("anything")
+
+
+async def test_a_missing_offline_web_base_is_no_pages_found_with_the_fix(knowledge):
+    """A fresh machine has no 'web' base: research failed out of the box ("no knowledge
+    base named 'web'") and the chat's answer was the failed search.  Now nothing is
+    found, and the answer says why and how to give it pages."""
+    result = (await OfflineSearch(knowledge, knowledge_base="web").search("tents")).to_dict()
+    assert result["citations"] == []
+    assert "no knowledge base named 'web'" in result["answer"]
+    assert "flowforge kb add web <folder>" in result["answer"]
+    assert result["metadata"]["missing"] is True

@@ -70,7 +70,8 @@ def test_a_worker_s_start_loads_neither_the_builder_nor_an_http_client(tmp_path)
         from flowforge.service.pool.work import prepare_worker
         prepare_worker("sqlite:///{tmp_path / 'runs.db'}")
         print("flowforge.formats.pipeline_json" in sys.modules, *sorted(
-            name for name in ("httpx", "flowforge.thinker.thinker", "flowforge.thinker.clarifier")
+            name for name in ("httpx", "flowforge.apps.thinker.thinker",
+                              "flowforge.apps.thinker.clarifier")
             if name in sys.modules))
         """)], capture_output=True, text=True, timeout=60)
     assert started.returncode == 0, started.stderr

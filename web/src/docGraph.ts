@@ -76,7 +76,7 @@ export function graphOf(document: any): WorkflowGraph {
     for (const spec of specs) {
       const type = typeof spec.type === "string" ? spec.type : spec.uses ? "registry" : "?";
       nodes.push({ id: spec.id, type, name: typeof spec.name === "string" ? spec.name : spec.id,
-                   parent, container: Array.isArray(spec.blocks),
+                   parent, container: Array.isArray(spec.blocks) || type === "loop" || type === "parallel",
                    description: typeof spec.description === "string" ? spec.description : undefined });
       if (Array.isArray(spec.blocks)) scope(spec.blocks, spec.id);
     }

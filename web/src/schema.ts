@@ -83,3 +83,17 @@ export function fields(schema: Schema, config: any): Field[] {
              default: raw.default ?? prop.default, expression };
   });
 }
+
+/** Block type -> the output fields it declares (GET /api/block-outputs): what
+ * `{{block.field}}` completes to, known for any document, valid or not. */
+export type Outputs = Record<string, string[]>;
+
+let outputsLoading: Promise<Outputs> | null = null;
+
+export function loadOutputs(): Promise<Outputs> {
+  outputsLoading ??= api<{ types: Record<string, { outputs: { name: string }[] }> }>("GET", "/api/block-outputs")
+    .then((data) => Object.fromEntries(Object.entries(data.types)
+      .map(([type, entry]) => [type, entry.outputs.map((o) => o.name)])))
+    .catch((error) => { outputsLoading = null; throw error; });
+  return outputsLoading;
+}

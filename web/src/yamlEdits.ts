@@ -141,12 +141,19 @@ export function blockIds(doc: Document): string[] {
   return ids;
 }
 
-/** A fresh id for a block of `base` (its type or registry id): `llm`, `llm_2`... */
+/** Template namespaces a block id may not take (workflow/graph.py NAMESPACES);
+ * `input` is allowed for the one `input` block. */
+export const RESERVED = new Set(["input", "vars", "env", "secrets", "memory", "user", "loop", "run"]);
+
+/** A fresh id for a block of `base` (its type or registry id): `llm`, `llm_2`...;
+ * a type named like a template namespace is numbered from 1 (`loop_1`), so the
+ * id is valid as added. */
 export function freshId(doc: Document, base: string): string {
   const taken = new Set(blockIds(doc));
   const stem = base.replace(/[^A-Za-z0-9_]+/g, "_").replace(/^[^A-Za-z_]+/, "") || "block";
-  if (!taken.has(stem)) return stem;
-  for (let n = 2; ; n++) if (!taken.has(`${stem}_${n}`)) return `${stem}_${n}`;
+  const reserved = RESERVED.has(stem) && stem !== "input";
+  if (!taken.has(stem) && !reserved) return stem;
+  for (let n = reserved ? 1 : 2; ; n++) if (!taken.has(`${stem}_${n}`)) return `${stem}_${n}`;
 }
 
 // -- the actions --------------------------------------------------------------
@@ -298,7 +305,7 @@ function ensureMap(node: YAMLMap, key: string): YAMLMap {
 /** `value` written over `node` in place: scalars keep their quoting and
  * comments, lists and mappings their style and every item that did not
  * change; only what differs is created anew. Returns the node to keep. */
-function merge(doc: Document, node: unknown, value: unknown, flowNew: boolean): unknown {
+export function merge(doc: Document, node: unknown, value: unknown, flowNew: boolean): unknown {
   if (isScalar(node) && (value === null || typeof value !== "object")) {
     if (node.value !== value) {
       node.value = value;

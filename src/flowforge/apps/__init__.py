@@ -1,8 +1,13 @@
 """Applications built on the one engine: shipped workflow files and the
-little code that is theirs alone; `flowforge.service` runs them.
+little code that is theirs alone; `flowforge.service` runs them.  An
+application never imports the service (the layer above it): what needs the
+store or a run (`start_run`, `load`) is the service's thin module of the same
+name, and everything else of the application is here.
 
     flowforge.apps.chat       the tool-based RAG chat (run by `service.chat`)
+    flowforge.apps.research   the iterative research orchestrator (run by `service.research`)
     flowforge.apps.chains     prompt-chain Agents: imported to workflows, exported back
+    flowforge.apps.thinker    intent -> Pipeline JSON: clarifier, decompose, match, create, wire
 """
 
 from functools import lru_cache

@@ -41,6 +41,7 @@ from typing import Any, Mapping
 
 from pydantic import Field
 
+from flowforge.model_strings import parse_model, qualified
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model, defaults_sent, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
@@ -76,10 +77,12 @@ _WARNED_RUNS = 1000
 
 
 def choose_model(context: Any, configured: str | None) -> str:
-    override = getattr(context, "model_override", None)
-    if override:
-        return override
-    return configured or context.defaults.get("model") or default_model()
+    """The model a call goes to; a bare name of a well-known family (`--model
+    gpt-4o`, or a template that resolved to one) is read with its provider,
+    as a document's is when it is compiled."""
+    chosen = getattr(context, "model_override", None) or configured or \
+        context.defaults.get("model") or default_model()
+    return qualified(chosen) or chosen
 
 
 def setting(context: Any, value: Any, key: str, fallback: Any = None) -> Any:
@@ -158,11 +161,25 @@ def sent_requests(events: list[dict[str, Any]], block_id: str) -> list[dict[str,
 
 
 class LLMBlockConfig(BlockConfig):
-    """What every LLM block's config has beside its own fields: the Azure
+    """What every LLM block's config has beside its own fields, written once:
+    the model and its fallbacks, the key, the sampling settings, and the Azure
     OpenAI endpoint and API version of this block (the Sim-style executor's
     `azureEndpoint`/`azureApiVersion`), which otherwise come from
-    `defaults.provider_options` or the environment."""
+    `defaults.provider_options` or the environment.  A block whose default
+    differs (a router's temperature 0) redeclares that field alone."""
 
+    model: str | None = None
+    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the embedded
+    default: `local/qwen2.5-0.5b` where installed, else `local/smollm2`)."""
+    api_key: str | None = Field(None, description=API_KEY_DOC)
+    fallback: list[str] | None = None
+    """Models tried in order when the model keeps failing, after retries (default:
+    `defaults.fallback`)."""
+    temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
+    provider's); a run's budget may cap it lower."""
     azure_endpoint: str | None = Field(None, max_length=500)
     """Azure OpenAI endpoint for an `openai-compatible/azure/<deployment>` model (needs
     the `provider_endpoints` capability on a server)."""
@@ -251,7 +268,7 @@ class ModelCalls:
                     response_format: dict[str, Any] | None, temperature: float | None,
                     max_tokens: int | None, tool_choice: str | None, purpose: str,
                     extra: Mapping[str, Any] | None) -> LLMResponse:
-        request = LLMRequest(model=self.model.partition("/")[2] or self.model,
+        request = LLMRequest(model=parse_model(self.model).name or self.model,
                              messages=list(messages), tools=list(tools or []),
                              response_format=response_format, temperature=temperature,
                              max_tokens=max_tokens, stream=self.stream, tool_choice=tool_choice,

@@ -39,7 +39,7 @@ from flowforge.tools.http import http_tool
 from flowforge.tools.mcp_client import McpServer, open_mcp_tools
 from flowforge.tools.python import function_tool
 from flowforge.tools.spec import Tool, ToolContext
-from flowforge.workflow.model import did_you_mean
+from flowforge.hints import did_you_mean
 from flowforge.workflow.policy import CapabilityUse, looks_like_path
 from flowforge.workflow.seed_fields import canonical_fields
 

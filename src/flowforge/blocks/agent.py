@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
@@ -88,11 +88,26 @@ class AgentConfig(LLMBlockConfig):
     """A tool whose successful call is the answer (the RAG chat's `generate_response`):
     the loop ends there, and the call's arguments and result are the block's output.
     It is required; called before the other required tools it is refused; in the last
-    two turns the missing required tools are asked for by name (`tool_choice`)."""
+    two turns the missing required tools are asked for by name (`tool_choice`). Every
+    turn asks for a tool call (`tool_choice: required`): plain text is never the answer."""
     refuse_repeated_calls: bool = False
     """A call identical to one that already succeeded (same tool, same arguments) is
     not run again: the model is told its result is above and what to call next. Stops
     small models' loops; leave off for tools whose answer changes (polling)."""
+    tool_call_limits: dict[str, int] = Field(default_factory=dict)
+    """Most successful calls a tool may get in one run of the block, e.g.
+    `{knowledge_base_search: 1}`: once spent, the tool is no longer offered and a
+    further call is refused, so a small model that keeps rephrasing one search
+    (the 0.5B model searched eight times for one fact) answers from what it found."""
+    answer_after: list[str] = Field(default_factory=list)
+    """Tools after whose successful call the next turn asks for `finish_with` by name:
+    the RAG chat answers right after its search (two turns), since the 0.5B model went
+    on to the web search even with the answer in the results."""
+    answer_text: str | None = None
+    """With `finish_with`: its argument that holds the answer's text (the RAG chat's
+    `answer`). When the answer tool is asked for by name, the answer is first asked for
+    in plain text, then the tool is called with that text as this argument: inside the
+    tool call's JSON the 0.5B model wrote the question back as its answer."""
     finish_retries: int = Field(1, ge=0)
     """How many more calls of `finish_with` are allowed after a failed one."""
     reask_message: str | None = None
@@ -110,17 +125,6 @@ class AgentConfig(LLMBlockConfig):
     """How tool arguments are checked before every call."""
     allow_private_network: bool = False
     """Let http and MCP-over-HTTP tools reach loopback/private addresses."""
-    model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the default model)."""
-    api_key: str | None = Field(None, description=API_KEY_DOC)
-    fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing, after retries (default:
-    `defaults.fallback`)."""
-    temperature: float | None = Field(None, ge=0, le=2)
-    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
-    max_tokens: int | None = Field(None, ge=1)
-    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
-    provider's); a run's budget may cap it lower."""
     response_format: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become top-level outputs."""
     stream: bool | None = None
@@ -178,6 +182,15 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
         required = list(dict.fromkeys(config.required_tools + ([config.finish_with]
                                                                if config.finish_with else [])))
         unknown = [name for name in required if name not in tools]
+        unlimited = [name for name in config.tool_call_limits if name not in tools]
+        if (config.answer_after or config.answer_text) and not config.finish_with:
+            raise block("answer_after and answer_text need finish_with: the tool whose call "
+                        "is the answer")
+        unlimited += [name for name in config.answer_after if name not in tools]
+        if unlimited:
+            raise block(f"tool_call_limits or answer_after names tool(s) the agent does "
+                        f"not have: "
+                        f"{', '.join(unlimited)} (tools: {', '.join(tools) or 'none'})")
         if unknown:
             field = "finish_with" if unknown == [config.finish_with] else "required_tools"
             raise block(f"{field} names tool(s) the agent does not have: "
@@ -191,8 +204,14 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
         reasks = {name: config.required_tools_retries for name in required}
         finish_failures = 0
         finished: ToolOutcome | None = None
+        draft: str | None = None                 # the answer said in plain text (answer_text)
         done_calls: set[str] = set()             # name + arguments of calls that succeeded
+        ok_counts: dict[str, int] = {}           # successful calls per tool name
+        spent = lambda name: ok_counts.get(name, 0) >= config.tool_call_limits.get(  # noqa: E731
+            name, float("inf"))
         choice = config.tool_choice if tools else None
+        # with a finishing tool, plain text is never the answer: every turn asks for a call
+        every_turn = "required" if config.finish_with and tools else None
         while True:
             if iterations >= config.max_iterations:
                 raise block(f"the model was still calling tools after max_iterations="
@@ -207,12 +226,27 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 choice = pending[0] if pending else None
             # Rebuilt each turn: a tool may narrow its parameters as the conversation
             # goes (the RAG chat's answer tool accepts only the sources found so far).
-            specs = [tool.spec() for tool in tools.values()]
+            specs = [tool.spec() for name, tool in tools.items() if not spent(name)]
+            if choice == config.finish_with and config.answer_text and draft is None:
+                said = await calls(messages, tools=specs, temperature=temperature,
+                                   max_tokens=max_tokens, tool_choice="none",
+                                   purpose=f"turn {iterations}: the answer's text")
+                draft = said.text.strip() or None
+                if draft is not None:
+                    messages += [Message("assistant", draft),
+                                 Message("user", f"Now call {config.finish_with} with that "
+                                                 f"answer.")]
             response = await calls(messages, tools=specs or None, response_format=config.response_format,
                                    temperature=temperature, max_tokens=max_tokens,
-                                   tool_choice=choice, purpose=f"turn {iterations}")
+                                   tool_choice=choice if choice is not None else every_turn,
+                                   purpose=f"turn {iterations}")
             choice = None                      # tool_choice applies to one turn only
             if response.tool_calls and tools:
+                if draft is not None:           # the answer is the text the model said
+                    response.tool_calls = [dataclasses.replace(
+                        call, arguments={**call.arguments, config.answer_text: draft})
+                        if call.name == config.finish_with else call
+                        for call in response.tool_calls]
                 messages.append(Message("assistant", response.text or None,
                                         tool_calls=_with_ids(response.tool_calls, used_ids)))
                 calls_made = messages[-1].tool_calls or []
@@ -221,6 +255,8 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                     _spend(reasks, early, block, config.required_tools_retries, records)
                 refused = (_repeats(calls_made, done_calls, required, succeeded)
                            if config.refuse_repeated_calls else {})
+                refused.update(_over_limit(calls_made, spent, config.tool_call_limits, required,
+                                           succeeded))
                 if early is not None:
                     refused.update({c.id: _reask(early, required, config.reask_message)
                                     for c in calls_made if c.name == config.finish_with})
@@ -251,6 +287,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 for outcome in outcomes:
                     if outcome.status == "ok":
                         done_calls.add(_call_key(outcome.call))
+                        ok_counts[outcome.call.name] = ok_counts.get(outcome.call.name, 0) + 1
                 for outcome in outcomes:
                     _record(context, outcome, records, succeeded)
                     messages.append(Message("tool", result_text(outcome.result),
@@ -265,6 +302,11 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 if finish_failures > config.finish_retries:
                     raise block(f"'{config.finish_with}' failed {finish_failures} time(s); last "
                                 f"error: {_last_error(outcomes, config.finish_with)}")
+                if config.answer_after and all(n in succeeded for n in required
+                                               if n != config.finish_with) and any(
+                        o.status == "ok" and o.call.name in config.answer_after
+                        for o in outcomes):
+                    choice = config.finish_with   # answer from what was found, now
                 if any(o.call.name == config.finish_with and o.status != "ok"
                        for o in outcomes) and early is None:
                     choice = config.finish_with   # the retry must be the answer tool again
@@ -406,6 +448,16 @@ def _repeats(calls: list[ToolCall], done: set[str], required: list[str],
             refused[call.id] = (f"You already called '{call.name}' with these arguments; its "
                                 f"result is above.{after}")
     return refused
+
+
+def _over_limit(calls: list[ToolCall], spent: Any, limits: dict[str, int],
+                required: list[str], succeeded: set[str]) -> dict[str, str]:
+    """Calls of a tool whose `tool_call_limits` is spent: not run; the model is
+    told to go on with what it has."""
+    pending = [name for name in required if name not in succeeded]
+    after = f" Next, call '{pending[0]}'." if pending else " Use them to continue."
+    return {call.id: (f"'{call.name}' may be called {limits[call.name]} time(s) here and its "
+                      f"results are above.{after}") for call in calls if spent(call.name)}
 
 
 def _with_refusals(calls: list[ToolCall], outcomes: list[ToolOutcome],

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
@@ -68,18 +68,8 @@ class EvaluatorConfig(LLMBlockConfig):
     """Metrics `{name, description, range: [min, max]}`."""
     system: str | None = None
     """Extra instructions added to the evaluation prompt."""
-    model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the embedded
-    default: `local/qwen2.5-0.5b` where installed, else `local/smollm2`)."""
-    api_key: str | None = Field(None, description=API_KEY_DOC)
-    fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing, after retries (default:
-    `defaults.fallback`)."""
     temperature: float = Field(0.1, ge=0, le=2)
     """0.1 by default: the same content should get the same scores."""
-    max_tokens: int | None = Field(None, ge=1)
-    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
-    provider's); a run's budget may cap it lower."""
 
 
 _RESERVED = {"content", "evaluation", "model", "tokens", "cost"}

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_context
 from flowforge.blocks.base import BlockContext, BlockType, Output
@@ -64,17 +64,8 @@ class GuardrailConfig(LLMBlockConfig):
     """Pass when the score (0-10) is at least this."""
     fail_on_reject: bool = False
     """Fail the block when the check does not pass (default: succeed with `passed: false`)."""
-    model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else `local/smollm2`)."""
-    api_key: str | None = Field(None, description=API_KEY_DOC)
-    fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing, after retries (default:
-    `defaults.fallback`)."""
     temperature: float = Field(0.0, ge=0, le=2)
     """0 by default: the same text and context should get the same score."""
-    max_tokens: int | None = Field(None, ge=1)
-    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
-    provider's); a run's budget may cap it lower."""
 
     @model_validator(mode="after")
     def _has_reference(self) -> GuardrailConfig:

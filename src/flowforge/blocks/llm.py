@@ -28,14 +28,15 @@ from typing import Any
 
 from pydantic import Field
 
-from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.providers.base import Message
 from flowforge.providers.structured import StructuredAnswerError, ask_structured, schema_fields
-from flowforge.workflow.model import BlockSpec, did_you_mean
+from flowforge.hints import did_you_mean
+from flowforge.workflow.model import BlockSpec
 from flowforge.workflow.templates import TEMPLATE_RE, compile_value, has_templates, \
     interpolate_value
 
@@ -107,18 +108,6 @@ class LLMConfig(LLMBlockConfig):
     """System prompt (placeholders filled too)."""
     output_schema: dict[str, Any] | None = None
     """JSON Schema of the answer; its fields become the block's outputs."""
-    model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the embedded
-    default: `local/qwen2.5-0.5b` where installed, else `local/smollm2`)."""
-    api_key: str | None = Field(None, description=API_KEY_DOC)
-    fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing, after retries (default:
-    `defaults.fallback`)."""
-    temperature: float | None = Field(None, ge=0, le=2)
-    """Sampling temperature, 0-2 (default: `defaults.temperature`, else the provider's)."""
-    max_tokens: int | None = Field(None, ge=1)
-    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
-    provider's); a run's budget may cap it lower."""
     stream: bool | None = None
     """Stream text as `llm_delta` events (default: `defaults.stream`, else false)."""
 

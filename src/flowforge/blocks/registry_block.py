@@ -19,7 +19,6 @@ outside a run (the thinker testing what it wrote, `flowforge blocks test`).
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pydantic import ConfigDict
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
 from flowforge.blocks.registry import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
+from flowforge.hints import did_you_mean
 from flowforge.providers.structured import schema_fields
 from flowforge.registry import (BlockDefinition, Registry, get_registry, registry_for,
                                 schema_problems)
@@ -306,9 +306,7 @@ class RegistryBlock(BlockType):
         except FlowforgeError as exc:
             return [Problem(f"{where}.uses", f"cannot read the block registry: {exc}")]
         if definition is None:
-            close = difflib.get_close_matches(block_id, registry.ids(), n=1, cutoff=0.6)
-            hint = f" - did you mean '{close[0]}'?" if close else \
-                " (see `flowforge blocks list`)"
+            hint = did_you_mean(block_id, registry.ids()) or " (see `flowforge blocks list`)"
             what = f"version {version} of block '{block_id}'" if version else \
                 f"block '{block_id}'"
             return [Problem(f"{where}.uses", f"no {what} in the registry{hint}")]
@@ -355,8 +353,7 @@ def input_problems(definition: BlockDefinition, given: Mapping[str, Any],
     if properties and schema.get("additionalProperties") is not True:
         for name in given:
             if name not in properties:
-                close = difflib.get_close_matches(name, list(properties), n=1, cutoff=0.6)
-                hint = f" - did you mean '{close[0]}'?" if close else ""
+                hint = did_you_mean(name, properties)
                 problems.append(Problem(f"{where}.{name}", f"'{definition.id}' has no input "
                                         f"'{name}'{hint}; its inputs: {', '.join(properties)}"))
     for name, value in _as_declared(definition, given).items():

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flowforge.blocks._llm import (API_KEY_DOC, USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
+from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, provider_options, setting)
 from flowforge.blocks.base import BlockContext, BlockType, Output, Routed, policy_of
 from flowforge.blocks.registry import register_block
@@ -68,18 +68,8 @@ class RouteHint(BaseModel):
 class RouterConfig(LLMBlockConfig):
     prompt: str
     """Routing instructions and the facts to route on (templates allowed)."""
-    model: str | None = None
-    """Model string, e.g. `openai/gpt-4o` (default: `defaults.model`, else the embedded
-    default: `local/qwen2.5-0.5b` where installed, else `local/smollm2`)."""
-    api_key: str | None = Field(None, description=API_KEY_DOC)
-    fallback: list[str] | None = None
-    """Models tried in order when the model keeps failing, after retries (default:
-    `defaults.fallback`)."""
     temperature: float = Field(0.0, ge=0, le=2)
     """0 by default: routing should be repeatable."""
-    max_tokens: int | None = Field(None, ge=1)
-    """Most tokens one answer may take (default: `defaults.max_tokens`, else the
-    provider's); a run's budget may cap it lower."""
     strategy: Literal["llm", "semantic", "hybrid"] = "llm"
     """`llm` (the model picks), `semantic` (closest by embeddings, no LLM call), or
     `hybrid` (semantic, asking the LLM only when the best two are within `margin`)."""

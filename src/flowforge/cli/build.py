@@ -25,6 +25,7 @@ from rich.markup import escape
 
 from flowforge.cli.exits import fail
 from flowforge.errors import FlowforgeError
+from flowforge.model_strings import parse_model
 
 __all__ = ["build_command", "register", "describe_event"]
 
@@ -74,7 +75,7 @@ def has_terminal() -> bool:
 
 
 def _clarify_interactively(intent: str, model: str | None) -> str:
-    from flowforge.thinker import clarify
+    from flowforge.apps.thinker import clarify
 
     conversation = [{"role": "user", "content": intent}]
     while True:
@@ -107,16 +108,15 @@ def build_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Build a pipeline from a sentence: clarify, plan, find or write and test blocks, wire."""
+    from flowforge.apps.thinker.builder import build_pipeline
+    from flowforge.apps.thinker.llm import default_build_model
     from flowforge.cli.main import parse_inputs
-    from flowforge.service.build import build_pipeline
     from flowforge.service.pipeline import run_pipeline
-
-    from flowforge.thinker.llm import default_build_model
 
     inputs = parse_inputs(input, None)
     chosen = model or default_build_model()
     if chosen.startswith("local/") and not quiet:
-        size = _LOCAL_SIZES.get(chosen.partition("/")[2].lower(), "an embedded")
+        size = _LOCAL_SIZES.get(parse_model(chosen).name.lower(), "an embedded")
         err.print(f"[yellow]note:[/] {escape(chosen)} is {size} model that plans poorly: builds "
                   f"with it often fail. Build with a hosted model (--model openai/gpt-4o, "
                   f"anthropic/claude-sonnet-4-5, google/gemini-2.5-flash), a strong Ollama coder "

@@ -261,10 +261,8 @@ def remove(name: str = typer.Argument(..., help="Knowledge base."),
         return
     found, documents = result
     if not found:
-        import difflib
-        close = difflib.get_close_matches(document, [d.name for d in documents], n=1,
-                                          cutoff=0.5)
-        hint = f" - did you mean '{close[0]}'?" if close else ""
+        from flowforge.hints import did_you_mean
+        hint = did_you_mean(document, [d.name for d in documents], 0.5)
         _fail(f"no document '{document}' in '{name}'{hint} (`flowforge kb docs {name}` lists "
               f"them)", code=1)
     out.print(f"removed {len(found)} document(s) from '{name}': "

@@ -50,7 +50,7 @@ class ResearchView:
     """The session's events as a live table (terminal) or as lines (else)."""
 
     def __init__(self, console: Console) -> None:
-        from flowforge.service.research import PHASE_NAMES, ResearchEvents
+        from flowforge.apps.research.session import PHASE_NAMES, ResearchEvents
 
         self.console = console
         self.events = ResearchEvents()
@@ -165,7 +165,8 @@ def render_result(result: Any, console: Console) -> None:
 
 
 async def _session(question: str, options: dict[str, Any], view: ResearchView) -> Any:
-    from flowforge.service.research import research_result, start_research
+    from flowforge.apps.research.session import research_result
+    from flowforge.service.research import start_research
 
     handle = await start_research(question, on_event=view.on_event, **options)
     view.events.session_id = handle.run_id

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from flowforge.blocks.base import Suspend
 from flowforge.errors import BlockError, BlockTimeout, FlowforgeError
-from flowforge.workflow.compile import format_loc
+from flowforge.workflow.config_errors import format_loc
 from flowforge.workflow.graph import Node
 
 __all__ = ["run_guarded", "message_of", "validate_config", "shown_inputs"]

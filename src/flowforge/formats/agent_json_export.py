@@ -21,6 +21,7 @@ from typing import Any
 from flowforge.formats.agent_json import ID_PATTERN, LLM_PROVIDERS, secret_names
 from flowforge.formats.agent_json_templates import NATIVE_REF_RE, native_to_chain, to_prompt
 from flowforge.errors import Problem, ValidationFailed
+from flowforge.model_strings import parse_model
 from flowforge.workflow.loader import document_from_data
 from flowforge.workflow.model import Workflow
 from flowforge.workflow.notation import NotationError, schema_to_notation
@@ -167,9 +168,9 @@ class _Exporter:
                 block_id: str) -> None:
         model = config.get("model") or self.doc.defaults.get("model")
         if isinstance(model, str) and "/" in model and "{{" not in model:
-            prefix, _, name = model.partition("/")
-            node["llm"] = _PROVIDER_LLM.get(prefix, prefix)
-            node["model"] = name
+            parsed = parse_model(model)
+            node["llm"] = _PROVIDER_LLM.get(parsed.provider, parsed.provider)
+            node["model"] = parsed.name
         elif model is not None:
             self.add(f"{where}.with.model", f"model {model!r} cannot be exported")
         if config.get("system"):

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from flowforge.formats.dify_export_refs import Paths, comparisons
 from flowforge.formats.dify_nodes import PROVIDERS
+from flowforge.model_strings import parse_model
 
 __all__ = ["WRITERS", "Writer", "dify_model", "gathered", "EXTRACT"]
 
@@ -55,10 +56,11 @@ def dify_model(model: Any, with_: dict, paths: Paths) -> dict[str, Any]:
     if not model:
         return {"provider": "", "name": "", "mode": "chat", "completion_params": params}
     text = str(model)
-    provider, _, name = text.partition("/")
-    if provider == "openai-compatible" and "/" in name:
-        server, _, name = name.partition("/")
-        provider = _BACK_PROVIDERS.get(f"openai-compatible/{server}", server)
+    parsed = parse_model(text)
+    provider, name = parsed.provider, parsed.name
+    if parsed.server and parsed.served_name:
+        name = parsed.served_name
+        provider = _BACK_PROVIDERS.get(f"openai-compatible/{parsed.server}", parsed.server)
     elif not name:
         provider, name = "", text
     elif provider in _BACK_PROVIDERS:

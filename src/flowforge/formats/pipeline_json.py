@@ -18,8 +18,8 @@ schema, because a typo there would otherwise only be a None at run time.
 
 It lives in the formats room (`FORMAT`, name `pipeline`: loading and
 `flowforge import` reach it through `flowforge.formats.room`); the thinker
-validates its own wiring with it, and `service.pipeline` re-exports it and
-adds `run_pipeline`.
+validates its own wiring with it, and `service.pipeline` runs it
+(`run_pipeline`).
 """
 
 from __future__ import annotations

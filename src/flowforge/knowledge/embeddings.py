@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from flowforge.errors import FlowforgeError, MissingCredentials, ProviderError
+from flowforge.model_strings import parse_model
 from flowforge.tls import verified_context
 
 __all__ = ["Embedder", "LocalMiniLM", "OpenAIEmbedder", "get_embedder", "DEFAULT_MODEL",
@@ -213,7 +214,8 @@ class OpenAIEmbedder(Embedder):
                  transport: Any = None) -> None:
         super().__init__()
         self.model = model
-        provider, _, name = model.partition("/")
+        parsed = parse_model(model)
+        provider, name = parsed.provider, parsed.name
         self.remote_name = name
         self.compatible = provider == "openai-compatible"
         known = _OPENAI_MODELS.get(name)

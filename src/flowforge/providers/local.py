@@ -66,6 +66,7 @@ from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       grammar_schema,
                                       Timing, ToolCall, ToolSpec, Usage)
+from flowforge.providers._local_text import readable_result
 from flowforge.providers._local_states import DEFAULT_STATES, StateCache, count, counters
 from flowforge.providers.local_models import REPAIR, Weights, find, model_file, verify
 from flowforge.providers.registry import ProviderOptions, register_check, register_provider
@@ -294,7 +295,9 @@ def _tools_prompt(tools: list[ToolSpec]) -> str:
 def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
     """Messages as plain role/content pairs a small chat template understands."""
     extra_system = []
-    if request.tools and request.tool_choice != "none":
+    if request.tools:
+        # listed under "none" too: the system prompt (and so the KV cache's prefix)
+        # stays the same as in the turns that may call them
         extra_system.append(_tools_prompt(request.tools))
     if request.response_format is not None:
         extra_system.append("Answer with JSON matching this schema: "
@@ -315,7 +318,8 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
 def _content_of(message: Message) -> str:
     if message.role == "tool":
         name = f" `{message.name}`" if message.name else ""
-        return f"Result of tool{name} (call {message.tool_call_id}): {message.content or ''}"
+        return (f"Result of tool{name} (call {message.tool_call_id}):\n"
+                f"{readable_result(message.content or '')}")
     if message.role == "assistant" and message.tool_calls:
         return json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments}
                                           for c in message.tool_calls]})
@@ -361,7 +365,9 @@ class LocalProvider(Provider):
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
         start = time.time()
         loaded = await asyncio.to_thread(self.loaded)
-        with_tools = bool(request.tools) and request.tool_choice != "none"
+        # with tools listed (under "none" too, see _chat_messages) the answer takes the
+        # shape the prompt describes: a call, or {"content": ...} (only that under "none")
+        with_tools = bool(request.tools)
         schema = (tool_answer_schema(request.tools, request.tool_choice, request.response_format,
                                      bool((request.extra or {}).get("parallel_tool_calls")))
                   if with_tools else request.response_format)

@@ -39,6 +39,7 @@ from typing import Any, Mapping
 import openai as _sdk
 
 from flowforge.errors import MissingCredentials, ProviderError
+from flowforge.model_strings import COMPATIBLE, parse_model
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Provider,
                                       grammar_schema, is_loopback_url)
 from flowforge.providers.openai import OpenAIChatProvider
@@ -178,8 +179,8 @@ class OpenAICompatibleProvider(Provider):
 
 
 def _factory(name: str, options: ProviderOptions) -> tuple[Provider, str]:
-    server, _, model = name.partition("/")
-    return OpenAICompatibleProvider(server, options.env), model
+    parsed = parse_model(f"{COMPATIBLE}/{name}")
+    return OpenAICompatibleProvider(parsed.server, options.env), parsed.served_name
 
 
 register_provider("openai-compatible", _factory)

@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
+from flowforge.model_strings import parse_model
 from flowforge.providers.base import Usage
 
 __all__ = ["Cost", "cost_of", "FREE_PREFIXES"]
@@ -53,14 +54,13 @@ FREE = Cost()
 def _price_ref(model: str) -> tuple[str, str] | None:
     """(genai-prices provider id, model ref) for a flowforge model string, or
     None when the model is free (local, scripted, self-hosted)."""
-    prefix, _, name = model.partition("/")
-    if prefix in _DIRECT:
-        return _DIRECT[prefix], name
-    if prefix == "openai-compatible":
-        server, _, rest = name.partition("/")
-        provider = _HOSTED_COMPATIBLE.get(server.lower())
-        if provider and rest:
-            return provider, rest
+    parsed = parse_model(model)
+    if parsed.provider in _DIRECT:
+        return _DIRECT[parsed.provider], parsed.name
+    if parsed.server:
+        provider = _HOSTED_COMPATIBLE.get(parsed.server.lower())
+        if provider and parsed.served_name:
+            return provider, parsed.served_name
     return None
 
 

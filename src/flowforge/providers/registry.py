@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from flowforge.errors import MissingCredentials, Problem, ProviderError
+from flowforge.model_strings import parse_model
 from flowforge.providers.base import Provider
 from flowforge.workflow.policy import model_key_variables
 
@@ -96,10 +97,10 @@ def split_model(model: str) -> tuple[str, str]:
         raise ProviderError(f"model '{model}' does not name a provider; write "
                             f"'<provider>/<model>', e.g. 'openai/gpt-4o' or '{FALLBACK_MODEL}' "
                             f"(providers: {', '.join(known_prefixes())})")
-    prefix, _, name = model.partition("/")
-    if not name:
-        raise ProviderError(f"model '{model}' names no model after '{prefix}/'")
-    return prefix, name
+    parsed = parse_model(model)
+    if not parsed.name:
+        raise ProviderError(f"model '{model}' names no model after '{parsed.provider}/'")
+    return parsed.provider, parsed.name
 
 
 def resolve_model(model: str, options: ProviderOptions | None = None,
@@ -194,7 +195,7 @@ def check_models(models: list[tuple], options: ProviderOptions, *,
                 problems.append(problem)
             if model is None:
                 continue
-        prefix = model.partition("/")[0]
+        prefix = parse_model(model).provider
         if not files and prefix in _FILE_PROVIDERS:
             continue
         try:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flowforge.errors import Problem
-from flowforge.workflow.model import did_you_mean
+from flowforge.hints import did_you_mean
 from flowforge.workflow.safe_regex import pattern_problems
 from flowforge.workflow.schema_check import schema_problems
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import difflib
 import functools
 import os
 import threading
@@ -27,6 +26,7 @@ from typing import Any, Iterator
 import yaml
 
 from flowforge.errors import NotFound, WorkflowError
+from flowforge.hints import did_you_mean
 from flowforge.registry.model import BlockDefinition, definition_from_data
 from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
 from flowforge.registry.store import SHARED, BlockStore, owner_of
@@ -122,9 +122,7 @@ class Registry:
             if version is not None and self.store.get(block_id) is not None:
                 raise NotFound(f"block '{block_id}' has no version {version}; versions: "
                                f"{', '.join(str(v['version']) for v in self.versions(block_id))}")
-            close = difflib.get_close_matches(block_id, self.store.ids(), n=1, cutoff=0.6)
-            hint = f" - did you mean '{close[0]}'?" if close else \
-                " (see `flowforge blocks list`)"
+            hint = did_you_mean(block_id, self.store.ids()) or " (see `flowforge blocks list`)"
             raise NotFound(f"no block '{block_id}' in the registry{hint}")
         return found
 

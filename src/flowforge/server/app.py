@@ -103,8 +103,8 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
     for module in (documents, imports, apps, workflows, edits, runs, users, secrets, compat,
                    pipeline, pipelines, chat, agent, knowledge):
         app.include_router(module.router)
-    from flowforge.server import routes_builder      # blocks, clarify, create-agent, automate
-    app.include_router(routes_builder.router)
+    from flowforge.server.routes import builder      # blocks, clarify, create-agent, automate
+    app.include_router(builder.router)
     app.include_router(websocket_router)
     from flowforge.server.manual_pages import install_manual; install_manual(app)  # /manual/
     from flowforge.server.webui import install_web_app   # `/`: the web app, after the API

@@ -7,7 +7,7 @@ The server sends each event as a JSON object (`seq`, `type`, ...) and closes
 with 1000 after `run_finished` (or after `run_waiting`: the run waits; connect
 again with `?after=` that seq to go on with it).  A research session (a run of the research
 orchestrator) on the agent-workflow path gets the session's own events
-instead (`service.research.ResearchEvents`: status, phase, complete, error;
+instead (`apps.research.session.ResearchEvents`: status, phase, complete, error;
 `seq` is the engine event's, for `after=`).  A stream that fails on the
 server sends an `error` event before closing with 1011.  The client may send `{"type": "cancel"}`
 (or the bare text `cancel`); the server answers `{"type": "cancel_requested"}`
@@ -26,10 +26,10 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from flowforge.apps.research.session import RESEARCH_WORKFLOW_ID, ResearchEvents
 from flowforge.engine.events import STOP_EVENTS
 from flowforge.server.auth import is_admin, websocket_protocol, websocket_user
 from flowforge.server.errors import error_body
-from flowforge.service.research import RESEARCH_WORKFLOW_ID, ResearchEvents
 
 __all__ = ["router"]
 

@@ -9,10 +9,10 @@ themselves any of them anyway.  The capabilities themselves are listed in
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from flowforge.errors import InvalidValue
+from flowforge.hints import did_you_mean
 from flowforge.service.users import ROLES
 from flowforge.storage.base import Storage
 from flowforge.workflow.policy import CAPABILITIES, Policy
@@ -22,8 +22,7 @@ __all__ = ["check_capability", "grant", "revoke", "grants_of", "policy_for", "su
 
 def check_capability(name: str) -> str:
     if name not in CAPABILITIES:
-        close = difflib.get_close_matches(name, list(CAPABILITIES), n=1, cutoff=0.5)
-        hint = f" - did you mean '{close[0]}'?" if close else ""
+        hint = did_you_mean(name, CAPABILITIES, 0.5)
         raise InvalidValue(f"unknown capability {name!r}{hint}; capabilities: "
                            f"{', '.join(CAPABILITIES)}")
     return name

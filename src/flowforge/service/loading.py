@@ -3,7 +3,6 @@ and resolving the references of nested `workflow` blocks."""
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections import OrderedDict
 from contextvars import ContextVar
@@ -15,12 +14,13 @@ import orjson
 from flowforge.blocks.registry import block_types
 from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
+from flowforge.hints import closest, did_you_mean, suggestion
 from flowforge.formats.base import Imported
+from flowforge.model_strings import closest_known, parse_model
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_data
 from flowforge.workflow.model import ModelUse, Workflow, nested_input_problems
-from flowforge.workflow.model_names import closest_known
 from flowforge.workflow.paths import document_root, resolve_path
 from flowforge.workflow.policy import looks_like_path
 
@@ -66,21 +66,21 @@ def model_problem(model: Any, where: str) -> Problem | None:
     if not isinstance(model, str) or "{{" in model:
         return None
     providers = known_prefixes()
-    prefix, slash, name = model.partition("/")
-    if not slash or not name:
-        known = closest_known(model) if not slash else None
+    parsed = parse_model(model)
+    prefix, name = parsed.provider, parsed.name
+    if not name:
+        known = closest_known(model) if not prefix else None
         if known is not None:              # a bare name of no known family (`gtp-4o`)
             return Problem(where, f"model '{model}' is not a model name flowforge knows "
-                                  f"without its provider - did you mean '{known}'? (write "
+                                  f"without its provider{suggestion(known)} (write "
                                   f"'<provider>/<model>'; providers: {', '.join(providers)})")
-        close = difflib.get_close_matches(model.split("/")[0], providers, n=1, cutoff=0.6)
-        example = f"{close[0]}/{name or model}" if close else f"openai/{model}"
+        close = closest(model, providers)
+        example = f"{close}/{name or model}" if close else f"openai/{model}"
         return Problem(where, f"model '{model}' does not name a provider: write "
                               f"'<provider>/<model>', e.g. '{example}' (providers: "
                               f"{', '.join(providers)})")
     if prefix not in providers:
-        close = difflib.get_close_matches(prefix, providers, n=1, cutoff=0.5)
-        hint = f" - did you mean '{close[0]}/{name}'?" if close else ""
+        hint = did_you_mean(prefix, providers, 0.5, suffix=f"/{name}")
         return Problem(where, f"unknown provider '{prefix}' in model '{model}'{hint} "
                               f"(providers: {', '.join(providers)})")
     return None

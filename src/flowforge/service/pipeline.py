@@ -1,68 +1,26 @@
 """Running Pipeline JSON: the Doer is the engine.
 
-The format, its conversion to a workflow document and its validation live
-in the formats room (`formats.pipeline_json`; the thinker checks its own
-wiring with them) and are re-exported here; this module adds `run_pipeline`, which the CLI
-(`flowforge run pipeline.json`) and the server (`POST /api/pipeline/run`,
+What the intent-to-pipeline application (`flowforge.apps.thinker`) needs of
+the service, and nothing else: `run_pipeline`, which the CLI (`flowforge
+build --run`) and the server (`POST /api/pipeline/run`,
 `POST /api/pipelines/{id}/run`) call: validated first, then run with
 per-user memory loaded before and saved after, and the execution stored;
-`compile_pipeline`, the same checks for a pipeline being saved; and
-`PipelineState`, the doer's answer in the seed's shape:
-
-    {pipeline_id, results, user, memory, log: [{node, block, output}]}
+`compile_pipeline`, the same checks for a pipeline being saved;
+`run_pipeline_state`, a run answered as the doer's PipelineState; and
+`automate`, build then run.  The format is `formats.pipeline_json`'s, the
+builder and the PipelineState are the application's.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from pydantic import BaseModel, Field
-
+from flowforge.apps.thinker.pipeline import PipelineState, pipeline_state
 from flowforge.errors import ValidationFailed
+from flowforge.formats.pipeline_json import Pipeline, pipeline_to_workflow, validate_pipeline
 from flowforge.registry import Registry, get_registry, use_registry
-from flowforge.formats.pipeline_json import (Pipeline, PipelineEdge, PipelineNode,
-                                             is_pipeline, pipeline_to_workflow,
-                                             pipeline_warnings, validate_pipeline,
-                                             workflow_to_pipeline)
 
-__all__ = ["Pipeline", "PipelineEdge", "PipelineNode", "PipelineLogEntry", "PipelineState",
-           "compile_pipeline", "is_pipeline", "pipeline_state", "pipeline_to_workflow",
-           "pipeline_warnings",
-           "run_pipeline", "run_pipeline_state", "validate_pipeline", "workflow_to_pipeline"]
-
-
-class PipelineLogEntry(BaseModel):
-    """One node that ran, in the order the nodes finished."""
-
-    node: str = Field(description="The node's id (n1, n2, ...).")
-    block: str = Field(description="The registry block the node ran.")
-    output: Any = Field(None, description="Its output (null when it failed).")
-
-
-class PipelineState(BaseModel):
-    """What the doer returns for a pipeline run (the seed's PipelineState)."""
-
-    pipeline_id: str = Field(description="The pipeline's id.")
-    results: dict[str, Any] = Field(description="Every node's output by node id.")
-    user: dict[str, Any] = Field(description="The user the pipeline ran for.")
-    memory: dict[str, Any] = Field(description="The user's memory after the run.")
-    log: list[PipelineLogEntry] = Field(description="The nodes that ran, in order.")
-
-
-def pipeline_state(data: Pipeline | dict[str, Any], result: Any,
-                   user: Mapping[str, Any] | str | None = None) -> PipelineState:
-    """The PipelineState of a finished pipeline run (`result`: its RunResult)."""
-    pipeline = data if isinstance(data, Pipeline) else Pipeline.model_validate(data)
-    blocks = {node.id: node.block_id for node in pipeline.nodes}
-    log = [PipelineLogEntry(node=event["block_id"], block=blocks[event["block_id"]],
-                            output=result.results.get(event["block_id"])
-                            if event["type"] == "block_succeeded" else None)
-           for event in result.events
-           if event.get("type") in ("block_succeeded", "block_failed")
-           and not event.get("scope") and event.get("block_id") in blocks]
-    shown = {"id": user} if isinstance(user, str) else dict(user or {"id": "default"})
-    return PipelineState(pipeline_id=pipeline.id, results=dict(result.results), user=shown,
-                         memory=dict(result.memory or {}), log=log)
+__all__ = ["automate", "compile_pipeline", "run_pipeline", "run_pipeline_state"]
 
 
 def compile_pipeline(data: Pipeline | dict[str, Any], registry: Registry | None = None, *,
@@ -121,3 +79,30 @@ async def run_pipeline_state(data: Pipeline | dict[str, Any],
     `output: null` in the log; `run_pipeline` gives the status and errors."""
     result = await run_pipeline(data, inputs, user=user, **options)
     return pipeline_state(data, result, user)
+
+
+async def automate(intent: str, inputs: dict[str, Any] | None = None, *,
+                   model: str | None = None, run_model: str | None = None,
+                   user: str | dict[str, Any] | None = None, storage: Any = None,
+                   registry: Registry | None = None,
+                   on_event: Callable[[dict], None] | None = None,
+                   policy: Any = None, services: dict[str, Any] | None = None,
+                   env: Mapping[str, str] | None = None, owner: str | None = None
+                   ) -> dict[str, Any]:
+    """Build a pipeline for `intent`, then run it with `inputs`.
+    `run_model` (default: `model`) answers the pipeline's LLM blocks; `policy`
+    (None: trusted) limits what the generated pipeline may reach of the host."""
+    # the builder loads on first use: a process that only runs pipelines never needs it
+    from flowforge.apps.thinker.builder import build_pipeline
+
+    registry = registry or get_registry()
+    result = await build_pipeline(intent, model=model, registry=registry, on_event=on_event,
+                                  env=env, owner=owner)
+    answer: dict[str, Any] = {"build": result.to_dict(), "run": None}
+    if result.ok and result.pipeline is not None:
+        run = await run_pipeline(result.pipeline, inputs or {}, user=user, storage=storage,
+                                 model=run_model or model, registry=registry, on_event=on_event,
+                                 policy=policy, services=services)
+        answer["run"] = run.to_dict()
+        answer["run"]["error"] = run.error
+    return answer

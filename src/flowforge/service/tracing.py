@@ -26,6 +26,8 @@ import json
 import os
 from typing import Any, Callable
 
+from flowforge.model_strings import parse_model
+
 __all__ = ["RunTracer", "tracer_for_run", "use_tracer_provider", "tracing_enabled",
            "capture_content"]
 
@@ -329,7 +331,8 @@ class RunTracer:
     def _on_llm_request(self, event: dict[str, Any]) -> None:
         scope = event.get("scope") or ""
         model = str(event.get("model") or "")
-        system, _, name = model.partition("/")
+        parsed = parse_model(model)
+        system, name = parsed.provider, parsed.name
         request = event.get("request") or {}
         span = self._start(
             f"chat {name or model}", self._context_of((scope, event.get("block_id", ""))),

@@ -62,7 +62,7 @@ def get_function(name: str) -> RegisteredFunction:
 def unknown_function(name: str) -> str:
     """Why `name` cannot be called, with the closest registered name: what a run
     says when it meets it and what `flowforge validate` says before."""
-    from flowforge.workflow.model import did_you_mean
+    from flowforge.hints import did_you_mean
 
     known = ", ".join(sorted(_FUNCTIONS)) or "none"
     return (f"no function registered as '{name}'{did_you_mean(name, _FUNCTIONS)} "

@@ -17,10 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flowforge.errors import FlowforgeError, ToolError
+from flowforge.errors import FlowforgeError, NotFound, ToolError
 from flowforge.websearch.base import SearchResult, clip
 
-__all__ = ["OfflineSearch"]
+__all__ = ["OfflineSearch", "DEFAULT_WEB_BASE"]
+
+#: The base the chat and research search as the web by default; on a fresh machine it
+#: does not exist yet, which is "no pages" (any other missing base is a mistake).
+DEFAULT_WEB_BASE = "web"
 
 _URL_LINE = re.compile(r"^\s*url:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 
@@ -58,6 +62,19 @@ class OfflineSearch:
                                                                                     20)),
                                                 mode=self.mode,
                                                 min_similarity=self.min_similarity)
+        except NotFound as exc:
+            if self.folder is not None or self.base != DEFAULT_WEB_BASE:
+                raise ToolError(f"web_search (offline): {exc}") from None
+            # No stand-in for the web on this machine (a fresh install): nothing found,
+            # said in the answer, so the chat and research go on from what they have
+            # (research failed out of the box on "no knowledge base named 'web'").
+            return SearchResult(
+                answer=f"No web pages matched: there is no offline web here (no knowledge "
+                       f"base named '{self.base}'; create it from a folder of pages with "
+                       f"`flowforge kb add {self.base} <folder>`, or pass --web <folder>).",
+                citations=[], metadata={"backend": self.name, "query": query,
+                                        "source": self.base, "missing": True, "took_ms": round(
+                                            (time.perf_counter() - started) * 1000, 1)})
         except FlowforgeError as exc:
             raise ToolError(f"web_search (offline): {exc}") from None
         citations: list[dict[str, Any]] = []

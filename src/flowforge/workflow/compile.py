@@ -14,27 +14,17 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed
+from flowforge.hints import did_you_mean
 from flowforge.workflow import expressions, safe_regex, secret_sinks, templates
+from flowforge.workflow.config_errors import config_problems, format_loc, placeholders
 from flowforge.workflow.graph import (ALTERNATIVE, DATA, ERROR, NAMESPACES, ON_FAILURE,
                                       REQUIRED, Graph, Node)
-from flowforge.workflow.model import BlockSpec, Join, Workflow, did_you_mean
+from flowforge.workflow.model import BlockSpec, Join, Workflow
 from flowforge.workflow.model_names import qualify_models
 from flowforge.workflow.output_check import output_problems
 from flowforge.workflow.seed_fields import canonical_fields
 
 __all__ = ["compile_workflow", "format_loc"]
-
-
-def format_loc(loc: tuple[Any, ...], prefix: str = "") -> str:
-    """Pydantic's ("blocks", 3, "with") -> "blocks[3].with"."""
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            part = "with" if part == "with_" else part
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
@@ -234,31 +224,15 @@ class _Compiler:
                 resolve_templated = templates.compile_value(templated)
                 node.resolve = (lambda scope: {**resolve_templated(scope), **raw}) if raw \
                     else resolve_templated
-                config_model.model_validate({**_placeholders(templated), **raw})
+                config_model.model_validate({**placeholders(templated), **raw})
             else:
                 node.config = config_model.model_validate(spec.with_)
         except expressions.ExpressionError as exc:
             self.add(f"{node.where}.with", str(exc))
         except ValidationError as exc:
-            errors = exc.errors()
-            # A union (`str | ToolEntry`) whose one branch failed only on templated
-            # values is fine: the other branches' complaints are not problems.
-            templated_unions = {_union_prefix(spec.with_, e["loc"]) for e in errors
-                                if e.get("type") != "extra_forbidden"
-                                and _is_placeholder_error(spec.with_, e["loc"], e)}
-            for error in errors:
-                loc = error["loc"]
-                if error.get("type") != "extra_forbidden" and \
-                        _is_placeholder_error(spec.with_, loc, error):
-                    continue               # a templated value's type is known at run time
-                prefix = _union_prefix(spec.with_, loc)
-                if prefix is not None and prefix in templated_unions and \
-                        error.get("type") != "extra_forbidden":
-                    continue
-                if prefix is not None and _scalar_branch_of_mapping(spec.with_, loc, prefix):
-                    continue               # a mapping was written: "not a string" is noise
-                self.add(format_loc(_untagged(loc, prefix), f"{node.where}.with"),
-                         _explain(error, config_model, loc))
+            for problem in config_problems(exc.errors(), spec.with_, config_model,
+                                           f"{node.where}.with"):
+                self.add(problem.where, problem.message)
         key = spec.with_.get("api_key")
         if "api_key" in config_model.model_fields and isinstance(key, str) and key and \
                 not templates.has_templates(key):
@@ -466,133 +440,3 @@ def _locate(value: Any, wanted: str, where: str) -> str:
         elif isinstance(item, list):
             stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
     return where
-
-
-_PLACEHOLDER = object()
-
-
-def _placeholders(value: Any) -> Any:
-    """`with` with every templated value swapped for a marker, so the config
-    model checks the structure (unknown and missing fields, static types)."""
-    if isinstance(value, str):
-        return _PLACEHOLDER if templates.has_templates(value) else value
-    if isinstance(value, dict):
-        if templates.has_templates(value) and len(value) == 1 and "expr" in value:
-            return _PLACEHOLDER
-        return {k: _placeholders(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_placeholders(v) for v in value]
-    return value
-
-
-def _is_placeholder_error(with_: dict, loc: tuple, error: dict) -> bool:
-    if error.get("input") is _PLACEHOLDER:
-        return True
-    value: Any = _placeholders(with_)
-    for part in loc:
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
-            value = value[part]
-        elif isinstance(part, str) and isinstance(value, (dict, list)):
-            continue                       # a union branch's tag (`str`, `function-after[...]`)
-        else:
-            break
-        if value is _PLACEHOLDER:
-            return True
-    return False
-
-
-_SCALAR_TAGS = ("str", "int", "float", "bool", "none")
-
-
-def _scalar_branch_of_mapping(with_: dict, loc: tuple, prefix: tuple) -> bool:
-    value: Any = with_
-    for part in prefix:
-        value = value[part]
-    tag = loc[len(prefix)] if len(loc) > len(prefix) else None
-    return isinstance(value, dict) and isinstance(tag, str) and tag in _SCALAR_TAGS
-
-
-def _untagged(loc: tuple, prefix: tuple | None) -> tuple:
-    """`loc` without the union branch tag after `prefix` (`function-after[...]`)."""
-    if prefix is None or len(loc) <= len(prefix):
-        return loc
-    return tuple(loc[:len(prefix)]) + tuple(loc[len(prefix) + 1:])
-
-
-def _union_prefix(with_: dict, loc: tuple) -> tuple | None:
-    """The location of the union a pydantic error is inside (the parts before the
-    first branch tag), or None when the error is not inside a union."""
-    value: Any = with_
-    for index, part in enumerate(loc):
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
-            value = value[part]
-        elif isinstance(part, str) and (index < len(loc) - 1 or part in _SCALAR_TAGS
-                                        or "[" in part):
-            return tuple(loc[:index])        # not a key here, and not a missing field's name
-        else:
-            return None
-    return None
-
-
-def _fields_at(model: Any, path: tuple) -> list[str] | None:
-    """The field names of the pydantic model at `path` inside `model` (through
-    list indexes and union tags), or None when it cannot be told."""
-    from pydantic import BaseModel
-
-    current: Any = model
-    for part in path:
-        if isinstance(part, int):
-            continue
-        if isinstance(current, type) and issubclass(current, BaseModel) and \
-                part in current.model_fields:
-            current = current.model_fields[part].annotation
-        elif isinstance(part, str) and ("[" in part or part.isidentifier()):
-            # a union branch tag: the model it names, among the annotation's members
-            candidates = [c for c in _members(current) if isinstance(c, type)
-                          and issubclass(c, BaseModel) and c.__name__ in part]
-            if len(candidates) != 1:
-                return None
-            current = candidates[0]
-        else:
-            return None
-        members = [c for c in _members(current) if isinstance(c, type)
-                   and issubclass(c, BaseModel)]
-        if len(members) == 1 and not (isinstance(current, type) and
-                                      issubclass(current, BaseModel)):
-            current = members[0]
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    members = [c for c in _members(current) if isinstance(c, type) and issubclass(c, BaseModel)]
-    return list(members[0].model_fields) if len(members) == 1 else None
-
-
-def _members(annotation: Any) -> list[Any]:
-    """Every type inside an annotation (`list[str | ToolEntry] | None` -> str, ToolEntry)."""
-    import typing
-
-    args = typing.get_args(annotation)
-    if not args:
-        return [annotation]
-    out: list[Any] = []
-    for arg in args:
-        out.extend(_members(arg))
-    return out
-
-
-def _explain(error: dict, model: Any, loc: tuple) -> str:
-    kind = error.get("type")
-    if kind == "extra_forbidden":
-        field = loc[-1] if loc else "?"
-        known = _fields_at(model, loc[:-1])
-        if known is None:
-            return f"unknown field '{field}'"
-        return f"unknown field '{field}'{did_you_mean(str(field), known)}; " \
-               f"allowed: {', '.join(known)}"
-    if kind == "missing":
-        return "required field is missing"
-    return error.get("msg", "invalid value")
-

@@ -16,9 +16,10 @@ import yaml
 from pydantic import ValidationError
 
 from flowforge.errors import Problem, ValidationFailed, WorkflowError
-from flowforge.workflow.compile import format_loc
+from flowforge.hints import did_you_mean
+from flowforge.workflow.config_errors import format_loc
 from flowforge.workflow.model import (BlockSpec, Budget, Downgrade, Join, RetryPolicy,
-                                      Trigger, Workflow, did_you_mean)
+                                      Trigger, Workflow)
 
 __all__ = ["parse_text", "read_data", "read_document", "document_from_data", "check_data",
            "LIMITS", "json_depth_error"]

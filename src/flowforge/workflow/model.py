@@ -4,16 +4,16 @@ and the field docstrings become the schema's descriptions."""
 
 from __future__ import annotations
 
-import difflib
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
     model_validator
 
 from flowforge.errors import Problem
+from flowforge.hints import did_you_mean
 
 __all__ = ["RetryPolicy", "Join", "BlockSpec", "Budget", "Downgrade", "Trigger", "Workflow",
-           "ModelUse", "nested_input_problems", "did_you_mean", "MAX_ID_LENGTH"]
+           "ModelUse", "nested_input_problems", "MAX_ID_LENGTH"]
 
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 #: A block id may also start with a digit: editors that number blocks by UUID
@@ -370,7 +370,3 @@ def nested_input_problems(child: Workflow, given: Any, where: str,
     return problems
 
 
-def did_you_mean(name: str, options: Any) -> str:
-    """` - did you mean 'x'?` for the option closest to a mistyped `name`, or ""."""
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return f" - did you mean '{close[0]}'?" if close else ""

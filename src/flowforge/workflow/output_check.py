@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from flowforge.errors import Problem
 from flowforge.workflow import expressions, templates
 from flowforge.workflow.graph import NAMESPACES, Graph, Node
-from flowforge.workflow.model import did_you_mean
+from flowforge.hints import did_you_mean
 
 __all__ = ["output_problems", "declared_outputs"]
 

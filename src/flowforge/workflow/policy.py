@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Iterable
 
 from flowforge.errors import CapabilityDenied, Problem
+from flowforge.model_strings import COMPATIBLE, parse_model
 
 __all__ = ["CAPABILITIES", "CapabilityProblem", "CapabilityUse", "Policy", "TRUSTED",
            "policy_problems", "check_policy", "looks_like_path", "ENDPOINT_OPTIONS",
@@ -87,9 +88,9 @@ def _compatible_prefix(server: str) -> str:
 def model_key_variables(model: str) -> tuple[str, ...]:
     """Where the provider of `model` looks for its API key (empty for
     providers without one: local, scripted)."""
-    prefix, _, name = model.partition("/")
-    if prefix == "openai-compatible":
-        server = name.partition("/")[0]
+    parsed = parse_model(model)
+    prefix, server = parsed.provider, parsed.server
+    if prefix == COMPATIBLE:
         own = _compatible_prefix(server) + "API_KEY"
         return (own, _COMPATIBLE_KEYS[server]) if server in _COMPATIBLE_KEYS else (own,)
     return _KEY_VARIABLES.get(prefix, ())
@@ -104,7 +105,8 @@ def model_capability(model: Any) -> tuple[str, str] | None:
     (`OPENAI_COMPATIBLE_<NAME>_BASE_URL` in the server's environment)."""
     if not isinstance(model, str) or "{{" in model:
         return None
-    prefix, _, name = model.partition("/")
+    parsed = parse_model(model)
+    prefix, name = parsed.provider, parsed.name
     if prefix == "scripted" and name:
         return "server_files", f"the scripted model '{model}' (a rules file on the server)"
     if prefix == "local" and ("/" in name or name.endswith(".gguf") or name.startswith(".")):
@@ -198,7 +200,7 @@ class Policy:
         if not names or any(name in self.own_keys for name in names) or (
                 model.startswith("openai-compatible/") and len(names) == 1):
             return None               # no key, the user's own, or an administrator's server
-        prefix = model.partition("/")[0]
+        prefix = parse_model(model).provider
         return CapabilityProblem(
             where, f"the model '{model}' is paid with a {prefix} key, and this server does "
                    f"not share its own: store yours as the secret {names[-1]} (`flowforge "

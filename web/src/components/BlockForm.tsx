@@ -12,6 +12,10 @@ import { configSchema, fields, type Field, type Schema } from "../schema";
 export interface FormActions {
   onSet: (path: string[], value: unknown) => void;
   onUnset: (path: string[]) => void;
+  /** Rename the block; the reason when refused (a taken or reserved id). */
+  onRename: (to: string) => string | null;
+  /** Add or remove a block of the same container in this one's `after:`. */
+  onAfter: (source: string, on: boolean) => void;
 }
 
 export function BlockForm(props: {
@@ -19,6 +23,7 @@ export function BlockForm(props: {
   schema: Schema | null;
   problems: Problem[];            // this block's, `where` relative to the block (`with.prompt`)
   references: string[];           // what `{{` may complete to: `input.query`, `search.context`
+  siblings: string[];             // the blocks it may run after (same container)
 } & FormActions) {
   const { block, schema, problems } = props;
   const type = typeof block.type === "string" ? block.type : block.uses ? "registry" : "";
@@ -36,6 +41,8 @@ export function BlockForm(props: {
   return (
     <form className="block-form" aria-label={`Settings of ${block.id}`}
           onSubmit={(event) => event.preventDefault()}>
+      <IdField id={block.id} onRename={props.onRename} />
+      <RunsAfter block={block} siblings={props.siblings} onAfter={props.onAfter} />
       {top.map((field) => (
         <FieldControl key={field.name} blockId={block.id} field={field} value={block[field.name]}
                       problems={own(field.name)} references={props.references}
@@ -228,5 +235,52 @@ function TemplateText(props: { common: Record<string, unknown>; long: boolean; v
         </ul>
       )}
     </div>
+  );
+}
+
+/** The block's id, renamed when the field is left or Enter pressed: every
+ * reference to it follows (structureEdits.renameBlock), in one edit. */
+function IdField(props: { id: string; onRename: (to: string) => string | null }) {
+  const [draft, setDraft] = useState(props.id);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => { setDraft(props.id); setError(null); }, [props.id]);
+  const fieldId = useId();
+  const commit = () => {
+    const wanted = draft.trim();
+    if (wanted === props.id) { setError(null); return; }
+    setError(props.onRename(wanted));
+  };
+  return (
+    <div className="field">
+      <label htmlFor={fieldId}>id</label>
+      <input id={fieldId} type="text" value={draft} spellCheck={false}
+             aria-describedby={`${fieldId}-about`} aria-invalid={error ? true : undefined}
+             onChange={(event) => setDraft(event.target.value)} onBlur={commit}
+             onKeyDown={(event) => { if (event.key === "Enter") { event.preventDefault(); commit(); } }} />
+      <p id={`${fieldId}-about`} className="muted field-about">
+        How other blocks refer to this one: renaming updates every reference.</p>
+      {error && <p className="field-problem" role="alert">{error}</p>}
+    </div>
+  );
+}
+
+/** "Runs after": a checkbox per block of the same container, the keyboard's
+ * way to draw an `after:` edge (dragging a handle needs a pointer). */
+function RunsAfter(props: { block: any; siblings: string[]; onAfter: (source: string, on: boolean) => void }) {
+  const after: string[] = Array.isArray(props.block.after) ? props.block.after.map(String) : [];
+  const join = props.block.after && !Array.isArray(props.block.after);
+  if (!props.siblings.length) return null;
+  return (
+    <fieldset className="runs-after">
+      <legend>Runs after</legend>
+      {join ? <p className="muted">A join (<code>all</code> / <code>any</code>): edit it in the YAML.</p>
+        : props.siblings.map((sibling) => (
+          <label key={sibling} className="check">
+            <input type="checkbox" checked={after.includes(sibling)}
+                   onChange={(event) => props.onAfter(sibling, event.target.checked)} />
+            {sibling}
+          </label>
+        ))}
+    </fieldset>
   );
 }

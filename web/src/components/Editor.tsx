@@ -6,7 +6,9 @@
 import { useEffect, useRef, useState } from "react";
 import { EditorState } from "@codemirror/state";
 import { EditorView, keymap, lineNumbers, highlightActiveLine } from "@codemirror/view";
-import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
+import {
+  defaultKeymap, history, historyKeymap, isolateHistory, redo, redoDepth, undo, undoDepth,
+} from "@codemirror/commands";
 import { yaml } from "@codemirror/lang-yaml";
 import { syntaxHighlighting, defaultHighlightStyle } from "@codemirror/language";
 import { linter, lintGutter, type Diagnostic } from "@codemirror/lint";
@@ -19,11 +21,21 @@ export interface Checked {
   graph: WorkflowGraph | null;
 }
 
+/** The one history of the document: typing, canvas and form edits alike. */
+export interface History {
+  undo: () => void;
+  redo: () => void;
+}
+
 export function Editor(props: {
   initial: string;
   text?: string;
   onChange: (text: string) => void;
   onChecked: (checked: Checked) => void;
+  /** Filled with the editor's undo and redo, for the page's buttons and keys. */
+  history?: React.MutableRefObject<History | null>;
+  /** How many steps undo and redo can take now. */
+  onHistory?: (depth: { undo: number; redo: number }) => void;
 }) {
   const host = useRef<HTMLDivElement>(null);
   const viewRef = useRef<EditorView | null>(null);
@@ -58,10 +70,16 @@ export function Editor(props: {
         extensions: [
           lineNumbers(), highlightActiveLine(), history(), yaml(), EditorView.lineWrapping,
           syntaxHighlighting(defaultHighlightStyle), lintGutter(), check,
-          keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
-          EditorView.contentAttributes.of({ "aria-label": "Workflow YAML" }),
+          // Tab is left to the page (CodeMirror's accessibility guidance: no
+          // focus trap); Ctrl/Cmd+] and [ indent, as the hint below says
+          keymap.of([...defaultKeymap, ...historyKeymap]),
+          EditorView.contentAttributes.of({ "aria-label": "Workflow YAML",
+                                            "aria-describedby": "yaml-keys" }),
           EditorView.updateListener.of((update) => {
             if (update.docChanged) callbacks.current.onChange(update.state.doc.toString());
+            if (update.transactions.length) {
+              callbacks.current.onHistory?.({ undo: undoDepth(update.state), redo: redoDepth(update.state) });
+            }
           }),
         ],
       }),
@@ -70,6 +88,8 @@ export function Editor(props: {
     // child is not counted), so the scroller itself takes focus too
     view.scrollDOM.tabIndex = 0;
     viewRef.current = view;
+    if (props.history) props.history.current = { undo: () => undo(view), redo: () => redo(view) };
+    callbacks.current.onHistory?.({ undo: 0, redo: 0 });
     return () => { viewRef.current = null; view.destroy(); };
     // the editor is created once per document loaded; `initial` changes re-create it
   }, [props.initial]);
@@ -85,14 +105,19 @@ export function Editor(props: {
     let end = 0;
     while (end < current.length - start && end < wanted.length - start &&
            current[current.length - 1 - end] === wanted[wanted.length - 1 - end]) end++;
+    // one canvas or form action: one undo step of its own, never merged with the next
     view.dispatch({ changes: { from: start, to: current.length - end,
-                               insert: wanted.slice(start, wanted.length - end) } });
+                               insert: wanted.slice(start, wanted.length - end) },
+                    annotations: isolateHistory.of("full") });
   }, [props.text]);
 
   return (
     <div className="editor-wrap">
       <div ref={host} className="editor" />
-      <div className="problems" role="status" aria-live="polite">
+      <p id="yaml-keys" className="muted editor-hint">Tab moves on to the next control;
+        indent with Ctrl+] and outdent with Ctrl+[ (⌘ on a Mac).</p>
+      {/* focusable: a long list scrolls, and must scroll from the keyboard too (axe) */}
+      <div className="problems" role="status" aria-live="polite" tabIndex={0}>
         {problems === null ? <p className="muted">Checking...</p>
           : problems.length === 0 ? <p className="ok">No problems: the document is valid.</p>
           : (

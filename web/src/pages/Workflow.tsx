@@ -12,15 +12,18 @@ import { Link, navigate, setLeaveWarning } from "../router";
 import { Canvas } from "../components/Canvas";
 import { BlockForm } from "../components/BlockForm";
 import { Palette, type Pick } from "../components/Palette";
-import { Editor, type Checked } from "../components/Editor";
+import { Editor, type Checked, type History } from "../components/Editor";
 import { Json, ProblemList } from "../components/Common";
 import type { WorkflowGraph } from "../layout";
 import { graphOf, positions as positionsOf } from "../docGraph";
-import { loadSchema, type Schema } from "../schema";
+import { loadOutputs, loadSchema, type Outputs, type Schema } from "../schema";
 import {
   addBlock, connect, disconnect, editText, EditRefused, freshId, removeBlock, setField,
   setPosition, unsetField,
 } from "../yamlEdits";
+import { clearLayout, duplicateBlock, moveBlock, renameBlock, setAfter } from "../structureEdits";
+import { freshEntry, renameEntry, setSetting } from "../settingsEdits";
+import { SettingsForm } from "../components/SettingsForm";
 
 interface Version { version: number; created_at?: string }
 
@@ -39,6 +42,15 @@ export function readable(document: any): any {
   const top = Object.fromEntries(Object.entries(document ?? {}).filter(([, value]) => !empty(value)));
   if (Array.isArray(top.blocks)) top.blocks = top.blocks.map(block);
   return top;
+}
+
+/** Focus what was just made, once it is drawn (a few frames at most). */
+function focusSoon(selector: string, tries = 30): void {
+  requestAnimationFrame(() => {
+    const element = document.querySelector<HTMLElement>(selector);
+    if (element) element.focus();
+    else if (tries > 0) focusSoon(selector, tries - 1);
+  });
 }
 
 export function findBlock(blocks: any[] | undefined, id: string): any | null {
@@ -86,6 +98,11 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   const [missing, setMissing] = useState<string | null>(null);
   const [schema, setSchema] = useState<Schema | null>(null);
   const [palette, setPalette] = useState(false);
+  // a page just opened (New workflow, a save that made the workflow): focus on its heading
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => { heading.current?.focus(); }, [id]);
+  const [settings, setSettings] = useState(false);
+  const [models, setModels] = useState<string[]>([]);
   const dirty = text !== null && saved !== null && text !== saved;
   const dirtyRef = useRef(false);
   dirtyRef.current = dirty;
@@ -96,6 +113,11 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     return () => setLeaveWarning(null);
   }, []);
   useEffect(() => { loadSchema().then(setSchema).catch(() => undefined); }, []);
+  const [declared, setDeclared] = useState<Outputs>({});
+  useEffect(() => { loadOutputs().then(setDeclared).catch(() => undefined); }, []);
+  useEffect(() => {
+    api<{ models: string[] }>("GET", "/api/models").then((m) => setModels(m.models)).catch(() => setModels([]));
+  }, []);
 
   /** `live()` turns false once another workflow or version is chosen: an
    *  answer for the old one that lands after that is dropped, not shown
@@ -142,28 +164,53 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   const block = selected && document ? findBlock(document.blocks, selected) : null;
 
   /** One canvas or form action: an edit of the text, or a message saying why not. */
-  function change(action: (doc: Document) => void) {
-    if (text === null) return;
+  function change(action: (doc: Document) => void, quiet = false): string | null {
+    if (text === null) return "the document is not loaded yet";
     try {
       setText(editText(text, action));
       setNotice(null);
       setError(null);
+      return null;
     } catch (err) {
       if (!(err instanceof EditRefused)) throw err;
-      setError({ message: err.message, problems: [] });
+      if (!quiet) setError({ message: err.message, problems: [] });
+      return err.message;
     }
   }
 
-  const nextSpot = useRef<{ x: number; y: number } | null>(null);
+  const nextSpot = useRef<((near: string | null) => { x: number; y: number }) | null>(null);
+  const history = useRef<History | null>(null);
+  const [depth, setDepth] = useState({ undo: 0, redo: 0 });
+  // Ctrl/Cmd+Z, Shift+Z (or Ctrl+Y) anywhere on the page but a text field,
+  // which keeps its own undo: the document's history, canvas and forms included
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
+      const key = event.key.toLowerCase();
+      if (key !== "z" && key !== "y") return;
+      const target = event.target as HTMLElement | null;
+      if (target?.closest("input, textarea, select, [contenteditable='true']")) return;
+      event.preventDefault();
+      if (key === "y" || event.shiftKey) history.current?.redo();
+      else history.current?.undo();
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, []);
   function pick(choice: Pick) {
     setPalette(false);
     let made = "";
+    // with a loop or parallel selected, the new block goes inside it
+    const into = selected && ["loop", "parallel"].includes(specs[selected]?.type) ? selected : null;
     change((doc) => {
       made = freshId(doc, choice.type ?? choice.uses ?? "block");
       const spec = choice.type ? { id: made, type: choice.type } : { id: made, uses: choice.uses };
-      addBlock(doc, spec, nextSpot.current ?? { x: 0, y: 0 });
+      if (into) {
+        addBlock(doc, spec);
+        moveBlock(doc, made, into);
+      } else addBlock(doc, spec, nextSpot.current?.(selected) ?? { x: 0, y: 0 });
     });
-    if (made) { setSelected(made); setEdge(null); }
+    if (made) { setSelected(made); setEdge(null); focusSoon(`.react-flow__node[data-id="${made}"]`); }
   }
 
   const references = useMemo(() => {
@@ -178,15 +225,39 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         if (downstream.has(e.source) && !downstream.has(e.target)) { downstream.add(e.target); grew = true; }
       }
     }
+    // inside a loop or parallel: its index and item
+    const parentOf = new Map(graph.nodes.map((n) => [n.id, n.parent]));
+    for (let at = selected ? parentOf.get(selected) : null; at; at = parentOf.get(at)) {
+      const type = specs[at]?.type;
+      if (type === "loop" || type === "parallel") {
+        out.push("loop.index", "loop.item");
+        if (type === "loop") out.push("loop.previous");
+        break;
+      }
+    }
+    // each block's fields: what the last valid check said (it knows a set's
+    // keys, an evaluator's metrics), else what its type declares: known mid-build
     const outputs = new Map((checked?.nodes ?? []).map((n: any) => [n.id, n.outputs as string[] | undefined]));
     for (const node of graph.nodes) {
       if (downstream.has(node.id)) continue;
-      const fields = outputs.get(node.id) ?? (node.type === "set" ? Object.keys(specs[node.id]?.with ?? {}) : null);
-      if (fields && fields.length) fields.forEach((field) => out.push(`${node.id}.${field}`));
-      else out.push(node.id);
+      const fields = new Set<string>([...(outputs.get(node.id) ?? []), ...(declared[node.type] ?? [])]);
+      if (node.type === "set") Object.keys(specs[node.id]?.with ?? {}).forEach((key) => fields.add(key));
+      if (fields.size) fields.forEach((field) => out.push(`${node.id}.${field}`));
+      else out.push(node.id);           // an open output (a function's result): the whole of it
+    }
+    return [...new Set(out)];
+  }, [document, graph, selected, checked, specs, declared]);
+
+  /** Each problem on the block it is in (the deepest whose path starts it). */
+  const problemsByBlock = useMemo(() => {
+    const out: Record<string, string[]> = {};
+    const entries = Object.entries(paths).sort((a, b) => b[1].length - a[1].length);
+    for (const problem of problems) {
+      const hit = entries.find(([, path]) => problem.where === path || problem.where.startsWith(`${path}.`));
+      if (hit) (out[hit[0]] ??= []).push(problem.message);
     }
     return out;
-  }, [document, graph, selected, checked, specs]);
+  }, [problems, paths]);
 
   const blockProblems = useMemo(() => {
     const prefix = selected ? paths[selected] : null;
@@ -215,6 +286,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
       setSaved(text);
       dirtyRef.current = false;
       setNotice(`Saved version ${answer.version}.`);
+      if (!fresh) focusSoon(".workflow-page .saved-notice");
       if (fresh) { navigate(`/workflows/${encodeURIComponent(target)}`, true); return; }
       setCurrent(answer.version);
       setVersions((await api<{ versions: Version[] }>(
@@ -231,7 +303,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
   return (
     <main className="workflow-page">
       <div className="title-row">
-        <h1>{title}</h1>
+        <h1 tabIndex={-1} ref={heading}>{title}</h1>
         {!fresh && <>
           <span className="badge" aria-label="Version shown">version {current ?? "..."}</span>
           <label htmlFor="version">Versions</label>
@@ -243,6 +315,18 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         </>}
         <button type="button" onClick={() => setPalette(!palette)} aria-expanded={palette}
                 disabled={text === null}>Add block</button>
+        <button type="button" aria-expanded={settings && !block && !edge} disabled={text === null}
+                onClick={() => {
+                  const open = !(settings && !block && !edge);
+                  setSettings(open);
+                  if (open) { setSelected(null); setEdge(null); }
+                }}>Workflow settings</button>
+        <button type="button" onClick={() => history.current?.undo()} disabled={!depth.undo}
+                aria-keyshortcuts="Control+Z Meta+Z">Undo</button>
+        <button type="button" onClick={() => history.current?.redo()} disabled={!depth.redo}
+                aria-keyshortcuts="Control+Shift+Z Meta+Shift+Z">Redo</button>
+        <button type="button" disabled={!document?.metadata?.layout}
+                onClick={() => change((doc) => clearLayout(doc))}>Auto-layout</button>
         <button type="button" onClick={save} disabled={!valid}>
           {fresh ? "Save the new workflow" : "Save as a new version"}</button>
         {dirty && <span className="badge unsaved" role="status">Unsaved changes</span>}
@@ -251,19 +335,20 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
           <Link to={`/runs?workflow=${encodeURIComponent(id)}`}>Runs of this workflow</Link>
         </>}
       </div>
-      {fresh && <p className="muted">Nothing is stored until you save: set <code>id</code> and{" "}
-        <code>name</code> in the YAML, add blocks from the palette, connect them by dragging from
+      {fresh && <p className="muted">Nothing is stored until you save: set the id and the name in
+        Workflow settings (or the YAML), add blocks from the palette, connect them by dragging from
         a block's lower handle to another block.</p>}
-      {notice && <p role="status" className="ok">{notice}</p>}
+      {notice && <p role="status" className="ok saved-notice" tabIndex={-1}>{notice}</p>}
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
       {palette && <Palette schema={schema} onPick={pick} onClose={() => setPalette(false)} />}
       <div className="split">
-        <section className="graph-pane" aria-label="Graph">
+        <section className={`graph-pane${block || edge || settings ? " docked" : ""}`} aria-label="Graph">
           {document ? (
             <Canvas graph={graph} specs={specs} positions={positions} selected={selected}
+                    problems={problemsByBlock}
                     nextSpot={nextSpot}
                     selectedEdge={edge ? `${edge.source}->${edge.target}` : null}
-                    onSelect={(chosen) => { setSelected(chosen); if (chosen) setEdge(null); }}
+                    onSelect={(chosen) => { setSelected(chosen); if (chosen) { setEdge(null); setSettings(false); } }}
                     onSelectEdge={(chosen) => { setEdge(chosen); if (chosen) setSelected(null); }}
                     onConnect={(source, target, handle) => change((doc) => connect(doc, source, target, handle))}
                     onDelete={(blocks, edges) => {
@@ -274,8 +359,27 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                       if (selected && blocks.includes(selected)) setSelected(null);
                       setEdge(null);
                     }}
-                    onMove={(moved, at) => change((doc) => setPosition(doc, moved, at.x, at.y))} />
+                    onMove={(moved, at) => change((doc) => setPosition(doc, moved, at.x, at.y))}
+                    onNest={(moved, into, at) => change((doc) => {
+                      moveBlock(doc, moved, into);
+                      setPosition(doc, moved, at.x, at.y);
+                    })} />
           ) : <p>Loading...</p>}
+          {settings && !block && !edge && document && (
+            <aside className="side-panel nokey" aria-label="Workflow settings">
+              <h2>Workflow settings</h2>
+              <SettingsForm document={document} models={models}
+                            onSet={(path, value) => change((doc) => setSetting(doc, path, value), true)}
+                            onRenameEntry={(section, from, to) =>
+                              change((doc) => renameEntry(doc, section, from, to), true)}
+                            onAdd={(section) => change((doc) => setSetting(
+                              doc, [section, freshEntry(doc, section, section === "inputs" ? "input" : "var")],
+                              section === "inputs" ? { type: "string" } : null))} />
+              <div className="panel-actions">
+                <button type="button" onClick={() => setSettings(false)}>Close</button>
+              </div>
+            </aside>
+          )}
           {edge && !block && (
             <aside className="side-panel nokey" aria-label={`Edge ${edge.source} to ${edge.target}`}>
               <h2>{edge.source} → {edge.target}</h2>
@@ -294,13 +398,25 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                 <p><Link to={`/workflows/${encodeURIComponent(block.with.workflow.split("@")[0])}`}>
                   Open the nested workflow {block.with.workflow}</Link></p>)}
               <BlockForm block={block} schema={schema} problems={blockProblems} references={references}
+                         siblings={graph.nodes.filter((n) => n.id !== block.id &&
+                           n.parent === (graph.nodes.find((m) => m.id === block.id)?.parent ?? null)).map((n) => n.id)}
+                         onAfter={(source, on) => change((doc) => setAfter(doc, block.id, source, on))}
                          onSet={(path, value) => change((doc) => setField(doc, block.id, path, value))}
-                         onUnset={(path) => change((doc) => unsetField(doc, block.id, path))} />
+                         onUnset={(path) => change((doc) => unsetField(doc, block.id, path))}
+                         onRename={(to) => {
+                           const refused = change((doc) => renameBlock(doc, block.id, to), true);
+                           if (!refused) setSelected(to);
+                           return refused;
+                         }} />
               <details>
                 <summary>As YAML</summary>
                 <Json label="Block config" value={YAML.stringify(block, { lineWidth: 0 })} />
               </details>
               <div className="panel-actions">
+                <button type="button" onClick={() => {
+                  let copy = "";
+                  if (!change((doc) => { copy = duplicateBlock(doc, block.id); }) && copy) setSelected(copy);
+                }}>Duplicate the block</button>
                 <button type="button" onClick={() => {
                   change((doc) => removeBlock(doc, block.id));
                   setSelected(null);
@@ -314,6 +430,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
           {initial !== null && (
             <Editor initial={initial} text={text ?? undefined}
                     onChange={(value) => { setText(value); setNotice(null); }}
+                    history={history} onHistory={setDepth}
                     onChecked={(result: Checked) => {
                       setValid(result.valid);
                       setProblems(result.problems);

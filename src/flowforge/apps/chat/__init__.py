@@ -1,4 +1,9 @@
-"""The RAG chat's shipped workflow; `flowforge.service.chat` runs it (`ask`)."""
+"""The tool-based RAG chat: its shipped workflow (`chat.yaml`) and its rules
+for one question in a session (`session`: the question, the history sent,
+the base searched, the answer, what is kept).  `flowforge.service.chat`
+(public as `flowforge.chat`) stores the sessions and runs the workflow
+(`ask`); the chat's tools are agent tool entries any workflow may use, so
+they live with the agent block (`flowforge.blocks`), below the apps."""
 
 from pathlib import Path
 

@@ -1,4 +1,5 @@
-"""The research orchestrator's shipped workflows; `flowforge.service.research`
+"""The research orchestrator's shipped workflows and, in `session`, what a
+session takes, gives and tells its watchers; `flowforge.service.research`
 runs them.
 
     question.yaml      phase 1: improve the question until the evaluator is confident

@@ -21,6 +21,8 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from flowforge.apps.research.session import (PHASE_PERCENT, RESEARCH_WORKFLOW_ID, phases_of,
+                                             research_inputs)
 from flowforge.engine.inputs import validate_inputs
 from flowforge.errors import NotFound
 from flowforge.server.auth import CurrentUser, is_admin, owned_run
@@ -30,8 +32,7 @@ from flowforge.server.idempotency import (HEADER_DESCRIPTION, REPLAYED, fingerpr
 from flowforge.server.routes.runs import cancel_run, history
 from flowforge.server.views import run_detail, run_summary
 from flowforge.service.loading import compile_document
-from flowforge.service.research import (PHASE_PERCENT, RESEARCH_WORKFLOW_ID, orchestrator,
-                                        phases_of, research_inputs)
+from flowforge.service.research import orchestrator
 from flowforge.service.users import find_user
 from flowforge.workflow.loader import document_from_data
 

@@ -16,6 +16,7 @@ from flowforge.server.document_view import check_text_view, graph_view, located
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
 from flowforge.service.compiling import BIG_BODY
+from flowforge.blocks.registry import block_types
 from flowforge.service.schema import workflow_json_schema
 
 __all__ = ["router"]
@@ -86,3 +87,36 @@ async def workflow_graph(request: Request, workflow_id: str, user: CurrentUser,
     store = request.app.state.live.workflows
     row, compiled = await store.compiled(owner_of(user, owner), workflow_id, version)
     return {**graph_view(compiled), "version": row["version"]}
+
+
+#: Models an editor offers for `defaults.model` when this user may use them:
+#: the embedded ones (no key, no network) and the hosted providers' usual ones.
+#: A suggestion list, not a limit: any model string the policy allows is valid.
+SUGGESTED_MODELS = ("local/qwen2.5-0.5b", "local/smollm2", "openai/gpt-4o", "openai/gpt-4o-mini",
+                    "anthropic/claude-sonnet-4-5", "google/gemini-2.5-flash")
+
+
+@router.get("/api/models", summary="Models this user's workflows may name (for an editor's "
+                                   "`defaults.model` choice); the server's own model first")
+async def allowed_models(request: Request, user: CurrentUser) -> dict[str, Any]:
+    live = request.app.state.live
+    policy = await live.policy(user)
+    server_model = live.settings.model
+    candidates = ([server_model] if server_model else []) + list(SUGGESTED_MODELS)
+    models = [model for model in dict.fromkeys(candidates)
+              if policy.model_problem(model) is None]
+    return {"models": models, "server_model": server_model}
+
+
+@router.get("/api/block-outputs", summary="The output fields each block type declares "
+                                          "(what `{{block.field}}` may read), for an editor")
+async def block_outputs(user: CurrentUser) -> dict[str, Any]:
+    """Each type's declared `outputs` (the declaration validation and the
+    manual read) and `more`: what a document adds (a `set` block's keys) or
+    why the output is open (a function's result). Answers for any document,
+    valid or not, so an editor's `{{` completion works mid-build."""
+    return {"types": {name: {"outputs": [{"name": field, "type": out.type,
+                                          "description": out.description}
+                                         for field, out in block_type.outputs.items()],
+                             "more": block_type.more_outputs}
+                      for name, block_type in sorted(block_types().items())}}

@@ -11,7 +11,8 @@ output}]}` with `execution_id`, `user_id`, `status`, `outputs`, `error` and
 the run's `events`.  The pipeline is checked first (every problem
 located as `nodes[i].inputs.x`), converted to a workflow of registry blocks
 (`flowforge.service.pipeline`) and run like any other run: stored, streamed,
-cancellable, with the user's memory loaded before and saved after.
+cancellable, with the user's memory loaded before and saved after.  The
+answer's shape is the application's (`flowforge.apps.thinker.pipeline`).
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from flowforge.apps.thinker.pipeline import PipelineState, pipeline_state
 from flowforge.engine.inputs import validate_inputs
 from flowforge.errors import NotFound
+from flowforge.formats.pipeline_json import pipeline_warnings, validate_pipeline
 from flowforge.registry import get_registry, use_registry
 from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.server.idempotency import (HEADER_DESCRIPTION, REPLAYED, fingerprint, once,
                                           run_result, submission_key)
-from flowforge.service.pipeline import (PipelineState, compile_pipeline, pipeline_state,
-                                        pipeline_warnings, validate_pipeline)
+from flowforge.service.pipeline import compile_pipeline
 from flowforge.service.users import find_user
 
 __all__ = ["router", "PipelineRunAnswer", "run_for", "REPLAY_ANSWER", "located"]

@@ -21,13 +21,14 @@ from fastapi import APIRouter, Body, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.engine.result import iso_time
+from flowforge.formats.pipeline_json import pipeline_warnings, validate_pipeline
 from flowforge.registry import get_registry
 from flowforge.server.auth import CurrentUser
 from flowforge.server.errors import ApiError
 from flowforge.server.idempotency import HEADER_DESCRIPTION, fingerprint, submission_key
 from flowforge.server.routes.pipeline import (REPLAY_ANSWER, PipelineRunAnswer, invalid_pipeline,
                                               located, run_for)
-from flowforge.service.pipeline import compile_pipeline, pipeline_warnings, validate_pipeline
+from flowforge.service.pipeline import compile_pipeline
 
 __all__ = ["router", "SavedPipeline", "PipelineList", "PipelineRunRequest"]
 
