@@ -265,6 +265,8 @@ def _record_main(client: Any, call: Callable[..., Any], admin: str, alice: str) 
     call(client, alice, "GET", "/api/secrets")
     call(client, alice, "DELETE", "/api/secrets/{name}", "/api/secrets/OPENAI_API_KEY")
     call(client, alice, "GET", "/api/schema")
+    call(client, alice, "GET", "/api/block-outputs")
+    call(client, alice, "GET", "/api/models")
     call(client, alice, "POST", "/api/validate", content=WORKFLOW, headers=yaml_type)
     call(client, alice, "POST", "/api/import", json={
         "filename": "echo.json", "text": json.dumps(CHAIN)})
