@@ -63,7 +63,7 @@ CHECKED = {
     KNOWLEDGE: ["flowforge kb add policies"],
     CHAT: ["flowforge chat --once", "import asyncio", '{"answer":'],
     SERVER: ["KEY=$(flowforge users create alice"],
-    SCALING: ["redis-server --port 6379"],
+    SCALING: ["export REDIS_PASSWORD="],
     SHARED: ["flowforge users grant alice"],
     RESEARCH: ["flowforge research", "[  0%] question: started"],
     DEVELOPING: ["src/flowforge/"],
@@ -333,7 +333,10 @@ def test_the_chat_answer_shape_is_the_api_reply():
 
 def test_the_scale_out_commands(scratch):
     folder, env = scratch
-    script = _block("redis-server --port 6379", SCALING)
+    script = _block("export REDIS_PASSWORD=", SCALING)
+    # Redis on loopback only, with a password that every command after it uses
+    assert '--bind 127.0.0.1' in script and '--requirepass "$REDIS_PASSWORD"' in script
+    assert 'FLOWFORGE_BROKER_URL="redis://:$REDIS_PASSWORD@127.0.0.1' in script
     for port in ("6379", "8000"):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -510,6 +511,17 @@ def test_errors_and_troubleshooting_link_each_other_and_the_front_pages_say_wher
         text = (DOCS / front).read_text()
         assert text.count("Commands run from any folder") == 1, front
         assert "user data directory" in text and "checkout's root" in text, front
+
+
+def test_no_page_says_the_same_thing_twice():
+    """No run of 12 words of prose comes back on the same hand-written page
+    (the RAG chat page opened with its introduction twice)."""
+    for page in GUIDES:
+        prose = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        words = re.findall(r"[\w'`-]+", prose.lower())
+        runs = Counter(" ".join(words[i:i + 12]) for i in range(len(words) - 11))
+        repeated = {run for run, count in runs.items() if count > 1}
+        assert not repeated, f"{page.name} repeats: {sorted(repeated)[0]!r}"
 
 
 # -- served at /manual/ --------------------------------------------------------------------

@@ -23,7 +23,7 @@ from flowforge.cli.progress import LiveProgress, print_summary
 from flowforge.cli import secrets as secrets_cli, serve as serve_cli, users as users_cli
 from flowforge.cli import kb as kb_cli
 from flowforge.cli.exits import fail, run_exit_code
-from flowforge.cli.helptext import whole_short_help
+from flowforge.cli.helptext import plain_usage, whole_short_help
 from flowforge.cli.options import add_db_aliases, db_option
 from flowforge.errors import FlowforgeError, StorageError, WorkflowError
 
@@ -300,7 +300,9 @@ def runs_list(
 def runs_show(run_id: str = typer.Argument(..., help=_RUN_ID_HELP),
               db: Optional[str] = db_option(),
               as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
-              events: bool = typer.Option(False, "--events", help="Also list every event.")) -> None:
+              events: bool = typer.Option(False, "--events", help=(
+                  "Also list every event, after the blocks (`--json` always includes "
+                  "them, as `events`)."))) -> None:
     """Show a stored run: every block's inputs, output, status and timing."""
     from flowforge.cli.runs_view import show_run
 
@@ -489,7 +491,7 @@ def command() -> Any:
     """The click command `flowforge` is: the typer app with the hidden old
     spellings of `--db` and every command's whole first paragraph as its short
     help.  `main` runs it; tests invoke the same object in-process."""
-    return whole_short_help(add_db_aliases(typer.main.get_command(app)))
+    return plain_usage(whole_short_help(add_db_aliases(typer.main.get_command(app))))
 
 
 def main() -> None:
