@@ -301,7 +301,7 @@ class RegistryBlock(BlockType):
                             "(see `flowforge blocks list`)")]
         block_id, version = parse_uses(spec.uses)
         try:
-            registry = get_registry()
+            registry = get_registry().now         # a sync read: compile time
             definition = registry.find(block_id, version)
         except FlowforgeError as exc:
             return [Problem(f"{where}.uses", f"cannot read the block registry: {exc}")]
@@ -317,7 +317,7 @@ class RegistryBlock(BlockType):
         if not spec.uses:
             return None
         try:
-            definition = get_registry().find(*parse_uses(spec.uses))
+            definition = get_registry().now.find(*parse_uses(spec.uses))
         except FlowforgeError:
             return None                      # `check` reports the registry
         fields = schema_fields(definition.output_schema) if definition is not None else None
@@ -330,7 +330,7 @@ class RegistryBlock(BlockType):
         uses = context.node.spec.uses or ""
         block_id, version = parse_uses(uses)
         try:
-            definition = _registry_of(context).get(block_id, version)
+            definition = await _registry_of(context).get(block_id, version)
         except FlowforgeError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
         try:

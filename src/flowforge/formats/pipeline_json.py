@@ -129,8 +129,9 @@ def _infer_inputs(pipeline: Pipeline, registry: Registry) -> dict[str, dict[str,
 
 
 def _definition(registry: Registry, block_id: str) -> BlockDefinition | None:
+    """The definition a node names (converting is synchronous: `Registry.now`)."""
     name, _, version = block_id.partition("@")
-    return registry.find(name, int(version) if version.isdigit() else None)
+    return registry.now.find(name, int(version) if version.isdigit() else None)
 
 
 def pipeline_to_workflow(data: Pipeline | dict[str, Any],
