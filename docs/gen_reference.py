@@ -425,56 +425,72 @@ def cli_page(out: Path) -> dict[str, list[str]]:
 
 
 def http_page(out: Path) -> list[str]:
-    """Every route of the OpenAPI document the server publishes."""
-    from flowforge.server.app import create_app
+    """Every route of the OpenAPI document, with body fields and a recorded
+    answer each, and the WebSocket routes (docs/gen_http.py)."""
+    import gen_http
 
-    schema = create_app().openapi()
-    (out / "openapi.json").write_text(json.dumps(schema, indent=1), encoding="utf-8")
-    lines = ["# HTTP API", "", _docstring_markdown(inspect.cleandoc(
-        schema["info"].get("description", ""))), "",
-        "The full document: [openapi.json](openapi.json) (also served live at "
-        "`/openapi.json`, with an interactive page at `/docs`).", ""]
-    documented = []
-    for path, operations in sorted(schema["paths"].items()):
-        for method, operation in operations.items():
-            route = f"{method.upper()} {path}"
-            documented.append(route)
-            lines += [f"## `{route}`", "", _cell(operation.get("summary", "")), ""]
-            if operation.get("description"):
-                lines += [operation["description"], ""]
-            params = operation.get("parameters", [])
-            if params:
-                lines += ["| parameter | in | required | description |",
-                          "| --- | --- | --- | --- |"]
-                lines += [f"| `{p['name']}` | {p['in']} | {p.get('required', False)} | "
-                          f"{_cell(p.get('description', ''))} |" for p in params]
-                lines.append("")
-            body = operation.get("requestBody", {}).get("content", {})
-            if body:
-                kinds = []
-                for media, content in body.items():
-                    ref = content.get("schema", {}).get("$ref", "")
-                    kinds.append(f"`{media}`" + (f" ({ref.rsplit('/', 1)[-1]})" if ref else ""))
-                lines += ["Body: " + ", ".join(kinds), ""]
-            statuses = ", ".join(f"`{s}`" for s in operation.get("responses", {}))
-            lines += [f"Answers: {statuses}", ""]
-    (out / "http.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return documented
+    return gen_http.http_page(out, _docstring_markdown)
+
+
+def tree_classes(doc: str) -> list[tuple[str, str, str, str]]:
+    """(class, base, module, meaning) of each class the error tree draws with
+    its module in [brackets]: the ones that live beside the code raising them."""
+    found, parents = [], {}
+    for line in doc.splitlines():
+        match = re.match(r"\s*([│ ]*)[├└]── (\w+)\s+(?:\[([^\]]+)\]\s*)?(.*)", line)
+        if not match:
+            continue
+        depth = len(match.group(1)) // 4 + 1
+        parents[depth] = match.group(2)
+        if match.group(3):
+            found.append((match.group(2), parents.get(depth - 1, "FlowforgeError"),
+                          match.group(3), match.group(4)))
+    return found
+
+
+def troubleshooting_entries() -> dict[str, list[tuple[str, str]]]:
+    """Error class -> the troubleshooting entries (title, anchor) whose
+    `**Error:**` line names it."""
+    from markdown.extensions.toc import slugify
+
+    page = (ROOT / "docs" / "guides" / "troubleshooting.md").read_text(encoding="utf-8")
+    entries: dict[str, list[tuple[str, str]]] = {}
+    for section in re.split(r"(?m)^## ", page)[1:]:
+        title = section.splitlines()[0].strip()
+        slug = slugify(re.sub(r"[`*]", "", title), "-")
+        for line in re.findall(r"(?m)^\*\*Error:\*\*.*$", section):
+            for name in re.findall(r"\[`(\w+)`\]", line):
+                entries.setdefault(name, []).append((title, slug))
+    return entries
 
 
 def errors_page(out: Path) -> list[str]:
     import flowforge.errors as errors
     from flowforge.server import errors as server_errors
 
+    fixes = troubleshooting_entries()
     lines = ["# Errors", "", _docstring_markdown(_dedent_doc(errors)), "",
-             "## Error classes", "", "| class | base | meaning |", "| --- | --- | --- |"]
+             "## Error classes", "",
+             "Each class, and where [troubleshooting](../guides/troubleshooting.md) shows it "
+             "happening and how to fix it.", "",
+             "| class | base | meaning | troubleshooting |", "| --- | --- | --- | --- |"]
+
+    def seen(name: str) -> str:
+        return ", ".join(f"[{_cell(title)}](../guides/troubleshooting.md#{slug})"
+                         for title, slug in fixes.get(name, []))
+
     names = []
     for name in errors.__all__:
         obj = getattr(errors, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             names.append(name)
-            lines.append(f"| `{name}` | `{obj.__mro__[1].__name__}` | "
-                         f"{_cell(_dedent_doc(obj).split(chr(10) * 2)[0])} |")
+            lines.append(f"| <a id=\"{name}\"></a>`{name}` | `{obj.__mro__[1].__name__}` | "
+                         f"{_cell(_dedent_doc(obj).split(chr(10) * 2)[0])} | {seen(name)} |")
+    for name, base, where, meaning in tree_classes(_dedent_doc(errors)):
+        if name not in names:                    # beside the code that raises it
+            names.append(name)
+            lines.append(f"| <a id=\"{name}\"></a>`{name}` | `{base}` | {_cell(meaning)} "
+                         f"(`{where}`) | {seen(name)} |")
     from gen_block_errors import by_type_section
 
     lines += ["", *by_type_section(shipped_block_types())]

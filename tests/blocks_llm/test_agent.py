@@ -391,3 +391,45 @@ async def test_a_tool_call_limit_naming_no_tool_is_a_clear_failure():
     assert statuses(result) == {"agent": "failed"}
     error = result.blocks["agent"].error
     assert "tool_call_limits" in error and "t_wether" in error and "t_weather" in error
+
+
+async def test_answer_after_asks_for_the_answer_right_after_the_search():
+    """The 0.5B model went on to another tool (the web search) with the answer in its
+    search results; with `answer_after` the turn after the search asks for the answer."""
+    def script(messages, tools):
+        if messages[-1].role == "tool":
+            return {"tool_calls": [{"name": "t_reply", "arguments": {"text": "21 degrees"}}]}
+        return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?",
+                                         tools=["t_weather", "t_reply"], finish_with="t_reply",
+                                         answer_after=["t_weather"])])
+    assert result.results["agent"]["content"] == "21 degrees"
+    assert [r["tool_choice"] for r in requests(result, "agent")] == ["required", "t_reply"]
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Hi", tools=["t_weather"],
+                                         answer_after=["t_weather"])])
+    assert "answer_after and answer_text need finish_with" in result.blocks["agent"].error
+
+
+async def test_answer_text_is_said_in_plain_text_then_given_to_the_answer_tool():
+    """Inside the answer tool's JSON the 0.5B model wrote the question back as its
+    answer; said in plain text first, its answer was the fact."""
+    def script(messages, tools):
+        last = messages[-1]
+        if last.role == "tool":
+            return "It is 21 degrees in Rome."
+        if last.role == "user" and last.content.startswith("Now call t_reply"):
+            return {"tool_calls": [{"name": "t_reply", "arguments": {"text": "Weather?"}}]}
+        return {"tool_calls": [{"name": "t_weather", "arguments": {"city": "Rome"}}]}
+
+    with scripted(script) as model:
+        result = await run_blocks([agent(model, prompt="Weather in Rome?",
+                                         tools=["t_weather", "t_reply"], finish_with="t_reply",
+                                         answer_after=["t_weather"], answer_text="text")])
+    assert statuses(result) == {"agent": "succeeded"}
+    assert result.results["agent"]["content"] == "It is 21 degrees in Rome."
+    sent = requests(result, "agent")
+    assert [r["tool_choice"] for r in sent] == ["required", "none", "t_reply"]
+    assert [m["role"] for m in sent[2]["messages"][-2:]] == ["assistant", "user"]

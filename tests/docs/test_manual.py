@@ -465,10 +465,51 @@ def test_every_code_block_of_the_guides_runs(page, tmp_path):
                                     capture_output=True, text=True, timeout=240)
             assert result.returncode == 0, f"{body}\n{result.stdout}\n{result.stderr}"
             last_output = result.stdout + result.stderr     # what the terminal shows
-        elif title:
+        elif title:                               # a file, perhaps in a folder
+            (tmp_path / title.group(1)).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / title.group(1)).write_text(body)
         else:
             pytest.fail(f"{page.name}: a ```{language} block that no check covers:\n{body}")
+
+
+def test_the_recipes_are_a_dozen_runnable_ones():
+    """Each recipe (a `##` section) runs at least one command; the test above
+    runs them all on scripted models."""
+    page = (DOCS / "recipes" / "index.md").read_text()
+    recipes = re.split(r"^## ", page, flags=re.M)[1:]
+    assert len(recipes) >= 12
+    for recipe in recipes:
+        assert "```bash" in recipe, recipe.splitlines()[0]
+    for title in ("Retry, then a fallback model", "A knowledge base from a folder",
+                  "A loop over knowledge searches", "Call a workflow on a server"):
+        assert f"## {title}\n" in page, title
+    assert "fallback: [scripted/" in page            # the model list, not only on_error
+
+
+def test_errors_and_troubleshooting_link_each_other_and_the_front_pages_say_where_to_run(
+        built):
+    """Every `**Error:**` line of a troubleshooting entry links to its class's
+    row in the error reference, whose row links back to the entry; the home
+    page and getting started say once where commands run from."""
+    import flowforge.errors as errors
+
+    entries = gen_reference.troubleshooting_entries()
+    assert len({slug for found in entries.values() for _, slug in found}) >= 10
+    page = (built / "docs" / "reference" / "errors.md").read_text()
+    for name, found in entries.items():
+        row = re.search(rf'^\| <a id="{name}"></a>`{name}` \|.*$', page, re.M)
+        assert row, f"{name}: no row in the error reference"
+        for _, slug in found:
+            assert f"(../guides/troubleshooting.md#{slug})" in row.group(0), (name, slug)
+    assert {"MissingCredentials", "BlockTimeout", "CapabilityDenied", "NotFound",
+            "StorageError"} <= set(entries)
+    assert all(f'<a id="{n}"></a>' in page for n in errors.__all__
+               if isinstance(getattr(errors, n), type)
+               and issubclass(getattr(errors, n), Exception))
+    for front in ("index.md", "guides/getting-started.md"):
+        text = (DOCS / front).read_text()
+        assert text.count("Commands run from any folder") == 1, front
+        assert "user data directory" in text and "checkout's root" in text, front
 
 
 # -- served at /manual/ --------------------------------------------------------------------

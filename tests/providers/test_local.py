@@ -97,9 +97,13 @@ async def test_after_a_tool_result_the_model_can_answer_in_text(provider):
     response = await provider.complete(request, deltas.append)
     assert response.tool_calls == [] and response.text and "".join(deltas) == response.text
     replay = _chat_messages(request)
-    assert json.loads(replay[1]["content"]) == {
+    assert json.loads(replay[2]["content"]) == {
         "tool_calls": [{"name": "get_time", "arguments": {"timezone": "Europe/Paris"}}]}
-    assert replay[2]["role"] == "user" and "14:05" in replay[2]["content"]
+    assert replay[3]["role"] == "user" and "14:05" in replay[3]["content"]
+    # the tools stay listed, so the system prompt is the one the tool turns had: the
+    # KV cache's prefix is kept (without them every token was evaluated again)
+    tools_turn = LLMRequest(model="smollm2", messages=messages, tools=[TIME_TOOL])
+    assert replay[0] == _chat_messages(tools_turn)[0] and "get_time" in replay[0]["content"]
 
 
 SEARCH_RESULT = {

@@ -187,3 +187,26 @@ def test_the_start_blocks_other_names_are_not_listed_as_types():
     from flowforge.blocks.registry import block_types
 
     assert "trigger" in block_types() and "trigger" not in list(block_types())
+
+
+def test_a_bare_model_name_given_to_a_run_or_resolved_from_a_template_is_read_too():
+    """`--model gpt-4o` and a `model: "{{input.model}}"` that resolves to a
+    bare name reach the same provider a document's `model: gpt-4o` does."""
+    import asyncio
+
+    import flowforge
+    from flowforge.blocks._llm import choose_model
+
+    class Context:
+        model_override = "claude-3-5-sonnet-latest"
+        defaults: dict = {}
+
+    assert choose_model(Context(), "openai/gpt-4o") == "anthropic/claude-3-5-sonnet-latest"
+    Context.model_override = None
+    assert choose_model(Context(), "llama3.1") == "openai-compatible/ollama/llama3.1"
+    doc = {"version": 1, "id": "m", "inputs": {"model": {"type": "string"}},
+           "blocks": [{"id": "ask", "type": "llm",
+                       "with": {"model": "{{input.model}}", "prompt": "hi"}}]}
+    result = asyncio.run(flowforge.run(doc, {"model": "gpt-4o"}, storage=False))
+    assert result.status == "failed"                      # no key here: but it tried openai
+    assert "OPENAI_API_KEY" in result.blocks["ask"].error

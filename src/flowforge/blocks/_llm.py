@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 from pydantic import Field
 
-from flowforge.model_strings import parse_model
+from flowforge.model_strings import parse_model, qualified
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model, defaults_sent, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
@@ -77,10 +77,12 @@ _WARNED_RUNS = 1000
 
 
 def choose_model(context: Any, configured: str | None) -> str:
-    override = getattr(context, "model_override", None)
-    if override:
-        return override
-    return configured or context.defaults.get("model") or default_model()
+    """The model a call goes to; a bare name of a well-known family (`--model
+    gpt-4o`, or a template that resolved to one) is read with its provider,
+    as a document's is when it is compiled."""
+    chosen = getattr(context, "model_override", None) or configured or \
+        context.defaults.get("model") or default_model()
+    return qualified(chosen) or chosen
 
 
 def setting(context: Any, value: Any, key: str, fallback: Any = None) -> Any:

@@ -99,6 +99,15 @@ class AgentConfig(LLMBlockConfig):
     `{knowledge_base_search: 1}`: once spent, the tool is no longer offered and a
     further call is refused, so a small model that keeps rephrasing one search
     (the 0.5B model searched eight times for one fact) answers from what it found."""
+    answer_after: list[str] = Field(default_factory=list)
+    """Tools after whose successful call the next turn asks for `finish_with` by name:
+    the RAG chat answers right after its search (two turns), since the 0.5B model went
+    on to the web search even with the answer in the results."""
+    answer_text: str | None = None
+    """With `finish_with`: its argument that holds the answer's text (the RAG chat's
+    `answer`). When the answer tool is asked for by name, the answer is first asked for
+    in plain text, then the tool is called with that text as this argument: inside the
+    tool call's JSON the 0.5B model wrote the question back as its answer."""
     finish_retries: int = Field(1, ge=0)
     """How many more calls of `finish_with` are allowed after a failed one."""
     reask_message: str | None = None
@@ -174,8 +183,13 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                                                                if config.finish_with else [])))
         unknown = [name for name in required if name not in tools]
         unlimited = [name for name in config.tool_call_limits if name not in tools]
+        if (config.answer_after or config.answer_text) and not config.finish_with:
+            raise block("answer_after and answer_text need finish_with: the tool whose call "
+                        "is the answer")
+        unlimited += [name for name in config.answer_after if name not in tools]
         if unlimited:
-            raise block(f"tool_call_limits names tool(s) the agent does not have: "
+            raise block(f"tool_call_limits or answer_after names tool(s) the agent does "
+                        f"not have: "
                         f"{', '.join(unlimited)} (tools: {', '.join(tools) or 'none'})")
         if unknown:
             field = "finish_with" if unknown == [config.finish_with] else "required_tools"
@@ -190,6 +204,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
         reasks = {name: config.required_tools_retries for name in required}
         finish_failures = 0
         finished: ToolOutcome | None = None
+        draft: str | None = None                 # the answer said in plain text (answer_text)
         done_calls: set[str] = set()             # name + arguments of calls that succeeded
         ok_counts: dict[str, int] = {}           # successful calls per tool name
         spent = lambda name: ok_counts.get(name, 0) >= config.tool_call_limits.get(  # noqa: E731
@@ -212,12 +227,26 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
             # Rebuilt each turn: a tool may narrow its parameters as the conversation
             # goes (the RAG chat's answer tool accepts only the sources found so far).
             specs = [tool.spec() for name, tool in tools.items() if not spent(name)]
+            if choice == config.finish_with and config.answer_text and draft is None:
+                said = await calls(messages, tools=specs, temperature=temperature,
+                                   max_tokens=max_tokens, tool_choice="none",
+                                   purpose=f"turn {iterations}: the answer's text")
+                draft = said.text.strip() or None
+                if draft is not None:
+                    messages += [Message("assistant", draft),
+                                 Message("user", f"Now call {config.finish_with} with that "
+                                                 f"answer.")]
             response = await calls(messages, tools=specs or None, response_format=config.response_format,
                                    temperature=temperature, max_tokens=max_tokens,
                                    tool_choice=choice if choice is not None else every_turn,
                                    purpose=f"turn {iterations}")
             choice = None                      # tool_choice applies to one turn only
             if response.tool_calls and tools:
+                if draft is not None:           # the answer is the text the model said
+                    response.tool_calls = [dataclasses.replace(
+                        call, arguments={**call.arguments, config.answer_text: draft})
+                        if call.name == config.finish_with else call
+                        for call in response.tool_calls]
                 messages.append(Message("assistant", response.text or None,
                                         tool_calls=_with_ids(response.tool_calls, used_ids)))
                 calls_made = messages[-1].tool_calls or []
@@ -273,6 +302,11 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 if finish_failures > config.finish_retries:
                     raise block(f"'{config.finish_with}' failed {finish_failures} time(s); last "
                                 f"error: {_last_error(outcomes, config.finish_with)}")
+                if config.answer_after and all(n in succeeded for n in required
+                                               if n != config.finish_with) and any(
+                        o.status == "ok" and o.call.name in config.answer_after
+                        for o in outcomes):
+                    choice = config.finish_with   # answer from what was found, now
                 if any(o.call.name == config.finish_with and o.status != "ok"
                        for o in outcomes) and early is None:
                     choice = config.finish_with   # the retry must be the answer tool again

@@ -295,7 +295,9 @@ def _tools_prompt(tools: list[ToolSpec]) -> str:
 def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
     """Messages as plain role/content pairs a small chat template understands."""
     extra_system = []
-    if request.tools and request.tool_choice != "none":
+    if request.tools:
+        # listed under "none" too: the system prompt (and so the KV cache's prefix)
+        # stays the same as in the turns that may call them
         extra_system.append(_tools_prompt(request.tools))
     if request.response_format is not None:
         extra_system.append("Answer with JSON matching this schema: "
@@ -363,7 +365,9 @@ class LocalProvider(Provider):
                        on_delta: DeltaCallback | None = None) -> LLMResponse:
         start = time.time()
         loaded = await asyncio.to_thread(self.loaded)
-        with_tools = bool(request.tools) and request.tool_choice != "none"
+        # with tools listed (under "none" too, see _chat_messages) the answer takes the
+        # shape the prompt describes: a call, or {"content": ...} (only that under "none")
+        with_tools = bool(request.tools)
         schema = (tool_answer_schema(request.tools, request.tool_choice, request.response_format,
                                      bool((request.extra or {}).get("parallel_tool_calls")))
                   if with_tools else request.response_format)

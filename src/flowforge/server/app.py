@@ -150,7 +150,9 @@ def _build_openapi(app: FastAPI) -> dict[str, Any]:
     components["WorkflowDocument"] = workflow
     properties = dict(workflow.get("properties", {}))
     if "id" in properties:                  # absent or null: the path's id
-        properties["id"] = {"anyOf": [properties["id"], {"type": "null"}]}
+        properties["id"] = {"anyOf": [properties["id"], {"type": "null"}],
+                            "description": "May be left out: the path names the workflow "
+                                           "(when given, it must be the path's id)."}
     components["WorkflowDocumentWithoutId"] = {   # a PUT names the id in its path
         **workflow, "properties": properties,
         "required": [name for name in workflow.get("required", []) if name != "id"]}

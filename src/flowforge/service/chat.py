@@ -116,6 +116,8 @@ async def ask(query: str, *, session_id: str | None = None, kb: str | None = Non
             web_tool=web_tool or os.environ.get("FLOWFORGE_CHAT_WEB_TOOL") or None,
             web_source=web_source, user=user, services=services, policy=policy,
             require_base=workflow is None)
+        if workflow is None and inputs.get("web_backend") not in (None, "offline"):
+            inputs["answer_after"] = []     # a real web: the model decides when to use it
         handle = await start_run(_compiled(workflow or CHAT_WORKFLOW), inputs, user=user,
                                  storage=opened,
                                  model=model, services=services, on_event=on_event,

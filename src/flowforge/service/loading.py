@@ -16,12 +16,11 @@ from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
 from flowforge.hints import closest, did_you_mean, suggestion
 from flowforge.formats.base import Imported
-from flowforge.model_strings import parse_model
+from flowforge.model_strings import closest_known, parse_model
 from flowforge.workflow.compile import compile_workflow
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.loader import document_from_data, parse_text, read_data
 from flowforge.workflow.model import ModelUse, Workflow, nested_input_problems
-from flowforge.workflow.model_names import closest_known
 from flowforge.workflow.paths import document_root, resolve_path
 from flowforge.workflow.policy import looks_like_path
 

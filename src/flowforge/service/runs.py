@@ -22,6 +22,7 @@ from flowforge.engine.failures import unexpected_detail
 from flowforge.engine.result import RunResult
 from flowforge.engine.runner import Run
 from flowforge.errors import FlowforgeError, NotFound
+from flowforge.model_strings import qualified
 from flowforge.service.cancel import (LEASE_SECONDS, end_or_cancel_abandoned, forget_run,
                                       process_id, request_cancel, watch_for_cancel)
 from flowforge.service.loading import load
@@ -158,6 +159,7 @@ async def _prepare(workflow: Any, inputs: dict[str, Any] | None = None, *,
     `started_at`: a stored run starting now (a queued one), written with its
     `running` status rather than in a write of its own."""
     compiled = load(workflow)
+    model = qualified(model) or model       # `--model gpt-4o`: read as openai/gpt-4o
     check_policy(compiled, policy, model_override=model)
     if storage is not None:
         services = dict(services or {})
@@ -326,6 +328,7 @@ async def run(workflow: Any, inputs: dict[str, Any] | None = None, *,
     raises is logged once and never changes how the run ends
     (`engine.events.Observer`)."""
     compiled = load(workflow)
+    model = qualified(model) or model       # `--model gpt-4o`: read as openai/gpt-4o
     if storage is False:       # the in-memory fast path: no database to open or close
         check_policy(compiled, policy, model_override=model)
         if run_secrets:

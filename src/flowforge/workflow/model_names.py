@@ -8,54 +8,19 @@ written for the Sim-style block executor, and people, write `model: gpt-4o`,
 once, when the document is compiled, and `validate` prints each choice as a
 warning; a bare name of no known family stays an error (the service's model
 check says so, with the closest well-known name).  The table lives here, in
-the document layer, because the document is what gets rewritten; the
+the foundation (`flowforge.model_strings`, with every other reading of a
+model string); this module rewrites the document with it, and the
 providers resolve only full strings.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from flowforge.errors import Problem
-from flowforge.hints import closest
+from flowforge.model_strings import qualified
 
-__all__ = ["FAMILIES", "qualified", "qualify_models", "closest_known"]
-
-#: (how a family's names start, the provider prefix they are read with)
-FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?:gpt-|chatgpt-|o[134](?:-|$))"), "openai"),
-    (re.compile(r"claude-"), "anthropic"),
-    (re.compile(r"gemini-"), "google"),
-    # open-weights families as Ollama names them (`llama3.1:8b`, `qwen2.5`)
-    (re.compile(r"(?:llama\d|codellama|mistral|mixtral|qwen\d|qwq|phi\d|gemma\d|"
-                r"deepseek-r1|deepseek-coder|smollm|tinyllama|granite\d)"),
-     "openai-compatible/ollama"),
-)
-
-#: Well-known names, for the did-you-mean of a bare name of no known family.
-_KNOWN = ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "o3-mini", "o4-mini",
-          "claude-sonnet-4-5", "claude-3-5-sonnet-latest", "claude-3-5-haiku-latest",
-          "gemini-2.5-flash", "gemini-2.5-pro", "gemini-1.5-pro", "llama3.1", "llama3.2",
-          "qwen2.5", "mistral", "gemma2", "phi3")
-
-
-def qualified(model: Any) -> str | None:
-    """`gpt-4o` -> `openai/gpt-4o`; None for a string that names its provider,
-    a templated one, or a name of no known family."""
-    if not isinstance(model, str) or "/" in model or "{{" in model or not model:
-        return None
-    for pattern, provider in FAMILIES:
-        if pattern.match(model.lower()):
-            return f"{provider}/{model}"
-    return None
-
-
-def closest_known(model: str) -> str | None:
-    """The qualified well-known name closest to a bare `model`, or None."""
-    close = closest(model.lower(), _KNOWN)
-    return qualified(close) if close else None
-
+__all__ = ["qualify_models"]
 
 def qualify_models(doc: Any) -> list[Problem]:
     """Rewrite, in place, every bare model name of a known family that `doc`

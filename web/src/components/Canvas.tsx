@@ -20,6 +20,7 @@ interface BlockData extends Record<string, unknown> {
   container: boolean;
   selected: boolean;
   outlets: { id: string; label: string }[];
+  problems: string[];
 }
 
 /** A block: one target handle on top; below, one source handle, or for a
@@ -40,6 +41,10 @@ function BlockNode({ id, data }: NodeProps<Node<BlockData>>) {
         <span className="block-name">{data.label}</span>
         <span className="block-type">{data.blockType}</span>
       </div>
+      {data.problems.length > 0 && (
+        <span className="block-problems" title={data.problems.join("\n")}>
+          {data.problems.length} problem{data.problems.length > 1 ? "s" : ""}</span>
+      )}
       {outlets.length === 0
         ? <Handle type="source" position={Position.Bottom} title={`Out of ${data.blockId}`} />
         : outlets.map((outlet, index) => (
@@ -106,6 +111,8 @@ export function Canvas(props: {
   positions: Record<string, At>;
   selected: string | null;
   selectedEdge: string | null;
+  /** Block id -> the messages of the problems in it (a badge on the block). */
+  problems?: Record<string, string[]>;
   /** Set to where the next block goes: beside `near` (the selected block)
    * where that is free, else the free spot below the lowest block. */
   nextSpot?: React.MutableRefObject<((near: string | null) => At) | null>;
@@ -151,14 +158,33 @@ export function Canvas(props: {
     position: dragging[node.id] ?? { x, y },
     parentId: node.parent ?? undefined,
     selected: node.id === selected,
-    ariaLabel: `${node.name} (${node.type})`,
+    ariaLabel: `${node.name} (${node.type})` + ((props.problems?.[node.id]?.length ?? 0)
+      ? `, ${props.problems![node.id].length} problem(s)` : ""),
     style: { width, height },
     measured: { width, height },
     data: {
       label: node.name, blockType: node.type, blockId: node.id, container: node.container,
       selected: node.id === selected, outlets: outletsOf(node.type, specs[node.id]),
+      problems: props.problems?.[node.id] ?? [],
     },
-  })), [placed, selected, dragging, specs]);
+  })), [placed, selected, dragging, specs, props.problems]);
+
+  /** The edges on a cycle: those whose target leads back to their source. */
+  const cyclic = useMemo(() => {
+    const next = new Map<string, string[]>();
+    for (const e of graph.edges) next.set(e.source, [...(next.get(e.source) ?? []), e.target]);
+    const reaches = (from: string, to: string) => {
+      const seen = new Set<string>([from]);
+      const todo = [from];
+      while (todo.length) {
+        const at = todo.pop()!;
+        if (at === to) return true;
+        for (const n of next.get(at) ?? []) if (!seen.has(n)) { seen.add(n); todo.push(n); }
+      }
+      return false;
+    };
+    return new Set(graph.edges.filter((e) => reaches(e.target, e.source)).map((e) => e.id));
+  }, [graph]);
 
   /** Where a dragged block's centre landed: the innermost container under it
    * (not itself nor one inside it), null for the open canvas; undefined when
@@ -199,15 +225,17 @@ export function Canvas(props: {
     type: "labelled",
     label: edge.label,
     selected: edge.id === selectedEdge,
-    className: `edge-${edge.kind}${edge.id === selectedEdge ? " chosen" : ""}`,
-    markerEnd: { type: MarkerType.ArrowClosed },
-    style: edge.kind === "error" ? { strokeDasharray: "6 4", stroke: "#b42318" } : undefined,
+    className: `edge-${edge.kind}${edge.id === selectedEdge ? " chosen" : ""}${cyclic.has(edge.id) ? " edge-cycle" : ""}`,
+    markerEnd: { type: MarkerType.ArrowClosed, ...(cyclic.has(edge.id) ? { color: "#b42318" } : {}) },
+    style: cyclic.has(edge.id) ? { stroke: "#b42318", strokeWidth: 2.5 }
+      : edge.kind === "error" ? { strokeDasharray: "6 4", stroke: "#b42318" } : undefined,
     labelStyle: { fontSize: 12, fontWeight: 600 },
     labelBgStyle: { fill: "#fff8e1" },
-    ariaLabel: `Edge from ${edge.source} to ${edge.target}${edge.label ? ` (${edge.label})` : ""}`,
+    ariaLabel: `Edge from ${edge.source} to ${edge.target}${edge.label ? ` (${edge.label})` : ""}` +
+      (cyclic.has(edge.id) ? ", part of a cycle" : ""),
     focusable: true,
     deletable: true,
-  })), [graph, selectedEdge, specs, types]);
+  })), [graph, selectedEdge, specs, types, cyclic]);
 
   return (
     <div className="graph canvas" role="region" aria-label={`Canvas of ${graph.name || "the workflow"}`}>

@@ -248,6 +248,17 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     return [...new Set(out)];
   }, [document, graph, selected, checked, specs, declared]);
 
+  /** Each problem on the block it is in (the deepest whose path starts it). */
+  const problemsByBlock = useMemo(() => {
+    const out: Record<string, string[]> = {};
+    const entries = Object.entries(paths).sort((a, b) => b[1].length - a[1].length);
+    for (const problem of problems) {
+      const hit = entries.find(([, path]) => problem.where === path || problem.where.startsWith(`${path}.`));
+      if (hit) (out[hit[0]] ??= []).push(problem.message);
+    }
+    return out;
+  }, [problems, paths]);
+
   const blockProblems = useMemo(() => {
     const prefix = selected ? paths[selected] : null;
     if (!prefix) return [];
@@ -334,6 +345,7 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         <section className={`graph-pane${block || edge || settings ? " docked" : ""}`} aria-label="Graph">
           {document ? (
             <Canvas graph={graph} specs={specs} positions={positions} selected={selected}
+                    problems={problemsByBlock}
                     nextSpot={nextSpot}
                     selectedEdge={edge ? `${edge.source}->${edge.target}` : null}
                     onSelect={(chosen) => { setSelected(chosen); if (chosen) { setEdge(null); setSettings(false); } }}

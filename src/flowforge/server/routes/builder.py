@@ -181,7 +181,10 @@ async def search_blocks(user: CurrentUser, body: dict[str, Any] = Body(
 
 
 @router.post("/api/clarify", summary="One clarifier turn: a question, or the refined intent",
-             openapi_extra=_body(conversation={"type": "array", "items": {"type": "object"}}))
+             openapi_extra=_body(conversation={
+                 "type": "array", "items": {"type": "object"},
+                 "description": "The conversation so far: `{role, content}` messages, the "
+                                "user's first."}))
 async def clarify_route(request: Request, user: CurrentUser, body: dict[str, Any] = Body(
         ..., examples=[{"conversation": [{"role": "user", "content": "summarise AI papers"}]}])
         ) -> dict[str, Any]:
@@ -256,7 +259,9 @@ async def _build_stream(request: Request, user: dict[str, Any],
 
 
 @router.post("/api/automate", summary="Build a pipeline for an intent, then run it",
-             openapi_extra=_body(intent=_INTENT, input={"type": "object"}))
+             openapi_extra=_body(intent=_INTENT, input={
+                 "type": "object", "description": "The run's inputs: the values the built "
+                                                  "pipeline reads as `{{input.x}}`."}))
 async def automate_route(request: Request, user: CurrentUser,
                          body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     inputs = body.get("input") or body.get("inputs") or {}

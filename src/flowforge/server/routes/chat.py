@@ -36,7 +36,7 @@ STREAMED = ("run_started", "block_started", "llm_delta", "llm_restart", "tool_ca
 
 
 class ChatQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     query: str = Field(min_length=1, max_length=4000)
     """The question."""

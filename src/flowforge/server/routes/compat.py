@@ -91,7 +91,7 @@ class AgentWorkflowRequest(BaseModel):
     """Start a session: a research question (the research orchestrator), or
     any workflow - a stored one by id, or a document sent inline."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     question: str | None = Field(None, min_length=1, max_length=4000)
     """A research question: the session runs the research orchestrator."""
@@ -110,8 +110,11 @@ class AgentWorkflowRequest(BaseModel):
     workflow: dict[str, Any] | None = None
     """Or the whole workflow document, run without being saved."""
     version: int | None = Field(None, ge=1, le=2**31 - 1)
+    """With `workflow_id`: run this version instead of the latest."""
     inputs: dict[str, Any] = Field(default_factory=dict)
+    """A workflow session's inputs, checked against the workflow's `inputs`."""
     webhook: str | None = Field(None, pattern=r"^https?://", max_length=2000)
+    """URL to POST the signed result to when the session ends."""
 
     @model_validator(mode="after")
     def _one_workflow(self) -> "AgentWorkflowRequest":

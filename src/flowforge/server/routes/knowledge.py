@@ -34,11 +34,12 @@ _NAME_RULE = "a knowledge base name is 1 to 100 characters, without '/', '\\' or
 
 
 class NewBase(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str = Field(json_schema_extra={"pattern": r"^[^/\\\n]{1,100}$"})
     """The base's name (1-100 characters, no slashes)."""
     description: str = Field("", max_length=2000)
+    """What the base holds, shown in listings."""
 
     @field_validator("name")
     @classmethod
@@ -51,7 +52,7 @@ class NewBase(BaseModel):
 
 
 class NewDocument(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str = Field(min_length=1, max_length=300)
     """The document's name (a file name); adding the same name again replaces it."""
@@ -64,10 +65,12 @@ class NewDocument(BaseModel):
 
 
 class Query(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     query: str = Field(min_length=1, max_length=4000)
+    """What to look for (keywords and meaning: a hybrid search)."""
     top_k: int = Field(5, ge=1, le=50)
+    """How many hits at most."""
     filters: dict[str, list[str] | str] | None = Field(None, max_length=50)
     """Only chunks whose tags match, e.g. `{"category": ["legal"]}`."""
 

@@ -129,7 +129,7 @@ async def deliveries(request: Request, run_id: str, user: CurrentUser) -> dict[s
 class Decision(BaseModel):
     """A person's decision on an `approval` block."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     decision: Literal["approve", "reject"]
     """`approve` continues the run; `reject` routes to the block's `on_reject`, else fails the run."""

@@ -18,7 +18,7 @@ router = APIRouter(prefix="/api/secrets", tags=["secrets"])
 
 
 class NewSecret(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Letters, digits and '_', e.g. OPENAI_API_KEY (a provider reads a key by that name)."""

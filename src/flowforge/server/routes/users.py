@@ -21,15 +21,16 @@ Admin = Annotated[dict[str, Any], Depends(require_admin)]
 
 
 class NewUser(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str
+    """The user's name, unique on this server."""
     role: str = "user"
     """"user" or "admin"."""
 
 
 class NewGrant(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     capability: str
     """One of local_commands, server_files, server_env, provider_endpoints, private_network."""

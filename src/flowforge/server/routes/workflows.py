@@ -38,7 +38,7 @@ _PUT_BODY = {"requestBody": {"required": True, "content": {
 class RunRequest(BaseModel):
     """Start a run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     inputs: dict[str, Any] = Field(default_factory=dict)
     """The run's inputs, checked against the workflow's `inputs`."""
