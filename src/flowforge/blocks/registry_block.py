@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from pydantic import ConfigDict
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
 from flowforge.hints import did_you_mean
 from flowforge.providers.structured import schema_fields

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from flowforge.blocks.registry import block_types
+from flowforge.blocks.type_table import block_types
 from flowforge.errors import Problem, ValidationFailed, WorkflowError
 from flowforge.formats.base import Imported, ImportReport, NodeReport
 from flowforge.registry import BlockDefinition, Registry, get_registry, use_registry
