@@ -6,7 +6,10 @@
 
 `with` holds the registry block's inputs.  At validation time the block id
 must exist, every required input must be given, no unknown input may be
-given, and static values must fit their schema; at run time the resolved
+given, and static values must fit their schema (validation is synchronous:
+it reads the library through `Registry.now`, the sync facade over the
+store's tables, so a block added a moment ago is seen; `registry.store` says
+why); at run time the resolved
 inputs (schema defaults filled in) and the output are always checked
 against the block's schemas.  Python blocks run in the sandbox
 (`flowforge.sandbox`), never in this process; LLM blocks run through the
