@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 import flowforge  # noqa: E402
 from flowforge.providers.base import LLMRequest, Message  # noqa: E402
 from flowforge.providers.call import call_model  # noqa: E402
-from flowforge.providers.registry import resolve_model  # noqa: E402
+from flowforge.providers.resolve import resolve_model  # noqa: E402
 
 PROMPT = [{"role": "system", "content": "You are a helpful assistant."},
           {"role": "user", "content": "Write a short story about a robot who learns to paint."}]

@@ -56,7 +56,7 @@ TEXT = (ROOT / "examples" / "policies" / "refunds.md").read_text(encoding="utf-8
 
 
 def _provider(model: str, threads: int | None, states: int | None = None) -> Any:
-    from flowforge.providers.registry import ProviderOptions, clear_provider_cache, resolve_model
+    from flowforge.providers.resolve import ProviderOptions, clear_provider_cache, resolve_model
 
     clear_provider_cache()
     env = {k: v for k, v in os.environ.items()}

@@ -118,7 +118,7 @@ async def record(name: str) -> str:
                       _block(json.dumps(result.pipeline, indent=2, ensure_ascii=False), "json"),
                       ""]
             for block_id in result.created:
-                block = registry.get(block_id)
+                block = await registry.get(block_id)
                 lines += [f"## Block written by the thinker: `{block_id}`", "",
                           _block(json.dumps(block.model_dump(mode="json", exclude={"version"}),
                                             indent=2, ensure_ascii=False), "json"), ""]

@@ -11,7 +11,7 @@ well-known families (`gpt-4o`, `claude-...`, `llama3.1`) are read with their
 provider here too (`qualified`), wherever they come from: a document (see
 `workflow.model_names`), `--model`, or a template resolved at run time.
 Whether the provider exists is not decided here: that is the provider
-table's business (`flowforge.providers.registry`).
+table's business (`flowforge.providers.resolve`).
 """
 
 from __future__ import annotations

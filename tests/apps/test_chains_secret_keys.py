@@ -15,8 +15,8 @@ from cryptography.fernet import Fernet
 import flowforge
 from flowforge.apps.chains import agent_to_workflow, agent_keys
 from flowforge.errors import ValidationFailed
-from flowforge.providers import base, registry
-from flowforge.providers.registry import clear_provider_cache
+from flowforge.providers import base, resolve
+from flowforge.providers.resolve import clear_provider_cache
 from flowforge.service.secrets import set_secret
 from flowforge.storage import storage_from_url
 
@@ -44,7 +44,7 @@ def openai_seen(monkeypatch):
             "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}})
 
     monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
-    monkeypatch.setitem(registry._FACTORIES, "openai", lambda name, options:
+    monkeypatch.setitem(resolve._FACTORIES, "openai", lambda name, options:
                         openai_provider._factory(name, options, http_client=httpx2.AsyncClient(
                             transport=httpx2.MockTransport(handle))))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-shared-default")

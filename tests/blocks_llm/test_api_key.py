@@ -11,8 +11,8 @@ import pytest
 import flowforge
 from flowforge.errors import ValidationFailed
 from flowforge.providers import base
-from flowforge.providers import registry
-from flowforge.providers.registry import clear_provider_cache, key_variables
+from flowforge.providers import resolve
+from flowforge.providers.resolve import clear_provider_cache, key_variables
 from flowforge.storage import storage_from_url
 
 TEAM_KEY = "sk-team-5c1e7a"
@@ -40,7 +40,7 @@ def openai_seen(monkeypatch):
         return answer["response"] or completion("ok")
 
     monkeypatch.setattr(base, "ALLOW_MODEL_REQUESTS", True)
-    monkeypatch.setitem(registry._FACTORIES, "openai", lambda name, options:
+    monkeypatch.setitem(resolve._FACTORIES, "openai", lambda name, options:
                         openai_provider._factory(name, options, http_client=httpx2.AsyncClient(
                             transport=httpx2.MockTransport(handle))))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-shared-default")

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 import flowforge
 from flowforge.errors import CapabilityDenied
-from flowforge.providers.registry import clear_provider_cache
+from flowforge.providers.resolve import clear_provider_cache
 from flowforge.workflow.policy import Policy
 from tests.server.conftest import serve_asgi
 

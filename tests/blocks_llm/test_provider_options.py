@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import flowforge
 from flowforge.providers.base import LLMResponse, Provider
-from flowforge.providers.registry import register_provider
+from flowforge.providers.resolve import register_provider
 
 SEEN: list[dict] = []
 

@@ -50,7 +50,7 @@ def test_a_workflow_of_set_blocks_imports_no_other_block_module(tmp_path):
         result = flowforge.run_sync({str(doc)!r}, storage=False)
         loaded = sorted(m.rsplit('.', 1)[1] for m in sys.modules
                         if m.startswith('flowforge.blocks.') and not m.rsplit('.', 1)[1]
-                        .startswith('_') and m.rsplit('.', 1)[1] not in ('base', 'registry'))
+                        .startswith('_') and m.rsplit('.', 1)[1] not in ('base', 'type_table'))
         print(result.status, *loaded)
     """)], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr

@@ -8,7 +8,7 @@ from typing import Any
 
 import flowforge
 from flowforge.blocks.base import LATER, BlockConfig, BlockContext, BlockType
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from tests.engine.helpers import run_doc, statuses
 
 CALLS: list[str] = []

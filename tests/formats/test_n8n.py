@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flowforge.blocks.registry import block_types
+from flowforge.blocks.type_table import block_types
 from flowforge.errors import ValidationFailed
 from flowforge.formats import FormatError, ImportRefused, import_data, import_file, read_foreign
 from flowforge.providers.scripted import register_script, unregister_script

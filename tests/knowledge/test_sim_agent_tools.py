@@ -11,7 +11,7 @@ import pytest
 
 import flowforge
 from flowforge.errors import ValidationFailed
-from flowforge.providers.registry import clear_provider_cache
+from flowforge.providers.resolve import clear_provider_cache
 from flowforge.providers.scripted import register_script, unregister_script
 from tests.knowledge.conftest import POLICIES
 

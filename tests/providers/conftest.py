@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from flowforge.providers import base
-from flowforge.providers.registry import clear_provider_cache
+from flowforge.providers.resolve import clear_provider_cache
 from tests.script_modules import script
 
 

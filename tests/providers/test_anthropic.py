@@ -8,10 +8,10 @@ import httpx2
 import pytest
 
 from flowforge.errors import MissingCredentials, ProviderError
-from flowforge.providers import registry
+from flowforge.providers import resolve
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.providers.registry import ProviderOptions
+from flowforge.providers.resolve import ProviderOptions
 from flowforge.providers.retry import RetryPolicy
 
 from .conftest import Recorder, sse
@@ -40,7 +40,7 @@ def anthropic_via(monkeypatch, allow_model_requests):
     from flowforge.providers import anthropic as anthropic_provider
 
     def install(recorder):
-        monkeypatch.setitem(registry._FACTORIES, "anthropic",
+        monkeypatch.setitem(resolve._FACTORIES, "anthropic",
                             lambda name, options: anthropic_provider._factory(
                                 name, options, http_client=recorder.client()))
         return recorder

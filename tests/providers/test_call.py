@@ -13,10 +13,10 @@ import httpx2
 import pytest
 
 from flowforge.errors import MissingCredentials, ProviderError
-from flowforge.providers import registry
+from flowforge.providers import resolve
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, Provider, Usage
 from flowforge.providers.call import call_model
-from flowforge.providers.registry import ProviderOptions
+from flowforge.providers.resolve import ProviderOptions
 from flowforge.providers.retry import RetryPolicy, retry_after_seconds
 
 from .conftest import Recorder
@@ -59,7 +59,7 @@ def openai_via(monkeypatch, allow_model_requests):
     from flowforge.providers import openai as openai_provider
 
     def install(recorder: Recorder):
-        monkeypatch.setitem(registry._FACTORIES, "openai",
+        monkeypatch.setitem(resolve._FACTORIES, "openai",
                             lambda name, options: openai_provider._factory(
                                 name, options, http_client=recorder.client()))
         return recorder
@@ -198,7 +198,7 @@ class Flaky(Provider):
 @pytest.fixture
 def flaky(monkeypatch):
     def install(provider):
-        monkeypatch.setitem(registry._FACTORIES, "flaky", lambda name, options: (provider, name))
+        monkeypatch.setitem(resolve._FACTORIES, "flaky", lambda name, options: (provider, name))
         return provider
     return install
 

@@ -1,4 +1,4 @@
-"""The default model (`registry.default_model`): local/qwen2.5-0.5b wherever its
+"""The default model (`resolve.default_model`): local/qwen2.5-0.5b wherever its
 file is installed, else local/smollm2, said once; FLOWFORGE_DEFAULT_MODEL first
 (the suite pins local/smollm2 in tests/conftest.py)."""
 
@@ -11,7 +11,7 @@ import yaml
 
 import flowforge
 from flowforge.blocks._llm import choose_model
-from flowforge.providers import registry
+from flowforge.providers import resolve
 from flowforge.providers.local_models import QWEN
 from flowforge.apps.thinker.llm import default_build_model
 
@@ -24,7 +24,7 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.delenv("FLOWFORGE_DEFAULT_MODEL")
     monkeypatch.delenv("FLOWFORGE_BUILD_MODEL", raising=False)
     monkeypatch.setenv("FLOWFORGE_MODEL_CACHE", str(tmp_path))
-    monkeypatch.setattr(registry, "_FALLBACK_SAID", [])
+    monkeypatch.setattr(resolve, "_FALLBACK_SAID", [])
     return tmp_path
 
 
@@ -40,15 +40,15 @@ class _Context:
 
 def test_the_installed_qwen_is_the_default_everywhere_a_person_waits(cache, capsys):
     _install_stand_in(cache)
-    assert registry.default_model() == "local/qwen2.5-0.5b"
+    assert resolve.default_model() == "local/qwen2.5-0.5b"
     assert choose_model(_Context(), None) == "local/qwen2.5-0.5b"      # blocks naming none
     assert default_build_model() == "local/qwen2.5-0.5b"                # build, create-agent
     assert capsys.readouterr().err == ""
 
 
 def test_without_it_the_fallback_is_smollm2_said_once(cache, capsys):
-    assert registry.default_model() == "local/smollm2"
-    assert registry.default_model() == "local/smollm2"
+    assert resolve.default_model() == "local/smollm2"
+    assert resolve.default_model() == "local/smollm2"
     said = capsys.readouterr().err
     assert said.count("\n") == 1
     assert "local/qwen2.5-0.5b is not installed, so the default model is local/smollm2" in said
@@ -58,7 +58,7 @@ def test_without_it_the_fallback_is_smollm2_said_once(cache, capsys):
 def test_the_setting_wins_and_a_document_s_model_wins_over_it(cache, monkeypatch):
     _install_stand_in(cache)
     monkeypatch.setenv("FLOWFORGE_DEFAULT_MODEL", "local/smollm2")
-    assert registry.default_model() == "local/smollm2"
+    assert resolve.default_model() == "local/smollm2"
 
     class Named:
         defaults = {"model": "openai/gpt-4o"}

@@ -24,7 +24,7 @@ from flowforge.errors import ProviderError
 from flowforge.providers import call as call_module
 from flowforge.providers.base import LLMRequest, Message
 from flowforge.providers.call import call_model
-from flowforge.providers.registry import ProviderOptions, clear_provider_cache
+from flowforge.providers.resolve import ProviderOptions, clear_provider_cache
 from flowforge.providers.retry import RetryPolicy
 from tests.server.conftest import serve_asgi
 

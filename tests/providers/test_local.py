@@ -15,7 +15,7 @@ from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
 from flowforge.providers.local import (DEFAULT_REPEAT_PENALTY, LocalProvider, _chat_messages,
                                        default_model_path, default_threads, tool_answer_schema)
-from flowforge.providers.registry import ProviderOptions, resolve_model
+from flowforge.providers.resolve import ProviderOptions, resolve_model
 
 TIME_TOOL = ToolSpec("get_time", "Current time in a timezone",
                      {"type": "object", "properties": {"timezone": {"type": "string",

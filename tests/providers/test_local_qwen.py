@@ -14,7 +14,7 @@ from flowforge.providers import local_models
 from flowforge.providers.base import LLMRequest, Message
 from flowforge.providers.local import LocalProvider, default_model_path
 from flowforge.providers.local_models import QWEN, is_present, model_file
-from flowforge.providers.registry import (ProviderOptions, check_model, clear_provider_cache,
+from flowforge.providers.resolve import (ProviderOptions, check_model, clear_provider_cache,
                                           resolve_model)
 
 REPAIR = "`make install` (or `python -m flowforge.providers.local_models`)"

@@ -11,7 +11,7 @@ import pytest
 from flowforge.errors import MissingCredentials, ProviderError
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.providers.registry import ProviderOptions
+from flowforge.providers.resolve import ProviderOptions
 
 TIME_TOOL = ToolSpec("get_time", "Current time in a timezone",
                      {"type": "object", "properties": {"timezone": {"type": "string",

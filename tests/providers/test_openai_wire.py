@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from flowforge.providers import registry
+from flowforge.providers import resolve
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.providers.registry import ProviderOptions
+from flowforge.providers.resolve import ProviderOptions
 
 from .conftest import Recorder, sse
 from .test_call import completion
@@ -26,7 +26,7 @@ def openai_via(monkeypatch, allow_model_requests):
     from flowforge.providers import openai as openai_provider
 
     def install(recorder):
-        monkeypatch.setitem(registry._FACTORIES, "openai",
+        monkeypatch.setitem(resolve._FACTORIES, "openai",
                             lambda name, options: openai_provider._factory(
                                 name, options, http_client=recorder.client()))
         return recorder

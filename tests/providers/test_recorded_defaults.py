@@ -12,7 +12,7 @@ import pytest
 
 import flowforge
 from flowforge.blocks._llm import sent_requests
-from flowforge.providers import registry
+from flowforge.providers import resolve
 from flowforge.providers.base import LLMRequest, Message
 
 from .conftest import Recorder
@@ -24,7 +24,7 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required"
 @pytest.fixture
 def via(monkeypatch, allow_model_requests):
     def install(prefix: str, recorder: Recorder) -> Recorder:
-        module = __import__(registry._BUILTIN[prefix], fromlist=["_factory"])
+        module = __import__(resolve._BUILTIN[prefix], fromlist=["_factory"])
         if prefix == "openai-compatible":
             factory = lambda name, options: (module.OpenAICompatibleProvider(  # noqa: E731
                 name.partition("/")[0], options.env, http_client=recorder.client()),
@@ -32,7 +32,7 @@ def via(monkeypatch, allow_model_requests):
         else:
             factory = lambda name, options: module._factory(  # noqa: E731
                 name, options, http_client=recorder.client())
-        monkeypatch.setitem(registry._FACTORIES, prefix, factory)
+        monkeypatch.setitem(resolve._FACTORIES, prefix, factory)
         return recorder
     for name, value in {"ANTHROPIC_API_KEY": "sk-ant-test", "OPENAI_API_KEY": "sk-test",
                         "GEMINI_API_KEY": "gm-test"}.items():

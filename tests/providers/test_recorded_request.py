@@ -15,7 +15,7 @@ import pytest
 import flowforge
 from flowforge.blocks._llm import sent_requests
 from flowforge.providers import call as call_module
-from flowforge.providers import registry
+from flowforge.providers import resolve
 from flowforge.providers.base import SAMPLING_OPTIONS, LLMRequest, Message, ToolSpec
 from flowforge.providers.retry import RetryPolicy
 
@@ -53,8 +53,8 @@ def _gemini(text: str = "Forty-two.") -> httpx2.Response:
 def via(monkeypatch, allow_model_requests):
     """`via(prefix, recorder)`: that provider's SDK talks to `recorder`."""
     def install(prefix: str, recorder: Recorder) -> Recorder:
-        module = __import__(registry._BUILTIN[prefix], fromlist=["_factory"])
-        monkeypatch.setitem(registry._FACTORIES, prefix,
+        module = __import__(resolve._BUILTIN[prefix], fromlist=["_factory"])
+        monkeypatch.setitem(resolve._FACTORIES, prefix,
                             lambda name, options: module._factory(
                                 name, options, http_client=recorder.client()))
         return recorder

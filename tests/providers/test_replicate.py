@@ -14,10 +14,10 @@ import pytest
 
 import flowforge
 from flowforge.errors import MissingCredentials, ProviderError
-from flowforge.providers import registry
+from flowforge.providers import resolve
 from flowforge.providers import replicate as replicate_provider
 from flowforge.providers.base import LLMRequest, Message, ToolSpec
-from flowforge.providers.registry import ProviderOptions, resolve_model
+from flowforge.providers.resolve import ProviderOptions, resolve_model
 
 RECORDED = Path(__file__).parent / "recorded"
 ENV = ProviderOptions(env={"REPLICATE_API_TOKEN": "r8_test_token"})
@@ -63,7 +63,7 @@ def recorded(name: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def replicate_via(monkeypatch, allow_model_requests):
     def install(replay: Replay) -> Replay:
-        monkeypatch.setitem(registry._FACTORIES, "replicate",
+        monkeypatch.setitem(resolve._FACTORIES, "replicate",
                             lambda name, options: replicate_provider._factory(
                                 name, options, http_client=replay.client()))
         return replay
@@ -172,7 +172,7 @@ async def test_tools_are_refused_and_the_token_is_required(replicate_via):
     with pytest.raises(ProviderError, match="tools are not supported by replicate"):
         await provider.complete(LLMRequest(model=name, messages=[Message("user", "hi")],
                                            tools=[ToolSpec("t", "a tool")]))
-    registry.clear_provider_cache()
+    resolve.clear_provider_cache()
     with pytest.raises(MissingCredentials, match="REPLICATE_API_TOKEN"):
         resolve_model("replicate/google-deepmind/gemma-3-27b-it", ProviderOptions(env={}))
 

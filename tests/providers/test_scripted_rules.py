@@ -6,7 +6,7 @@ import pytest
 
 from flowforge.errors import ProviderError
 from flowforge.providers import LLMRequest, Message, ToolSpec, resolve_model
-from flowforge.providers.registry import ProviderOptions, clear_provider_cache
+from flowforge.providers.resolve import ProviderOptions, clear_provider_cache
 from flowforge.providers.scripted import register_script
 
 RULES = """

@@ -42,9 +42,9 @@ POSTS = [{"title": "Show HN: a tiny engine", "url": "https://a.example", "snippe
 
 
 @pytest.fixture
-def blocks(registry):
-    registry.add(WEB_SEARCH)
-    registry.add(SUMMARIZE)
+async def blocks(registry):
+    await registry.add(WEB_SEARCH)
+    await registry.add(SUMMARIZE)
 
     def answer(messages, tools):
         if messages[-1].content.startswith("Search"):

@@ -20,8 +20,8 @@ GREETER = {"id": "greeter", "name": "Greeter", "description": "Greets a person."
 
 
 @pytest.fixture
-def greeter(registry):
-    registry.add(GREETER)
+async def greeter(registry):
+    await registry.add(GREETER)
     register_script("v41_greeter", lambda messages, tools: '{"greeting": "Hello"}')
     yield registry
     unregister_script("v41_greeter")
@@ -52,11 +52,11 @@ async def test_a_required_input_is_still_required(greeter):
         await run(workflow({"id": "hi", "uses": "greeter", "with": {"extra": "x"}}))
 
 
-def test_a_system_prompt_placeholder_that_is_no_input_is_refused(registry):
+async def test_a_system_prompt_placeholder_that_is_no_input_is_refused(registry):
     """The system prompt is filled from the inputs as the prompt is: an
     undeclared `{placeholder}` in it used to be accepted and fail every run."""
     with pytest.raises(ValidationFailed) as caught:
-        registry.add({**GREETER, "system_prompt": "Write for {nme}."})
+        await registry.add({**GREETER, "system_prompt": "Write for {nme}."})
     assert [str(p) for p in caught.value.problems] == [
         "system_prompt: placeholder '{nme}' is not an input - did you mean 'name'?; "
         "declared inputs: extra, name"]

@@ -12,7 +12,8 @@ import pytest
 
 from flowforge.errors import NotFound
 from flowforge.registry import Registry, registry_for
-from flowforge.registry import store as sqlite_store
+from flowforge.registry import block_store_from_url
+from flowforge.registry import store_sqlite as sqlite_store
 from flowforge.registry.owned import SharedBlock
 
 
@@ -32,40 +33,42 @@ def _block(field: str, description: str) -> dict:
                            f"    return {{'got': inputs['{field}']}}\n"}
 
 
-def test_two_users_hold_the_same_id_each_their_own(registry):
+async def test_two_users_hold_the_same_id_each_their_own(registry):
     alice, bob = registry_for(registry, "alice"), registry_for(registry, "bob")
-    alice.add(_block("apple", "Alice's apples, counted carefully"))
-    assert bob.find("same_id") is None                      # bob sees nothing of alice's
-    bob.add(_block("banana", "Bob's bananas, weighed"))
-    assert alice.get("same_id").input_schema["required"] == ["apple"]
-    assert bob.get("same_id").input_schema["required"] == ["banana"]
-    assert alice.get("same_id").version == bob.get("same_id").version == 1
-    assert "same_id" in alice.ids() and "same_id" in bob.ids()
-    assert registry.find("same_id") is None                 # the shared namespace: neither
-    bob.delete("same_id")
-    assert bob.find("same_id") is None
-    assert alice.get("same_id").description.startswith("Alice's")
+    await alice.add(_block("apple", "Alice's apples, counted carefully"))
+    assert await bob.find("same_id") is None                # bob sees nothing of alice's
+    await bob.add(_block("banana", "Bob's bananas, weighed"))
+    assert (await alice.get("same_id")).input_schema["required"] == ["apple"]
+    assert (await bob.get("same_id")).input_schema["required"] == ["banana"]
+    assert (await alice.get("same_id")).version == (await bob.get("same_id")).version == 1
+    assert "same_id" in await alice.ids() and "same_id" in await bob.ids()
+    assert await registry.find("same_id") is None           # the shared namespace: neither
+    await bob.delete("same_id")
+    assert await bob.find("same_id") is None
+    assert (await alice.get("same_id")).description.startswith("Alice's")
     with pytest.raises(NotFound, match="no block 'same_id' in the registry"):
-        bob.delete("same_id")
+        await bob.delete("same_id")
 
 
-def test_a_users_block_shadows_a_shared_one_of_that_id(registry):
-    shared = registry.get("text_clean")
+async def test_a_users_block_shadows_a_shared_one_of_that_id(registry):
+    shared = await registry.get("text_clean")
     alice = registry_for(registry, "alice")
-    mine = alice.add({**_block("apple", "Alice's own cleaner"), "id": "text_clean"})
-    assert mine.version == 1 and alice.get("text_clean").description == "Alice's own cleaner"
-    assert alice.store.shadows("text_clean")
-    assert registry.get("text_clean") == shared              # everyone else: the shared one
-    assert registry_for(registry, "bob").get("text_clean") == shared
-    assert alice.ids().count("text_clean") == 1
+    mine = await alice.add({**_block("apple", "Alice's own cleaner"), "id": "text_clean"})
+    assert mine.version == 1
+    assert (await alice.get("text_clean")).description == "Alice's own cleaner"
+    assert await alice.shadows("text_clean") and not await registry.shadows("text_clean")
+    assert await registry.get("text_clean") == shared        # everyone else: the shared one
+    assert await registry_for(registry, "bob").get("text_clean") == shared
+    assert (await alice.ids()).count("text_clean") == 1
     with pytest.raises(SharedBlock, match="only an administrator"):
-        alice.delete("text_word_count")
-    alice.delete("text_clean")                               # hers gone, the shared one back
-    assert alice.get("text_clean") == shared
+        await alice.delete("text_word_count")
+    await alice.delete("text_clean")                         # hers gone, the shared one back
+    assert await alice.get("text_clean") == shared
 
 
 async def test_search_finds_a_users_own_block_and_never_anothers(registry):
-    registry_for(registry, "alice").add(_block("apple", "Counts ripe zucchini in a garden"))
+    alice = registry_for(registry, "alice")
+    await alice.add(_block("apple", "Counts ripe zucchini in a garden"))
     found = await registry_for(registry, "alice").search("zucchini garden", limit=3)
     assert [hit.definition.id for hit in found] == ["same_id"]
     assert await registry_for(registry, "bob").search("zucchini garden", limit=3) == []
@@ -84,7 +87,7 @@ def _old_registry(url: str, monkeypatch) -> None:
                         sqlite_store.REGISTRY_MIGRATIONS[:1])
     monkeypatch.setattr(store_postgres, "POSTGRES_REGISTRY_MIGRATIONS",
                         store_postgres.POSTGRES_REGISTRY_MIGRATIONS[:1])
-    store = sqlite_store.BlockStore.from_url(url)
+    store = block_store_from_url(url).tables
     rows = [("old_shared", None, 1, "Shared since long ago", False),
             ("alices_tool", "alice", 1, "Alice's first tool", False),
             ("alices_tool", "alice", 2, "Alice's tool, improved", False),
@@ -119,36 +122,41 @@ async def test_the_migration_keeps_every_stored_block(registry_url, monkeypatch)
     registry = Registry.open(registry_url)
     try:
         alice, bob = registry_for(registry, "alice"), registry_for(registry, "bob")
-        assert registry.get("old_shared").description == "Shared since long ago"
-        assert alice.get("old_shared").description == "Shared since long ago"
-        assert alice.get("alices_tool").description == "Alice's tool, improved"
-        assert alice.get("alices_tool", 1).description == "Alice's first tool"
-        assert [v["version"] for v in alice.versions("alices_tool")] == [1, 2]
-        assert bob.find("alices_tool") is None and registry.find("alices_tool") is None
-        assert bob.find("bobs_gone") is None and bob.get("bobs_gone", 1).id == "bobs_gone"
+        assert (await registry.get("old_shared")).description == "Shared since long ago"
+        assert (await alice.get("old_shared")).description == "Shared since long ago"
+        assert (await alice.get("alices_tool")).description == "Alice's tool, improved"
+        assert (await alice.get("alices_tool", 1)).description == "Alice's first tool"
+        assert [v["version"] for v in await alice.versions("alices_tool")] == [1, 2]
+        assert await bob.find("alices_tool") is None
+        assert await registry.find("alices_tool") is None
+        assert await bob.find("bobs_gone") is None
+        assert (await bob.get("bobs_gone", 1)).id == "bobs_gone"
         found = await alice.search("improved tool", limit=3)
         assert [hit.definition.id for hit in found] == ["alices_tool"]
         assert await bob.search("improved tool", limit=3) == []
         # bob may now hold alice's id, and the next version of hers is 3
-        assert bob.add({**_block("y", "Bob's own"), "id": "alices_tool"}).version == 1
-        assert alice.add({**_block("x", "Alice's third"), "id": "alices_tool"}).version == 3
-        assert "text_word_count" in registry.ids()               # the library seeded on top
+        assert (await bob.add({**_block("y", "Bob's own"), "id": "alices_tool"})).version == 1
+        third = await alice.add({**_block("x", "Alice's third"), "id": "alices_tool"})
+        assert third.version == 3
+        assert "text_word_count" in await registry.ids()         # the library seeded on top
     finally:
         registry.close()
     reopened = Registry.open(registry_url, seed=False)           # the migration runs once
     try:
-        assert registry_for(reopened, "alice").get("alices_tool").version == 3
+        assert (await registry_for(reopened, "alice").get("alices_tool")).version == 3
     finally:
         reopened.close()
 
 
 def test_blocks_show_says_when_a_users_block_shadows_a_shared_one(registry):
+    import asyncio
+
     from typer.testing import CliRunner
 
     from flowforge.cli.blocks import blocks_app
 
-    registry_for(registry, "alice").add({**_block("apple", "Alice's cleaner"),
-                                         "id": "text_clean"})
+    asyncio.run(registry_for(registry, "alice").add({**_block("apple", "Alice's cleaner"),
+                                                     "id": "text_clean"}))
     runner = CliRunner()
     shared = runner.invoke(blocks_app, ["show", "text_clean", "--json"])
     assert shared.exit_code == 0 and json.loads(shared.stdout)["metadata"]["created_by"] == \

@@ -78,11 +78,11 @@ async def registry_with(embedder) -> Registry:
 async def test_hybrid_search_finds_by_meaning_what_text_search_misses():
     embedder = KeywordEmbedder()
     registry = await registry_with(embedder)
-    registry.add({"id": "fx_convert", "name": "FX", "description": "Converts money between "
-                  "currencies", "execution_type": "python", "tags": ["currency"],
-                  "source_code": "async def execute(inputs, context):\n    return {}\n"})
+    await registry.add({"id": "fx_convert", "name": "FX", "description": "Converts money between "
+                        "currencies", "execution_type": "python", "tags": ["currency"],
+                        "source_code": "async def execute(inputs, context):\n    return {}\n"})
     # No word of the query is in the block's text; only the embedding links them.
-    assert registry.store.text_search("moneylenders") == []
+    assert await registry.store.text_search("moneylenders") == []
     hits = await registry.search("moneylenders", limit=3)
     assert hits[0].definition.id == "fx_convert" and hits[0].via == "hybrid"
     assert registry.search_mode == "hybrid"
@@ -90,7 +90,7 @@ async def test_hybrid_search_finds_by_meaning_what_text_search_misses():
     assert "Converts money between currencies" in embedded
     assert "properties" not in embedded and "async def" not in embedded
     # A changed block is re-indexed, a deleted one disappears.
-    registry.delete("fx_convert")
+    await registry.delete("fx_convert")
     assert "fx_convert" not in [h.definition.id for h in await registry.search("currency", 3)]
 
 

@@ -28,46 +28,46 @@ def registry_url(request, tmp_path) -> str:
     return request.getfixturevalue("postgres_schema_url")
 
 
-def test_a_fresh_registry_holds_the_starter_library(registry):
-    ids = registry.ids()
+async def test_a_fresh_registry_holds_the_starter_library(registry):
+    ids = await registry.ids()
     assert {"text_word_count", "llm_summarise", "http_fetch", "date_diff"} <= set(ids)
-    assert registry.seed_library() == []           # already there: nothing re-added
+    assert await registry.seed_library() == []     # already there: nothing re-added
 
 
-def test_add_get_and_versions(registry):
-    first = registry.add(DOUBLE)
+async def test_add_get_and_versions(registry):
+    first = await registry.add(DOUBLE)
     assert first.version == 1 and first.metadata.created_by == "user"
-    assert registry.add(DOUBLE).version == 1       # identical: no new version
-    changed = registry.add({**DOUBLE, "description": "Multiplies a number by two."})
+    assert (await registry.add(DOUBLE)).version == 1  # identical: no new version
+    changed = await registry.add({**DOUBLE, "description": "Multiplies a number by two."})
     assert changed.version == 2
-    assert registry.get("double_it").description == "Multiplies a number by two."
-    assert registry.get("double_it", 1).description == "Doubles a number."
-    assert [v["version"] for v in registry.versions("double_it")] == [1, 2]
-    assert "inputs['x'] * 2" in registry.source("double_it")
+    assert (await registry.get("double_it")).description == "Multiplies a number by two."
+    assert (await registry.get("double_it", 1)).description == "Doubles a number."
+    assert [v["version"] for v in await registry.versions("double_it")] == [1, 2]
+    assert "inputs['x'] * 2" in await registry.source("double_it")
 
 
-def test_delete_hides_the_block_but_keeps_its_history(registry):
-    registry.add(DOUBLE)
-    registry.delete("double_it")
-    assert registry.find("double_it") is None
-    assert "double_it" not in registry.ids()
-    assert registry.get("double_it", 1).id == "double_it"
+async def test_delete_hides_the_block_but_keeps_its_history(registry):
+    await registry.add(DOUBLE)
+    await registry.delete("double_it")
+    assert await registry.find("double_it") is None
+    assert "double_it" not in await registry.ids()
+    assert (await registry.get("double_it", 1)).id == "double_it"
     with pytest.raises(NotFound):
-        registry.delete("double_it")
+        await registry.delete("double_it")
 
 
-def test_unknown_id_suggests_the_closest(registry):
+async def test_unknown_id_suggests_the_closest(registry):
     with pytest.raises(NotFound, match="did you mean 'math_stats'"):
-        registry.get("math_stat")
+        await registry.get("math_stat")
 
 
-def test_the_registry_persists_in_its_database(registry_url):
+async def test_the_registry_persists_in_its_database(registry_url):
     url = registry_url
     first = Registry.open(url, search="text")
-    first.add(DOUBLE)
+    await first.add(DOUBLE)
     first.close()
     again = Registry.open(url, search="text")
-    assert again.get("double_it").version == 1
+    assert (await again.get("double_it")).version == 1
     again.close()
 
 
@@ -86,15 +86,16 @@ def test_the_registry_persists_in_its_database(registry_url):
     ({"id": "Bad Id"}, "id", "String should match pattern"),
     ({"category": "sink"}, "category", "Input should be"),
 ])
-def test_invalid_definitions_are_refused_with_the_place_and_the_reason(registry, change,
-                                                                        where, words):
+async def test_invalid_definitions_are_refused_with_the_place_and_the_reason(registry, change,
+                                                                              where, words):
     with pytest.raises(ValidationFailed) as info:
-        registry.add({**DOUBLE, **change})
+        await registry.add({**DOUBLE, **change})
     text = str(info.value)
     assert where in text and words in text
 
 
-def test_servers_on_one_postgresql_database_share_one_registry(postgres_schema_url, monkeypatch):
+async def test_servers_on_one_postgresql_database_share_one_registry(postgres_schema_url,
+                                                                    monkeypatch):
     # With FLOWFORGE_DATABASE_URL on PostgreSQL (several server processes or hosts),
     # the registry lives there too: a block one server adds, another one finds.
     monkeypatch.setenv("FLOWFORGE_DATABASE_URL", postgres_schema_url)
@@ -102,10 +103,10 @@ def test_servers_on_one_postgresql_database_share_one_registry(postgres_schema_u
     one = Registry.open(search="text")
     other = Registry.open(search="text")
     try:
-        one.add(DOUBLE)
-        assert other.get("double_it").version == 1
-        other.delete("double_it")
-        assert one.find("double_it") is None
+        await one.add(DOUBLE)
+        assert (await other.get("double_it")).version == 1
+        await other.delete("double_it")
+        assert await one.find("double_it") is None
     finally:
         one.close()
         other.close()
@@ -117,3 +118,26 @@ def test_a_seed_block_definition_with_a_numeric_tier_loads():
 
     definition = BlockDefinition.model_validate({**DOUBLE, "metadata": {"tier": 2}})
     assert definition.metadata.tier == "2"
+
+
+async def test_the_store_is_async_and_document_checks_read_what_was_just_written(registry):
+    """Async like the other stores, on both back ends; PostgreSQL never makes the
+    event loop wait on the network; the compiler's sync reads (`Registry.now`)
+    see a block the moment it is added, so a workflow using it validates."""
+    import inspect
+    import threading
+
+    import flowforge
+
+    assert all(inspect.iscoroutinefunction(getattr(registry.store, name)) for name in
+               ("put", "get", "ids", "versions", "delete", "keys", "text_search"))
+    answered_on = await registry.store.call(threading.get_ident)
+    on_the_loop = answered_on == threading.get_ident()
+    assert on_the_loop == registry.store.location.startswith(("/", ":memory:"))
+    document = {"id": "uses-new", "blocks": [{"id": "d", "uses": "double_it",
+                                                "with": {"x": 2}}]}
+    with pytest.raises(flowforge.ValidationFailed, match="no block 'double_it'"):
+        flowforge.load(document)
+    await registry.add(DOUBLE)
+    assert registry.now.find("double_it").version == 1 and "double_it" in registry.now.ids()
+    flowforge.load(document)

@@ -77,7 +77,7 @@ async def test_templated_inputs_are_checked_at_run_time(registry):
 
 
 async def test_outputs_are_checked_against_the_schema_at_run_time(registry):
-    registry.add({
+    await registry.add({
         "id": "liar", "name": "Liar", "description": "Returns the wrong type.",
         "execution_type": "python",
         "output_schema": {"type": "object", "properties": {"n": {"type": "integer"}},
@@ -92,14 +92,14 @@ async def test_outputs_are_checked_against_the_schema_at_run_time(registry):
 async def test_a_pinned_version_runs_that_version(registry):
     base = {"id": "greet", "name": "Greet", "description": "Greets.", "execution_type": "python",
             "source_code": "async def execute(inputs, context):\n    return {'v': 1}\n"}
-    registry.add(base)
-    registry.add({**base, "source_code": base["source_code"].replace("1}", "2}")})
+    await registry.add(base)
+    await registry.add({**base, "source_code": base["source_code"].replace("1}", "2}")})
     result = await run(workflow({"id": "a", "uses": "greet@1"}, {"id": "b", "uses": "greet"}))
     assert result.results["a"]["v"] == 1 and result.results["b"]["v"] == 2
 
 
 async def test_a_sandbox_failure_fails_the_block_with_its_reason(registry):
-    registry.add({
+    await registry.add({
         "id": "spin", "name": "Spin", "description": "Loops forever.",
         "execution_type": "python", "metadata": {"cpu_seconds": 1},
         "source_code": "async def execute(inputs, context):\n    while True:\n        pass\n"})

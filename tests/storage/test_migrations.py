@@ -16,7 +16,8 @@ import pytest
 from flowforge.knowledge import store_postgres as knowledge_postgres
 from flowforge.knowledge import store_sqlite as knowledge_sqlite
 from flowforge.knowledge.store import knowledge_store_from_url
-from flowforge.registry import store as registry_sqlite
+from flowforge.registry import block_store_from_url
+from flowforge.registry import store_sqlite as registry_sqlite
 from flowforge.registry import store_postgres as registry_postgres
 from flowforge.storage import migrate, storage_from_url
 from flowforge.storage.migrate import Migration
@@ -94,7 +95,7 @@ def _record(url: str, key: tuple[str, str]) -> list[tuple]:
 
 async def _open_and_close(store: str, url: str) -> None:
     if store == "registry":
-        registry_sqlite.BlockStore.from_url(url).close()
+        block_store_from_url(url).close()
         return
     opened = storage_from_url(url) if store == "runs" else knowledge_store_from_url(url)
     await opened.open()

@@ -17,13 +17,13 @@ def stages(result):
 
 
 async def test_an_intent_fully_served_by_the_registry(registry, tmp_path):
-    before = set(registry.ids())
+    before = set(await registry.ids())
     result = await build("Count the words of a text and summarise it",
                          model=rules("word-summary"), registry=registry)
     assert result.ok, result.error
     assert stages(result) == ["decompose", "search", "wire", "done"]
     assert result.matched == ["text_word_count", "llm_summarise"]
-    assert result.created == [] and set(registry.ids()) == before
+    assert result.created == [] and set(await registry.ids()) == before
     found = [(e["required"], e["block_id"]) for e in result.events if e["type"] == "search_found"]
     assert found == [("text_word_count", "text_word_count"), ("summarise_text", "llm_summarise")]
     assert "search_missing" not in types(result) and "creating_block" not in types(result)
@@ -67,10 +67,10 @@ async def test_an_intent_needing_a_new_python_block_that_passes_on_the_second_at
     assert "Your previous attempt failed: example 0: expected" in \
         second["messages"][-1]["content"]
 
-    saved = registry.get("fahrenheit_to_celsius")
+    saved = await registry.get("fahrenheit_to_celsius")
     assert saved.metadata.created_by == "thinker" and saved.version == 1
     assert "* 5 / 9" in saved.source_code
-    assert registry.list(created_by="thinker") == [saved]
+    assert await registry.list(created_by="thinker") == [saved]
 
     assert result.pipeline["nodes"][1] == {"id": "n2", "block_id": "math_stats",
                                            "inputs": {"numbers": "{{n1.temps_c}}"}}
@@ -87,7 +87,7 @@ async def test_an_intent_needing_a_new_llm_block_with_wiring_fed_back_once(regis
                          registry=registry)
     assert result.ok, result.error
     assert result.created == ["review_reply"] and result.matched == []
-    saved = registry.get("review_reply")
+    saved = await registry.get("review_reply")
     assert saved.execution_type == "llm" and saved.metadata.created_by == "thinker"
     assert "{review}" in saved.prompt_template
     # The block test filled the template and sent it to the model with the schema.
@@ -142,6 +142,6 @@ async def test_a_block_that_never_passes_ends_the_build_with_a_clear_error(regis
     assert [(e["attempt"], e["retry"]) for e in failures] == \
         [(1, True), (2, True), (3, True), (4, False)]
     assert {e["block_id"] for e in failures} == {"always_wrong"}
-    assert result.failed == ["always_wrong"] and registry.find("always_wrong") is None
+    assert result.failed == ["always_wrong"] and await registry.find("always_wrong") is None
     assert "could not write a block that passes its tests: always_wrong" in result.error
     assert result.events[-1]["type"] == "complete" and result.events[-1]["ok"] is False

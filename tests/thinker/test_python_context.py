@@ -20,12 +20,12 @@ async def execute(inputs, context):
 
 
 async def test_a_python_block_sees_the_user_and_a_read_only_memory(registry, tmp_path):
-    registry.add({"id": "who_am_i", "name": "Who am I", "description": "Echoes its context.",
-                  "execution_type": "python", "source_code": SOURCE,
-                  "input_schema": {"type": "object", "properties": {"topic": {
-                      "type": "string"}}},
-                  "output_schema": {"type": "object", "properties": {
-                      "topic": {"type": "string"}}, "additionalProperties": True}})
+    await registry.add({"id": "who_am_i", "name": "Who am I", "description": "Echoes its context.",
+                        "execution_type": "python", "source_code": SOURCE,
+                        "input_schema": {"type": "object", "properties": {"topic": {
+                            "type": "string"}}},
+                        "output_schema": {"type": "object", "properties": {
+                            "topic": {"type": "string"}}, "additionalProperties": True}})
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     async with storage_from_url(url) as store:
         await store.save_memory("ana", {"topic": "cats", "visits": 2})

@@ -8,7 +8,7 @@ import asyncio
 import re
 
 from flowforge.providers.base import LLMResponse, Provider
-from flowforge.providers.registry import register_provider
+from flowforge.providers.resolve import register_provider
 from tests.server.conftest import start_server
 from tests.webapp.conftest import shot, sign_in
 

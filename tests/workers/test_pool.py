@@ -227,7 +227,7 @@ async def test_a_queued_run_taken_by_a_worker_that_died_is_reaped(pool, tmp_path
 
 
 def test_a_worker_shares_the_same_provider_keys_a_server_would():
-    from flowforge.providers.registry import provider_keys_in
+    from flowforge.providers.resolve import provider_keys_in
 
     environ = {"OPENAI_API_KEY": "sk-1", "OPENAI_COMPATIBLE_OLLAMA_API_KEY": "k-2",
                "OPENAI_COMPATIBLE_OLLAMA_BASE_URL": "http://x", "HOME": "/root",

@@ -177,10 +177,10 @@ class _TrippingBlock(BlockType):
 def test_a_hook_that_raises_leaves_the_output_open_and_is_logged(monkeypatch, caplog):
     """A plugin's bug neither crashes validate nor refuses a right document;
     it is logged (once per place that asks), naming the block type and the block."""
-    from flowforge.blocks import registry
+    from flowforge.blocks import type_table
     from flowforge.server.document_view import graph_view
 
-    monkeypatch.setitem(registry._TYPES, _TrippingBlock.type_name, _TrippingBlock)
+    monkeypatch.setitem(type_table._TYPES, _TrippingBlock.type_name, _TrippingBlock)
     with caplog.at_level(logging.WARNING, logger="flowforge.workflow.output_check"):
         compiled = flowforge.load(doc({"id": "odd", "type": "test_tripping_outputs"},
                                       say("{{odd.anything}}")))

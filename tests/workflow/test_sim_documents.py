@@ -92,21 +92,21 @@ def test_reading_ids_in_an_expression_is_linear(text):
 @pytest.fixture
 def fake_openai():
     """`openai/...` answered in this process (no network), put back afterwards."""
-    from flowforge.providers import registry
+    from flowforge.providers import resolve
     from flowforge.providers.scripted import FunctionProvider
 
     importlib.import_module("flowforge.providers.openai")   # its real factory, registered
-    before = registry._FACTORIES["openai"]
+    before = resolve._FACTORIES["openai"]
     sent: list[str] = []
 
     def factory(name, options):
         sent.append(name)
         return FunctionProvider(lambda messages, tools: "hello from the fake"), name
-    registry.register_provider("openai", factory)
-    registry.clear_provider_cache()
+    resolve.register_provider("openai", factory)
+    resolve.clear_provider_cache()
     yield sent
-    registry.register_provider("openai", before)
-    registry.clear_provider_cache()
+    resolve.register_provider("openai", before)
+    resolve.clear_provider_cache()
 
 
 @pytest.mark.parametrize("bare, full", [
@@ -184,7 +184,7 @@ def test_sims_start_block_is_the_runs_entry(start_type):
 
 
 def test_the_start_blocks_other_names_are_not_listed_as_types():
-    from flowforge.blocks.registry import block_types
+    from flowforge.blocks.type_table import block_types
 
     assert "trigger" in block_types() and "trigger" not in list(block_types())
 

@@ -1,7 +1,7 @@
-"""One module per block type; `registry` is the table the engine reads."""
+"""One module per block type; `type_table` is the table the engine reads."""
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome, Routed
-from flowforge.blocks.registry import BUILTIN_TYPES, block_types, get_block_type, \
+from flowforge.blocks.type_table import BUILTIN_TYPES, block_types, get_block_type, \
     register_block
 
 #: Built-in block modules.

@@ -2,7 +2,7 @@
 
 Model choice, in order: the command line's `--model` (`context.model_override`)
 replaces every block's model; else the block's `model`; else the workflow's
-`defaults.model`; else the default model (`providers.registry.default_model`:
+`defaults.model`; else the default model (`providers.resolve.default_model`:
 `local/qwen2.5-0.5b` when installed, else `local/smollm2`).  Other settings (temperature,
 max_tokens, stream, fallback) come from the block, else `defaults:`.
 
@@ -46,7 +46,7 @@ from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
 from flowforge.providers.call import call_model, defaults_sent, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
 from flowforge.errors import ProviderError
-from flowforge.providers.registry import ProviderOptions, default_model, key_variables
+from flowforge.providers.resolve import ProviderOptions, default_model, key_variables
 from flowforge.workflow.policy import ENDPOINT_OPTIONS
 
 __all__ = ["USAGE_OUTPUTS", "choose_model", "setting", "provider_options", "ModelCalls", "block_data",

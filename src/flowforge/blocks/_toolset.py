@@ -96,7 +96,7 @@ class BlockToolTarget(BaseModel):
     def _usable_block(self) -> BlockToolTarget:
         """What the tool's first call would refuse, refused when the document is
         checked: an unknown type, a routing one, a fixed field the type lacks."""
-        from flowforge.blocks.registry import block_types
+        from flowforge.blocks.type_table import block_types
 
         known = block_types()
         block_type = known.get(self.type)
@@ -315,7 +315,7 @@ def tool_capabilities(entries: Any, allow_private_network: Any = False) -> list[
                                       f"using the workflow file '{reference}' as a tool"))
         target = entry.get("block")
         if isinstance(target, dict) and isinstance(target.get("type"), str):
-            from flowforge.blocks.registry import block_types
+            from flowforge.blocks.type_table import block_types
             from flowforge.workflow.model import BlockSpec
 
             block_type = block_types().get(target["type"])
@@ -388,7 +388,7 @@ async def _build(entry: ToolEntry, context: Any, stack: AsyncExitStack,
 
 
 def _block_tool(entry: ToolEntry, context: Any) -> Tool:
-    from flowforge.blocks.registry import get_block_type
+    from flowforge.blocks.type_table import get_block_type
 
     target = entry.block
     assert target is not None

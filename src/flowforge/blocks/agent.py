@@ -55,7 +55,7 @@ from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
 from flowforge.blocks.base import BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, ToolError
 from flowforge.providers.base import Message, ToolCall
 from flowforge.providers.structured import (StructuredAnswerError, ask_structured,

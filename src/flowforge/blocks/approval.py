@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, Routed, Suspend
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.workflow.model import BlockSpec
 

@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import Field
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.blocks.registry_block import BlockRunError, run_sandboxed
 from flowforge.errors import BlockError, Problem
 from flowforge.sandbox import check_source

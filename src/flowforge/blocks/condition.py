@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, Routed
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import Problem
 from flowforge.workflow import expressions
 from flowforge.workflow.model import BlockSpec

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from flowforge.blocks._toolset import tool_functions
 from flowforge.blocks.base import LATER, BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import Problem
 from flowforge.tools.functions import get_function, is_registered, unknown_function
 

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from flowforge.blocks.base import (BlockConfig, BlockContext, BlockType, Output, is_set,
                                    policy_of)
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.workflow.policy import CapabilityUse
 from flowforge.errors import BlockError, ToolError
 from flowforge.tools.http import http_request

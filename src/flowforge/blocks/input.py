@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 
 
 class InputConfig(BlockConfig):

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from flowforge.blocks._rag_tools import GENERIC_KEYWORDS
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, FlowforgeError
 
 __all__ = ["KeywordLookupBlock", "KeywordLookupConfig", "candidate_keywords"]

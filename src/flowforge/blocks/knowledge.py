@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, policy_of
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, FlowforgeError, WorkflowError
 from flowforge.workflow.policy import CapabilityUse
 

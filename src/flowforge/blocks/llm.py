@@ -31,7 +31,7 @@ from pydantic import Field
 from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
 from flowforge.blocks.base import BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.providers.base import Message
 from flowforge.providers.structured import StructuredAnswerError, ask_structured, schema_fields

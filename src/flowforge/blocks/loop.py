@@ -23,7 +23,7 @@ from pydantic import Field, model_validator
 
 from flowforge.blocks._passes import pass_cap, too_many
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import Problem, RunError
 from flowforge.workflow import expressions
 from flowforge.workflow.model import BlockSpec

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from flowforge.blocks._passes import pass_cap, too_many
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, ChildOutcome, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import RunError
 from flowforge.workflow.model import BlockSpec
 

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.providers.structured import extract_json, schema_problems
 from flowforge.workflow.notation import NotationError, notation_to_schema

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 
 __all__ = ["ProgressBlock", "ProgressConfig"]
 

@@ -6,7 +6,10 @@
 
 `with` holds the registry block's inputs.  At validation time the block id
 must exist, every required input must be given, no unknown input may be
-given, and static values must fit their schema; at run time the resolved
+given, and static values must fit their schema (validation is synchronous:
+it reads the library through `Registry.now`, the sync facade over the
+store's tables, so a block added a moment ago is seen; `registry.store` says
+why); at run time the resolved
 inputs (schema defaults filled in) and the output are always checked
 against the block's schemas.  Python blocks run in the sandbox
 (`flowforge.sandbox`), never in this process; LLM blocks run through the
@@ -27,7 +30,7 @@ from typing import Any, Callable, Mapping
 from pydantic import ConfigDict
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, FlowforgeError, Problem
 from flowforge.hints import did_you_mean
 from flowforge.providers.structured import schema_fields
@@ -301,7 +304,7 @@ class RegistryBlock(BlockType):
                             "(see `flowforge blocks list`)")]
         block_id, version = parse_uses(spec.uses)
         try:
-            registry = get_registry()
+            registry = get_registry().now         # a sync read: compile time
             definition = registry.find(block_id, version)
         except FlowforgeError as exc:
             return [Problem(f"{where}.uses", f"cannot read the block registry: {exc}")]
@@ -317,7 +320,7 @@ class RegistryBlock(BlockType):
         if not spec.uses:
             return None
         try:
-            definition = get_registry().find(*parse_uses(spec.uses))
+            definition = get_registry().now.find(*parse_uses(spec.uses))
         except FlowforgeError:
             return None                      # `check` reports the registry
         fields = schema_fields(definition.output_schema) if definition is not None else None
@@ -330,7 +333,7 @@ class RegistryBlock(BlockType):
         uses = context.node.spec.uses or ""
         block_id, version = parse_uses(uses)
         try:
-            definition = _registry_of(context).get(block_id, version)
+            definition = await _registry_of(context).get(block_id, version)
         except FlowforgeError as exc:
             raise BlockError(context.block_id, cls.type_name, str(exc)) from None
         try:

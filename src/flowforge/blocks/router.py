@@ -42,10 +42,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, provider_options, setting)
 from flowforge.blocks.base import BlockContext, BlockType, Output, Routed, policy_of
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError
 from flowforge.providers.base import Message
-from flowforge.providers.registry import key_variables
+from flowforge.providers.resolve import key_variables
 from flowforge.providers.structured import StructuredAnswerError, ask_structured
 from flowforge.workflow.graph import DATA, Node
 

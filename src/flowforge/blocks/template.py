@@ -32,7 +32,7 @@ from pydantic import Field
 
 from flowforge.blocks import _jinja
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.workflow.model import BlockSpec
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, Problem
 from flowforge.workflow.model import BlockSpec
 

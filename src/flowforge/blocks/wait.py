@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from flowforge.blocks.base import BlockConfig, BlockContext, BlockType, Output, Suspend
-from flowforge.blocks.registry import register_block
+from flowforge.blocks.type_table import register_block
 
 __all__ = ["WaitConfig", "WaitBlock", "parse_time"]
 

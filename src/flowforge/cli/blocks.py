@@ -56,8 +56,8 @@ def list_blocks(category: Optional[str] = typer.Option(None, "--category",
                                                              help="python or llm"),
                 as_json: bool = typer.Option(False, "--json", help=_JSON)) -> None:
     """List the registry's blocks."""
-    blocks = _registry().list(category=category, created_by=created_by,
-                              execution_type=execution_type)
+    blocks = asyncio.run(_registry().list(category=category, created_by=created_by,
+                                          execution_type=execution_type))
     if as_json:
         print(json.dumps([b.public() for b in blocks], ensure_ascii=False))
         return
@@ -85,10 +85,10 @@ def show_block(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Opt
     if owner:
         registry = registry_for(registry, owner)
     try:
-        block = registry.get(block_id, version)
+        block = asyncio.run(registry.get(block_id, version))
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))
-    if owner and registry.store.shadows(block_id):
+    if owner and asyncio.run(registry.shadows(block_id)):
         err.print(f"user {owner}'s own block '{block_id}': it shadows the shared block of "
                   f"that id for them", highlight=False)
     if as_json:
@@ -120,7 +120,7 @@ def block_source(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: O
                  ) -> None:
     """A block's Python source or prompt template."""
     try:
-        print(_registry().source(block_id, version))
+        print(asyncio.run(_registry().source(block_id, version)))
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))
 
@@ -131,7 +131,7 @@ def add_block(file: Path = typer.Argument(..., help="Block definition (YAML or J
     from flowforge.registry import read_definition_file
     try:
         definition = read_definition_file(file)
-        saved = _registry().add(definition)
+        saved = asyncio.run(_registry().add(definition))
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))
     out.print(f"added [bold]{escape(saved.id)}[/] version {saved.version}", markup=True)
@@ -141,7 +141,7 @@ def add_block(file: Path = typer.Argument(..., help="Block definition (YAML or J
 def delete_block(block_id: str = typer.Argument(..., help=_BLOCK_ID)) -> None:
     """Hide a block (its versions are kept)."""
     try:
-        _registry().delete(block_id)
+        asyncio.run(_registry().delete(block_id))
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))
     out.print(f"deleted {block_id}")
@@ -174,7 +174,7 @@ def test_block(block_id: str = typer.Argument(..., help=_BLOCK_ID), version: Opt
     """Run a block's examples; exit 1 if one fails."""
     from flowforge.blocks.registry_block import run_examples
     try:
-        block = _registry().get(block_id, version)
+        block = asyncio.run(_registry().get(block_id, version))
         report = asyncio.run(run_examples(block, model=model))
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))

@@ -110,7 +110,7 @@ def build_command(
     """Build a pipeline from a sentence: clarify, plan, find or write and test blocks, wire."""
     from flowforge.apps.thinker.builder import build_pipeline
     from flowforge.apps.thinker.llm import default_build_model
-    from flowforge.cli.main import parse_inputs
+    from flowforge.cli.plumbing import parse_inputs
     from flowforge.service.pipeline import run_pipeline
 
     inputs = parse_inputs(input, None)

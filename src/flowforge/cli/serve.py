@@ -124,7 +124,7 @@ def serve(
         from flowforge.server import ServerSettings, create_app
     except ImportError as exc:
         fail(f"the server needs its extra: pip install 'flowforge[server]' ({exc})", INVALID)
-    from flowforge.cli.main import import_plugins
+    from flowforge.cli.plumbing import import_plugins
     from flowforge.errors import StorageError
     from flowforge.processes import settle_heap
     from flowforge.storage import default_database_url, storage_from_url

@@ -74,7 +74,7 @@ def worker_command(
     waits, so a killed process's runs go back to the queue and are resumed.
     SIGTERM or Ctrl-C: no more runs are taken, the runs in flight finish
     (a second one stops at once; their runs are taken over)."""
-    from flowforge.cli.main import import_plugins
+    from flowforge.cli.plumbing import import_plugins
     from flowforge.service.pool import (QueueError, broker_url, default_queue, is_redis,
                                         prepare_worker, require_celery, start_reaper,
                                         worker_app)

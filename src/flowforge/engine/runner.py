@@ -31,7 +31,7 @@ from flowforge.engine.preflight import nested_problems
 from flowforge.engine.result import BlockRecord, RunResult
 from flowforge.engine.scheduler import CANCELLED, SUCCEEDED, Scheduler, Scope
 from flowforge.errors import BlockError, FlowforgeError, InputError, Problem
-from flowforge.providers.registry import ProviderOptions, check_models
+from flowforge.providers.resolve import ProviderOptions, check_models
 from flowforge.workflow.graph import CompiledWorkflow, Graph, Node
 from flowforge.workflow.model import ModelUse
 from flowforge.workflow.paths import document_root

@@ -19,7 +19,7 @@ from flowforge.formats import agent_json_templates as chain_templates
 from flowforge.formats.agent_json import (BASE_URL_VARIABLE, ID_PATTERN, LLM_PROVIDERS,
                                           NODE_FIELDS, key_variables, literal_key_name,
                                           stored_secret)
-from flowforge.providers.registry import known_prefixes
+from flowforge.providers.resolve import known_prefixes
 from flowforge.workflow.graph import NAMESPACES
 from flowforge.workflow.templates import normalize_name as _normal
 from flowforge.workflow.notation import NotationError, notation_to_schema

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from flowforge.blocks.registry import block_types
+from flowforge.blocks.type_table import block_types
 from flowforge.errors import Problem, ValidationFailed, WorkflowError
 from flowforge.formats.base import Imported, ImportReport, NodeReport
 from flowforge.registry import BlockDefinition, Registry, get_registry, use_registry
@@ -129,8 +129,9 @@ def _infer_inputs(pipeline: Pipeline, registry: Registry) -> dict[str, dict[str,
 
 
 def _definition(registry: Registry, block_id: str) -> BlockDefinition | None:
+    """The definition a node names (converting is synchronous: `Registry.now`)."""
     name, _, version = block_id.partition("@")
-    return registry.find(name, int(version) if version.isdigit() else None)
+    return registry.now.find(name, int(version) if version.isdigit() else None)
 
 
 def pipeline_to_workflow(data: Pipeline | dict[str, Any],

@@ -1,8 +1,8 @@
-"""LLM back ends behind one interface; model strings are resolved in `registry`."""
+"""LLM back ends behind one interface; model strings are resolved in `resolve`."""
 
 from flowforge.providers.base import (ALLOW_MODEL_REQUESTS, LLMRequest, LLMResponse, Message,
                                       Provider, Timing, ToolCall, ToolSpec, Usage)
-from flowforge.providers.registry import (FALLBACK_MODEL, ProviderOptions, default_model,
+from flowforge.providers.resolve import (FALLBACK_MODEL, ProviderOptions, default_model,
                                           register_provider, resolve_model, split_model)
 from flowforge.providers.retry import RetryPolicy
 from flowforge.providers.pricing import Cost, cost_of

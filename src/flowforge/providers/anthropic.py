@@ -28,7 +28,7 @@ from typing import Any
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, Usage, as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.resolve import ProviderOptions, register_provider
 from flowforge.providers.retry import cut_stream, error_from_sdk, stream_error_event
 
 try:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from flowforge.errors import ProviderError
 from flowforge.providers.base import DeltaCallback, LLMRequest, LLMResponse
 from flowforge.providers.pricing import cost_of
-from flowforge.providers.registry import ProviderOptions, resolve_model, split_model
+from flowforge.providers.resolve import ProviderOptions, resolve_model, split_model
 from flowforge.providers.retry import (RetryPolicy, dropped_connection, request_timeout,
                                        timeout_error, unusable_answer)
 

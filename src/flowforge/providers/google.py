@@ -31,7 +31,7 @@ from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, Usage, as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.resolve import ProviderOptions, register_provider
 from flowforge.providers.retry import (connection_error, cut_stream, dropped_connection,
                                        error_from_status, timeout_error, unusable_answer)
 

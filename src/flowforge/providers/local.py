@@ -69,7 +69,7 @@ from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Me
 from flowforge.providers._local_text import readable_result
 from flowforge.providers._local_states import DEFAULT_STATES, StateCache, count, counters
 from flowforge.providers.local_models import REPAIR, Weights, find, model_file, verify
-from flowforge.providers.registry import ProviderOptions, register_check, register_provider
+from flowforge.providers.resolve import ProviderOptions, register_check, register_provider
 from flowforge.workflow.paths import resolve_path
 
 __all__ = ["LocalProvider", "SMOLLM2", "default_model_path", "default_threads",

@@ -29,7 +29,7 @@ from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, Usage, as_arguments,
                                       check_model_requests_allowed, is_loopback_url, require)
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.resolve import ProviderOptions, register_provider
 from flowforge.providers.retry import (cut_stream, dropped_connection, error_from_sdk,
                                        stream_error_event, stream_idle_timeout, timeout_error,
                                        unusable_answer)

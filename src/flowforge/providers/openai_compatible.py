@@ -43,7 +43,7 @@ from flowforge.model_strings import COMPATIBLE, parse_model
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Provider,
                                       grammar_schema, is_loopback_url)
 from flowforge.providers.openai import OpenAIChatProvider
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.resolve import ProviderOptions, register_provider
 
 __all__ = ["OpenAICompatibleProvider", "PRESETS", "Preset", "variable_prefix"]
 

@@ -36,7 +36,7 @@ from flowforge.errors import ProviderError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Provider, Timing,
                                       Usage, check_model_requests_allowed, is_loopback_url,
                                       require)
-from flowforge.providers.registry import ProviderOptions, register_provider
+from flowforge.providers.resolve import ProviderOptions, register_provider
 from flowforge.providers.retry import (connection_error, error_from_status, timeout_error,
                                        unusable_answer)
 from flowforge.tls import verified_context

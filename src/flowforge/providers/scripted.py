@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from flowforge.errors import ProviderError, WorkflowError
 from flowforge.providers.base import (DeltaCallback, LLMRequest, LLMResponse, Message, Provider,
                                       Timing, ToolCall, ToolSpec, Usage)
-from flowforge.providers.registry import ProviderOptions, register_check, register_provider
+from flowforge.providers.resolve import ProviderOptions, register_check, register_provider
 from flowforge.workflow.paths import resolve_path
 
 __all__ = ["ScriptedProvider", "FunctionProvider", "ScriptRules", "Rule", "register_script",

@@ -8,6 +8,10 @@ another user's blocks are not in the view at all: validation, `uses:`,
 search, "did you mean" hints, listings, reads and deletes answer exactly as
 for an id that does not exist, and anyone may save under an id another user
 holds.  What a user writes lands in their own namespace only.
+
+The view is drawn over the synchronous tables (`OwnedTables`), so the async
+store and the compiler's sync reads (`Registry.now`) see the same namespaces
+from one copy of this logic (`registry.store` says why the tables are sync).
 """
 
 from __future__ import annotations
@@ -19,18 +23,19 @@ from flowforge.registry.model import BlockDefinition
 from flowforge.registry.registry import Registry
 from flowforge.registry.store import SHARED
 
-__all__ = ["OwnedStore", "SharedBlock", "registry_for"]
+__all__ = ["OwnedTables", "SharedBlock", "registry_for"]
 
 
 class SharedBlock(FlowforgeError):
     """A user asked to delete a shared block: theirs to use, not to remove."""
 
 
-class OwnedStore:
-    """A `BlockStore` as user `owner` sees it: their blocks over the shared ones."""
+class OwnedTables:
+    """A store's `BlockTables` as user `owner` sees them: their blocks over the
+    shared ones."""
 
-    def __init__(self, store: Any, owner: str) -> None:
-        self.store = store
+    def __init__(self, tables: Any, owner: str) -> None:
+        self.store = tables
         self.owner = owner
 
     @property
@@ -90,9 +95,10 @@ class OwnedStore:
 def registry_for(registry: Registry, owner: str | None, *, admin: bool = False) -> Registry:
     """`registry` as user `owner` sees it (an administrator, or no user: the
     shared blocks, which are theirs to write)."""
-    store = registry.store
-    if isinstance(store, OwnedStore):
-        store = store.store
+    tables = registry.store.tables
+    if isinstance(tables, OwnedTables):
+        tables = tables.store
     if admin or not owner:
-        return registry if store is registry.store else Registry(store, registry.searcher)
-    return Registry(OwnedStore(store, owner), registry.searcher)
+        return registry if tables is registry.store.tables else \
+            Registry(registry.store.over(tables), registry.searcher)
+    return Registry(registry.store.over(OwnedTables(tables, owner)), registry.searcher)

@@ -1,8 +1,9 @@
 """The block registry: add, get, list, delete, version and search blocks.
 
-    registry = get_registry()                 # the process default (see below)
-    registry.add({"id": "word_count", ...})   # checked, stored as a new version
+    registry = get_registry()                       # the process default (see below)
+    await registry.add({"id": "word_count", ...})   # checked, stored as a new version
     hits = await registry.search("count the words of a text", limit=5)
+    registry.now.find("word_count")                 # a synchronous read, for the compiler
 
 The process default opens the SQLite file named by `FLOWFORGE_REGISTRY_URL`,
 else by `FLOWFORGE_DATABASE_URL`, else the user's flowforge database, and
@@ -10,6 +11,14 @@ adds the bundled starter library the first time (and again when a bundled
 block changes).  Search is hybrid through the knowledge layer
 (`FLOWFORGE_REGISTRY_SEARCH=hybrid`, the default; it falls back to text by
 itself when embedding fails) or text only (`text`).
+
+Every method is async, like the store's.  Code that is not async and must
+read the library while it checks a document (the compiler's `uses:` checks,
+the Pipeline JSON converter) reads it through `Registry.now`: a sync facade
+over the same tables, with `find` and `ids` only, so it always sees what
+was just written and never copies the logic (`registry.store` says why the
+tables underneath are synchronous).  Opening a registry, and seeding the
+starter library then, is synchronous too: it happens once per process.
 """
 
 from __future__ import annotations
@@ -29,9 +38,9 @@ from flowforge.errors import NotFound, WorkflowError
 from flowforge.hints import did_you_mean
 from flowforge.registry.model import BlockDefinition, definition_from_data
 from flowforge.registry.search import BlockSearch, KnowledgeSearch, TextSearch
-from flowforge.registry.store import SHARED, BlockStore, owner_of
+from flowforge.registry.store import BlockStore, BlockTables, block_store_from_url, owner_of
 
-__all__ = ["Registry", "SearchResult", "get_registry", "set_registry", "use_registry",
+__all__ = ["Registry", "RegistryReads", "SearchResult", "get_registry", "set_registry", "use_registry",
            "view_registry_as", "registry_view",
            "library_definitions", "LIBRARY_DIR", "read_definition_file"]
 
@@ -79,6 +88,22 @@ def _checked_library(folder: str, files: tuple[tuple[str, int, int], ...]
     return tuple(read_definition_file(Path(folder) / name) for name, _, _ in files)
 
 
+class RegistryReads:
+    """The registry for a synchronous caller checking a document: the block a
+    `uses:` names, and the ids to suggest when it names none.  It reads the
+    store's tables on the calling thread (a SQLite file: microseconds; a
+    PostgreSQL server: one query)."""
+
+    def __init__(self, tables: BlockTables) -> None:
+        self.tables = tables
+
+    def find(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+        return self.tables.get(block_id, version)
+
+    def ids(self) -> list[str]:
+        return self.tables.ids()
+
+
 class Registry:
     """Blocks by id, with versions and search."""
 
@@ -92,18 +117,23 @@ class Registry:
         """A registry on `url` (a SQLite URL or path, `:memory:` for a
         throwaway one, or a PostgreSQL URL; default: where the runs are
         stored), seeded with the starter library."""
-        store = BlockStore.from_url(url or _default_url())
+        store = block_store_from_url(url or _default_url())
         registry = cls(store, _searcher(store, search))
         if seed:
-            registry.seed_library()
+            _seed(store.tables)
         return registry
 
     def close(self) -> None:
         self.store.close()
 
+    @property
+    def now(self) -> RegistryReads:
+        """Synchronous reads for document-time checks (see the module docstring)."""
+        return RegistryReads(self.store.tables)
+
     # -- CRUD ----------------------------------------------------------------------
-    def add(self, definition: BlockDefinition | dict[str, Any], *,
-            created_by: str | None = None) -> BlockDefinition:
+    async def add(self, definition: BlockDefinition | dict[str, Any], *,
+                  created_by: str | None = None) -> BlockDefinition:
         """Check and store `definition` as the block's next version."""
         data = definition.model_dump(exclude={"version"}) if isinstance(
             definition, BlockDefinition) else dict(definition)
@@ -111,38 +141,47 @@ class Registry:
         if created_by is not None:
             data["metadata"] = {**(data.get("metadata") or {}), "created_by": created_by}
         checked = definition_from_data(data, f"block '{data.get('id', '?')}'")
-        return self.store.put(checked)
+        return await self.store.put(checked)
 
-    def find(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
-        return self.store.get(block_id, version)
+    async def find(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+        return await self.store.get(block_id, version)
 
-    def get(self, block_id: str, version: int | None = None) -> BlockDefinition:
-        found = self.store.get(block_id, version)
+    async def get(self, block_id: str, version: int | None = None) -> BlockDefinition:
+        found = await self.store.get(block_id, version)
         if found is None:
-            if version is not None and self.store.get(block_id) is not None:
+            if version is not None and await self.store.get(block_id) is not None:
+                versions = ", ".join(str(v["version"]) for v in await self.versions(block_id))
                 raise NotFound(f"block '{block_id}' has no version {version}; versions: "
-                               f"{', '.join(str(v['version']) for v in self.versions(block_id))}")
-            hint = did_you_mean(block_id, self.store.ids()) or " (see `flowforge blocks list`)"
+                               f"{versions}")
+            hint = did_you_mean(block_id, await self.store.ids()) or \
+                " (see `flowforge blocks list`)"
             raise NotFound(f"no block '{block_id}' in the registry{hint}")
         return found
 
-    def list(self, *, category: str | None = None, created_by: str | None = None,
-             execution_type: str | None = None) -> list[BlockDefinition]:
-        return [d for d in (self.store.get(i) for i in self.store.ids(
-            category=category, created_by=created_by, execution_type=execution_type)) if d]
+    async def list(self, *, category: str | None = None, created_by: str | None = None,
+                   execution_type: str | None = None) -> list[BlockDefinition]:
+        ids = await self.store.ids(category=category, created_by=created_by,
+                                   execution_type=execution_type)
+        return [d for d in [await self.store.get(i) for i in ids] if d]
 
-    def ids(self) -> list[str]:
-        return self.store.ids()
+    async def ids(self) -> list[str]:
+        return await self.store.ids()
 
-    def delete(self, block_id: str) -> None:
-        self.store.delete(block_id)
+    async def delete(self, block_id: str) -> None:
+        await self.store.delete(block_id)
 
-    def versions(self, block_id: str) -> list[dict[str, Any]]:
-        return self.store.versions(block_id)
+    async def versions(self, block_id: str) -> list[dict[str, Any]]:
+        return await self.store.versions(block_id)
 
-    def source(self, block_id: str, version: int | None = None) -> str:
+    async def shadows(self, block_id: str) -> bool:
+        """True when the viewer's own `block_id` hides a shared block of that id
+        (`registry.owned`); never for the shared view."""
+        shadows = getattr(self.store.tables, "shadows", None)
+        return bool(shadows and await self.store.call(shadows, block_id))
+
+    async def source(self, block_id: str, version: int | None = None) -> str:
         """The body: Python source, or the prompt template (with its system prompt)."""
-        definition = self.get(block_id, version)
+        definition = await self.get(block_id, version)
         if definition.execution_type == "python":
             return definition.source_code or ""
         system = f"# system\n{definition.system_prompt}\n\n# prompt\n" \
@@ -152,11 +191,10 @@ class Registry:
     # -- search ----------------------------------------------------------------------
     async def search(self, query: str, limit: int = 5, *, execution_type: str | None = None,
                      category: str | None = None) -> list[SearchResult]:
-        owners = getattr(self.store, "owners", (SHARED,))
-        hits = await self.searcher.search(query, max(limit * 3, 10), owners=owners)
+        hits = await self.searcher.search(query, max(limit * 3, 10), owners=self.store.owners)
         results = []
         for hit in hits:
-            definition = self.store.get(hit.id)
+            definition = await self.store.get(hit.id)
             if definition is None or owner_of(definition) != hit.owner:
                 continue                # gone, or a shared block the user's own shadows
             if execution_type and definition.execution_type != execution_type:
@@ -173,18 +211,24 @@ class Registry:
         return "text (embedding failed)" if failed else self.searcher.mode
 
     # -- the starter library -----------------------------------------------------------
-    def seed_library(self) -> list[str]:
+    async def seed_library(self) -> list[str]:
         """Add bundled blocks that are missing or changed; returns their ids.
         A user's own later version of a bundled block is left alone."""
-        added = []
-        for definition in library_definitions():
-            current = self.store.get(definition.id)
-            if current is not None and current.metadata.created_by != "library":
-                continue
-            stored = self.store.put(definition)
-            if current is None or stored.version != current.version:
-                added.append(definition.id)
-        return added
+        return await self.store.call(_seed, self.store.tables)
+
+
+def _seed(tables: BlockTables) -> list[str]:
+    """`Registry.seed_library` on the tables themselves (`Registry.open` seeds
+    before any event loop may be running)."""
+    added = []
+    for definition in library_definitions():
+        current = tables.get(definition.id)
+        if current is not None and current.metadata.created_by != "library":
+            continue
+        stored = tables.put(definition)
+        if current is None or stored.version != current.version:
+            added.append(definition.id)
+    return added
 
 
 def _default_url() -> str:
@@ -253,7 +297,7 @@ def get_registry() -> Registry:
     current viewer sees it (`view_registry_as`)."""
     viewer = _VIEWER.get()
     registry = _current()
-    if viewer is None or isinstance(registry.store, _owned().OwnedStore):
+    if viewer is None or isinstance(registry.store.tables, _owned().OwnedTables):
         return registry
     return _owned().registry_for(registry, viewer)
 

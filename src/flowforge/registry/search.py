@@ -48,7 +48,7 @@ class BlockSearch(Protocol):
 
 
 class TextSearch:
-    """bm25 over the registry's own SQLite FTS5 index."""
+    """The store's own full-text index (SQLite FTS5's bm25, PostgreSQL's ts_rank)."""
 
     mode = "text"
 
@@ -58,7 +58,8 @@ class TextSearch:
     async def search(self, query: str, limit: int,
                      owners: tuple[str, ...] = (SHARED,)) -> list[Hit]:
         return [Hit(block_id, score, "text", owner)
-                for owner, block_id, score in self.store.text_search(query, limit, owners)]
+                for owner, block_id, score in await self.store.text_search(query, limit,
+                                                                            owners)]
 
 
 class KnowledgeSearch:
@@ -78,7 +79,7 @@ class KnowledgeSearch:
         self.text = TextSearch(store)
         self.failed: str | None = None
         self._indexed: dict[str, str] = {}
-        key = store.path if store.path != ":memory:" else f"memory-{id(store)}"
+        key = store.location if store.location != ":memory:" else f"memory-{id(store)}"
         self.base = f"block-registry-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
     async def _ready(self) -> Any:
@@ -93,8 +94,8 @@ class KnowledgeSearch:
                                 description="flowforge block registry: description, use_when "
                                             "and tags of each block")
         current = {}
-        for owner, block_id in self.store.keys():
-            definition = self.store.get(block_id, owner=owner)
+        for owner, block_id in await self.store.keys():
+            definition = await self.store.get(block_id, owner=owner)
             if definition is not None:
                 current[_document_name(owner, block_id)] = definition
         for name, definition in current.items():
@@ -128,7 +129,7 @@ class KnowledgeSearch:
             owner, block_id = _split_name(result["documentName"])
             if owner not in owners or (owner, block_id) in seen:
                 continue
-            if self.store.get(block_id, owner=owner) is not None:
+            if await self.store.get(block_id, owner=owner) is not None:
                 seen.add((owner, block_id))
                 hits.append(Hit(block_id, result["similarity"], "hybrid", owner))
         return hits[:limit]

@@ -2,12 +2,31 @@
 current head of each, and a full-text index (embeddings live in the knowledge
 layer, see `registry.search`).
 
-The registry keeps its own tables and its own ordered migration list
-(`REGISTRY_MIGRATIONS`, recorded in `registry_schema`), on the same database
-as runs (`FLOWFORGE_DATABASE_URL`: a SQLite file here, PostgreSQL in
-`store_postgres.py`) unless `FLOWFORGE_REGISTRY_URL` names another.  So the storage layer's owner and this module never edit
-each other's migrations.  Calls are synchronous: a local SQLite query costs
-microseconds, and the compiler checks `uses:` blocks synchronously.
+`BlockStore` is the one interface, async like the other stores
+(`storage.base`, `knowledge.store`), with one module per back end chosen by
+the URL: `store_sqlite.py` (the default: the same database as the runs,
+`FLOWFORGE_DATABASE_URL`, unless `FLOWFORGE_REGISTRY_URL` names another) and
+`store_postgres.py`.  Each keeps its own tables and ordered migration list
+(recorded in `registry_schema`), so the storage layer and the registry never
+edit each other's migrations.  Both pass the same conformance tests
+(`tests/registry`).
+
+Why a blocking connection underneath, and how synchronous callers read.
+The registry is one per process (`registry.get_registry`), reached from every
+event loop (the CLI's, the server's, a worker's, each test's) and from code
+that is not async: the compiler checks `uses:` blocks while it validates a
+document (`RegistryBlock.check`, the Pipeline JSON converter).  A psycopg
+`AsyncConnection` belongs to one loop, so an async-only store would need a
+connection per loop and still a blocking one for the compiler.  Instead the
+SQL is written once, synchronously, over one connection behind a lock
+(`BlockTables`), and the two kinds of caller reach the same tables:
+
+- async callers (the server's routes, the thinker, a `uses:` block running)
+  through `BlockStore`, which answers the way its back end should: SQLite
+  inline (a local file answers in microseconds, as the runs' SQLite storage
+  does), PostgreSQL in a worker thread, so no event loop waits on the network;
+- document-time checks through `Registry.now`, a read-only sync facade over
+  the same tables (`find` and `ids` only: a read, never a twin of the logic).
 
 A block is keyed by (owner, id): owner '' holds the shared blocks (the
 bundled library, an administrator's, the local user's), a server user's id
@@ -19,80 +38,20 @@ definition names (`metadata.owner`), all versions of an id together.
 
 from __future__ import annotations
 
-import contextlib
+import abc
+import copy
 import json
 import re
-import sqlite3
-import threading
 import time
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, TypeVar
 
 from flowforge.errors import NotFound, StorageError
 from flowforge.registry.model import BlockDefinition
-from flowforge.storage.migrate import Migration, SQLiteSteps, apply_migrations, run_now
 
-__all__ = ["BlockStore", "RegistryTables", "REGISTRY_MIGRATIONS", "SHARED", "fts_query",
+__all__ = ["BlockStore", "BlockTables", "SHARED", "block_store_from_url", "fts_query",
            "owner_of", "WORD_RE"]
 
-REGISTRY_MIGRATIONS: list[Migration] = [
-    Migration("0001_registry_blocks", (
-        """CREATE TABLE registry_versions (
-            id TEXT NOT NULL, version INTEGER NOT NULL, definition TEXT NOT NULL,
-            created_at REAL NOT NULL, created_by TEXT,
-            PRIMARY KEY (id, version))""",
-        """CREATE TABLE registry_heads (
-            id TEXT PRIMARY KEY, version INTEGER NOT NULL, name TEXT NOT NULL,
-            category TEXT NOT NULL, execution_type TEXT NOT NULL, created_by TEXT,
-            tier TEXT, updated_at REAL NOT NULL, deleted INTEGER NOT NULL DEFAULT 0)""",
-        """CREATE VIRTUAL TABLE registry_fts USING fts5(
-            id UNINDEXED, name, description, use_when, tags, tokenize = 'porter unicode61')""",
-    )),
-    # block ids per user: the key becomes (owner, id); every stored block keeps
-    # its versions, under the owner its head's definition names ('' = shared)
-    Migration("0002_blocks_per_owner", (
-        """CREATE TABLE registry_heads_0002 (
-            owner TEXT NOT NULL DEFAULT '', id TEXT NOT NULL, version INTEGER NOT NULL,
-            name TEXT NOT NULL, category TEXT NOT NULL, execution_type TEXT NOT NULL,
-            created_by TEXT, tier TEXT, updated_at REAL NOT NULL,
-            deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (owner, id))""",
-        """INSERT INTO registry_heads_0002 (owner, id, version, name, category,
-                execution_type, created_by, tier, updated_at, deleted)
-            SELECT COALESCE((SELECT json_extract(v.definition, '$.metadata.owner')
-                             FROM registry_versions v
-                             WHERE v.id = h.id AND v.version = h.version), ''),
-                   h.id, h.version, h.name, h.category, h.execution_type, h.created_by,
-                   h.tier, h.updated_at, h.deleted
-            FROM registry_heads h""",
-        """CREATE TABLE registry_versions_0002 (
-            owner TEXT NOT NULL DEFAULT '', id TEXT NOT NULL, version INTEGER NOT NULL,
-            definition TEXT NOT NULL, created_at REAL NOT NULL, created_by TEXT,
-            PRIMARY KEY (owner, id, version))""",
-        """INSERT INTO registry_versions_0002 (owner, id, version, definition, created_at,
-                created_by)
-            SELECT COALESCE((SELECT h.owner FROM registry_heads_0002 h WHERE h.id = v.id),
-                            json_extract(v.definition, '$.metadata.owner'), ''),
-                   v.id, v.version, v.definition, v.created_at, v.created_by
-            FROM registry_versions v""",
-        "DROP TABLE registry_versions",
-        "DROP TABLE registry_heads",
-        "ALTER TABLE registry_versions_0002 RENAME TO registry_versions",
-        "ALTER TABLE registry_heads_0002 RENAME TO registry_heads",
-        "DROP TABLE registry_fts",
-        """CREATE VIRTUAL TABLE registry_fts USING fts5(
-            owner UNINDEXED, id UNINDEXED, name, description, use_when, tags,
-            tokenize = 'porter unicode61')""",
-        """INSERT INTO registry_fts (owner, id, name, description, use_when, tags)
-            SELECT h.owner, h.id, json_extract(v.definition, '$.name'),
-                   json_extract(v.definition, '$.description'),
-                   COALESCE(json_extract(v.definition, '$.use_when'), ''),
-                   COALESCE((SELECT group_concat(t.value, ' ')
-                             FROM json_each(v.definition, '$.tags') t), '')
-            FROM registry_heads h JOIN registry_versions v
-                 ON v.owner = h.owner AND v.id = h.id AND v.version = h.version
-            WHERE h.deleted = 0""",
-    )),
-]
+T = TypeVar("T")
 
 #: the namespace of shared blocks (library, administrator, local user)
 SHARED = ""
@@ -112,11 +71,23 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
 
 
-class RegistryTables:
-    """Reads and deletes both back ends write the same way: SQL with `?`
-    placeholders (the PostgreSQL store turns them into `%s`), `deleted` as 0/1."""
+class BlockTables:
+    """The registry's SQL, written once for both back ends: `?` placeholders
+    (the PostgreSQL tables turn them into `%s`), `deleted` as 0/1.  Synchronous,
+    on one DB-API connection behind a lock (thread-safe); a back end adds the
+    connection, the transaction, the full-text index and its search."""
 
     _lock: Any
+    #: where the tables are: a SQLite path (`:memory:`) or a PostgreSQL URL
+    location: str
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def text_search(self, query: str, limit: int = 10,
+                    owners: tuple[str, ...] = (SHARED,)) -> list[tuple[str, str, float]]:
+        """(owner, id, score), best first, in the namespaces `owners` only."""
+        raise NotImplementedError
 
     def _all(self, sql: str, args: Any = ()) -> list[tuple]:
         raise NotImplementedError
@@ -230,86 +201,82 @@ class RegistryTables:
         return [(row[0], row[1]) for row in rows]
 
 
-class BlockStore(RegistryTables):
-    """SQLite tables of the registry. Thread-safe (one lock, one connection)."""
+class BlockStore(abc.ABC):
+    """The block library's store: every method async.  `tables` is the SQL
+    it answers from (also what `Registry.now` reads synchronously); a back
+    end only says how an async caller reaches them (`call`)."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        try:
-            self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self.db.execute("PRAGMA busy_timeout=10000")
-            if self.path != ":memory:":
-                self.db.execute("PRAGMA journal_mode=WAL")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StorageError(f"cannot open the block registry at {self.path}: {exc}") from None
+    def __init__(self, tables: Any) -> None:
+        self.tables = tables
 
-    @classmethod
-    def from_url(cls, url: str) -> Any:
-        """The store for `url`: a SQLite file (or `:memory:`), or PostgreSQL."""
-        if url.startswith("sqlite:///"):
-            return cls(url[len("sqlite:///"):] or ":memory:")
-        if url.startswith("sqlite:"):
-            return cls(":memory:")
-        if url.startswith(("postgresql://", "postgres://")):
-            from flowforge.registry.store_postgres import PostgresBlockStore
-            return PostgresBlockStore(url)
-        if "://" in url:
-            raise StorageError(f"the block registry needs SQLite or PostgreSQL, not '{url}': "
-                               f"set FLOWFORGE_REGISTRY_URL=sqlite:///path/registry.db or "
-                               f"postgresql://...")
-        return cls(url)
+    @abc.abstractmethod
+    async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`function(*args, **kwargs)` (a synchronous use of `tables`), run the
+        way this back end answers an event loop."""
 
-    def _migrate(self) -> None:
-        run_now(apply_migrations(REGISTRY_MIGRATIONS, SQLiteSteps(
-            self.db, "registry_schema", f"the block registry at {self.path}")))
+    def over(self, tables: Any) -> BlockStore:
+        """The same back end answering from other tables (a user's view of
+        these, `registry.owned`)."""
+        view = copy.copy(self)
+        view.tables = tables
+        return view
+
+    @property
+    def location(self) -> str:
+        """A SQLite path (`:memory:`) or a PostgreSQL URL."""
+        return str(self.tables.location)
+
+    @property
+    def owners(self) -> tuple[str, ...]:
+        """The namespaces this store's reads see, the one that wins first."""
+        return tuple(getattr(self.tables, "owners", (SHARED,)))
 
     def close(self) -> None:
-        with self._lock:
-            self.db.close()
+        self.tables.close()
 
-    def _all(self, sql: str, args: Any = ()) -> list[tuple]:
-        return self.db.execute(sql, args).fetchall()
+    async def put(self, definition: BlockDefinition) -> BlockDefinition:
+        """Store a new version (1 for a new id); returns it with `version` set.
+        A definition identical to the current head is not stored again."""
+        return await self.call(self.tables.put, definition)
 
-    def _change(self, sql: str, args: Any = ()) -> int:
-        return self.db.execute(sql, args).rowcount
+    async def delete(self, block_id: str, owner: str = SHARED) -> None:
+        """Hide a block (its versions stay); NotFound if there is none."""
+        await self.call(self.tables.delete, block_id, owner=owner)
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+    async def get(self, block_id: str, version: int | None = None,
+                  owner: str = SHARED) -> BlockDefinition | None:
+        return await self.call(self.tables.get, block_id, version, owner=owner)
 
-    def _index_text(self, definition: BlockDefinition, owner: str) -> None:
-        self._change("DELETE FROM registry_fts WHERE owner = ? AND id = ?",
-                     (owner, definition.id))
-        self._change("INSERT INTO registry_fts (owner, id, name, description, use_when, tags) "
-                     "VALUES (?, ?, ?, ?, ?, ?)",
-                     (owner, definition.id, definition.name, definition.description,
-                      definition.use_when, " ".join(definition.tags)))
+    async def versions(self, block_id: str, owner: str = SHARED) -> list[dict[str, Any]]:
+        return await self.call(self.tables.versions, block_id, owner=owner)
 
-    def text_search(self, query: str, limit: int = 10,
-                    owners: tuple[str, ...] = (SHARED,)) -> list[tuple[str, str, float]]:
-        """(owner, id, score) by bm25 over name, description, use_when and tags,
-        in the namespaces `owners` only."""
-        match = fts_query(query)
-        if not match:
-            return []
-        marks = ", ".join("?" for _ in owners)
-        with self._lock:
-            rows = self.db.execute(
-                "SELECT owner, id, bm25(registry_fts, 0, 0, 2.0, 1.0, 1.0, 1.5) AS rank "
-                f"FROM registry_fts WHERE registry_fts MATCH ? AND owner IN ({marks}) "
-                "ORDER BY rank LIMIT ?", (match, *owners, limit)).fetchall()
-        # bm25 is negative and, over a small library, tiny (1e-06): shown relative to
-        # the best match instead, 1.0 for it, so scores read as scores.
-        best = max((-row[2] for row in rows), default=0.0)
-        return [(row[0], row[1], round(-row[2] / best, 3) if best > 0 else 0.0)
-                for row in rows]
+    async def ids(self, **filters: Any) -> list[str]:
+        """The ids of one namespace, filtered by `category`, `created_by`,
+        `execution_type` (`owner`: the namespace, default shared)."""
+        return await self.call(self.tables.ids, **filters)
+
+    async def keys(self) -> list[tuple[str, str]]:
+        """(owner, id) of every block, every namespace (what search indexes)."""
+        return await self.call(self.tables.keys)
+
+    async def text_search(self, query: str, limit: int = 10,
+                          owners: tuple[str, ...] = (SHARED,)) -> list[tuple[str, str, float]]:
+        """(owner, id, score), best first, in the namespaces `owners` only."""
+        return await self.call(self.tables.text_search, query, limit, owners)
+
+
+def block_store_from_url(url: str) -> BlockStore:
+    """The store for `url`: a SQLite URL or path (`:memory:`), or PostgreSQL."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from flowforge.registry.store_postgres import PostgresBlockStore
+        return PostgresBlockStore(url)
+    if "://" in url and not url.startswith("sqlite:"):
+        raise StorageError(f"the block registry needs SQLite or PostgreSQL, not '{url}': "
+                           f"set FLOWFORGE_REGISTRY_URL=sqlite:///path/registry.db or "
+                           f"postgresql://...")
+    from flowforge.registry.store_sqlite import SQLiteBlockStore
+    if url.startswith("sqlite:///"):
+        return SQLiteBlockStore(url[len("sqlite:///"):] or ":memory:")
+    if url.startswith("sqlite:"):
+        return SQLiteBlockStore(":memory:")
+    return SQLiteBlockStore(url)

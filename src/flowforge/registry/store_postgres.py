@@ -3,24 +3,28 @@
 Same tables, versions and answers as the SQLite store (`store.py`), so
 several server processes or hosts on one database share one registry.  Full
 text is a weighted `tsvector` (name > tags > description, use_when) ranked
-by `ts_rank`, where SQLite uses FTS5's bm25 with the same weights.  Calls are
-synchronous like the SQLite store's (the compiler checks `uses:` blocks
-synchronously); one connection behind a lock, a query over loopback costs
-well under a millisecond.  Migrations run under an advisory lock, so servers
-starting together apply each step once.
+by `ts_rank`, where SQLite uses FTS5's bm25 with the same weights.  One
+blocking connection behind a lock (the SQL is `BlockTables`', see
+`registry.store` for why): an async caller is answered in a worker thread, so
+no event loop waits on the network, and `Registry.now` reads the same
+connection for the compiler's checks.  Migrations run under an advisory lock,
+so servers starting together apply each step once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from flowforge.errors import StorageError
 from flowforge.registry.model import BlockDefinition
-from flowforge.registry.store import WORD_RE, SHARED, RegistryTables
+from flowforge.registry.store import WORD_RE, SHARED, BlockStore, BlockTables
 from flowforge.storage.migrate import BlockingPostgresSteps, Migration, apply_migrations, run_now
 
-__all__ = ["PostgresBlockStore", "POSTGRES_REGISTRY_MIGRATIONS"]
+__all__ = ["PostgresBlockStore", "PostgresBlockTables", "POSTGRES_REGISTRY_MIGRATIONS"]
+
+T = TypeVar("T")
 
 POSTGRES_REGISTRY_MIGRATIONS: list[Migration] = [
     Migration("0001_registry_blocks", (
@@ -65,9 +69,9 @@ _DOCUMENT = ("setweight(to_tsvector('english', ?), 'A') || "
              "setweight(to_tsvector('english', ?), 'D')")
 
 
-class PostgresBlockStore(RegistryTables):
+class PostgresBlockTables(BlockTables):
     """PostgreSQL tables of the registry. Thread-safe (one lock, one connection).
-    Reads and deletes are `RegistryTables`'s, with `?` turned into `%s`."""
+    Reads and deletes are `BlockTables`', with `?` turned into `%s`."""
 
     def __init__(self, url: str) -> None:
         try:
@@ -77,7 +81,7 @@ class PostgresBlockStore(RegistryTables):
                                "'flowforge[server]'") from None
         from flowforge.storage.postgres import split_url
 
-        self.url = url
+        self.url = self.location = url
         conninfo, _ = split_url(url)
         self._lock = threading.RLock()
         try:
@@ -128,3 +132,13 @@ class PostgresBlockStore(RegistryTables):
                 "WHERE document @@ q AND owner = ANY(%s) ORDER BY rank DESC, id LIMIT %s",
                 (_WEIGHTS, expression, list(owners), limit)).fetchall()
         return [(row[0], row[1], round(float(row[2]), 6)) for row in rows]
+
+
+class PostgresBlockStore(BlockStore):
+    """The registry in PostgreSQL; async callers are answered in a worker thread."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(PostgresBlockTables(url))
+
+    async def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(function, *args, **kwargs)

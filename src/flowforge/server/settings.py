@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowforge.providers.registry import provider_keys_in
+from flowforge.providers.resolve import provider_keys_in
 
 __all__ = ["ServerSettings"]
 

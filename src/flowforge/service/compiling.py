@@ -97,7 +97,7 @@ class _Elsewhere(Exception):
 
 def _in_worker(context: dict[str, Any], job: Callable[..., Any], args: tuple) -> Any:
     """Run `job(*args)` in a worker under the caller's block types and registry."""
-    from flowforge.blocks.registry import block_types
+    from flowforge.blocks.type_table import block_types
     from flowforge.registry import view_registry_as
 
     if not set(context["block_types"]) <= set(block_types()):
@@ -111,7 +111,7 @@ def _in_worker(context: dict[str, Any], job: Callable[..., Any], args: tuple) ->
 def _caller_context() -> dict[str, Any] | None:
     """What a worker needs to see documents as this process does; None when
     it cannot (a registry set in code)."""
-    from flowforge.blocks.registry import block_types
+    from flowforge.blocks.type_table import block_types
     from flowforge.registry.registry import registry_view
 
     view = registry_view()

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 import orjson
 
-from flowforge.blocks.registry import block_types
+from flowforge.blocks.type_table import block_types
 from flowforge.engine import preflight
 from flowforge.errors import NotFound, Problem, ValidationFailed, WorkflowError
 from flowforge.hints import closest, did_you_mean, suggestion
@@ -61,7 +61,7 @@ def compile_document(doc: Workflow, source: Any = None, *,
 def model_problem(model: Any, where: str) -> Problem | None:
     """A model string whose provider flowforge does not know (`lokal/smollm2`,
     `gpt-4o` without one), with a did-you-mean; None when it is fine or templated."""
-    from flowforge.providers.registry import known_prefixes
+    from flowforge.providers.resolve import known_prefixes
 
     if not isinstance(model, str) or "{{" in model:
         return None
@@ -90,7 +90,7 @@ def model_problems(doc: Workflow, source: Path | None = None) -> list[Problem]:
     """Models naming no known provider; with `source` (a file), also model
     files (`scripted/<rules>`, `local/<file.gguf>`) that do not exist or do not
     parse. Keys are checked where a run's environment is known (`key_problems`)."""
-    from flowforge.providers.registry import ProviderOptions, check_models
+    from flowforge.providers.resolve import ProviderOptions, check_models
 
     problems, fine = [], []
     for use in doc.models():
@@ -143,7 +143,7 @@ async def function_problems(compiled: CompiledWorkflow) -> list[Problem]:
 
 def _key_problems(compiled: CompiledWorkflow, env: Mapping[str, str], uses: Sequence[ModelUse]
                   ) -> list[Problem]:
-    from flowforge.providers.registry import ProviderOptions, check_models
+    from flowforge.providers.resolve import ProviderOptions, check_models
 
     models = [use for use in uses if use.embedding or model_problem(use.model, use.where) is None]
     base = compiled.source.parent if compiled.source is not None else None

@@ -16,7 +16,7 @@ import re
 import sys
 from typing import Any
 
-from flowforge.blocks.registry import block_types
+from flowforge.blocks.type_table import block_types
 from flowforge.workflow.model import Workflow
 
 __all__ = ["workflow_json_schema"]

@@ -148,7 +148,7 @@ async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents
             error = report.first_error
             failed(attempt, error, results=report.results)
             continue
-        saved = registry.add(definition, created_by="thinker")
+        saved = await registry.add(definition, created_by="thinker")
         events.emit("block_test_passed", block_id=saved.id, suggested_id=need.name,
                     name=need.name, attempt=attempt, results=report.results)
         block = saved.model_dump(mode="json")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from flowforge.errors import FlowforgeError
 from flowforge.providers.base import LLMRequest, Message
 from flowforge.providers.call import call_model
-from flowforge.providers.registry import ProviderOptions, default_model
+from flowforge.providers.resolve import ProviderOptions, default_model
 from flowforge.providers.structured import extract_json
 from flowforge.registry import schema_problems
 from flowforge.apps.thinker.events import BuildEvents

@@ -63,7 +63,7 @@ async def search_blocks(required: list[RequiredBlock], registry: Registry,
     matched, missing = [], []
     for need in required:
         candidates: list[tuple[BlockDefinition, float]] = []
-        exact = registry.find(need.name)
+        exact = await registry.find(need.name)
         if exact is not None:
             candidates.append((exact, 1.0))
         for hit in await registry.search(f"{need.description} {need.use_when}", limit=5,

@@ -92,7 +92,7 @@ async def list_blocks(user: CurrentUser, category: str | None = None,
                       created_by: str | None = None,
                       execution_type: str | None = None,
                       owner: str | None = _OWNER) -> dict[str, Any]:
-    blocks = [b for b in _registry(user, owner).list(
+    blocks = [b for b in await _registry(user, owner).list(
         category=category, created_by=created_by, execution_type=execution_type)
         if _visible(b, user)]
     return {"blocks": [b.public() for b in blocks], "count": len(blocks)}
@@ -130,7 +130,7 @@ async def add_block(user: CurrentUser, body: dict[str, Any] = Body(...)) -> dict
     metadata["created_by"] = "user"
     if not is_admin(user):
         metadata["owner"] = user["user_id"]
-    saved = get_registry().add({**body, "metadata": metadata})
+    saved = await get_registry().add({**body, "metadata": metadata})
     return {"block": saved.model_dump(mode="json")}
 
 
@@ -139,17 +139,17 @@ async def get_block(block_id: str, user: CurrentUser,
                     version: int | None = Query(None, ge=1, le=2**31 - 1),
                     owner: str | None = _OWNER) -> dict[str, Any]:
     registry = _registry(user, owner)
-    block = _owned(registry.get(block_id, version), user)
-    shadows = getattr(registry.store, "shadows", None)
-    return {"block": block.model_dump(mode="json"), "versions": registry.versions(block_id),
-            "shadows_shared": bool(shadows and shadows(block_id))}
+    block = _owned(await registry.get(block_id, version), user)
+    return {"block": block.model_dump(mode="json"),
+            "versions": await registry.versions(block_id),
+            "shadows_shared": await registry.shadows(block_id)}
 
 
 @router.delete("/api/blocks/{block_id}", status_code=204,
                summary="Delete one of your blocks (its versions stay for old runs)")
 async def delete_block(block_id: str, user: CurrentUser) -> Response:
     try:
-        get_registry().delete(block_id)
+        await get_registry().delete(block_id)
     except SharedBlock as exc:
         raise ApiError(403, str(exc)) from None
     return Response(status_code=204)
@@ -159,9 +159,9 @@ async def delete_block(block_id: str, user: CurrentUser) -> Response:
 async def block_source(block_id: str, user: CurrentUser,
                        version: int | None = Query(None, ge=1, le=2**31 - 1)) -> dict[str, Any]:
     registry = get_registry()
-    block = _owned(registry.get(block_id, version), user)
+    block = _owned(await registry.get(block_id, version), user)
     return {"id": block.id, "version": block.version, "execution_type": block.execution_type,
-            "source": registry.source(block_id, version)}
+            "source": await registry.source(block_id, version)}
 
 
 @router.post("/api/blocks/search", summary="Find blocks by what they do (hybrid search)")

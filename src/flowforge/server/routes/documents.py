@@ -16,7 +16,7 @@ from flowforge.server.document_view import check_text_view, graph_view, located
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
 from flowforge.service.compiling import BIG_BODY
-from flowforge.blocks.registry import block_types
+from flowforge.blocks.type_table import block_types
 from flowforge.service.schema import workflow_json_schema
 
 __all__ = ["router"]

@@ -207,7 +207,7 @@ async def _options(storage: Any, run_id: str, row: dict[str, Any], how: dict[str
     services.update(how.get("limits") or {})           # the submitting server's caps
     keys = None
     if how.get("share_provider_keys"):       # the keys of this worker's environment
-        from flowforge.providers.registry import provider_keys_in
+        from flowforge.providers.resolve import provider_keys_in
         keys = provider_keys_in(os.environ)
     return {"model": how.get("model"), "services": services or None, "policy": policy,
             **owned, **({"provider_keys": keys} if keys else {})}

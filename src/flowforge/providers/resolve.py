@@ -1,4 +1,5 @@
-"""Model strings are resolved here and nowhere else.
+"""Model strings are resolved here and nowhere else: `flowforge.model_strings`
+splits the text, this module turns it into a provider.
 
 `openai/gpt-4o` -> (the `openai` provider, "gpt-4o"). Providers plug in with
 `register_provider(prefix, factory)` (simonw/llm's tiny hook): the factory
