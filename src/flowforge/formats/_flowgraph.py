@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from flowforge.formats.base import FormatError, Imported, ImportReport, NodeReport
 
-__all__ = ["IdMaker", "Builder", "slug", "model_string", "require_list", "node_title"]
+__all__ = ["IdMaker", "Builder", "slug", "model_string", "require_list", "node_title",
+           "feed_order"]
 
 #: Template namespaces and words a block id must not take (`{{input.x}}`
 #: would read the run's inputs, not a block called "Input").
@@ -51,6 +52,29 @@ class IdMaker:
             candidate, number = f"{base}_{number}", number + 1
         self.taken.add(candidate)
         return candidate
+
+
+def feed_order(nodes: Iterable[str], feeds: Callable[[str], Iterable[str]]) -> list[str]:
+    """Every node after the nodes feeding it (`feeds(node)`, in the order they
+    should come), starting from `nodes` in their order.  Canvas files list
+    nodes in the order they were added, not the order they run; a cycle (a
+    loop drawn back) is tolerated, its first node taken first."""
+    done: list[str] = []
+    state: dict[str, int] = {}
+    for start in nodes:
+        stack = [(start, False)]
+        while stack:
+            name, expanded = stack.pop()
+            if expanded:
+                done.append(name)
+                continue
+            if state.get(name):
+                continue
+            state[name] = 1
+            stack.append((name, True))
+            stack.extend((origin, False) for origin in reversed(list(feeds(name)))
+                         if not state.get(origin))
+    return done
 
 
 def require_list(value: Any, where: str, source: str) -> list[Any]:

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from flowforge.formats._flowgraph import Builder, IdMaker, require_list
+from flowforge.formats._flowgraph import Builder, IdMaker, feed_order, require_list
 from flowforge.formats.base import FormatError, Imported
 
 __all__ = ["FORMAT", "FlowiseFormat", "Graph"]
@@ -143,24 +143,8 @@ class Graph:
 
     def order(self) -> list[str]:
         """Every node after the nodes feeding it (edges and instance inputs)."""
-        feeds = {n: [o for o, _, _ in self.ins[n]] +
-                 [o for value in self.inputs(n).values() for o in instances(value)]
-                 for n in self.nodes}
-        done: list[str] = []
-        state: dict[str, int] = {}
-        for start in self.nodes:
-            stack = [(start, False)]
-            while stack:
-                name, expanded = stack.pop()
-                if expanded:
-                    done.append(name)
-                    continue
-                if state.get(name):
-                    continue
-                state[name] = 1
-                stack.append((name, True))
-                stack.extend((o, False) for o in reversed(feeds[name]) if not state.get(o))
-        return done
+        return feed_order(self.nodes, lambda name: [o for o, _, _ in self.ins[name]] +
+                          [o for value in self.inputs(name).values() for o in instances(value)])
 
 
 def parse_list(value: Any) -> Any:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flowforge.formats._flowgraph import Builder, IdMaker, require_list
+from flowforge.formats._flowgraph import Builder, IdMaker, feed_order, require_list
 from flowforge.formats.base import FormatError, Imported
 
 __all__ = ["FORMAT", "LangflowFormat", "Graph"]
@@ -162,22 +162,8 @@ class Graph:
 
     def order(self) -> list[str]:
         """Every node after the nodes feeding it."""
-        done: list[str] = []
-        state: dict[str, int] = {}
-        for start in self.nodes:
-            stack = [(start, False)]
-            while stack:
-                name, expanded = stack.pop()
-                if expanded:
-                    done.append(name)
-                    continue
-                if state.get(name):
-                    continue
-                state[name] = 1
-                stack.append((name, True))
-                stack.extend((origin, False) for pairs in reversed(self.ins[name].values())
-                             for origin, _ in reversed(pairs) if not state.get(origin))
-        return done
+        return feed_order(self.nodes, lambda name: [origin for pairs in self.ins[name].values()
+                                                    for origin, _ in pairs])
 
 
 class LangflowFormat:

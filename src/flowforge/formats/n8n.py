@@ -22,7 +22,7 @@ from typing import Any
 
 from flowforge.formats import n8n_nodes
 from flowforge.formats.n8n_nodes import View
-from flowforge.formats._flowgraph import Builder, IdMaker, node_title, require_list
+from flowforge.formats._flowgraph import Builder, IdMaker, feed_order, node_title, require_list
 from flowforge.formats.base import FormatError, Imported
 from flowforge.formats.n8n_expressions import convert_value
 
@@ -147,23 +147,8 @@ class Flow:
     def order(self) -> list[str]:
         """Main nodes, every node after the nodes feeding it (n8n files list
         nodes in the order they were added, not the order they run)."""
-        done: list[str] = []
-        state: dict[str, int] = {}
-        for start in sorted(self.nodes, key=lambda name: self.index[name]):
-            stack = [(start, False)]
-            while stack:
-                name, expanded = stack.pop()
-                if expanded:
-                    state[name] = 2
-                    done.append(name)
-                    continue
-                if state.get(name):
-                    continue
-                state[name] = 1
-                stack.append((name, True))
-                stack.extend((origin, False) for origin, _ in reversed(self.main_in[name])
-                             if not state.get(origin))
-        return done
+        return feed_order(sorted(self.nodes, key=lambda name: self.index[name]),
+                          lambda name: [origin for origin, _ in self.main_in[name]])
 
 
 class N8nFormat:
