@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 
 from flowforge.cli.exits import fail as _fail
+from flowforge.cli.plumbing import read_text_file
 from flowforge.errors import FlowforgeError
 from flowforge.formats.agent_json import workflow_to_agent
 from flowforge.formats.dify_export import export_dify
@@ -77,16 +78,7 @@ def import_command(
     """Convert a workflow file of another system into a flowforge document."""
     from flowforge.service.importing import check_imported, import_text
 
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        _fail(f"{file}: no such file")
-    except IsADirectoryError:
-        _fail(f"{file}: is a folder, not a file")
-    except UnicodeDecodeError:
-        _fail(f"{file}: is not UTF-8 text")
-    except OSError as exc:
-        _fail(f"{file}: cannot be read ({exc.strerror or exc})")
+    text = read_text_file(file, str(file))
     try:
         imported = import_text(text, str(file), partial=partial, format=format,
                                base_url=base_url)

@@ -20,8 +20,8 @@ from flowforge.cli.exits import fail, run_exit_code
 from flowforge.cli.progress import print_summary
 from flowforge.errors import FlowforgeError, WorkflowError
 
-__all__ = ["out", "err", "parse_inputs", "split_secret_inputs", "import_plugins", "show_result",
-           "storage_call"]
+__all__ = ["out", "err", "parse_inputs", "read_text_file", "split_secret_inputs", "import_plugins",
+           "show_result", "storage_call"]
 
 out = Console(markup=False)
 err = Console(stderr=True, soft_wrap=True, markup=False)   # long messages are never cut or broken
@@ -34,16 +34,10 @@ def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if inputs_file is not None:
         from flowforge.workflow.loader import parse_text
+        text = read_text_file(inputs_file, f"--inputs-file {inputs_file}",
+                              give=": give a JSON or YAML file")
         try:
-            data = parse_text(inputs_file.read_text(encoding="utf-8"), str(inputs_file))
-        except FileNotFoundError:
-            fail(f"--inputs-file: no such file: {inputs_file}")
-        except IsADirectoryError:
-            fail(f"--inputs-file {inputs_file} is a directory: give a JSON or YAML file")
-        except UnicodeDecodeError:
-            fail(f"--inputs-file {inputs_file} is not UTF-8 text: give a JSON or YAML file")
-        except OSError as exc:
-            fail(f"--inputs-file {inputs_file}: {exc.strerror or exc}")
+            data = parse_text(text, str(inputs_file))
         except WorkflowError as exc:
             fail(f"--inputs-file {exc}")
         if data is None:
@@ -72,18 +66,24 @@ def parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
 
 def _file_input(name: str, path_text: str) -> str:
     """The text of the file an `--input name=@path` names (as is: never JSON-parsed)."""
-    path = Path(path_text).expanduser()
-    hint = f" (to pass text starting with @, write --input {name}=@@...)"
+    return read_text_file(Path(path_text).expanduser(), f"--input {name}=@{path_text}",
+                          missing=f" (to pass text starting with @, write --input {name}=@@...)")
+
+
+def read_text_file(path: Path, label: str, *, give: str = ": give a text file",
+                   missing: str = "") -> str:
+    """A file named on the command line, as text; every way it cannot be read
+    is one line starting with `label` (how the user wrote it), exit 2."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        fail(f"--input {name}=@{path_text}: no such file{hint}")
+        fail(f"{label}: no such file{missing}")
     except IsADirectoryError:
-        fail(f"--input {name}=@{path_text} is a directory: give a text file")
+        fail(f"{label} is a directory{give}")
     except UnicodeDecodeError:
-        fail(f"--input {name}=@{path_text} is not UTF-8 text")
+        fail(f"{label} is not UTF-8 text{give}")
     except OSError as exc:
-        fail(f"--input {name}=@{path_text}: {exc.strerror or exc}")
+        fail(f"{label}: {exc.strerror or exc}")
     raise AssertionError("unreachable")
 
 
