@@ -61,6 +61,9 @@ EXPECTED = {
     "/api/models": {"get"},
     "/api/block-outputs": {"get"},
     "/api/workflows/{workflow_id}/graph": {"get"},
+    # what the editor's settings form and `{{` picker offer (issue 43)
+    "/api/models": {"get"},
+    "/api/block-outputs": {"get"},
     # a workflow file of another system, converted without saving (issue 42)
     "/api/import": {"post"},
     # knowledge bases for the web app (server/routes/knowledge.py, issue 13)

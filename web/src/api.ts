@@ -22,7 +22,8 @@ export interface Problem {
 }
 
 export class ApiError extends Error {
-  constructor(public status: number, message: string, public details: Problem[] = []) {
+  constructor(public status: number, message: string, public details: Problem[] = [],
+              public body: any = null) {
     super(message);
   }
 }
@@ -51,7 +52,7 @@ export async function api<T = any>(method: string, path: string, body?: Body): P
   const data = await response.json().catch(() => ({}));
   if (!response.ok) {
     const error = data?.error ?? {};
-    throw new ApiError(response.status, error.message ?? response.statusText, error.details ?? []);
+    throw new ApiError(response.status, error.message ?? response.statusText, error.details ?? [], data);
   }
   return data as T;
 }

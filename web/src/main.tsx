@@ -74,6 +74,7 @@ function App() {
           <Link to="/chat">Chat</Link>
           <Link to="/knowledge">Knowledge</Link>
           <Link to="/research">Research</Link>
+          <a href="/manual/">Manual</a>
           <a href="/docs">API</a>
           <Me />
           <button type="button" className="link" onClick={() => { setApiKey(null); navigate("/signin"); }}>

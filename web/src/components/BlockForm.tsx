@@ -8,6 +8,7 @@ import { useEffect, useId, useRef, useState } from "react";
 import YAML from "yaml";
 import type { Problem } from "../api";
 import { configSchema, fields, type Field, type Schema } from "../schema";
+import { Prose } from "./Common";
 
 export interface FormActions {
   onSet: (path: string[], value: unknown) => void;
@@ -90,7 +91,7 @@ function FieldControl(props: {
   );
   const about = (
     <>
-      <p id={describedBy} className="muted field-about">{field.description}{shown}</p>
+      <p id={describedBy} className="muted field-about"><Prose text={field.description} />{shown}</p>
       {problems.map((problem, index) => (
         <p key={index} className="field-problem" role="alert">{problem.message}</p>
       ))}

@@ -29,3 +29,10 @@ export function Json({ value, label }: { value: unknown; label: string }) {
 export function Wide({ label, children }: { label: string; children: React.ReactNode }) {
   return <div className="table-scroll" role="region" aria-label={label} tabIndex={0}>{children}</div>;
 }
+
+/** A description written in the manual's Markdown (`code`) as text with code
+ * spans: no raw backticks on screen. */
+export function Prose({ text }: { text: string }) {
+  return <>{text.split(/(`[^`]+`)/).map((part, index) =>
+    /^`[^`]+`$/.test(part) ? <code key={index}>{part.slice(1, -1)}</code> : part)}</>;
+}

@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from "react";
 import { api } from "../api";
 import { blockKinds, type Schema } from "../schema";
+import { Prose } from "./Common";
 
 export interface Pick { type?: string; uses?: string }
 
@@ -41,7 +42,7 @@ export function Palette(props: { schema: Schema | null; onPick: (pick: Pick) => 
           <li key={kind.type}>
             <button type="button" aria-describedby={`palette-about-${kind.type}`}
                     onClick={() => props.onPick({ type: kind.type })}>{kind.type}</button>
-            <span id={`palette-about-${kind.type}`} className="muted">{kind.description}</span>
+            <span id={`palette-about-${kind.type}`} className="muted"><Prose text={kind.description} /></span>
           </li>
         ))}
       </ul>

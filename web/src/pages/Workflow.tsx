@@ -24,6 +24,8 @@ import {
 import { clearLayout, duplicateBlock, moveBlock, renameBlock, setAfter } from "../structureEdits";
 import { freshEntry, renameEntry, setSetting } from "../settingsEdits";
 import { SettingsForm } from "../components/SettingsForm";
+import { VersionDiff } from "../components/VersionDiff";
+import { takeImported } from "../imported";
 
 interface Version { version: number; created_at?: string }
 
@@ -83,8 +85,11 @@ function specsById(blocks: any[] | undefined, out: Record<string, any> = {}) {
 
 export function WorkflowPage({ id, version }: { id: string | null; version: number | null }) {
   const fresh = id === null;
-  const [text, setText] = useState<string | null>(fresh ? NEW_WORKFLOW : null);
-  const [initial, setInitial] = useState<string | null>(fresh ? NEW_WORKFLOW : null);
+  // a file imported from another tool starts the new workflow (unsaved)
+  const [imported] = useState(() => (fresh ? takeImported() : null));
+  const start = imported?.yaml ?? NEW_WORKFLOW;
+  const [text, setText] = useState<string | null>(fresh ? start : null);
+  const [initial, setInitial] = useState<string | null>(fresh ? start : null);
   const [saved, setSaved] = useState<string | null>(fresh ? NEW_WORKFLOW : null);
   const [checked, setChecked] = useState<WorkflowGraph | null>(null);
   const [current, setCurrent] = useState<number | null>(null);
@@ -329,6 +334,13 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                 onClick={() => change((doc) => clearLayout(doc))}>Auto-layout</button>
         <button type="button" onClick={save} disabled={!valid}>
           {fresh ? "Save the new workflow" : "Save as a new version"}</button>
+        <button type="button" disabled={text === null} onClick={() => {
+          const link = window.document.createElement("a");
+          link.href = URL.createObjectURL(new Blob([text ?? ""], { type: "application/yaml" }));
+          link.download = `${String(parsed?.id ?? id ?? "workflow")}.yaml`;
+          link.click();
+          setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+        }}>Download YAML</button>
         {dirty && <span className="badge unsaved" role="status">Unsaved changes</span>}
         {!fresh && <>
           <Link to={`/workflows/${encodeURIComponent(id)}/run`} className="button">Run...</Link>
@@ -339,6 +351,18 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
         Workflow settings (or the YAML), add blocks from the palette, connect them by dragging from
         a block's lower handle to another block.</p>}
       {notice && <p role="status" className="ok saved-notice" tabIndex={-1}>{notice}</p>}
+      {imported && (
+        <section aria-label="Import report" className="import-report">
+          <p>Imported <code>{imported.filename}</code> ({imported.format}): nothing is saved yet;
+            review it, then save.</p>
+          <details><summary>What each node became</summary>
+            <Json label="Import report" value={JSON.stringify(imported.report, null, 2)} /></details>
+        </section>
+      )}
+      {!fresh && versions.length > 1 && (
+        <details className="versions-compare"><summary>Compare versions</summary>
+          <VersionDiff id={id} versions={versions.map((v) => v.version)} /></details>
+      )}
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
       {palette && <Palette schema={schema} onPick={pick} onClose={() => setPalette(false)} />}
       <div className="split">

@@ -3,6 +3,7 @@
 import { useEffect, useState } from "react";
 import { api, ApiError, type Problem } from "../api";
 import { Link, navigate } from "../router";
+import { setImported } from "../imported";
 import { ProblemList, StatusBadge } from "../components/Common";
 
 interface WorkflowRow {
@@ -18,6 +19,7 @@ interface WorkflowRow {
 export function Workflows() {
   const [rows, setRows] = useState<WorkflowRow[] | null>(null);
   const [search, setSearch] = useState("");
+  const [refused, setRefused] = useState<{ file: File; detail: string } | null>(null);
   const [error, setError] = useState<{ message: string; problems: Problem[] } | null>(null);
 
   useEffect(() => {
@@ -41,6 +43,27 @@ export function Workflows() {
     }
   }
 
+  /** A file of another tool (Dify, n8n, Langflow, Flowise, Pipeline or Agent
+   * JSON) converted by POST /api/import, opened unsaved in the editor; a
+   * refusal (nodes without a counterpart) says which and offers a partial import. */
+  async function importFile(file: File, partial = false) {
+    setError(null);
+    setRefused(null);
+    const text = await file.text();
+    try {
+      const answer = await api<any>("POST", "/api/import",
+                                    { json: { filename: file.name, text, partial } });
+      setImported({ filename: file.name, format: String(answer.format), yaml: answer.yaml,
+                    report: answer.report });
+      navigate("/new-workflow");
+    } catch (err) {
+      const e = err as ApiError;
+      const detail = String(e.body?.detail ?? e.message);
+      if (e.status === 422 && e.body?.report) setRefused({ file, detail });
+      else setError({ message: `${file.name}: ${detail}`, problems: e.details ?? [] });
+    }
+  }
+
   const describe = (row: WorkflowRow) => row.description ?? "";
   const wanted = search.trim().toLowerCase();
   const shown = (rows ?? []).filter((row) => !wanted ||
@@ -57,7 +80,16 @@ export function Workflows() {
         <label htmlFor="upload" className="button">Upload a workflow (YAML or JSON)</label>
         <input id="upload" type="file" accept=".yaml,.yml,.json" className="visually-hidden"
                onChange={(event) => { const f = event.target.files?.[0]; if (f) upload(f); }} />
+        <label htmlFor="import" className="button">Import from another tool (Dify, n8n, ...)</label>
+        <input id="import" type="file" accept=".yaml,.yml,.json" className="visually-hidden"
+               onChange={(event) => { const f = event.target.files?.[0]; if (f) importFile(f); }} />
       </div>
+      {refused && (
+        <div role="alert" className="error">{refused.file.name}: {refused.detail}
+          <div><button type="button" onClick={() => importFile(refused.file, true)}>
+            Import anyway: the nodes without a counterpart fail if a run reaches them</button></div>
+        </div>
+      )}
       {error && <div role="alert" className="error">{error.message}<ProblemList problems={error.problems} /></div>}
       {rows === null ? <p>Loading...</p> : rows.length === 0 ? (
         <p>No workflows yet: start a new one on the canvas, or upload a YAML or JSON file

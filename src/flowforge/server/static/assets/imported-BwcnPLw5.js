@@ -1,0 +1,1 @@
+let n=null;function e(t){n=t}function o(){const t=n;return n=null,t}export{e as s,o as t};
