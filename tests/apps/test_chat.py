@@ -51,7 +51,7 @@ async def test_kb_enough_answers_without_the_web(plan, knowledge, storage_url):
 
 async def test_kb_not_enough_goes_to_the_web_then_keywords(plan, knowledge, storage_url):
     model, script = plan(
-        kb_search("EU withdrawal refund period"),
+        kb_search("refund period withdrawal"),
         call("web_search", query="EU right of withdrawal online purchase",
              context="The policies give 30 days for refunds"),
         call("index_keywords", keywords=["right of withdrawal", "Consumer Rights Directive",
@@ -269,3 +269,19 @@ async def test_keywords_before_any_web_search_are_refused_with_the_next_step(
     refused = tool_results(script.seen[2])[-1].content
     assert "call web_search first" in refused and "generate_response instead" in refused
     assert answer.tool_calls == ["knowledge_base_search", "index_keywords", "generate_response"]
+
+
+
+async def test_the_shipped_chat_sends_two_passages_and_offers_no_more(plan, knowledge,
+                                                                      storage_url):
+    """The 0.5B model asked for top_k 10 and answered from the wrong passage: the
+    shipped chat's search gives two and a call may ask for no more (`max_top_k`)."""
+    from flowforge.blocks._rag_tools import build_rag_tool
+
+    model, script = plan(kb_search(), respond())
+    await chat("How long is the warranty?", model, knowledge, storage_url)
+    assert len(json.loads(tool_results(script.seen[1])[0].content)["chunks"]) == 2
+    tool = build_rag_tool("rag_search", {"top_k": 5, "max_top_k": 2}, name=None,
+                          description=None, parameters=None, context=None, shared={})
+    assert tool.parameters["properties"]["top_k"]["maximum"] == 2
+    assert tool.parameters["properties"]["top_k"]["default"] == 2

@@ -177,7 +177,7 @@ async def test_the_seeds_tool_names_arguments_and_answers(plan, knowledge, stora
 
     def turn(question):
         return plan(
-            kb_search("EU withdrawal refund period"),
+            kb_search("refund period withdrawal"),
             call("perplexity_search", query="EU right of withdrawal online purchase"),
             call("index_keywords", keywords=keywords, query=question,
                  perplexity_result_id="pplx-1"),

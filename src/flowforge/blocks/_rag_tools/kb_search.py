@@ -18,11 +18,12 @@ DEFAULT_KB = "default_kb"
 def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> Tool:
     from flowforge.knowledge.injection import screen_results
 
-    only("rag_search", options, {"knowledge_base", "knowledge_bases", "top_k", "mode",
-                                  "min_similarity", "filters"})
+    only("rag_search", options, {"knowledge_base", "knowledge_bases", "top_k", "max_top_k",
+                                  "mode", "min_similarity", "filters"})
     default_kb = str(options.get("knowledge_base") or DEFAULT_KB)
     allowed = options.get("knowledge_bases")
-    default_top = int(options.get("top_k") or 5)
+    most = int(options.get("max_top_k") or 20)
+    default_top = min(int(options.get("top_k") or 5), most)
     parameters = {
         "type": "object", "additionalProperties": False, "required": ["query"],
         "properties": {
@@ -31,7 +32,7 @@ def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> To
                                      "question's key terms, not the whole conversation."},
             "kb_id": {"type": "string", "default": default_kb, "maxLength": 100,
                       "description": f"Knowledge base to search (default '{default_kb}')."},
-            "top_k": {"type": "integer", "minimum": 1, "maximum": 20, "default": default_top,
+            "top_k": {"type": "integer", "minimum": 1, "maximum": most, "default": default_top,
                       "description": f"How many passages to return (default {default_top})."}}}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
@@ -48,7 +49,8 @@ def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> To
 
         async def search(base: str) -> Any:
             return await knowledge.search(base, query,
-                                          top_k=int(arguments.get("top_k") or default_top),
+                                          top_k=min(int(arguments.get("top_k") or default_top),
+                                                    most),
                                           mode=options.get("mode") or "hybrid",
                                           filters=options.get("filters"),
                                           min_similarity=options.get("min_similarity"))
