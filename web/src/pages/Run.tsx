@@ -6,7 +6,8 @@
 // waiting approval shows its message and data with Approve / Reject, and after
 // the decision the view follows the resumed run's stream to its next stop.
 // The graph is the one of the document the run ran (`/api/runs/{id}/graph`), so
-// chat and research runs, whose workflows ship with the app, are drawn too.
+// chat and research runs, whose workflows ship with the app, are drawn too,
+// with the blocks where the author placed them in the editor (its `layout`).
 // The events are folded into state by run/runState.ts; the timeline and the
 // approval panel are run/Timeline.tsx and run/ApprovalPanel.tsx.
 import { useEffect, useMemo, useRef, useState } from "react";
@@ -20,9 +21,13 @@ import { apply, ENDED, fresh, settle, tokensOf, type Blocks } from "../run/runSt
 import { Timeline } from "../run/Timeline";
 import { ApprovalPanel } from "../run/ApprovalPanel";
 
+/** `/api/runs/{id}/graph`: the graph of the document the run ran, the shipped
+ * application it is of (if any), and the positions saved in the editor. */
+type RunGraph = WorkflowGraph & { app?: string | null; layout?: Record<string, { x: number; y: number }> };
+
 export function RunPage({ id }: { id: string }) {
   const [run, setRun] = useState<any>(null);
-  const [graph, setGraph] = useState<WorkflowGraph | null>(null);
+  const [graph, setGraph] = useState<RunGraph | null>(null);
   const [blocks, setBlocks] = useState<Blocks>({});
   const [status, setStatus] = useState<string>("");
   const [selected, setSelected] = useState<string | null>(null);
@@ -56,7 +61,7 @@ export function RunPage({ id }: { id: string }) {
           return;
         }
         try {
-          const g = await api<WorkflowGraph & { app?: string | null }>(
+          const g = await api<RunGraph>(
             "GET", `/api/runs/${encodeURIComponent(id)}/graph`);
           setGraph(g);
           setApp(g.app ?? null);
@@ -160,7 +165,8 @@ export function RunPage({ id }: { id: string }) {
       {run?.error && <p className="error">{run.error}</p>}
       <div className="split">
         <section className="graph-pane" aria-label="Graph">
-          {graph && <Graph graph={graph} states={states} selected={selected} onSelect={setSelected} />}
+          {graph && <Graph graph={graph} states={states} selected={selected} onSelect={setSelected}
+                                positions={graph.layout} />}
         </section>
         <section className="detail-pane" aria-label="Details">
           {chosen && selected ? (

@@ -94,13 +94,16 @@ export function apply(blocks: Blocks, event: RunEvent): void {
   const id = event.block_id;
   if (!id) return;
   const block = (blocks[id] ??= fresh());
-  const state = STATE_OF[event.type];
+  let state = STATE_OF[event.type];
+  // an approval that settled rejecting: its `approval_decided` came just before
+  if (state === "succeeded" && block.decided?.decision === "reject") state = "rejected";
   if (state) {
     block.state = state;
     block.heldBy = undefined;
     const scope = event.scope ?? null;
     if (event.type === "block_started") {
       block.started ??= event.time;
+      block.decided = undefined;           // a new pass decides afresh
       block.reason = undefined;            // a block resumed after waiting starts afresh
       block.error = undefined;
       block.passes = [...block.passes, { scope, started: event.time, state }];
