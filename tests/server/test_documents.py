@@ -152,3 +152,18 @@ async def test_validate_and_save_point_out_a_block_the_explicit_join_rule_change
         joined = CHARGE.replace("after: [small]", "after: {all: [small]}")
         again = (await alice.post("/api/validate", content=joined, headers=YAML)).json()
         assert again["valid"] is True and again["warnings"] == []
+
+
+async def test_a_runs_graph_carries_the_positions_saved_in_the_editor(server):
+    """The run view draws a run as its author arranged it in the editor
+    (`metadata.layout`); a position that is not two numbers is left out."""
+    text = ("id: placed\nmetadata:\n  layout:\n    first: {x: 400, y: 10}\n"
+            "    second: {x: 12.5, y: 300}\n    broken: {x: left, y: 3}\n"
+            "blocks:\n  - {id: first, type: set, with: {v: 1}}\n"
+            "  - {id: second, type: set, with: {w: '{{first.v}}'}}\n")
+    async with server.client("alice") as alice:
+        assert (await alice.post("/api/workflows", content=text, headers=YAML)).status_code == 201
+        ran = await alice.post("/api/workflows/placed/runs?wait=true", json={})
+        assert ran.status_code == 200, ran.text
+        graph = (await alice.get(f"/api/runs/{ran.json()['run_id']}/graph")).json()
+    assert graph["layout"] == {"first": {"x": 400, "y": 10}, "second": {"x": 12.5, "y": 300}}

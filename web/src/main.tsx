@@ -4,6 +4,7 @@ import { lazy, StrictMode, Suspense, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
 import "./styles.css";
+import "./pages.css";
 import { api, apiKey, setApiKey } from "./api";
 import { Link, match, navigate, useLocation } from "./router";
 import { SignIn } from "./pages/SignIn";

@@ -10,7 +10,10 @@ import { type WorkflowGraph } from "../layout";
 import { useTimedLayout } from "./timedLayout";
 import { edgeTypes } from "./LabelledEdge";
 
-export type BlockState = "pending" | "waiting" | "running" | "succeeded" | "failed" | "skipped" | "cancelled";
+/** A block's state in a run; `rejected` is an approval that settled with a
+ * rejection (the engine says succeeded: the block did its job). */
+export type BlockState = "pending" | "waiting" | "running" | "succeeded" | "failed" | "skipped" | "cancelled"
+  | "rejected";
 
 interface BlockData extends Record<string, unknown> {
   label: string;
@@ -48,9 +51,13 @@ export function Graph(props: {
   states?: Record<string, { state: BlockState; reason?: string }>;
   selected?: string | null;
   onSelect?: (id: string | null) => void;
+  /** Where the author put blocks in the editor, by id (relative to a container, as saved). */
+  positions?: Record<string, { x: number; y: number }>;
 }) {
-  const { graph, states, selected, onSelect } = props;
-  const placed = useTimedLayout(graph);
+  const { graph, states, selected, onSelect, positions } = props;
+  const placed = useTimedLayout(
+    graph, (laid) => positions ? laid.map((p) => ({ ...p, ...(positions[p.node.id] ?? {}) })) : laid,
+    positions ?? null);
 
   const nodes: Node<BlockData>[] = useMemo(() => placed.map(({ node, x, y, width, height }) => ({
     id: node.id,

@@ -10,6 +10,7 @@ keeps its document, and the application's file is in the package.
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -71,4 +72,22 @@ async def run_graph(request: Request, run_id: str, user: CurrentUser) -> dict[st
         compiled = await asyncio.to_thread(_compiled, shipped_workflows()[app_id])
     if compiled is None:
         raise ApiError(404, f"run '{run_id}' kept no document to draw")
-    return {**graph_view(compiled), "version": run.get("workflow_version"), "app": app_id}
+    return {**graph_view(compiled), "version": run.get("workflow_version"), "app": app_id,
+            "layout": _saved_layout(compiled.doc.metadata)}
+
+
+def _saved_layout(metadata: Any) -> dict[str, dict[str, float]]:
+    """The positions the editor saved (`metadata.layout.<block>: {x, y}`), so the
+    run view draws the graph as its author arranged it; anything that is not a
+    pair of numbers is left out (the engine never reads `metadata`)."""
+    layout = metadata.get("layout") if isinstance(metadata, dict) else None
+    if not isinstance(layout, dict):
+        return {}
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            math.isfinite(value)
+
+    return {str(block): {"x": float(at["x"]), "y": float(at["y"])}
+            for block, at in layout.items()
+            if isinstance(at, dict) and number(at.get("x")) and number(at.get("y"))}
