@@ -32,9 +32,11 @@ def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> To
                                      "question's key terms, not the whole conversation."},
             "kb_id": {"type": "string", "default": default_kb, "maxLength": 100,
                       "description": f"Knowledge base to search (default '{default_kb}')."},
-            "top_k": {"type": "integer", "minimum": 1, "maximum": 20, "default": default_top,
-                      "description": f"How many passages to return (default {default_top}"
-                                     + (f", at most {most}" if most < 20 else "") + ")."}}}
+            # no maximum: more than `most` is returned as `most`, with a note (a refused
+            # top_k made the 0.5B model send it again until max_iterations)
+            "top_k": {"type": "integer", "minimum": 1, "default": default_top,
+                      "description": f"How many passages to return (default {default_top}, "
+                                     f"at most {most})."}}}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
         kb_id = str(arguments.get("kb_id") or default_kb)
