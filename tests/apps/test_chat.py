@@ -278,10 +278,13 @@ async def test_the_shipped_chat_sends_two_passages_and_offers_no_more(plan, know
     shipped chat's search gives two and a call may ask for no more (`max_top_k`)."""
     from flowforge.blocks._rag_tools import build_rag_tool
 
-    model, script = plan(kb_search(), respond())
+    model, script = plan(call("knowledge_base_search", query="warranty period",
+                              kb_id="policies", top_k=10), respond())
     await chat("How long is the warranty?", model, knowledge, storage_url)
-    assert len(json.loads(tool_results(script.seen[1])[0].content)["chunks"]) == 2
+    searched = json.loads(tool_results(script.seen[1])[0].content)
+    assert len(searched["chunks"]) == 2
+    assert searched["note"] == "top_k 10 is more than this chat returns; 2 passages returned"
     tool = build_rag_tool("rag_search", {"top_k": 5, "max_top_k": 2}, name=None,
                           description=None, parameters=None, context=None, shared={})
-    assert tool.parameters["properties"]["top_k"]["maximum"] == 2
     assert tool.parameters["properties"]["top_k"]["default"] == 2
+    assert "at most 2" in tool.parameters["properties"]["top_k"]["description"]

@@ -122,11 +122,12 @@ def test_a_tool_result_reads_as_text_each_passage_under_its_title_table_rows_who
     express price; as text each passage is under its title and a row is one line."""
     request = LLMRequest(model="m", messages=[
         Message("user", "Express shipping cost?"),
-        Message("assistant", tool_calls=[ToolCall("call_0", "search", {"query": "x"})]),
+        Message("assistant", tool_calls=[ToolCall("call_0", "search",
+                                                  {"query": "express shipping"})]),
         Message("tool", json.dumps(SEARCH_RESULT), tool_call_id="call_0", name="search")])
     shown = _chat_messages(request)[2]["content"]
     assert "\\n" not in shown and "{" not in shown
-    assert "query: express shipping" in shown
+    assert "express shipping" not in shown    # the call's own query, not echoed back
     lines = shown.splitlines()
     first = lines.index("[1] scores: 0.71; title: Shipping Policy")
     assert lines[first + 1] == "## Delivery times and costs"

@@ -17,6 +17,8 @@ The rules are generic, never about one tool:
     below;
   - nested objects are flattened (`title: Shipping Policy`), empty values
     dropped;
+  - a top-level field that repeats an argument of the call (the search's
+    `query`) is left out: the 0.5B model wrote the echoed query back as its answer;
   - a markdown table becomes one line per row, each cell named by its column
     (`- Domestic: Standard: 2-4 business days ...; Express: next business day,
     9.95 EUR`), so a row's values stay with their row.
@@ -34,15 +36,20 @@ _SHORT = 100            # longer strings (or any with a newline) go below the re
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
-def readable_result(text: str) -> str:
+def readable_result(text: str, arguments: dict[str, Any] | None = None) -> str:
     """`text` (a tool result) as plain text; text that is not a JSON object or
-    list is returned with only its markdown tables rewritten."""
+    list is returned with only its markdown tables rewritten.  `arguments` are
+    the call's: top-level fields equal to one of them are not shown again."""
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, TypeError, ValueError):
         return tables_as_rows(text)
     if not isinstance(value, (dict, list)):
         return tables_as_rows(text)
+    if isinstance(value, dict) and arguments:
+        echoed = [v for v in arguments.values() if isinstance(v, (str, int, float))]
+        value = {k: v for k, v in value.items()
+                 if isinstance(v, (dict, list)) or v not in echoed}
     return "\n".join(_lines(value)).strip()
 
 

@@ -303,9 +303,12 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
         extra_system.append("Answer with JSON matching this schema: "
                             + json.dumps(request.response_format))
     out: list[dict[str, str]] = []
+    calls: dict[str, dict[str, Any]] = {}
     for message in request.messages:
+        for call in message.tool_calls or []:
+            calls[call.id] = call.arguments or {}
         out.append({"role": message.role if message.role != "tool" else "user",
-                    "content": _content_of(message)})
+                    "content": _content_of(message, calls)})
     if extra_system:
         addition = "\n\n".join(extra_system)
         if out and out[0]["role"] == "system":
@@ -315,11 +318,12 @@ def _chat_messages(request: LLMRequest) -> list[dict[str, str]]:
     return out
 
 
-def _content_of(message: Message) -> str:
+def _content_of(message: Message, calls: dict[str, dict[str, Any]] | None = None) -> str:
     if message.role == "tool":
         name = f" `{message.name}`" if message.name else ""
+        arguments = (calls or {}).get(message.tool_call_id or "")
         return (f"Result of tool{name} (call {message.tool_call_id}):\n"
-                f"{readable_result(message.content or '')}")
+                f"{readable_result(message.content or '', arguments)}")
     if message.role == "assistant" and message.tool_calls:
         return json.dumps({"tool_calls": [{"name": c.name, "arguments": c.arguments}
                                           for c in message.tool_calls]})

@@ -32,8 +32,11 @@ def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> To
                                      "question's key terms, not the whole conversation."},
             "kb_id": {"type": "string", "default": default_kb, "maxLength": 100,
                       "description": f"Knowledge base to search (default '{default_kb}')."},
-            "top_k": {"type": "integer", "minimum": 1, "maximum": most, "default": default_top,
-                      "description": f"How many passages to return (default {default_top})."}}}
+            # no maximum: more than `most` is returned as `most`, with a note (a refused
+            # top_k made the 0.5B model send it again until max_iterations)
+            "top_k": {"type": "integer", "minimum": 1, "default": default_top,
+                      "description": f"How many passages to return (default {default_top}, "
+                                     f"at most {most})."}}}
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
         kb_id = str(arguments.get("kb_id") or default_kb)
@@ -46,11 +49,14 @@ def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> To
                             "characters are removed; send the question's key terms")
         knowledge = await knowledge_of(tool_ctx.block_context or context)
         note = None
+        asked = int(arguments.get("top_k") or default_top)
+        top = min(asked, most)
+        if asked > most:        # said, not refused: a refusal made the 0.5B model loop
+            note = f"top_k {asked} is more than this chat returns; {most} passages returned"
 
         async def search(base: str) -> Any:
             return await knowledge.search(base, query,
-                                          top_k=min(int(arguments.get("top_k") or default_top),
-                                                    most),
+                                          top_k=top,
                                           mode=options.get("mode") or "hybrid",
                                           filters=options.get("filters"),
                                           min_similarity=options.get("min_similarity"))
@@ -62,8 +68,9 @@ def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> To
                     raise
                 # A base the model made up (small models invent ids): the chat's own
                 # base is searched, and the result says so.
-                note = (f"there is no knowledge base '{kb_id}'; searched '{default_kb}', "
-                        f"this chat's knowledge base")
+                note = "; ".join(filter(None, [note, (
+                    f"there is no knowledge base '{kb_id}'; searched '{default_kb}', "
+                    f"this chat's knowledge base")]))
                 kb_id = default_kb
                 found = await search(kb_id)
         except FlowforgeError as exc:

@@ -24,8 +24,8 @@ class RagSearchOptions(_Options):
     """The only bases the model may name (default: any the user can read)."""
     top_k: int | None = Field(None, ge=1, le=20)
     max_top_k: int | None = Field(None, ge=1, le=20)
-    """The most passages one call may ask for (default 20); the 0.5B model asked for 10
-    and answered from the wrong one."""
+    """The most passages one call returns, whatever it asks for (default 20; the result's
+    `note` says so): the 0.5B model asked for 10 and answered from the wrong one."""
     mode: str | None = Field(None, pattern="^(vector|text|hybrid)$")
     min_similarity: float | None = Field(None, ge=-1, le=1)
     filters: dict[str, str | list[str]] | list[dict[str, Any]] | None = None
