@@ -6,6 +6,7 @@ import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
 import "./styles.css";
 import "./pages.css";
+import "./dark.css";
 import { api, apiKey, setApiKey } from "./api";
 import { Link, match, navigate, useLocation } from "./router";
 import { SignIn } from "./pages/SignIn";
