@@ -1,10 +1,12 @@
 // The flowforge web app: sign-in, workflows, a workflow's graph and editor,
-// the run form, a run's live view and the run history, chat, knowledge, research.
+// the run form, a run's live view and the run history, the approvals inbox,
+// chat, knowledge, research, secrets; links to the manual and the API's page.
 import { lazy, StrictMode, Suspense, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import "@xyflow/react/dist/style.css";
 import "./styles.css";
 import "./pages.css";
+import "./dark.css";
 import { api, apiKey, setApiKey } from "./api";
 import { Link, match, navigate, useLocation } from "./router";
 import { SignIn } from "./pages/SignIn";
@@ -21,6 +23,8 @@ const Chat = lazy(() => import("./pages/Chat").then((m) => ({ default: m.Chat })
 const KnowledgeList = lazy(() => import("./pages/Knowledge").then((m) => ({ default: m.KnowledgeList })));
 const KnowledgeBase = lazy(() => import("./pages/Knowledge").then((m) => ({ default: m.KnowledgeBase })));
 const Research = lazy(() => import("./pages/Research").then((m) => ({ default: m.Research })));
+const Approvals = lazy(() => import("./pages/Approvals").then((m) => ({ default: m.Approvals })));
+const Secrets = lazy(() => import("./pages/Secrets").then((m) => ({ default: m.Secrets })));
 const AppWorkflow = lazy(() => import("./pages/AppWorkflow").then((m) => ({ default: m.AppWorkflow })));
 
 function Page({ path, query }: { path: string; query: URLSearchParams }) {
@@ -33,6 +37,8 @@ function Page({ path, query }: { path: string; query: URLSearchParams }) {
     return <WorkflowPage key={`${params.id}@${version}`} id={params.id} version={version} />;
   }
   if (path === "/runs") return <History query={query} />;
+  if (path === "/approvals") return <Approvals />;
+  if (path === "/secrets") return <Secrets />;
   if (path === "/knowledge") return <KnowledgeList />;
   if ((params = match("/knowledge/:name", path))) return <KnowledgeBase key={params.name} name={params.name} />;
   // one Chat across its sessions: the first answer moves it to /chat/<id> without
@@ -72,9 +78,11 @@ function App() {
           <strong className="brand">flowforge</strong>
           <Link to="/">Workflows</Link>
           <Link to="/runs">Runs</Link>
+          <Link to="/approvals">Approvals</Link>
           <Link to="/chat">Chat</Link>
           <Link to="/knowledge">Knowledge</Link>
           <Link to="/research">Research</Link>
+          <Link to="/secrets">Secrets</Link>
           <a href="/manual/">Manual</a>
           <a href="/docs">API</a>
           <Me />

@@ -7,6 +7,7 @@ import { useCurrentEffect } from "../components/useCurrentEffect";
 import { Link } from "../router";
 import { Graph } from "../components/Graph";
 import type { WorkflowGraph } from "../layout";
+import { Prose } from "../components/Prose";
 
 interface App { id: string; name: string; description: string; source: string; graph: WorkflowGraph }
 
@@ -32,7 +33,7 @@ export function AppWorkflow({ id }: { id: string }) {
         <span className="badge">shipped with flowforge</span>
         <Link to={`/runs?workflow=${encodeURIComponent(app.id)}`}>Its runs</Link>
       </div>
-      {app.description && <p>{app.description}</p>}
+      {app.description && <p><Prose text={app.description} /></p>}
       <p className="muted">Read-only: this is the workflow the application runs (<code>{app.id}</code>).
         To change it, save a copy of the YAML below as a workflow of your own.</p>
       <div className="split">
@@ -40,7 +41,7 @@ export function AppWorkflow({ id }: { id: string }) {
           <Graph graph={app.graph} selected={selected} onSelect={setSelected} />
         </section>
         <section className="detail-pane" aria-label="Source">
-          {chosen && <p><strong>{chosen.name}</strong> ({chosen.type}){chosen.description ? `: ${chosen.description}` : ""}</p>}
+          {chosen && <p><strong>{chosen.name}</strong> ({chosen.type}){chosen.description ? <>: <Prose text={chosen.description} /></> : ""}</p>}
           <h2>YAML</h2>
           <pre className="json source" tabIndex={0} aria-label="Workflow source">{app.source}</pre>
         </section>

@@ -1,5 +1,6 @@
 // Run history, newest first, filtered by workflow and status (the API's own
-// filters), each opening its run view.
+// filters), each opening its run view.  On a phone each run is a card with
+// every column on a line of its own (Status, Started and Finished in view).
 import { useEffect, useState } from "react";
 import { api } from "../api";
 import { Link, navigate } from "../router";
@@ -10,6 +11,10 @@ interface RunRow {
   run_id: string; workflow_id: string; workflow_version?: number; status: string;
   created_at?: string; started_at?: string; finished_at?: string; error?: string;
 }
+
+/** On a phone each row is a card of labelled lines (pages.css), so the roles
+ * are spelled out: a table laid out otherwise keeps them. */
+const COLUMNS = ["Compare", "Run", "Workflow", "Status", "Started", "Finished"];
 
 const STATUSES = ["", "queued", "running", "waiting", "succeeded", "failed", "cancelled"];
 
@@ -74,21 +79,22 @@ export function History({ query }: { query: URLSearchParams }) {
       </div>
       {error && <p role="alert" className="error">{error}</p>}
       {runs === null ? <p>Loading...</p> : shown.length === 0 ? <p>No runs match.</p> : (
-        <Wide label="Runs"><table>
-          <thead><tr><th>Compare</th><th>Run</th><th>Workflow</th><th>Status</th><th>Started</th><th>Finished</th></tr></thead>
-          <tbody>
+        <Wide label="Runs"><table className="runs-table" role="table">
+          <thead role="rowgroup"><tr role="row">{COLUMNS.map((name) =>
+            <th key={name} role="columnheader">{name}</th>)}</tr></thead>
+          <tbody role="rowgroup">
             {shown.map((run) => (
-              <tr key={run.run_id}>
-                <td><input type="checkbox" aria-label={`Select run ${run.run_id.slice(0, 12)} to compare`}
+              <tr key={run.run_id} role="row">
+                <td role="cell" data-label="Compare"><input type="checkbox" aria-label={`Select run ${run.run_id.slice(0, 12)} to compare`}
                            checked={chosen.includes(run.run_id)} onChange={() => toggle(run.run_id)} /></td>
-                <td><Link to={`/runs/${run.run_id}`}><code>{run.run_id.slice(0, 12)}</code></Link></td>
-                <td>{run.workflow_id}{run.workflow_version ? ` v${run.workflow_version}` : ""}</td>
-                <td><StatusBadge status={run.status} />
+                <td role="cell" data-label="Run"><Link to={`/runs/${run.run_id}`}><code>{run.run_id.slice(0, 12)}</code></Link></td>
+                <td role="cell" data-label="Workflow">{run.workflow_id}{run.workflow_version ? ` v${run.workflow_version}` : ""}</td>
+                <td role="cell" data-label="Status"><StatusBadge status={run.status} />
                   {/* it will end failed once nothing waits; `--status failed` lists it only then */}
                   {run.status === "waiting" && run.error &&
                     <span className="muted branch-failed" title={run.error}> a branch failed</span>}</td>
-                <td>{when(run.started_at ?? run.created_at)}</td>
-                <td>{when(run.finished_at)}</td>
+                <td role="cell" data-label="Started">{when(run.started_at ?? run.created_at)}</td>
+                <td role="cell" data-label="Finished">{when(run.finished_at)}</td>
               </tr>
             ))}
           </tbody>

@@ -6,6 +6,7 @@ import { api, ApiError } from "../api";
 import { formError } from "../errors";
 import { Wide } from "../components/Common";
 import { Link, navigate } from "../router";
+import { Prose } from "../components/Prose";
 
 interface Base { name: string; description: string; shared: boolean; documents: number; chunks: number }
 interface Document { id: number; name: string; source: string; tags: Record<string, string[]>; chunks: number }
@@ -72,7 +73,7 @@ export function KnowledgeList() {
               <tr key={`${base.shared}-${base.name}`}>
                 <td><Link to={`/knowledge/${encodeURIComponent(base.name)}`}>{base.name}</Link></td>
                 <td>{base.shared ? "shared" : "yours"}</td>
-                <td>{base.documents}</td><td>{base.chunks}</td><td>{base.description}</td>
+                <td>{base.documents}</td><td>{base.chunks}</td><td><Prose text={base.description} /></td>
               </tr>
             ))}
           </tbody>

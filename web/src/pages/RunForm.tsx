@@ -5,6 +5,7 @@ import { api, ApiError, type Problem } from "../api";
 import { useCurrentEffect } from "../components/useCurrentEffect";
 import { navigate } from "../router";
 import { ProblemList } from "../components/Common";
+import { Prose } from "../components/Prose";
 
 type Schema = { type?: string; default?: unknown; description?: string; enum?: unknown[] };
 
@@ -68,7 +69,7 @@ export function RunForm({ id }: { id: string }) {
           {Object.entries(inputs).map(([key, schema]) => (
             <div className="field" key={key}>
               <label htmlFor={`input-${key}`}>{key} <span className="muted">({schema.type ?? "any"})</span></label>
-              {schema.description && <p className="muted" id={`help-${key}`}>{schema.description}</p>}
+              {schema.description && <p className="muted" id={`help-${key}`}><Prose text={schema.description} /></p>}
               {schema.type === "boolean" ? (
                 <input id={`input-${key}`} type="checkbox" checked={Boolean(values[key])}
                        onChange={(e) => setValues({ ...values, [key]: e.target.checked })} />

@@ -5,6 +5,7 @@ import { api, ApiError, type Problem } from "../api";
 import { Link, navigate } from "../router";
 import { setImported } from "../imported";
 import { ProblemList, StatusBadge } from "../components/Common";
+import { Prose } from "../components/Prose";
 
 interface WorkflowRow {
   id: string;
@@ -102,7 +103,7 @@ export function Workflows() {
               <tr key={row.id}>
                 <td><Link to={`/workflows/${encodeURIComponent(row.id)}`}>{title(row)}</Link>
                   <div className="muted"><code>{row.id}</code></div></td>
-                <td>{describe(row)}</td>
+                <td><Prose text={describe(row)} /></td>
                 <td>{row.version}</td>
                 <td><StatusBadge status={row.last_run_status ?? "never run"} /></td>
               </tr>
