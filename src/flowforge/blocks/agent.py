@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import json
 import time
 from contextlib import AsyncExitStack
 from datetime import datetime, timezone
@@ -52,12 +51,15 @@ from pydantic import Field
 
 from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
+from flowforge.blocks._agent_turns import (call_key, early_finish, finish_output, last_error,
+                                          over_limit, reask, record_outcome, repeats,
+                                          spend_reask, with_ids, with_refusals)
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
 from flowforge.blocks.base import BlockContext, BlockType, Output
 from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError, ToolError
-from flowforge.providers.base import Message, ToolCall
+from flowforge.providers.base import Message
 from flowforge.providers.structured import (StructuredAnswerError, ask_structured,
                                             parse_against, repair_message, schema_fields)
 from flowforge.tools.mcp_client import close_quietly
@@ -248,17 +250,17 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                         if call.name == config.finish_with else call
                         for call in response.tool_calls]
                 messages.append(Message("assistant", response.text or None,
-                                        tool_calls=_with_ids(response.tool_calls, used_ids)))
+                                        tool_calls=with_ids(response.tool_calls, used_ids)))
                 calls_made = messages[-1].tool_calls or []
-                early = _early_finish(config.finish_with, calls_made, required, succeeded)
+                early = early_finish(config.finish_with, calls_made, required, succeeded)
                 if early is not None:
-                    _spend(reasks, early, block, config.required_tools_retries, records)
-                refused = (_repeats(calls_made, done_calls, required, succeeded)
+                    spend_reask(reasks, early, block, config.required_tools_retries, records)
+                refused = (repeats(calls_made, done_calls, required, succeeded)
                            if config.refuse_repeated_calls else {})
-                refused.update(_over_limit(calls_made, spent, config.tool_call_limits, required,
+                refused.update(over_limit(calls_made, spent, config.tool_call_limits, required,
                                            succeeded))
                 if early is not None:
-                    refused.update({c.id: _reask(early, required, config.reask_message)
+                    refused.update({c.id: reask(early, required, config.reask_message)
                                     for c in calls_made if c.name == config.finish_with})
                 pending = [name for name in required if name not in succeeded]
                 if early is None and pending and len(refused) == len(calls_made):
@@ -268,7 +270,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                     messages.pop()
                     now = time.time()
                     for call in calls_made:
-                        _record(context, ToolOutcome(call, "rejected", refused[call.id], now,
+                        record_outcome(context, ToolOutcome(call, "rejected", refused[call.id], now,
                                                      now), records, succeeded)
                     choice = pending[0]
                     continue
@@ -278,7 +280,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                     config.tool_validation, config.tool_timeout, config.parallel_tool_calls)
                 tools_time += time.perf_counter() - tick
                 if refused:
-                    outcomes = _with_refusals(calls_made, outcomes, refused)
+                    outcomes = with_refusals(calls_made, outcomes, refused)
                     pending = [name for name in required if name not in succeeded
                                and name not in {o.call.name for o in outcomes
                                                 if o.status == "ok"}]
@@ -286,10 +288,10 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                         choice = pending[0]        # steer a looping model to the next step
                 for outcome in outcomes:
                     if outcome.status == "ok":
-                        done_calls.add(_call_key(outcome.call))
+                        done_calls.add(call_key(outcome.call))
                         ok_counts[outcome.call.name] = ok_counts.get(outcome.call.name, 0) + 1
                 for outcome in outcomes:
-                    _record(context, outcome, records, succeeded)
+                    record_outcome(context, outcome, records, succeeded)
                     messages.append(Message("tool", result_text(outcome.result),
                                             tool_call_id=outcome.call.id, name=outcome.call.name))
                     if outcome.call.name == config.finish_with and early is None:
@@ -301,7 +303,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                     break
                 if finish_failures > config.finish_retries:
                     raise block(f"'{config.finish_with}' failed {finish_failures} time(s); last "
-                                f"error: {_last_error(outcomes, config.finish_with)}")
+                                f"error: {last_error(outcomes, config.finish_with)}")
                 if config.answer_after and all(n in succeeded for n in required
                                                if n != config.finish_with) and any(
                         o.status == "ok" and o.call.name in config.answer_after
@@ -313,9 +315,9 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                 continue
             missing = [name for name in required if name not in succeeded]
             if missing:
-                _spend(reasks, missing, block, config.required_tools_retries, records)
+                spend_reask(reasks, missing, block, config.required_tools_retries, records)
                 messages.append(Message("assistant", response.text))
-                messages.append(Message("user", _reask(missing, required,
+                messages.append(Message("user", reask(missing, required,
                                                        config.reask_message)))
                 choice = missing[0]
                 continue
@@ -326,7 +328,7 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
     content = response.text
     parsed: dict[str, Any] = {}
     if finished is not None:
-        content, parsed = _finish_output(finished)
+        content, parsed = finish_output(finished)
     elif config.response_format is not None:
         try:
             value = parse_against(config.response_format, content)
@@ -358,136 +360,6 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                            "toolsTime": round(tools_time * 1000, 3),
                            "iterations": iterations}})
     return output
-
-
-def _with_ids(tool_calls: list[ToolCall], used: set[str]) -> list[ToolCall]:
-    """A missing or repeated call id (scripted and local models number calls
-    per turn) is replaced, so each result pairs with its own call."""
-    out = []
-    for call in tool_calls:
-        call_id = call.id
-        if not call_id or call_id in used:
-            call_id = f"call_{len(used)}"
-            while call_id in used:
-                call_id += "_"
-        used.add(call_id)
-        out.append(dataclasses.replace(call, id=call_id))     # keeps provider `meta`
-    return out
-
-
-def _record(context: Any, outcome: ToolOutcome, records: list[dict[str, Any]],
-            succeeded: set[str]) -> None:
-    entry = outcome.record()
-    records.append(entry)
-    if outcome.status == "ok":
-        succeeded.add(outcome.call.name)
-    context.emit("tool_called", name=outcome.call.name, arguments=outcome.call.arguments,
-                 status=outcome.status, duration_ms=outcome.duration_ms,
-                 result=_short(outcome.result))
-
-
-def _short(value: Any, limit: int = 4000) -> Any:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return value if len(text) <= limit else text[:limit] + "..."
-
-
-_REASK = ("Step {step} of {steps}: you answered without calling {missing}. The expected tool "
-          "now is '{expected}': call it with the right arguments, then continue.")
-
-
-def _reask(missing: list[str], required: list[str], template: str | None = None) -> str:
-    """The feedback naming the missing tool(s), the current step and the expected tool."""
-    expected = missing[0]
-    values = {"missing": ", ".join(f"'{name}'" for name in missing), "expected": expected,
-              "step": required.index(expected) + 1 if expected in required else 1,
-              "steps": len(required)}
-    try:
-        return (template or _REASK).format(**values)
-    except (KeyError, IndexError, ValueError):
-        return _REASK.format(**values)
-
-
-def _spend(reasks: dict[str, int], missing: list[str], block: Any, allowed: int,
-           records: list[dict[str, Any]]) -> None:
-    """Use one re-ask of the first missing tool, or fail when it has none left."""
-    name = missing[0]
-    if reasks.get(name, 0) <= 0:
-        failed = [r for r in records if r["name"] == name]
-        why = (f"; it was called but failed: {str(failed[-1]['result'])[:300]}" if failed
-               else f" (it was told {allowed} time(s) and still did not call it)")
-        raise block(f"the model answered without calling the required tool '{name}'{why}"
-                    + (f"; also missing: {', '.join(missing[1:])}" if missing[1:] else ""))
-    reasks[name] -= 1
-
-
-def _early_finish(finish: str | None, calls: list[ToolCall], required: list[str],
-                  succeeded: set[str]) -> list[str] | None:
-    """The required tools still missing when the model calls `finish` too early."""
-    if not finish or not any(call.name == finish for call in calls):
-        return None
-    called_now = {call.name for call in calls}
-    missing = [name for name in required
-               if name != finish and name not in succeeded and name not in called_now]
-    return missing or None
-
-
-def _call_key(call: ToolCall) -> str:
-    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
-
-
-def _repeats(calls: list[ToolCall], done: set[str], required: list[str],
-             succeeded: set[str]) -> dict[str, str]:
-    """Calls identical to one that already succeeded (a small model's loop): not run
-    again; the model is told where the result is and what comes next."""
-    pending = [name for name in required if name not in succeeded]
-    refused = {}
-    for call in calls:
-        if _call_key(call) in done:
-            after = (f" Next, call '{pending[0]}'." if pending else
-                     " Use it to continue.")
-            refused[call.id] = (f"You already called '{call.name}' with these arguments; its "
-                                f"result is above.{after}")
-    return refused
-
-
-def _over_limit(calls: list[ToolCall], spent: Any, limits: dict[str, int],
-                required: list[str], succeeded: set[str]) -> dict[str, str]:
-    """Calls of a tool whose `tool_call_limits` is spent: not run; the model is
-    told to go on with what it has."""
-    pending = [name for name in required if name not in succeeded]
-    after = f" Next, call '{pending[0]}'." if pending else " Use them to continue."
-    return {call.id: (f"'{call.name}' may be called {limits[call.name]} time(s) here and its "
-                      f"results are above.{after}") for call in calls if spent(call.name)}
-
-
-def _with_refusals(calls: list[ToolCall], outcomes: list[ToolOutcome],
-                   refused: dict[str, str]) -> list[ToolOutcome]:
-    """The outcomes in call order, the refused calls answered with their message."""
-    done = iter(outcomes)
-    now = time.time()
-    return [ToolOutcome(call, "rejected", refused[call.id], now, now) if call.id in refused
-            else next(done) for call in calls]
-
-
-def _last_error(outcomes: list[ToolOutcome], name: str | None) -> str:
-    failed = [o for o in outcomes if o.call.name == name and o.status != "ok"]
-    return str(failed[-1].result) if failed else "unknown"
-
-
-def _finish_output(outcome: ToolOutcome) -> tuple[str, dict[str, Any]]:
-    """The answer given through the finish tool: its text and its fields."""
-    result = outcome.result
-    fields: dict[str, Any] = dict(outcome.call.arguments or {})
-    if isinstance(result, dict):
-        fields.update(result)
-        metadata = result.get("metadata")
-        if isinstance(metadata, dict) and "sources" in metadata:
-            fields["sources"] = metadata["sources"]
-        text = result.get("formatted_response") or result_text(result)
-    else:
-        text = result_text(result)
-    fields.pop("content", None)
-    return str(text), fields
 
 
 @register_block
