@@ -73,6 +73,8 @@ class WriteFuture(asyncio.Future):
     directly, without an `asyncio.shield` (an extra future and two loop
     steps) per block."""
 
+    __slots__ = ()
+
     def cancel(self, msg: Any = None) -> bool:
         return False
 
