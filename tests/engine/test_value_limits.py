@@ -93,3 +93,14 @@ def test_size_of_counts_nested_text_and_stops_past_the_limit():
     assert size_of(huge, 100) == 1_000_002          # its length alone passes: not walked
     limits = ValueLimits.of({"max_value_mb": 2, "max_output_mb": 3, "max_run_mb": 4})
     assert (limits.value, limits.output, limits.run) == (2_000_000, 3_000_000, 4_000_000)
+
+
+def test_a_recorded_run_takes_the_process_limits_read_once(monkeypatch):
+    """A recorded run's services hold its storage, not limits: it takes the
+    process's limits, read from the environment once, not at every run."""
+    monkeypatch.setenv("FLOWFORGE_MAX_VALUE_MB", "2")
+    process = ValueLimits.of()
+    assert process.value == 2_000_000
+    monkeypatch.setenv("FLOWFORGE_MAX_VALUE_MB", "3")
+    assert ValueLimits.of({"storage": object()}) is process
+    assert ValueLimits.of({"storage": object(), "max_value_mb": 1}).value == 1_000_000

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from flowforge.errors import StorageError
 from flowforge.service.recorder import Recorder, StoreUnreachable
 from flowforge.storage.base import Storage
@@ -126,3 +128,30 @@ class _Failing:
 
     def __getattr__(self, name):
         return getattr(self.db, name)
+
+
+async def test_a_cancelled_waiter_never_cancels_the_write_it_waits_for(storage):
+    """A gated block awaits its run's write directly: cancelling the block (its
+    run was cancelled) must not cancel the write, whose outcome the recorder
+    needs and behind which the run's next write is chained.  The waiter's
+    cancellation arrives once the write has settled."""
+    await storage.create_run({"run_id": "r1", "workflow_id": "wf", "status": "running",
+                              "created_at": time.time()})
+    event = lambda seq: {"seq": seq, "type": "progress", "run_id": "r1",  # noqa: E731
+                         "time": float(seq)}
+    writes = []
+
+    async def gated_block() -> None:
+        writes.append(storage.record_later("r1", [event(1)], []))
+        await writes[0]
+
+    waiter = asyncio.get_running_loop().create_task(gated_block())
+    await asyncio.sleep(0)                  # it waits: the write is handed over, not stored
+    [write] = writes
+    assert not write.done()
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert write.done() and not write.cancelled() and write.exception() is None
+    await storage.record_later("r1", [event(2)], [], after=write)
+    assert [e["seq"] for e in await storage.get_events("r1")] == [1, 2]

@@ -46,7 +46,8 @@ class ValueLimits:
         """A run's limits: its services' (a server's settings), else the
         environment's, else the defaults.  Every run asks: the process's own
         are read from the environment once (reading it cost every run 3-5 µs)."""
-        if not services:
+        if not services or not any(setting in services for setting in LIMIT_SETTINGS):
+            # (a recorded run's services hold its storage, not limits: the process's)
             if not _PROCESS:               # read once per process (`forget_process_limits`)
                 _PROCESS.append(cls._made(None))
             return _PROCESS[0]

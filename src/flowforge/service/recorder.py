@@ -44,6 +44,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import LeaseLost, Storage
+from flowforge.storage.grouping import WriteFuture
 
 __all__ = ["Recorder", "redactor", "StoreUnreachable", "RETRY_ENV", "retry_seconds", "CUT_OFF"]
 
@@ -198,6 +199,7 @@ class Recorder:
         self.dropped = False
         self.closed = False         # the outcome is stored: what comes later is not the run's
         self.lease = lease
+        self._fenced = {"fence": lease} if lease is not None else {}   # record_later's
         self.lost: LeaseLost | None = None          # a fenced write was refused
         self.on_lost: Callable[[], None] | None = None
 
@@ -331,7 +333,7 @@ class Recorder:
             self._turn.add(self)             # what came meanwhile, after the turn
 
     def _fence(self) -> dict[str, Any]:
-        return {"fence": self.lease} if self.lease is not None else {}
+        return self._fenced
 
     def gate(self, bus: Any) -> Callable[[Any, Any], Awaitable[None] | None]:
         """The scheduler's hook (`Scheduler.gate`): None when a block may start
@@ -373,7 +375,9 @@ class Recorder:
                 return                  # nothing handed to storage is unsettled
             if not last.done():
                 try:
-                    await asyncio.shield(last)  # a cancelled run must not cancel the write
+                    # a cancelled run must not cancel the write: a group writer's
+                    # future refuses it (the task's cancel arrives once it settled)
+                    await (last if isinstance(last, WriteFuture) else asyncio.shield(last))
                 except Exception:  # noqa: BLE001 - _collect starts its retry
                     pass
             self._collect()     # writes commit in order, each only if the one before did

@@ -33,7 +33,7 @@ from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
                                     IdempotencyKeyTaken, LeaseLost)
 from flowforge.storage.encoding import dumps, loads
 
-__all__ = ["JSON_RUN_FIELDS", "JSON_BLOCK_FIELDS", "decoded_run", "decoded_block", "Statements",
+__all__ = ["WriteFuture", "JSON_RUN_FIELDS", "JSON_BLOCK_FIELDS", "decoded_run", "decoded_block", "Statements",
            "Step", "Write", "block_row", "created", "plan",
            "fence_rows",
            "recorded", "settle", "updated", "key_taken", "IDEMPOTENCY_INDEX", "behind", "behind_failed",
@@ -61,6 +61,22 @@ def decoded_block(row: dict[str, Any]) -> dict[str, Any]:
     for key in JSON_BLOCK_FIELDS:
         row[key] = loads(row[key])
     return row
+
+
+class WriteFuture(asyncio.Future):
+    """A write's future (`record_later`, `create_run`...), which refuses
+    `cancel()`: the write is committed with its group or not, whoever waits
+    for it, so its outcome stays known to the run's recorder, and a write made
+    `after` it is not refused for a cancellation.  A task cancelled while it
+    awaits one gets its CancelledError once the write has settled (the run's
+    `close()` waits for it anyway); a gated block can therefore await it
+    directly, without an `asyncio.shield` (an extra future and two loop
+    steps) per block."""
+
+    __slots__ = ()
+
+    def cancel(self, msg: Any = None) -> bool:
+        return False
 
 
 class Write:

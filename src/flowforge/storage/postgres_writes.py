@@ -31,8 +31,9 @@ from psycopg_pool import PoolTimeout
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
 from flowforge.storage.encoding import dumps, same_json
-from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write, behind,
-                                       behind_failed, key_taken, plan, refuse_behind, settle)
+from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
+                                       WriteFuture, behind, behind_failed, key_taken, plan,
+                                       refuse_behind, settle)
 from flowforge.storage.turns import TurnGatherer
 
 __all__ = ["PostgresGroupWriter", "CHANNEL", "rolled_back_on_error"]
@@ -71,7 +72,7 @@ class PostgresGroupWriter(TurnGatherer[Write]):
         self._pool, self._notify = pool, notify
 
     def join(self, write: Write) -> asyncio.Future:
-        write.future = asyncio.get_running_loop().create_future()
+        write.future = WriteFuture(loop=asyncio.get_running_loop())
         self._gather(write)
         return write.future
 

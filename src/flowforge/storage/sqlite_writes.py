@@ -27,8 +27,8 @@ from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
 from flowforge.storage.encoding import same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
-                                       behind, behind_failed, first_group, key_taken, plan,
-                                       refuse_behind, settle)
+                                       WriteFuture, behind, behind_failed, first_group,
+                                       key_taken, plan, refuse_behind, settle)
 
 __all__ = ["GroupWriter", "BUSY_SECONDS", "LOCK_RETRY", "take_write_lock"]
 
@@ -51,7 +51,7 @@ class GroupWriter:
 
     def join(self, write: Write) -> asyncio.Future:
         loop = asyncio.get_running_loop()
-        write.future = loop.create_future()
+        write.future = WriteFuture(loop=loop)
         self._batch.append(write)
         if len(self._batch) == 1:
             loop.call_soon(self._flush)
