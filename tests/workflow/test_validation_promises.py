@@ -98,6 +98,6 @@ def test_agent_tool_options_are_checked_before_a_run():
     assert found == [
         "blocks[0].with.tools[0].rag_search.knowledge_bse: unknown field 'knowledge_bse' - "
         "did you mean 'knowledge_base'?; allowed: knowledge_base, knowledge_bases, top_k, "
-        "mode, min_similarity, filters",
+        "max_top_k, mode, min_similarity, filters",
         "blocks[0].with.tools[1].web_search.backend: Value error, unknown backend 'bing': use "
         "offline, perplexity or tavily"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import ipaddress
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Mapping
@@ -247,6 +248,9 @@ def grammar_schema(schema: Any) -> Any:
         return [grammar_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
+    choices = _bounded_choices(schema)
+    if choices is not None:
+        return {"enum": choices}
     out = {}
     for key, value in schema.items():
         if key in ("maxLength", "minLength") and isinstance(value, int) and \
@@ -259,6 +263,28 @@ def grammar_schema(schema: Any) -> Any:
         out[key] = value if key in ("const", "enum", "default", "examples") \
             else grammar_schema(value)
     return out
+
+
+#: Most values a bounded number becomes in a grammar (see `_bounded_choices`).
+_GRAMMAR_MAX_CHOICES = 64
+
+
+def _bounded_choices(schema: dict[str, Any]) -> list[float | int] | None:
+    """The values a grammar offers for a number with small bounds, else None.
+    llama.cpp's grammars ignore `minimum`/`maximum`, so a small model wrote a
+    confidence of 1e15 where at most 1 is accepted, again and again at
+    temperature 0: an integer range of at most 64 values becomes those values,
+    and a number between bounds at most 1 apart becomes steps of 0.05."""
+    kind, low, high = schema.get("type"), schema.get("minimum"), schema.get("maximum")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high)) \
+            or high < low or "enum" in schema or "const" in schema:
+        return None
+    if kind == "integer" and int(high) - int(low) < _GRAMMAR_MAX_CHOICES:
+        return list(range(int(math.ceil(low)), int(math.floor(high)) + 1))
+    if kind == "number" and high - low <= 1:
+        steps = int(round((high - low) / 0.05))
+        return sorted({round(low + i * 0.05, 2) for i in range(steps + 1)} | {low, high})
+    return None
 
 
 def check_model_requests_allowed(provider: str) -> None:
