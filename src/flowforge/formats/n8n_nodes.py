@@ -310,17 +310,16 @@ def _condition(flow: Any, name: str, params: dict[str, Any], b: Builder,
 
 
 def _if(flow: Any, name: str, params: dict[str, Any], b: Builder) -> None:
-    try:
-        expression = conditions_expression(params.get("conditions"), flow.reader(name),
-                                           params.get("combineOperation"))
-    except ConditionError as exc:
-        unsupported(flow, name, b, f"its condition cannot be converted ({exc}); write it as "
-                                   f"a `condition` block's expression")
-        return
-    _condition(flow, name, params, b, [(0, "true", expression)], 1)
+    _one_condition(flow, name, params, b, "true", 1)
 
 
 def _filter(flow: Any, name: str, params: dict[str, Any], b: Builder) -> None:
+    _one_condition(flow, name, params, b, "kept", None)
+
+
+def _one_condition(flow: Any, name: str, params: dict[str, Any], b: Builder, label: str,
+                   otherwise: int | None) -> None:
+    """If and Filter: one expression, its outputs `label` (and `otherwise`'s index)."""
     try:
         expression = conditions_expression(params.get("conditions"), flow.reader(name),
                                            params.get("combineOperation"))
@@ -328,7 +327,7 @@ def _filter(flow: Any, name: str, params: dict[str, Any], b: Builder) -> None:
         unsupported(flow, name, b, f"its condition cannot be converted ({exc}); write it as "
                                    f"a `condition` block's expression")
         return
-    _condition(flow, name, params, b, [(0, "kept", expression)], None)
+    _condition(flow, name, params, b, [(0, label, expression)], otherwise)
 
 
 def _switch(flow: Any, name: str, params: dict[str, Any], b: Builder) -> None:
