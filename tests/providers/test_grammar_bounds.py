@@ -5,7 +5,7 @@ where at most 1 is accepted, the same at every retry (temperature 0)."""
 from __future__ import annotations
 
 from flowforge.providers.base import grammar_schema
-from flowforge.providers.local import grammar_text
+from flowforge.providers._local_prompt import grammar_text
 
 
 def test_a_bounded_number_or_integer_is_offered_only_its_values():

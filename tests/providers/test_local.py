@@ -13,8 +13,9 @@ import pytest
 from flowforge.errors import ProviderError
 from flowforge.providers.base import LLMRequest, Message, ToolCall, ToolSpec
 from flowforge.providers.call import call_model
-from flowforge.providers.local import (DEFAULT_REPEAT_PENALTY, LocalProvider, _chat_messages,
-                                       default_model_path, default_threads, tool_answer_schema)
+from flowforge.providers._local_prompt import chat_messages as _chat_messages
+from flowforge.providers.local import (DEFAULT_REPEAT_PENALTY, LocalProvider, default_model_path,
+                                       default_threads, tool_answer_schema)
 from flowforge.providers.resolve import ProviderOptions, resolve_model
 
 TIME_TOOL = ToolSpec("get_time", "Current time in a timezone",
@@ -219,7 +220,7 @@ async def test_a_prompt_longer_than_the_context_is_a_clear_error():
 def test_long_length_limits_are_left_to_validation_not_to_the_grammar():
     """llama.cpp unrolls maxLength into nested rules: 500 of them crashed the process."""
     from flowforge.providers.base import grammar_schema
-    from flowforge.providers.local import _grammar
+    from flowforge.providers._local_prompt import compiled_grammar as _grammar
 
     schema = {"type": "object", "required": ["answer", "tags"],
               "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 8000},
@@ -254,7 +255,7 @@ async def test_an_agent_with_long_string_limits_runs_on_the_local_model():
 
 
 def test_grammar_strings_refuse_raw_control_characters_as_json_does():
-    from flowforge.providers.local import grammar_text
+    from flowforge.providers._local_prompt import grammar_text
 
     text = grammar_text({"type": "object", "properties": {"a": {"type": "string"}},
                          "required": ["a"]})

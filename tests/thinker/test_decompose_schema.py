@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from flowforge.providers.local import _grammar
+from flowforge.providers._local_prompt import compiled_grammar as _grammar
 from flowforge.registry import schema_problems
 from flowforge.apps.thinker.decompose import SCHEMA
 
@@ -43,7 +43,7 @@ def test_a_block_without_suggested_id_is_refused_and_the_grammar_always_writes_i
     """Issue 47: the 0.5B model's plan failed twice at `blocks[0].suggested_id: missing`:
     the grammar let the id out.  Now the schema requires it, so the grammar's rule for a
     block writes it outside the optional part."""
-    from flowforge.providers.local import grammar_text
+    from flowforge.providers._local_prompt import grammar_text
 
     plan = copy.deepcopy(PLAN)
     del plan["blocks"][0]["suggested_id"]
