@@ -17,7 +17,7 @@ from typing import Any
 
 from flowforge.formats._flowgraph import model_string
 
-__all__ = ["prompt_vars", "jinja_prompt", "llm_prompt", "chat_model", "number",
+__all__ = ["prompt_vars", "jinja_prompt", "llm_prompt", "chat_model", "model_fields", "number",
            "search_tool", "calculator_tool", "SEARCH_TOOLS", "CALCULATOR_SOURCE", "html_text",
            "GENERIC_INSTEAD"]
 
@@ -110,6 +110,30 @@ def chat_model(vendor_word: str, model: Any) -> tuple[str | None, str]:
     word = word.removeprefix("chat")
     vendor = _VENDORS.get(word, word)
     return model_string(vendor, str(model) if model else None), vendor
+
+
+def model_fields(vendor_word: str, name: Any, temperature: Any, max_tokens: Any,
+                 base_url: Any) -> tuple[dict[str, Any], list[str]]:
+    """A chat model component's `model`, `temperature` and `max_tokens` as an
+    LLM block's fields, and what was dropped (a model of no known provider, a
+    custom base URL), however the editor names them."""
+    found: dict[str, Any] = {}
+    dropped: list[str] = []
+    written, vendor = chat_model(vendor_word, name)
+    if written:
+        found["model"] = written
+    else:
+        dropped.append(f"model {name!r} of {vendor!r}: flowforge has no provider for it; the "
+                       f"block uses the default model until `model:` is set")
+    temperature = number(temperature)
+    if temperature is not None:
+        found["temperature"] = temperature
+    tokens = number(max_tokens)
+    if isinstance(tokens, int) and tokens > 0:
+        found["max_tokens"] = tokens
+    if base_url:
+        dropped.append("base URL: use an `openai-compatible/<name>` model with its base URL")
+    return found, dropped
 
 
 def number(value: Any) -> float | int | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from flowforge.formats._flowgraph import Builder, slug
 from flowforge.formats._flowparts import GENERIC_INSTEAD, SEARCH_TOOLS, calculator_tool, \
-    chat_model, llm_prompt, number, prompt_vars, search_tool
+    llm_prompt, model_fields, number, prompt_vars, search_tool
 from flowforge.formats.flowise import Graph, instances, parse_list
 
 __all__ = ["convert", "model_settings"]
@@ -42,25 +42,13 @@ def _absorb(g: Graph, b: Builder, node_id: str, became: str,
 
 def model_settings(vendor_word: str, config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """`model`, `temperature`, `max_tokens` from a chat model's inputs."""
-    found: dict[str, Any] = {}
-    dropped: list[str] = []
-    name = config.get("customModelName") or config.get("modelName") or config.get("model")
-    written, vendor = chat_model(vendor_word, name)
-    if written:
-        found["model"] = written
-    else:
-        dropped.append(f"model {name!r} of {vendor!r}: flowforge has no provider for it; the "
-                       f"block uses the default model until `model:` is set")
-    temperature = number(config.get("temperature"))
-    if temperature is not None:
-        found["temperature"] = temperature
-    for key in ("maxTokens", "maxOutputTokens", "maxTokensToSample"):
-        tokens = number(config.get(key))
-        if isinstance(tokens, int) and tokens > 0:
-            found["max_tokens"] = tokens
-    if config.get("basepath") or config.get("baseUrl") or config.get("overrideEndpoint"):
-        dropped.append("base URL: use an `openai-compatible/<name>` model with its base URL")
-    return found, dropped
+    given = (number(config.get(key)) for key in ("maxTokens", "maxOutputTokens",
+                                                  "maxTokensToSample"))
+    tokens = [value for value in given if isinstance(value, int) and value > 0]   # the last
+    return model_fields(
+        vendor_word, config.get("customModelName") or config.get("modelName")
+        or config.get("model"), config.get("temperature"), tokens[-1] if tokens else None,
+        config.get("basepath") or config.get("baseUrl") or config.get("overrideEndpoint"))
 
 
 def _model(g: Graph, node_id: str, b: Builder, with_: dict[str, Any]) -> None:

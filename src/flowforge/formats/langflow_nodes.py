@@ -16,7 +16,7 @@ from typing import Any
 
 from flowforge.formats._flowgraph import Builder, slug
 from flowforge.formats._flowparts import GENERIC_INSTEAD, SEARCH_TOOLS, calculator_tool, \
-    chat_model, jinja_prompt, number, prompt_vars, search_tool
+    chat_model, jinja_prompt, model_fields, number, prompt_vars, search_tool
 from flowforge.formats.langflow import Graph
 
 __all__ = ["convert"]
@@ -62,27 +62,15 @@ def _kb(g: Graph, node_id: str) -> str:
 
 def _model(g: Graph, node_id: str) -> tuple[dict[str, Any], list[str]]:
     """`model`, `temperature`, `max_tokens` of a model component."""
-    found: dict[str, Any] = {}
-    dropped: list[str] = []
     kind = g.kind[node_id]
     vendor_word = str(g.value(node_id, "provider") or kind) \
         if kind == "LanguageModelComponent" else kind
     name = g.value(node_id, "model_name") or g.value(node_id, "model") or \
         g.value(node_id, "model_id") or g.value(node_id, "azure_deployment")
-    written, vendor = chat_model(vendor_word, name)
-    if written:
-        found["model"] = written
-    else:
-        dropped.append(f"model {name!r} of {vendor!r}: flowforge has no provider for it; the "
-                       f"block uses the default model until `model:` is set")
-    temperature = number(g.value(node_id, "temperature"))
-    if temperature is not None:
-        found["temperature"] = temperature
-    tokens = number(g.value(node_id, "max_tokens"))
-    if isinstance(tokens, int) and tokens > 0:
-        found["max_tokens"] = tokens
-    if g.value(node_id, "openai_api_base") or g.value(node_id, "base_url"):
-        dropped.append("base URL: use an `openai-compatible/<name>` model with its base URL")
+    found, dropped = model_fields(vendor_word, name, g.value(node_id, "temperature"),
+                                  g.value(node_id, "max_tokens"),
+                                  g.value(node_id, "openai_api_base") or
+                                  g.value(node_id, "base_url"))
     if g.value(node_id, "json_mode") in (True, "True"):
         dropped.append("json_mode: give the block an `output_schema`")
     return found, dropped
