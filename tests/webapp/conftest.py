@@ -88,7 +88,9 @@ async def page(browser):
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.set_default_timeout(15_000)
+    # 30 s, as the narrow and dark-mode pages use: with the whole suite on two
+    # cores an editor step took over 15 s (the same test alone takes 3 s)
+    page.set_default_timeout(30_000)
     yield page
     await context.close()
     assert not errors, f"the page threw: {errors}"
