@@ -36,6 +36,8 @@ blocks that finish inline never deepens the stack.
 A run's owner may hold a block back (`gate`): a recorded run runs a block
 that acts outside the run only once what it read is stored.  The block, once
 started, waits in the Task that would have run it, which runs it after.
+Which Task runs a block (and the fast path that runs a chain in one Task)
+is engine/adoption.py's; how a block ended is an `Outcome` (engine/outcome.py).
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ from collections import deque
 from typing import Any, Awaitable, Callable
 
 from flowforge.blocks.base import LATER, Routed, Suspend
+from flowforge.engine.adoption import GATED, TaskAdoption
 from flowforge.engine.eager import Finished, start_eagerly
 from flowforge.engine.failures import failure_detail
 from flowforge.engine.guard import message_of as _message
+from flowforge.engine.guard import shown_inputs, validate_config
 from flowforge.engine.limits import VALUE_SETTING, OutputMeter, ValueLimits
-from flowforge.engine.guard import run_guarded, shown_inputs, validate_config
+from flowforge.engine.outcome import Outcome, failed, succeeded, waits
 from flowforge.engine.result import BlockRecord, add_usage
 from flowforge.engine.routing import HELD, NOT_TAKEN, block, mark_edges, miss
 from flowforge.engine.scope import (CANCELLED, FAILED, PENDING, SKIPPED, SUCCEEDED, WAITING,
@@ -62,16 +66,14 @@ from flowforge.workflow.templates import RENDERING
 
 __all__ = ["Scheduler", "Scope", "SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED", "WAITING",
            "PENDING"]
-#: In place of a block's context: the block waits for the gate's awaitable (see _worker).
-_GATED: Any = object()
 
 
-class Scheduler:
-    """Runs graphs for one run: owns the concurrency limit, the tasks, the events."""
+class Scheduler(TaskAdoption):
+    """Runs graphs for one run: owns the concurrency limit, the ready queue, the
+    events; which Task runs a block is TaskAdoption's (engine/adoption.py)."""
 
-    __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "tasks", "inline",
-                 "cancelled_inline", "cancelled", "usage", "make_context", "owner", "adopting",
-                 "adopted", "suspended", "gate", "meter")
+    __slots__ = ("bus", "limit", "running", "waiting", "queue", "pumping", "cancelled", "usage",
+                 "make_context", "owner", "suspended", "gate", "meter")
 
     def __init__(self, bus: Any, limit: int, make_context: Any) -> None:
         self.bus = bus
@@ -79,19 +81,12 @@ class Scheduler:
         self.running = 0
         self.waiting: deque[tuple[Scope, str]] | None = None   # made when the limit is hit
         self.queue: deque[tuple[Scope, str]] = deque()
+        super().__init__()
         self.pumping = False
-        # Every Task running blocks -> the block it holds until its first step
-        # (None once it runs: from then on the Task settles its blocks itself).
-        # Made with the first such Task: a chain run inline never needs one.
-        self.tasks: dict[asyncio.Task, tuple[Scope, Node] | None] | None = None
-        self.inline: asyncio.Task | None = None   # the caller's Task while it runs blocks
-        self.cancelled_inline = False          # cancel() cancelled the caller's Task
         self.cancelled = False
         self.usage: dict[str, dict[str, Any]] = {}
         self.make_context = make_context       # (owner, scope, node) -> BlockContext
         self.owner: Any = None                 # the Run, handed to each block's context
-        self.adopting = False                  # a Task is pumping and will run the next block
-        self.adopted: tuple[Scope, Node, Any, Any] | None = None   # ...this one (see _worker)
         self.suspended: dict[str, Suspend] = {}    # top-level block id -> why it waits
         # (scope, node) -> None when the block may start now, else an awaitable to
         # wait for first (the service's recorder: what the block read is stored).
@@ -206,7 +201,7 @@ class Scheduler:
         now = time.time()
         scope.records[nid] = BlockRecord("running", now, type=node.type)
         if self.bus.limit is not None and self.bus.over_limit():     # a server's cap
-            self._finish(scope, node, FAILED, None, self.bus.over_limit(), None)
+            self._finish(scope, node, failed(self.bus.over_limit()))
             return
         if node.resolve is None:
             config, inputs = node.config, node.spec.with_
@@ -219,7 +214,7 @@ class Scheduler:
                 if isinstance(exc, ValueTooLarge):
                     exc = exc.located("with")
                 self.bus.publish("block_started", nid, block_type=node.type, scope=scope.label)
-                self._finish(scope, node, FAILED, None, _message(exc), exc)
+                self._finish(scope, node, failed(_message(exc), exc))
                 return
             finally:
                 RENDERING.left = None
@@ -227,13 +222,7 @@ class Scheduler:
                                "inputs", shown_inputs(inputs), now)
         context = self.make_context(self.owner, scope, node)
         if waiting is not None:                # it runs after the wait, in this Task or its own
-            if self.adopting and self.adopted is None:
-                self.adopted = (scope, node, _GATED, (waiting, context, config))
-                return
-            task = asyncio.get_running_loop().create_task(
-                self._worker(scope, node, _GATED, (waiting, context, config)))
-            self._hold(task, (scope, node))
-            task.add_done_callback(self._worker_done)
+            self._in_task(scope, node, GATED, (waiting, context, config))
             return
         self._start(scope, node, context, config)
 
@@ -244,13 +233,7 @@ class Scheduler:
             output = node.info.run_now(context, config) if plain else LATER
             if output is LATER:
                 if not (plain and node.info.is_eager(config)):
-                    if self.adopting and self.adopted is None:
-                        self.adopted = (scope, node, context, config)   # see _worker
-                        return
-                    task = asyncio.get_running_loop().create_task(
-                        self._worker(scope, node, context, config))
-                    self._hold(task, (scope, node))
-                    task.add_done_callback(self._worker_done)
+                    self._in_task(scope, node, context, config)
                     return
                 started = start_eagerly(node.info.run(context, config))
                 if type(started) is Finished:
@@ -259,137 +242,28 @@ class Scheduler:
             self._suspend(scope, node, suspend)
             return
         except Exception as exc:  # noqa: BLE001
-            self._finish(scope, node, FAILED, None, _message(exc), exc)
+            self._finish(scope, node, failed(_message(exc), exc))
             return
         if output is not LATER:
-            self._finish(scope, node, SUCCEEDED, output, None, None)
+            self._finish(scope, node, succeeded(output))
             return
         self._hold(started, None)
-        started.add_done_callback(lambda task: self._task_done(scope, node, task))
-
-    async def _worker(self, scope: Scope, node: Node, context: Any, config: Any,
-                      started: bool = False) -> None:
-        """Run a block in a Task, settle it from inside the Task, and carry on
-        with one of the blocks that became ready (a chain runs in one Task
-        instead of a Task and two extra loop turns per block)."""
-        if not started:
-            self._hold(asyncio.current_task(), None)   # running: it settles its blocks itself
-        while True:
-            if context is _GATED:
-                adopted = await self._after_gate(scope, node, config)
-                if adopted is None:
-                    return
-                scope, node, context, config = adopted
-                continue
-            try:
-                if node.timeout is None and node.retry is None:
-                    output = await node.info.run(context, config)
-                else:
-                    output = await run_guarded(node, context, config, self.bus)
-            except asyncio.CancelledError as exc:
-                task = asyncio.current_task()
-                if not self.cancelled and task is not None and not task.cancelling():
-                    # Nobody cancelled this Task: the block let out a CancelledError
-                    # of its own (an inner future was cancelled) - its failure.
-                    self._finish(scope, node, FAILED, None, "CancelledError: the block was "
-                                 "cancelled from inside (not by cancelling the run)", exc)
-                else:
-                    # The run is being cancelled (this may be the caller's Task,
-                    # running the scope inline): what is queued next is
-                    # cancelled, not started.
-                    self.cancelled = True
-                    self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
-                    self._pump()
-                    raise
-            except Suspend as suspend:
-                self._suspend(scope, node, suspend)
-            except Exception as exc:  # noqa: BLE001 - reported as the block's failure
-                self._finish(scope, node, FAILED, None, _message(exc), exc)
-            else:
-                self._finish(scope, node, SUCCEEDED, output, None, None)
-            adopted = self._pump_adopting()
-            if adopted is None:
-                return
-            scope, node, context, config = adopted
-
-    async def _after_gate(self, scope: Scope, node: Node, gated: tuple[Any, Any, Any]
-                          ) -> tuple[Scope, Node, Any, Any] | None:
-        """Wait for the gate, then start the block, keeping it for this Task if
-        it needs one (else the next ready block that does)."""
-        waiting, context, config = gated
-        try:
-            await waiting
-        except asyncio.CancelledError:
-            self.cancelled = True
-            self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
-            self._pump()
-            raise
-        except Exception as exc:  # noqa: BLE001 - e.g. the run's store is gone: not run
-            self._finish(scope, node, FAILED, None, f"not run: {_message(exc)}", None)
-            return self._pump_adopting()
-        self.adopting, self.adopted = True, None
-        try:
-            self._start(scope, node, context, config)
-        finally:
-            self.adopting = False
-        adopted, self.adopted = self.adopted, None
-        return adopted if adopted is not None else self._pump_adopting()
+        started.add_done_callback(lambda task: self._eager_done(scope, node, task))
 
     def _suspend(self, scope: Scope, node: Node, suspend: Suspend) -> None:
         """Settle a block that waits outside the process: only the run's top
         scope can stop and be resumed later."""
         if scope.label is not None:
-            self._finish(scope, node, FAILED, None, f"a `{node.type}` block can pause the run "
-                         f"only at the top level of the workflow, not inside a loop, parallel "
-                         f"or nested workflow ({scope.label}): move it out", None)
+            self._finish(scope, node, failed(
+                f"a `{node.type}` block can pause the run only at the top level of the "
+                f"workflow, not inside a loop, parallel or nested workflow ({scope.label}): "
+                f"move it out"))
             return
         self.suspended[node.id] = suspend
-        self._finish(scope, node, WAITING, suspend.state, suspend.reason, None)
+        self._finish(scope, node, waits(suspend.state, suspend.reason))
 
-    def _pump_adopting(self) -> tuple[Scope, Node, Any, Any] | None:
-        """Pump, keeping the first block that needs a Task for the calling one
-        (its scope, node, context and config) instead of starting a Task."""
-        self.adopting, self.adopted = True, None
-        try:
-            self._pump()
-        finally:
-            self.adopting = False
-        adopted, self.adopted = self.adopted, None
-        return adopted
-
-    def _hold(self, task: asyncio.Task, held: tuple[Scope, Node] | None) -> None:
-        if self.tasks is None:
-            self.tasks = {}
-        self.tasks[task] = held
-
-    def _worker_done(self, task: asyncio.Task) -> None:
-        """A worker Task cancelled before its first step never ran its body:
-        settle the block it was holding so the run still ends."""
-        held = self.tasks.pop(task, None) if self.tasks else None
-        if held is not None:
-            scope, node = held
-            self._finish(scope, node, CANCELLED, None, "cancelled before it started", None)
-            self._pump()
-
-    def _task_done(self, scope: Scope, node: Node, task: asyncio.Task) -> None:
-        if self.tasks:
-            self.tasks.pop(task, None)
-        if task.cancelled():
-            self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
-        else:
-            exc = task.exception()
-            if exc is None:
-                self._finish(scope, node, SUCCEEDED, task.result(), None, None)
-            elif isinstance(exc, asyncio.CancelledError):
-                self._finish(scope, node, CANCELLED, None, "cancelled while running", None)
-            elif isinstance(exc, Suspend):
-                self._suspend(scope, node, exc)
-            else:
-                self._finish(scope, node, FAILED, None, _message(exc), exc)
-        self._pump()
-
-    def _finish(self, scope: Scope, node: Node, status: str, output: Any, error: str | None,
-                exc: BaseException | None) -> None:
+    def _finish(self, scope: Scope, node: Node, outcome: Outcome) -> None:
+        status, output, error, exc = outcome.status, outcome.output, outcome.error, outcome.exc
         if status == SUCCEEDED and (too_large := self.meter.over(
                 output.output if type(output) is Routed else output)) is not None:
             status, output, error, exc = FAILED, None, too_large.message, too_large
