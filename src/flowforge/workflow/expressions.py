@@ -31,7 +31,7 @@ from typing import Any
 
 import simpleeval
 
-from flowforge.workflow import expression_methods, expression_ops
+from flowforge.workflow import expression_format, expression_methods, expression_ops
 from flowforge.workflow.expression_limits import (ITEM, MAX_INT_BITS, MAX_LENGTH, NODE, Budget,
                                                   OverBudget)
 
@@ -221,7 +221,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
     def _eval_formattedvalue(self, node: ast.FormattedValue) -> str:
         value = self._eval(node.value)
         spec = self._eval(node.format_spec) if node.format_spec is not None else ""
-        return expression_ops.format_value(value, node.conversion, spec)
+        return expression_format.format_value(value, node.conversion, spec)
 
 
 def _strip_braces(text: str) -> str:
