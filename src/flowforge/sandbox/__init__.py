@@ -6,7 +6,7 @@ raises SandboxError naming the rule or limit that stopped the block."""
 
 from flowforge.sandbox.limits import MAX_LIMITS, Limits
 from flowforge.sandbox.process import SandboxError, SandboxResult, run_python, sandbox_mode
-from flowforge.sandbox.runner import ALLOWED_MODULES, NETWORK_MODULES, check_source
+from flowforge.sandbox.source_check import ALLOWED_MODULES, NETWORK_MODULES, check_source
 
 __all__ = ["ALLOWED_MODULES", "Limits", "MAX_LIMITS", "NETWORK_MODULES", "SandboxError",
            "SandboxResult", "check_source", "run_python", "sandbox_mode"]

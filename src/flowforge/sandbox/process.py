@@ -47,12 +47,13 @@ from flowforge.sandbox.bwrap import bwrap_works, start_bwrap
 from flowforge.sandbox.bwrap import interpreter as _interpreter
 from flowforge.sandbox.limits import Limits
 from flowforge.sandbox.memory import MemoryBudgetError, installed_budget
-from flowforge.sandbox.runner import check_source
+from flowforge.sandbox.source_check import check_source
 
 __all__ = ["SandboxError", "SandboxResult", "run_python", "sandbox_mode", "HttpHandler"]
 
 RUNNER = Path(__file__).with_name("runner.py")
 CONFINE = Path(__file__).with_name("confine.py")            # loaded by the runner
+SOURCE_CHECK = Path(__file__).with_name("source_check.py")  # likewise
 HttpHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -103,7 +104,8 @@ class _Child:
                 # front costs more CPU than most blocks; back to back, that is latency).
                 self.proc = start_bwrap(["{python}", "-I", "-S", "-B", "/sandbox/runner.py"],
                                         {str(RUNNER): "/sandbox/runner.py",
-                                         str(CONFINE): "/sandbox/confine.py"},
+                                         str(CONFINE): "/sandbox/confine.py",
+                                         str(SOURCE_CHECK): "/sandbox/source_check.py"},
                                         cwd="/", **pipes)
             else:
                 # No file may be opened once confined: the runner imports what blocks
