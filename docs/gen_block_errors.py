@@ -181,7 +181,7 @@ COMMON = [
 
 def errors_section(module_name: str, anchor_common: str) -> list[str]:
     """The "Errors" section of a block type's page."""
-    from gen_reference import _cell
+    from gen_common import cell
 
     raised = block_errors(module_name)
     lines = ["## Errors", "",
@@ -199,7 +199,7 @@ def errors_section(module_name: str, anchor_common: str) -> list[str]:
                 f"failures every block can have ([common to all blocks]({anchor_common})).", ""]
     lines += ["| kind | when (the message, as the code writes it) | `{{x.error}}` holds | "
               "raised in |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{_cell(r.kind)}` | {_cell(r.message) or '(no message)'} | "
+    lines += [f"| `{cell(r.kind)}` | {cell(r.message) or '(no message)'} | "
               f"{_reads(r.kind)} | `{r.where}` |" for r in raised]
     return lines + [""]
 

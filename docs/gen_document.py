@@ -111,24 +111,24 @@ def _type(annotation: Any) -> str:
     import types
     import typing
 
-    from gen_reference import _type_name
+    from gen_common import annotation_name
 
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _type(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         return " | ".join(_type(arg) for arg in typing.get_args(annotation))
-    return "None" if annotation is type(None) else _type_name(annotation)
+    return "None" if annotation is type(None) else annotation_name(annotation)
 
 
 def _table(cls: Any) -> list[str]:
-    from gen_reference import _cell, _default
+    from gen_common import cell, default_text
 
     lines = ["| key | type | default | description |", "| --- | --- | --- | --- |"]
     for field_name, field in cls.model_fields.items():
         lines.append(f"| `{field.alias or field_name}` | "
-                     f"`{_cell(_type(field.annotation))}` | {_cell(_default(field))} | "
-                     f"{_cell(field.description or '')} |")
+                     f"`{cell(_type(field.annotation))}` | {cell(default_text(field))} | "
+                     f"{cell(field.description or '')} |")
     return lines
 
 
@@ -199,6 +199,6 @@ def document_page(out: Path) -> list[str]:
 
 
 def _webhook_doc(webhooks: Any) -> str:
-    from gen_reference import _docstring_markdown
+    from gen_common import docstring_markdown
 
-    return _docstring_markdown(inspect.cleandoc(webhooks.__doc__ or ""), "text")
+    return docstring_markdown(inspect.cleandoc(webhooks.__doc__ or ""), "text")

@@ -17,89 +17,16 @@ import inspect
 import json
 import re
 import sys
-import textwrap
 import typing
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "src" / "flowforge"
-EXAMPLES = ROOT / "examples"
+from gen_common import (EXAMPLES, ROOT, SOURCE, allowed_values, annotation_name, cell,
+                        dedent_doc, default_text, docstring_markdown, shipped_block_types)
+from gen_errors import ENV_PATTERN, environment_page, errors_page, troubleshooting_entries
 
 __all__ = ["generate", "example_problems", "output_problems", "ManualDisagrees",
-           "ENV_PATTERN"]
-
-#: What counts as an environment variable the code reads.
-ENV_PATTERN = re.compile(
-    r"\b(FLOWFORGE_[A-Z0-9_]*[A-Z0-9]|OPENAI_COMPATIBLE_<NAME>_[A-Z_]+|"
-    r"(?:OPENAI|ANTHROPIC|GOOGLE|GEMINI|REPLICATE|TAVILY|BRAVE|PERPLEXITY|OPENROUTER)"
-    r"_[A-Z_]*[A-Z])\b")
-
-
-def _cell(text: Any) -> str:
-    """A value safe inside one Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
-
-
-def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
-    text = text or str(annotation)
-    return re.sub(r"\b(typing|pydantic|collections\.abc|flowforge(\.\w+)*)\.", "", text)
-
-
-def _allowed(annotation: Any) -> list[Any]:
-    """The values a Literal (possibly optional, possibly nested in a union) allows."""
-    if typing.get_origin(annotation) is typing.Literal:
-        return list(typing.get_args(annotation))
-    found: list[Any] = []
-    for arg in typing.get_args(annotation):
-        found += _allowed(arg)
-    return found
-
-
-def _default(field: Any) -> str:
-    from pydantic_core import PydanticUndefined
-
-    if field.is_required():
-        return "**required**"
-    if field.default_factory is not None:
-        try:
-            value = field.default_factory()
-        except TypeError:
-            return "(computed)"
-    elif field.default is PydanticUndefined:
-        return ""
-    else:
-        value = field.default
-    return f"`{json.dumps(value, default=str)}`"
-
-
-def _dedent_doc(obj: Any) -> str:
-    return inspect.cleandoc(obj.__doc__ or "")
-
-
-def _docstring_markdown(text: str, language: str = "yaml") -> str:
-    """A module docstring as Markdown: its indented examples become code blocks."""
-    out: list[str] = []
-    block: list[str] = []
-
-    def flush() -> None:
-        if block:
-            while block and not block[-1].strip():
-                block.pop()
-            body = textwrap.dedent("\n".join(block)).strip("\n")
-            out.extend(["", f"```{language}", body, "```", ""])
-            block.clear()
-
-    for line in text.splitlines():
-        if line.startswith("    ") or (block and not line.strip()):
-            block.append(line)
-        else:
-            flush()
-            out.append(line)
-    flush()
-    return "\n".join(out)
-
+           "ENV_PATTERN", "troubleshooting_entries", "shipped_block_types"]
 
 def _examples_using(type_name: str) -> list[str]:
     pattern = re.compile(rf"(type:\s*{re.escape(type_name)}\b|\"type\":\s*\"{type_name}\")")
@@ -115,10 +42,10 @@ def _fields_table(model: Any) -> list[str]:
     lines = ["| field | type | default | allowed values | description |",
              "| --- | --- | --- | --- | --- |"]
     for field_name, field in model.model_fields.items():
-        allowed = ", ".join(f"`{v}`" for v in _allowed(field.annotation))
+        allowed = ", ".join(f"`{v}`" for v in allowed_values(field.annotation))
         lines.append(f"| `{field.alias or field_name}` | "
-                     f"`{_cell(_type_name(field.annotation))}` | {_cell(_default(field))} | "
-                     f"{allowed} | {_cell(field.description or '')} |")
+                     f"`{cell(annotation_name(field.annotation))}` | {cell(default_text(field))} | "
+                     f"{allowed} | {cell(field.description or '')} |")
     return lines
 
 
@@ -126,7 +53,7 @@ def scripted_page(out: Path) -> list[str]:
     """The scripted provider's rules format, from its models."""
     from flowforge.providers import scripted
 
-    lines = ["# Scripted rules", "", _docstring_markdown(_dedent_doc(scripted)), "",
+    lines = ["# Scripted rules", "", docstring_markdown(dedent_doc(scripted)), "",
              "## The file", "", *_fields_table(scripted.ScriptRules), "",
              "## One rule", "", *_fields_table(scripted.Rule), ""]
     (out / "scripted.md").write_text("\n".join(lines), encoding="utf-8")
@@ -248,7 +175,7 @@ def output_problems(type_name: str, cls: Any, markdown: str) -> list[str]:
 
 def _code(text: str) -> str:
     """A table cell as code, unless it already quotes its own code."""
-    return _cell(text) if "`" in text else f"`{_cell(text)}`"
+    return cell(text) if "`" in text else f"`{cell(text)}`"
 
 
 def _outputs_section(cls: Any) -> list[str]:
@@ -256,7 +183,7 @@ def _outputs_section(cls: Any) -> list[str]:
     lines = ["## Output", ""]
     if cls.outputs:
         lines += ["| field | type | description |", "| --- | --- | --- |"]
-        lines += [f"| `{field}` | {_code(output.type)} | {_cell(output.description)} |"
+        lines += [f"| `{field}` | {_code(output.type)} | {cell(output.description)} |"
                   for field, output in cls.outputs.items()]
         lines.append("")
     if cls.more_outputs:
@@ -284,15 +211,6 @@ def _events_of(module_name: str, seen: set[str] | None = None) -> set[str]:
     return events
 
 
-def shipped_block_types() -> dict[str, Any]:
-    """The block types flowforge ships (a program, or a test in the same
-    process, may register its own: those are not the manual's)."""
-    from flowforge.blocks import block_types
-
-    return {name: cls for name, cls in block_types().items()
-            if cls.__module__.startswith("flowforge.blocks.")}
-
-
 def block_pages(out: Path) -> dict[str, list[str]]:
     """One page per block type; returns type -> documented config fields."""
     from gen_block_errors import errors_section
@@ -307,11 +225,11 @@ def block_pages(out: Path) -> dict[str, list[str]]:
              "against).", "", "| type | what it does |", "| --- | --- |"]
     for name, cls in sorted(shipped_block_types().items()):
         module = sys.modules[cls.__module__]
-        doc = _dedent_doc(module)
+        doc = dedent_doc(module)
         summary = doc.split("\n\n")[0].replace("\n", " ")
-        index.append(f"| [`{name}`]({name}.md) | {_cell(summary)} |")
+        index.append(f"| [`{name}`]({name}.md) | {cell(summary)} |")
         config = cls.Config
-        lines = [f"# `{name}`", "", _docstring_markdown(doc), ""]
+        lines = [f"# `{name}`", "", docstring_markdown(doc), ""]
         PROBLEMS.extend(example_problems(name, lines[2]))
         PROBLEMS.extend(output_problems(name, cls, lines[2]))
         flags = [flag for flag, on in (("container (holds child `blocks:`)", cls.container),
@@ -324,7 +242,7 @@ def block_pages(out: Path) -> dict[str, list[str]]:
         lines += _fields_table(config)
         extra = config.model_config.get("extra")
         if extra == "allow":
-            lines += ["", "Any other field is accepted: " + _cell(_dedent_doc(config))]
+            lines += ["", "Any other field is accepted: " + cell(dedent_doc(config))]
         elif not fields:
             lines += ["This block type takes no fields."]
         documented[name] = [f.alias or n for n, f in fields.items()]
@@ -360,16 +278,16 @@ def expressions_page(out: Path) -> list[str]:
     from flowforge.workflow import templates
 
     lines += [f"- `{root}`" for root in sorted(NAMESPACES)]
-    lines += ["", _docstring_markdown(_dedent_doc(templates))]
-    lines += ["", "## Expressions", "", _docstring_markdown(_dedent_doc(expressions)), "",
+    lines += ["", docstring_markdown(dedent_doc(templates))]
+    lines += ["", "## Expressions", "", docstring_markdown(dedent_doc(expressions)), "",
               "## Functions", "", "| function | description |", "| --- | --- |"]
     for name, function in sorted(FUNCTIONS.items()):
         doc = (inspect.getdoc(function) or "").split("\n\n")[0]
-        lines.append(f"| `{name}` | {_cell(doc)} |")
+        lines.append(f"| `{name}` | {cell(doc)} |")
     lines += ["", "## Methods", "", "| value type | methods |", "| --- | --- |"]
     for kind, methods in expression_methods.METHODS.items():
         lines.append(f"| `{kind.__name__}` | {', '.join(f'`{m}`' for m in sorted(methods))} |")
-    lines += ["", "## Limits", "", _docstring_markdown(_dedent_doc(expression_limits)), "",
+    lines += ["", "## Limits", "", docstring_markdown(dedent_doc(expression_limits)), "",
               "| limit | value |", "| --- | --- |"]
     for constant in ("MAX_INT_BITS", "MAX_LENGTH", "MAX_ITEMS", "MAX_WORK", "MAX_SECONDS"):
         if hasattr(expression_limits, constant):
@@ -395,26 +313,26 @@ def cli_page(out: Path) -> dict[str, list[str]]:
     documented: dict[str, list[str]] = {}
     lines = ["# Command line", "",
              "Every `flowforge` command and option, read from the command line itself "
-             "(the same text as `--help`).", "", _docstring_markdown(
-                 _dedent_doc(sys.modules["flowforge.cli.main"])), ""]
+             "(the same text as `--help`).", "", docstring_markdown(
+                 dedent_doc(sys.modules["flowforge.cli.main"])), ""]
     for path, command in _walk(root, ["flowforge"]):
         name = " ".join(path)
         lines += [f"## `{name}`", "", inspect.cleandoc(command.help or ""), ""]
         options = []
         params = [p for p in command.params if not getattr(p, "hidden", False)]
         for param in params:
-            kind = _type_name(param.type_descriptor.annotation) \
+            kind = annotation_name(param.type_descriptor.annotation) \
                 if hasattr(param, "type_descriptor") else getattr(param.type, "name", "")
             if param.param_type_name == "option":
                 names = ", ".join(f"`{o}`" for o in param.opts + param.secondary_opts)
                 default = "" if param.required or param.default in (None, False, (), []) \
                     else f"`{param.default}`"
-                options.append(f"| {names} | `{_cell(kind)}` | {default} | "
-                               f"{_cell(param.help or '')} |")
+                options.append(f"| {names} | `{cell(kind)}` | {default} | "
+                               f"{cell(param.help or '')} |")
             else:
                 options.append(f"| `{param.name.upper()}` (argument"
                                f"{'' if param.required else ', optional'}) | "
-                               f"`{_cell(kind)}` | | {_cell(param.help or '')} |")
+                               f"`{cell(kind)}` | | {cell(param.help or '')} |")
         if options:
             lines += ["| option | type | default | description |", "| --- | --- | --- | --- |",
                       *options, ""]
@@ -429,122 +347,7 @@ def http_page(out: Path) -> list[str]:
     answer each, and the WebSocket routes (docs/gen_http.py)."""
     import gen_http
 
-    return gen_http.http_page(out, _docstring_markdown)
-
-
-def tree_classes(doc: str) -> list[tuple[str, str, str, str]]:
-    """(class, base, module, meaning) of each class the error tree draws with
-    its module in [brackets]: the ones that live beside the code raising them."""
-    found, parents = [], {}
-    for line in doc.splitlines():
-        match = re.match(r"\s*([│ ]*)[├└]── (\w+)\s+(?:\[([^\]]+)\]\s*)?(.*)", line)
-        if not match:
-            continue
-        depth = len(match.group(1)) // 4 + 1
-        parents[depth] = match.group(2)
-        if match.group(3):
-            found.append((match.group(2), parents.get(depth - 1, "FlowforgeError"),
-                          match.group(3), match.group(4)))
-    return found
-
-
-def troubleshooting_entries() -> dict[str, list[tuple[str, str]]]:
-    """Error class -> the troubleshooting entries (title, anchor) whose
-    `**Error:**` line names it."""
-    from markdown.extensions.toc import slugify
-
-    page = (ROOT / "docs" / "guides" / "troubleshooting.md").read_text(encoding="utf-8")
-    entries: dict[str, list[tuple[str, str]]] = {}
-    for section in re.split(r"(?m)^## ", page)[1:]:
-        title = section.splitlines()[0].strip()
-        slug = slugify(re.sub(r"[`*]", "", title), "-")
-        for line in re.findall(r"(?m)^\*\*Error:\*\*.*$", section):
-            for name in re.findall(r"\[`(\w+)`\]", line):
-                entries.setdefault(name, []).append((title, slug))
-    return entries
-
-
-def errors_page(out: Path) -> list[str]:
-    import flowforge.errors as errors
-    from flowforge.server import errors as server_errors
-
-    fixes = troubleshooting_entries()
-    lines = ["# Errors", "", _docstring_markdown(_dedent_doc(errors)), "",
-             "## Error classes", "",
-             "Each class, and where [troubleshooting](../guides/troubleshooting.md) shows it "
-             "happening and how to fix it.", "",
-             "| class | base | meaning | troubleshooting |", "| --- | --- | --- | --- |"]
-
-    def seen(name: str) -> str:
-        return ", ".join(f"[{_cell(title)}](../guides/troubleshooting.md#{slug})"
-                         for title, slug in fixes.get(name, []))
-
-    names = []
-    for name in errors.__all__:
-        obj = getattr(errors, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
-            names.append(name)
-            lines.append(f"| <a id=\"{name}\"></a>`{name}` | `{obj.__mro__[1].__name__}` | "
-                         f"{_cell(_dedent_doc(obj).split(chr(10) * 2)[0])} | {seen(name)} |")
-    for name, base, where, meaning in tree_classes(_dedent_doc(errors)):
-        if name not in names:                    # beside the code that raises it
-            names.append(name)
-            lines.append(f"| <a id=\"{name}\"></a>`{name}` | `{base}` | {_cell(meaning)} "
-                         f"(`{where}`) | {seen(name)} |")
-    from gen_block_errors import by_type_section
-
-    lines += ["", *by_type_section(shipped_block_types())]
-    lines += ["", "## HTTP error codes", "", _docstring_markdown(_dedent_doc(server_errors)),
-              "", "| status | `code` |", "| --- | --- |"]
-    lines += [f"| {status} | `{code}` |" for status, code in sorted(server_errors._CODES.items())]
-    found: dict[str, set[str]] = {}
-    for folder in ("server", "service"):
-        for path in sorted((SOURCE / folder).rglob("*.py")):
-            text = path.read_text(encoding="utf-8")
-            for code in re.findall(r"(?:\bcode=|_json\(\d+,\s*[^,()]+,\s*)[\"']([a-z_]+)[\"']",
-                                   text):
-                if code not in server_errors._CODES.values():
-                    found.setdefault(code, set()).add(
-                        ".".join(path.relative_to(SOURCE.parent).with_suffix("").parts))
-    lines += ["", "More specific codes, found in the server's source:", "",
-              "| `code` | raised in |", "| --- | --- |"]
-    lines += [f"| `{code}` | {', '.join(f'`{m}`' for m in sorted(modules))} |"
-              for code, modules in sorted(found.items())]
-    from flowforge.cli import exits, main
-
-    lines += ["", "## Exit codes of the command line", "",
-              _docstring_markdown(_dedent_doc(exits), "text"), "",
-              _dedent_doc(main).split("\n\n", 1)[1]]
-    (out / "errors.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return names
-
-
-def environment_page(out: Path) -> list[str]:
-    """Every variable the source reads, with the modules that read it."""
-    readers: dict[str, set[str]] = {}
-    context: dict[str, str] = {}
-    for path in sorted(SOURCE.rglob("*.py")):
-        module = ".".join(path.relative_to(SOURCE.parent).with_suffix("").parts)
-        for line in path.read_text(encoding="utf-8").splitlines():
-            for match in ENV_PATTERN.finditer(line):
-                name = match.group(1)
-                readers.setdefault(name, set()).add(module)
-                prose = line.strip().lstrip("#:").strip().strip("\"'(),; ").rstrip('"')
-                if name not in context and not re.search(r"environ|getenv|[(\[]\"|= \"",
-                                                         line) and len(prose.split()) > 4:
-                    context[name] = prose
-    lines = ["# Environment variables", "",
-             "Every environment variable the source reads, found in the source when the "
-             "manual is built, with the modules that read it and a line of the code's own "
-             "documentation that names it. `OPENAI_COMPATIBLE_<NAME>_BASE_URL` and "
-             "`..._API_KEY` configure `openai-compatible/<name>` models; the standard "
-             "`OTEL_*` variables configure [tracing](../guides/tracing.md).", "",
-             "| variable | read in | from the code's documentation |", "| --- | --- | --- |"]
-    for name, modules in sorted(readers.items()):
-        lines.append(f"| `{name}` | {', '.join(f'`{m}`' for m in sorted(modules))} | "
-                     f"{_cell(context.get(name, ''))} |")
-    (out / "environment.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return sorted(readers)
+    return gen_http.http_page(out, docstring_markdown)
 
 
 #: Where the code and its documentation disagree, found while generating.

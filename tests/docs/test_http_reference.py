@@ -22,13 +22,14 @@ from tests.server.conftest import chain, start_server
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs"))
 import gen_http  # noqa: E402
+import gen_common  # noqa: E402
 import gen_reference  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("reference")
-    gen_http.http_page(out, gen_reference._docstring_markdown)
+    gen_http.http_page(out, gen_common.docstring_markdown)
     return (out / "http.md").read_text()
 
 
@@ -70,7 +71,7 @@ def test_an_operation_without_a_recorded_answer_stops_the_generator(monkeypatch,
     del examples["GET /api/runs"]
     monkeypatch.setattr(gen_http, "_EXAMPLES", examples)
     with pytest.raises(RuntimeError, match="GET /api/runs: no example was recorded"):
-        gen_http.http_page(tmp_path, gen_reference._docstring_markdown)
+        gen_http.http_page(tmp_path, gen_common.docstring_markdown)
 
 
 def test_every_websocket_route_has_its_messages_documented(page):

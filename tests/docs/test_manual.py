@@ -26,6 +26,7 @@ DOCS = ROOT / "docs"
 MKDOCS = Path(sys.executable).parent / "mkdocs"
 sys.path.insert(0, str(DOCS))
 import gen_block_errors  # noqa: E402
+import gen_common  # noqa: E402
 import gen_reference  # noqa: E402
 
 
@@ -64,7 +65,7 @@ def test_a_block_example_the_code_refuses_fails_the_generator():
     block's own, changed to a method it does not take, is refused by name."""
     import flowforge.blocks.http as http
 
-    page = gen_reference._docstring_markdown(gen_reference._dedent_doc(http))
+    page = gen_common.docstring_markdown(gen_common.dedent_doc(http))
     assert "method: POST" in page and gen_reference.example_problems("http", page) == []
     problems = gen_reference.example_problems("http", page.replace("method: POST",
                                                                    "method: YEET"))
@@ -84,10 +85,10 @@ def test_an_output_field_the_docs_and_the_code_disagree_on_fails_the_build(monke
 
     check = gen_reference.output_problems
     for name, cls in gen_reference.shipped_block_types().items():
-        doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+        doc = gen_common.docstring_markdown(gen_common.dedent_doc(
             sys.modules[cls.__module__]))
         assert check(name, cls, doc) == [], name
-    llm_doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+    llm_doc = gen_common.docstring_markdown(gen_common.dedent_doc(
         sys.modules[LLMBlock.__module__]))
     # documented, but validation refuses it: `{{summarize.cost}}` would fail validate
     monkeypatch.setattr(LLMBlock, "outputs", {**LLMBlock.outputs,
@@ -107,7 +108,7 @@ def test_an_output_field_the_docs_and_the_code_disagree_on_fails_the_build(monke
     assert problems and all("`function`" in p and "more_outputs" in p for p in problems)
     monkeypatch.undo()
     # the prose may only read fields the block gives
-    http_doc = gen_reference._docstring_markdown(gen_reference._dedent_doc(
+    http_doc = gen_common.docstring_markdown(gen_common.dedent_doc(
         sys.modules[HttpBlock.__module__]))
     [problem] = check("http", HttpBlock, http_doc + "\nThen read `{{order.body}}`.\n")
     assert "`{{order.body}}`" in problem
