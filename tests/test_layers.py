@@ -165,3 +165,11 @@ def test_the_walk_sees_what_it_must_refuse(tmp_path, monkeypatch):
     assert len(crossings) == 3, crossings
     assert _upward() == ["flowforge/workflow/loader.py:1: workflow imports flowforge.engine.run "
                          "(engine is a layer above)"]
+
+
+def test_every_module_reads_in_one_sitting():
+    """STYLE.md's small modules: a module past 500 lines is split along its
+    seams (see docs/guides/developing.md), not allowed to grow."""
+    long = {str(path.relative_to(SRC)): lines for path in SRC.rglob("*.py")
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) >= 500}
+    assert long == {}, f"split these modules along their seams: {long}"
