@@ -121,9 +121,7 @@ class _Compiler:
         hook = self.hook if config_ok else (lambda *args, default: default)
         for problem in hook(info.check, spec, where, self.all_ids, default=[]):
             self.problems.append(problem)
-        warn = getattr(info, "warnings", None)
-        if warn is not None:
-            self.warnings.extend(hook(warn, spec, where, default=[]))
+        self.warnings.extend(hook(info.warnings, spec, where, default=[]))
 
         if spec.blocks is not None and not info.container:
             self.add(f"{where}.blocks", f"block type '{type_name}' cannot hold child blocks")

@@ -60,6 +60,11 @@ class BlockTypeInfo(Protocol):
         """Type-specific checks beyond the config model (may be empty)."""
 
     @classmethod
+    def warnings(cls, spec: BlockSpec, where: str) -> list[Problem]:
+        """What validate should say without refusing the document (an
+        `unsupported` block from an import); usually empty."""
+
+    @classmethod
     def implied_targets(cls, spec: BlockSpec) -> list[str]:
         """Blocks this block points at itself (a condition's `goto`s)."""
 
