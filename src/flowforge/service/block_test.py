@@ -38,7 +38,7 @@ from flowforge.workflow.policy import Policy, check_policy
 from flowforge.workflow.templates import normalize_name
 
 __all__ = ["BlockTestRefused", "Read", "block_reads", "describe_block", "samples_from_run",
-           "merge_samples", "test_block", "SAMPLE_SECTIONS"]
+           "merge_samples", "run_one_block", "SAMPLE_SECTIONS"]
 
 #: What a request's `samples` may hold, as the template namespaces name them
 #: (`blocks`: other blocks' outputs by id).
@@ -236,7 +236,7 @@ def _graphs(graph: Graph) -> list[Graph]:
     return found
 
 
-async def test_block(compiled: CompiledWorkflow, block_id: str,
+async def run_one_block(compiled: CompiledWorkflow, block_id: str,
                      samples: dict[str, dict[str, Any]], *, user: dict[str, Any],
                      storage: Any, policy: Policy, model: str | None,
                      services: dict[str, Any], secrets: dict[str, str],

@@ -19,7 +19,7 @@ from flowforge.server.auth import CurrentUser, owned_run
 from flowforge.server.errors import ApiError
 from flowforge.server.routes.workflows import owner_of
 from flowforge.service.block_test import (BlockTestRefused, describe_block, merge_samples,
-                                          samples_from_run, test_block)
+                                          samples_from_run, run_one_block)
 from flowforge.service.compiling import check_block_count
 from flowforge.workflow.graph import CompiledWorkflow
 
@@ -154,7 +154,7 @@ async def run_block(request: Request, body: BlockTestRequest, user: CurrentUser,
     try:
         options = await live.run_options(user)
         options.pop("storage")
-        answer = await test_block(compiled, body.block_id, samples,
+        answer = await run_one_block(compiled, body.block_id, samples,
                                   storage=request.app.state.storage, **options)
     except BlockTestRefused as exc:
         raise _refused(exc) from None
