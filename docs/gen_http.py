@@ -173,6 +173,18 @@ REVIEW = {"id": "review", "blocks": [
     {"id": "check", "type": "approval", "with": {"message": "Send it?"}},
     {"id": "send", "type": "response", "after": ["check"], "with": {"message": "sent"}}]}
 SLOW = {"id": "slow", "blocks": [{"id": "pause", "type": "wait", "with": {"seconds": 60}}]}
+#: one agent block tested alone (POST /api/block-tests), answered by the build rules' summariser
+SUMMARY = """version: 1
+id: summary
+inputs: {text: {type: string}}
+blocks:
+  - {id: clean, type: set, with: {text: "{{input.text}}"}}
+  - id: summarise
+    type: agent
+    with:
+      system: Write faithful, concise summaries.
+      prompt: "Summarise in one sentence: {{clean.text}}"
+"""
 
 
 def record() -> dict[str, dict[str, Any]]:
@@ -372,6 +384,11 @@ def _record_chat(client: Any, call: Callable[..., Any], alice: str) -> None:
 
 
 def _record_build(client: Any, call: Callable[..., Any], alice: str) -> None:
+    call(client, alice, "POST", "/api/block-tests/reads", json={
+        "document": SUMMARY, "block_id": "summarise"})
+    call(client, alice, "POST", "/api/block-tests", json={
+        "document": SUMMARY, "block_id": "summarise",
+        "samples": {"blocks": {"clean": {"text": "Cats purr and sleep. Dogs bark."}}}})
     intent = "Count the words of a text and summarise it"
     call(client, alice, "POST", "/api/clarify", json={"conversation": [
         {"role": "user", "content": intent}]})

@@ -11,7 +11,9 @@ not errors and do not appear here.
     │   └── ValidationFailed      several located problems, all reported at once
     ├── InputError                run inputs do not match the workflow's `inputs`
     ├── InvalidValue              a value given to a command or a route (a filter, a
-    │                             name, a capability, an id prefix) is not accepted
+    │   │                         name, a capability, an id prefix) is not accepted
+    │   └── BlockTestRefused      [service/block_test.py] a block cannot run alone, or
+    │                             values it reads are missing (each located)
     ├── RunError                  something failed while running
     │   ├── BlockError            names the block id and type
     │   │   └── BlockTimeout      the block exceeded its `timeout`

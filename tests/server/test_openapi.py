@@ -64,6 +64,9 @@ EXPECTED = {
     # what the editor's settings form and `{{` picker offer (issue 43)
     "/api/models": {"get"},
     "/api/block-outputs": {"get"},
+    # test one block without running the workflow (server/routes/block_tests.py, issue 43)
+    "/api/block-tests": {"post"},
+    "/api/block-tests/reads": {"post"},
     # a workflow file of another system, converted without saving (issue 42)
     "/api/import": {"post"},
     # knowledge bases for the web app (server/routes/knowledge.py, issue 13)

@@ -252,7 +252,7 @@ class Run:
         if self.status != "failed" and not self.checkpoint and (problems := await self.preflight()):
             self.status, self.error = "failed", "; ".join(str(p) for p in problems)
         if self.status != "failed":
-            values = self._root_values(self.doc, self.inputs, self.memory)
+            values = self.root_values(self.doc, self.inputs, self.memory)
             top = Scope(self.workflow.graph, values, None,
                         source=self.workflow.source)
             try:
@@ -313,8 +313,9 @@ class Run:
         return result
 
     # -- scopes ----------------------------------------------------------------
-    def _root_values(self, doc: Any, inputs: dict[str, Any], memory: dict[str, Any]
-                     ) -> dict[str, Any]:
+    def root_values(self, doc: Any, inputs: dict[str, Any], memory: dict[str, Any]
+                    ) -> dict[str, Any]:
+        """The namespaces a top scope's templates read (engine/alone.py adds block outputs)."""
         return {"input": inputs, "vars": doc.variables, "env": self.env, "secrets": self.secrets,
                 "memory": memory, "user": self.user,
                 "run": {"id": self.run_id, "workflow_id": doc.id}}
@@ -342,7 +343,7 @@ class Run:
             nested_inputs = validate_inputs(nested.doc.inputs, inputs)
         except FlowforgeError as exc:
             raise BlockError(node.id, node.type, str(exc)) from None
-        values = self._root_values(nested.doc, nested_inputs, {})
+        values = self.root_values(nested.doc, nested_inputs, {})
         label = f"{parent.label}/{node.id}" if parent.label else node.id
         child = Scope(nested.graph, values, label, depth=parent.depth + 1,
                       source=nested.source)

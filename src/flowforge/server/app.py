@@ -24,9 +24,9 @@ from flowforge.server.limits import BodyLimit
 from flowforge.server.live import LiveRuns
 from flowforge.server.media_types import BodyMediaTypes
 from flowforge.server.rate_limit import RateLimit
-from flowforge.server.routes import (agent, apps, chat, compat, documents, edits, imports,
-                                      knowledge, pipeline, pipelines, runs, secrets, users,
-                                      workflows)
+from flowforge.server.routes import (agent, apps, block_tests, chat, compat, documents, edits,
+                                      imports, knowledge, pipeline, pipelines, runs, secrets,
+                                      users, workflows)
 from flowforge.sandbox.memory import install_budget, installed_budget
 from flowforge.server.settings import ServerSettings
 from flowforge.server.websocket import router as websocket_router
@@ -100,8 +100,8 @@ def create_app(settings: ServerSettings | None = None, *, storage: Storage | Non
             raise ApiError(503, f"the database is unreachable: {exc}") from None
         return {"status": "ok", "version": version, "database": store.url.split(":")[0]}
 
-    for module in (documents, imports, apps, workflows, edits, runs, users, secrets, compat,
-                   pipeline, pipelines, chat, agent, knowledge):
+    for module in (documents, block_tests, imports, apps, workflows, edits, runs, users,
+                   secrets, compat, pipeline, pipelines, chat, agent, knowledge):
         app.include_router(module.router)
     from flowforge.server.routes import builder      # blocks, clarify, create-agent, automate
     app.include_router(builder.router)

@@ -162,6 +162,7 @@ class _Compiler:
             if target is not None:
                 node.inputs[target] = DATA
         node.env_refs = frozenset(env_refs)
+        node.reads = tuple(refs)
         if isinstance(spec.after, Join):
             both = sorted(set(spec.after.all) & set(spec.after.any))
             if both:

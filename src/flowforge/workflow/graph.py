@@ -121,6 +121,9 @@ class Node:
     out: list[tuple[str, int]] = field(default_factory=list)  # (dependant, ALTERNATIVE/ON_FAILURE flags)
     alias: str | None = None                   # normalised name, another template root for its output
     config_ok: bool = True                     # `with` fits the block's config (hooks may read it)
+    #: every template and expression reference in its `with` (`templates.Reference`),
+    #: what running the block alone needs values for (service/block_test.py)
+    reads: tuple[Any, ...] = ()
 
     @property
     def name(self) -> str:

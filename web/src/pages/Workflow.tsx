@@ -11,6 +11,7 @@ import { useCurrentEffect } from "../components/useCurrentEffect";
 import { Link, navigate, setLeaveWarning } from "../router";
 import { Canvas } from "../components/Canvas";
 import { BlockForm } from "../components/BlockForm";
+import { BlockTest } from "../components/BlockTest";
 import { Palette, type Pick } from "../components/Palette";
 import { Editor, type Checked, type History } from "../components/Editor";
 import { Json, ProblemList } from "../components/Common";
@@ -432,6 +433,8 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                            if (!refused) setSelected(to);
                            return refused;
                          }} />
+              {text !== null && <BlockTest key={block.id} text={text} blockId={block.id}
+                                           inputs={document?.inputs ?? {}} />}
               <details>
                 <summary>As YAML</summary>
                 <Json label="Block config" value={YAML.stringify(block, { lineWidth: 0 })} />
