@@ -239,7 +239,8 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                                  Message("user", f"Now call {config.finish_with} with that "
                                                  f"answer.")]
             response = None
-            if choice == config.finish_with and draft is None and not finish_failures:
+            if config.finish_with and choice == config.finish_with and draft is None \
+                    and not finish_failures:
                 # a small model's answer step in its short form (once: a refused one
                 # is retried as the whole call, with the tool's error in view)
                 response = await guided_turn(calls, tools[config.finish_with], temperature,
