@@ -4,6 +4,8 @@
     .venv/bin/python bench/local_model.py --part speed --threads 1,2
     .venv/bin/python bench/local_model.py --part chat --models qwen2.5-0.5b
     .venv/bin/python bench/local_model.py --part cache
+    .venv/bin/python bench/local_model.py --part support --models qwen2.5-0.5b
+    .venv/bin/python bench/local_model.py --part router
 
 Part `speed`, per model and thread count (`LocalProvider` itself, greedy):
   load_s       loading the GGUF (its hash check included)
@@ -17,6 +19,10 @@ Part `chat`: the RAG chat (`flowforge.service.chat.ask`, the shipped workflow) o
   against those llama.cpp actually evaluated (the rest came from its KV cache).
 Part `support`: the main demo (examples/support.yaml) on a refund inside the 30-day
   window (the answer must grant it) and one outside it (it must refuse it), seconds each.
+Part `router`: a router over two branches (billing listed first, then technical support,
+  then the same swapped) sends each of a few customer messages; `correct` counts the
+  messages sent to the right team in both orders ("The app crashes when I open settings"
+  must go to technical support).
 Part `cache`: two different system prompts interleaved (two blocks of one
   workflow taking turns), each asked twice: seconds and tokens evaluated with the
   saved-state cache (`FLOWFORGE_LOCAL_STATES`, default 4) and without it (0).
@@ -162,12 +168,57 @@ async def support(model: str) -> dict[str, Any]:
             row = {"question": question, "seconds": round(time.perf_counter() - tick, 1),
                    "correct": bool(re.search(right, text, re.I))
                    and not re.search(wrong, text, re.I),
-                   "route": list(result.outputs), "answer": text[:200]}
+                   "route": list(result.outputs), "answer": text[:200],
+                   "facts": (result.results.get("window") or {}).get("note")}
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
         await knowledge.close()
     return {"part": "support", "model": model, "correct": sum(r["correct"] for r in rows),
             "of": len(rows), "seconds": [r["seconds"] for r in rows]}
+
+
+#: (a customer's message, the team that handles it)
+MESSAGES: list[tuple[str, str]] = [
+    ("The app crashes when I open settings", "technical"),
+    ("I was charged twice for my order", "billing"),
+    ("I cannot log in, the page shows error 500", "technical"),
+    ("Please send me an invoice for last month", "billing"),
+]
+_BRANCHES = {
+    "billing": {"id": "billing", "type": "response", "name": "Billing", "after": ["route"],
+                "description": "Payments, invoices, charges and refunds",
+                "with": {"message": "billing"}},
+    "technical": {"id": "technical", "type": "response", "name": "Technical Support",
+                  "after": ["route"],
+                  "description": "Bugs, crashes, error messages and problems using the app",
+                  "with": {"message": "technical"}},
+}
+
+
+async def router(model: str) -> dict[str, Any]:
+    import flowforge
+
+    rows = []
+    for order in (["billing", "technical"], ["technical", "billing"]):
+        doc = {"version": 1, "id": "router-bench", "inputs": {"q": {"type": "string"}},
+               "blocks": [{"id": "route", "type": "router",
+                           "with": {"prompt": "Send the customer's message to the team that "
+                                              "handles it. Message: {{input.q}}"}},
+                          *[_BRANCHES[name] for name in order]]}
+        for message, team in MESSAGES:
+            tick = time.perf_counter()
+            result = await flowforge.run(doc, {"q": message}, model=f"local/{model}",
+                                         storage=False)
+            chosen = (result.results.get("route") or {}).get("selectedRoute")
+            row = {"order": order, "message": message, "chosen": chosen,
+                   "correct": chosen == team, "seconds": round(time.perf_counter() - tick, 1)}
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    crash = [r for r in rows if r["message"] == MESSAGES[0][0]]
+    return {"part": "router", "model": model, "correct": sum(r["correct"] for r in rows),
+            "of": len(rows), "crash_to_technical": sum(r["correct"] for r in crash),
+            "crash_of": len(crash), "seconds_median": statistics.median(
+                r["seconds"] for r in rows)}
 
 
 async def cache(model: str, states: int) -> dict[str, Any]:
@@ -192,7 +243,7 @@ async def cache(model: str, states: int) -> dict[str, Any]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["speed", "chat", "cache", "support", "all"], default="all")
+    parser.add_argument("--part", choices=["speed", "chat", "cache", "support", "router", "all"], default="all")
     parser.add_argument("--models", default="smollm2,qwen2.5-0.5b")
     parser.add_argument("--threads", default="",
                         help="comma-separated thread counts for `speed` (default: flowforge's)")
@@ -209,6 +260,8 @@ async def main() -> None:
             print(json.dumps(await chat(model)), flush=True)
         if args.part in ("support", "all"):
             print(json.dumps(await support(model)), flush=True)
+        if args.part in ("router", "all"):
+            print(json.dumps(await router(model)), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,18 @@ import flowforge
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RULES = f"scripted/{EXAMPLES / 'scripted' / 'support.rules.yaml'}"
+AGE = {"order_age": "succeeded", "timing": "succeeded", "window": "succeeded"}
 
 
 @pytest.mark.parametrize("query, route, statuses", [
     ("Can I get a refund on an order I placed three weeks ago?", "standard",
      {"question": "succeeded", "search": "succeeded", "answer": "succeeded",
       "grade": "succeeded", "triage": "succeeded", "standard": "succeeded",
-      "review": "skipped"}),
+      "review": "skipped", **AGE}),
     ("I bought a jacket on sale, can I get my money back?", "review",
      {"question": "succeeded", "search": "succeeded", "answer": "succeeded",
       "grade": "succeeded", "triage": "succeeded", "standard": "skipped",
-      "review": "succeeded"}),
+      "review": "succeeded", **AGE}),
 ])
 async def test_support_routes_by_scores(query, route, statuses):
     result = await flowforge.run(EXAMPLES / "support.yaml", {"query": query}, storage=False,
@@ -52,10 +53,39 @@ async def test_support_routes_by_scores(query, route, statuses):
     answer = result.results["answer"]
     assert answer["content"] in (result.outputs[route].get("message"),
                                  result.outputs[route]["data"].get("draft"))
-    assert set(result.usage["blocks"]) == {"search", "answer", "grade", "triage"}
+    assert set(result.usage["blocks"]) == {"search", "order_age", "answer", "grade", "triage"}
     assert result.usage["blocks"]["search"]["tokens"]["total"] == 0   # local embeddings
     assert result.usage["tokens"]["total"] == sum(
-        result.results[b]["tokens"]["total"] for b in ("answer", "grade", "triage")) > 0
+        result.results[b]["tokens"]["total"]
+        for b in ("order_age", "answer", "grade", "triage")) > 0
+
+
+@pytest.mark.parametrize("query, days, within", [
+    ("Can I get a refund on an order I placed three weeks ago?", 21, True),
+    ("My order was delivered two months ago. Can I still get a refund?", 60, False),
+    ("I bought a jacket on sale, can I get my money back?", 0, False),
+])
+async def test_the_refund_window_is_computed_before_the_agent_answers(query, days, within):
+    """The model only reads the order's age off the message; the days and the
+    window are computed, and the agent is given them as facts (issue 47: a 0.5B
+    model granted a refund two months after delivery when left to work it out)."""
+    result = await flowforge.run(EXAMPLES / "support.yaml", {"query": query}, storage=False,
+                                 model=RULES)
+    assert result.results["timing"]["days"] == days
+    assert result.results["window"]["within"] is within
+    sent = next(e for e in result.events if e["type"] == "llm_request"
+                and e["block_id"] == "answer")["request"]["messages"][-1]["content"]
+    assert sent.endswith(f"User Query: {query}")               # the question read last
+    note = result.results["window"]["note"]
+    assert f"Facts: {note}\n" in sent
+    if days:
+        assert note == (f"The order was about {days} days ago: " + (
+            "within the 30-day refund window, so a refund is possible." if within else
+            "outside the 30-day refund window, so it cannot be refunded."))
+    else:
+        assert note == ""                 # no age in the message: no facts made up
+    if not within and days:
+        assert result.results["answer"]["content"].startswith("Unfortunately not")
 
 
 def test_support_runs_on_the_default_model():

@@ -98,7 +98,8 @@ async def test_an_edit_that_breaks_the_workflow_is_refused_whole(any_server):
         body = broken.json()
         assert body["error"]["code"] == "invalid_workflow"
         problem = next(p for p in body["error"]["details"] if "search" in p["message"])
-        assert problem["where"].startswith("blocks[1].with") and problem["line"] > 17
+        # `answer` is the fifth block once `search` is gone
+        assert problem["where"].startswith("blocks[4].with") and problem["line"] > 17
 
         unknown = await admin.patch("/api/workflows/support", json={"edits": [
             {"op": "set", "block": "nope", "path": "name", "value": "x"}]})

@@ -13,8 +13,8 @@ YAML = {"Content-Type": "application/yaml"}
 
 async def test_validate_locates_each_problem_at_its_line(server):
     text = (EXAMPLES / "support.yaml").read_text()
-    broken = text.replace("{{search.context}}\n      temperature", "{{serach.context}}\n"
-                          "      temperature")
+    broken = text.replace("{{search.context}}\n\n        Facts", "{{serach.context}}\n\n"
+                          "        Facts")
     assert broken != text
     line = next(n for n, row in enumerate(broken.splitlines(), 1) if "Support Agent" in row)
     async with server.client("alice") as alice:
@@ -23,7 +23,7 @@ async def test_validate_locates_each_problem_at_its_line(server):
         body = answer.json()
         assert body["valid"] is False and body["graph"] is None
         [problem] = [p for p in body["problems"] if "serach" in p["message"]]
-        assert problem["where"] == "blocks[2].with.prompt"
+        assert problem["where"] == "blocks[5].with.prompt"
         assert "did you mean 'search'" in problem["message"]
         assert line < problem["line"] <= line + 8
         assert "prompt:" in broken.splitlines()[problem["line"] - 1]
@@ -37,7 +37,8 @@ async def test_validate_locates_each_problem_at_its_line(server):
                                                                     ""), headers=YAML)
         assert ok.json()["valid"] is True and ok.json()["problems"] == []
         assert {n["id"] for n in ok.json()["graph"]["nodes"]} == {
-            "question", "search", "answer", "grade", "triage", "standard", "review"}
+            "question", "search", "order_age", "timing", "window", "answer", "grade", "triage",
+            "standard", "review"}
         # what this user may not save is said too (a server file, not granted)
         refused = await alice.post("/api/validate", content=text, headers=YAML)
         [grant] = refused.json()["problems"]

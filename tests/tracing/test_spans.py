@@ -50,8 +50,8 @@ async def test_the_support_demo_span_tree(spans, tmp_path, monkeypatch):
     tree = _tree(finished)
     assert tree[None] == ["flowforge.run support"]
     assert tree["flowforge.run support"] == sorted(
-        f"flowforge.block {b}" for b in ("question", "search", "answer", "grade", "triage",
-                                          "standard", "review"))
+        f"flowforge.block {b}" for b in ("question", "search", "order_age", "timing", "window",
+                                          "answer", "grade", "triage", "standard", "review"))
     assert tree["flowforge.block search"] == ["knowledge.search policies"]
     model = RULES.partition("/")[2]
     for block in ("answer", "grade", "triage"):

@@ -13,7 +13,8 @@ from playwright.async_api import expect
 from tests.server.conftest import chain
 from tests.webapp.conftest import EXAMPLES, shot, sign_in
 
-SUPPORT_BLOCKS = ["question", "search", "answer", "grade", "triage", "standard", "review"]
+SUPPORT_BLOCKS = ["question", "search", "order_age", "timing", "window", "answer", "grade",
+                  "triage", "standard", "review"]
 
 #: records, in the page, every block state change in the order it is drawn
 RECORD_STATES = """
@@ -36,7 +37,7 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.set_input_files("#upload", str(EXAMPLES / "support.yaml"))
     await page.wait_for_url("**/workflows/support")
     blocks = page.locator(".react-flow__node [data-block-id]")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 10")
     assert sorted(await blocks.evaluate_all("els => els.map(e => e.dataset.blockId)")) == \
         sorted(SUPPORT_BLOCKS)
     await page.wait_for_function(      # edges are drawn once the blocks are measured
@@ -76,10 +77,10 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.keyboard.press("Control+End")
     await page.keyboard.insert_text("  - id: thanks\n    type: set\n    after: [review]\n"
                                     "    with: {note: \"{{answer.content}}\"}\n")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 8")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 11")
     assert await page.locator("[data-block-id=thanks]").count() == 1
     await page.keyboard.press("Control+z")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 10")
     await page.get_by_text("No problems: the document is valid.").wait_for()
     await page.get_by_role("button", name="Save as a new version").click()
     await page.get_by_text("Saved version 2.").wait_for()
@@ -96,7 +97,7 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     # every block drawn and settled: the status can show before the graph is
     # fetched, and `every` over no block at all is true
     await page.wait_for_function(
-        "(els => els.length === 7 && els.every(e => "
+        "(els => els.length === 10 && els.every(e => "
         "['succeeded', 'skipped'].includes(e.dataset.state)))"
         "([...document.querySelectorAll('[data-block-id]')])")
     states = await blocks.evaluate_all("els => Object.fromEntries(els.map(e => "
@@ -104,7 +105,13 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     assert states == {**{b: "succeeded" for b in SUPPORT_BLOCKS}, "review": "skipped"}
     changes = await page.evaluate("window.__ffStates")
     green = [block for block, state in changes if state == "succeeded"]
-    assert green == ["question", "search", "answer", "grade", "triage", "standard"]
+    # search runs beside order_age -> timing -> window: each turns green after what it reads
+    assert sorted(green) == sorted(b for b in SUPPORT_BLOCKS if b != "review")
+    for before, after in [("question", "search"), ("question", "order_age"),
+                          ("order_age", "timing"), ("timing", "window"), ("window", "answer"),
+                          ("search", "answer"), ("answer", "grade"), ("grade", "triage"),
+                          ("triage", "standard")]:
+        assert green.index(before) < green.index(after), green
     assert "skipped" in (await page.locator("[data-block-id=review]").text_content())
     await shot(page, "05-run-finished")
 

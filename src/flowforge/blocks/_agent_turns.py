@@ -14,12 +14,12 @@ import json
 import time
 from typing import Any
 
-from flowforge.providers.base import ToolCall
+from flowforge.providers.base import LLMResponse, ToolCall
 from flowforge.tools.executor import ToolOutcome, result_text
 
 __all__ = ["with_ids", "record_outcome", "short", "REASK", "reask", "spend_reask",
            "early_finish", "call_key", "repeats", "over_limit", "with_refusals", "last_error",
-           "finish_output"]
+           "finish_output", "guided_turn"]
 
 
 def with_ids(tool_calls: list[ToolCall], used: set[str]) -> list[ToolCall]:
@@ -150,3 +150,21 @@ def finish_output(outcome: ToolOutcome) -> tuple[str, dict[str, Any]]:
         text = result_text(result)
     fields.pop("content", None)
     return str(text), fields
+
+
+async def guided_turn(calls: Any, tool: Any, temperature: float | None,
+                      purpose: str) -> LLMResponse | None:
+    """The finishing tool's call written in its guided form (`tools.spec.GuidedAnswer`),
+    for a model that asks for it (`Provider.guided_answers`); None when the tool has
+    no such form now, or the answer cannot become its arguments (the call is then
+    asked for as it is)."""
+    form = tool.guided() if getattr(tool, "guided", None) is not None else None
+    if form is None or not calls.guided():
+        return None
+    said = await calls(form.messages, response_format=form.schema, temperature=temperature,
+                       max_tokens=form.max_tokens, purpose=purpose)
+    try:
+        arguments = form.arguments(json.loads(said.text))
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return dataclasses.replace(said, text="", tool_calls=[ToolCall("", tool.name, arguments)])

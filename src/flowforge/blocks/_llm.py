@@ -43,7 +43,7 @@ from pydantic import Field
 
 from flowforge.model_strings import parse_model, qualified
 from flowforge.providers.base import LLMRequest, LLMResponse, Message, ToolSpec
-from flowforge.providers.call import call_model, defaults_sent, unsent_settings
+from flowforge.providers.call import call_model, defaults_sent, guided_answers, unsent_settings
 from flowforge.blocks.base import BlockConfig, Output, policy_of
 from flowforge.errors import ProviderError
 from flowforge.providers.resolve import ProviderOptions, default_model, key_variables
@@ -230,6 +230,11 @@ class ModelCalls:
         self.count = 0
         self.used_model = model
         self._sent: list[Message] = []
+
+    def guided(self) -> bool:
+        """Whether this block's model wants answer steps in their guided form
+        (`Provider.guided_answers`: the embedded small models)."""
+        return guided_answers(self.model, self.options)
 
     def _keyed(self, model: str) -> bool:
         """Whether this block's calls to `model` carry a key the run was given (the

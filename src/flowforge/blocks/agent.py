@@ -51,8 +51,8 @@ from pydantic import Field
 
 from flowforge.blocks._llm import (USAGE_OUTPUTS, LLMBlockConfig, ModelCalls,
                                    choose_model, setting)
-from flowforge.blocks._agent_turns import (call_key, early_finish, finish_output, last_error,
-                                          over_limit, reask, record_outcome, repeats,
+from flowforge.blocks._agent_turns import (call_key, early_finish, finish_output, guided_turn,
+                                          last_error, over_limit, reask, record_outcome, repeats,
                                           spend_reask, with_ids, with_refusals)
 from flowforge.blocks._memory import append_history, load_history
 from flowforge.blocks._toolset import ToolEntry, build_tools, tool_capabilities, tool_context
@@ -238,10 +238,19 @@ async def run_agent(context: BlockContext, config: AgentConfig) -> dict[str, Any
                     messages += [Message("assistant", draft),
                                  Message("user", f"Now call {config.finish_with} with that "
                                                  f"answer.")]
-            response = await calls(messages, tools=specs or None, response_format=config.response_format,
-                                   temperature=temperature, max_tokens=max_tokens,
-                                   tool_choice=choice if choice is not None else every_turn,
-                                   purpose=f"turn {iterations}")
+            response = None
+            if config.finish_with and choice == config.finish_with and draft is None \
+                    and not finish_failures:
+                # a small model's answer step in its short form (once: a refused one
+                # is retried as the whole call, with the tool's error in view)
+                response = await guided_turn(calls, tools[config.finish_with], temperature,
+                                             f"turn {iterations}: the answer, guided")
+            if response is None:
+                response = await calls(messages, tools=specs or None,
+                                       response_format=config.response_format,
+                                       temperature=temperature, max_tokens=max_tokens,
+                                       tool_choice=choice if choice is not None else every_turn,
+                                       purpose=f"turn {iterations}")
             choice = None                      # tool_choice applies to one turn only
             if response.tool_calls and tools:
                 if draft is not None:           # the answer is the text the model said

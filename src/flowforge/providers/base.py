@@ -201,6 +201,11 @@ class Provider(abc.ABC):
     name: str = ""
     #: The `SAMPLING_OPTIONS` this back end sends when `extra` has them.
     sent_options: tuple[str, ...] = SAMPLING_OPTIONS
+    #: A small embedded model: an agent's answer step is asked for in the short,
+    #: constrained form its finishing tool offers (`tools.spec.GuidedAnswer`: the RAG
+    #: chat's question after numbered passages), not as the whole tool call.  False
+    #: for hosted models, which get the tool call as it is.
+    guided_answers: bool = False
 
     def unsent(self, request: LLMRequest) -> dict[str, str]:
         """The settings of `request` this back end cannot send, each with why

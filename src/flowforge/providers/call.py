@@ -37,7 +37,7 @@ from flowforge.providers.resolve import ProviderOptions, resolve_model, split_mo
 from flowforge.providers.retry import (RetryPolicy, dropped_connection, request_timeout,
                                        timeout_error, unusable_answer)
 
-__all__ = ["call_model", "unsent_settings", "defaults_sent", "RetryCallback", "RestartCallback", "DEFAULT_RETRY"]
+__all__ = ["call_model", "unsent_settings", "defaults_sent", "guided_answers", "RetryCallback", "RestartCallback", "DEFAULT_RETRY"]
 
 DEFAULT_RETRY = RetryPolicy()
 
@@ -89,6 +89,16 @@ def defaults_sent(model: str, request: LLMRequest,
         return provider.defaults_sent(dataclasses.replace(request, model=name))
     except ProviderError:
         return {}
+
+
+def guided_answers(model: str, options: ProviderOptions | None = None) -> bool:
+    """Whether `model`'s provider wants an answer step in its guided form
+    (`Provider.guided_answers`); False when the provider cannot be built."""
+    try:
+        provider, _ = _provider(model, options or ProviderOptions())
+    except ProviderError:
+        return False
+    return bool(getattr(provider, "guided_answers", False))
 
 
 async def _attempt(model: str, request: LLMRequest, options: ProviderOptions,

@@ -99,7 +99,7 @@ class Write:
         self.after: asyncio.Future | None = None    # stored only if this one was
         self.fence: tuple[str, float] | None = None  # (lease owner, ttl): stored only
         #                                               while the owner holds the lease
-        self.encoded: list[str] | None = None       # its events as JSON, once encoded
+        self.encoded: list[Any] | None = None       # its events as JSON, once encoded
 
 
 def created(run: dict[str, Any]) -> Write:
@@ -145,6 +145,7 @@ class Statements:
     upsert_blocks: str                 # block_row()'s values
     update_runs: Callable[[tuple[str, ...]], str]    # (*values, run_id) for these columns
     fence: str                         # fence_rows(): LeaseLost unless each owner holds its run
+    encode: Callable[[Any], Any] = dumps   # an event's `data` as the insert takes it
 
 
 #: A statement, its rows, and whether to check them for replayed events.
@@ -201,22 +202,23 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
         run_id = write.run_id
         if write.events:
             events += [(run_id, e["seq"], e["type"], e.get("block_id"), e.get("time"), text)
-                       for e, text in zip(write.events, encoded_events(write))]
+                       for e, text in zip(write.events, encoded_events(write, sql.encode))]
         if write.blocks:
             blocks += [block_row(run_id, b) for b in write.blocks]
     flush_data()
     return steps
 
 
-def encoded_events(write: Write) -> list[str]:
-    """The write's events as JSON, encoded once (the group writer may weigh a
-    write before it plans it)."""
+def encoded_events(write: Write, encode: Callable[[Any], Any] = dumps) -> list[Any]:
+    """The write's events as JSON (`encode`: the back end's `Statements.encode`),
+    encoded once (the group writer may weigh a write before it plans it)."""
     if write.encoded is None:
-        write.encoded = [dumps(e) for e in write.events]
+        write.encoded = [encode(e) for e in write.events]
     return write.encoded
 
 
-def first_group(writes: list[Write], most_bytes: int) -> int:
+def first_group(writes: list[Write], most_bytes: int,
+                encode: Callable[[Any], Any] = dumps) -> int:
     """How many of `writes`, in order, make one group of at most `most_bytes`
     of events (at least one write).  One transaction on the event loop's
     thread holds the loop while SQLite writes it: 16 runs of 4 MB values in
@@ -224,7 +226,7 @@ def first_group(writes: list[Write], most_bytes: int) -> int:
     size = 0
     for taken, write in enumerate(writes, 1):
         if write.events:
-            size += sum(map(len, encoded_events(write)))
+            size += sum(map(len, encoded_events(write, encode)))
         if size >= most_bytes:
             return taken
     return len(writes)

@@ -25,7 +25,7 @@ from typing import Callable
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
-from flowforge.storage.encoding import same_json
+from flowforge.storage.encoding import dumps_utf8, same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
                                        WriteFuture, behind, behind_failed, first_group,
                                        key_taken, plan, refuse_behind, settle)
@@ -80,7 +80,7 @@ class GroupWriter:
                     raise refused
                 begun = True
             self._since = None
-            taken = first_group(batch, GROUP_BYTES) if len(batch) > 1 else 1
+            taken = first_group(batch, GROUP_BYTES, _SQL.encode) if len(batch) > 1 else 1
             if taken < len(batch):
                 batch, self._batch = batch[:taken], batch[taken:] + self._batch
             errors = commit_group(db, batch, begun=begun)
@@ -199,8 +199,11 @@ def _commit(db: sqlite3.Connection, steps: list[Step], begun: bool = False) -> N
 _SQL = Statements(
     insert_runs=(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) "
                  f"VALUES ({', '.join('?' * len(RUN_FIELDS))})"),
+    # an event's data arrives as orjson's UTF-8 bytes and is stored as TEXT (a
+    # BLOB would change what json_extract and every reader of the column get)
     insert_events=("INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
-                   "VALUES (?, ?, ?, ?, ?, ?)"),
+                   "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))"),
+    encode=dumps_utf8,
     upsert_blocks=(
         f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) "
         f"VALUES ({', '.join('?' * len(BLOCK_FIELDS))}) "

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
-from flowforge.providers.base import ToolSpec
+from flowforge.providers.base import Message, ToolSpec
 
-__all__ = ["Tool", "ToolContext", "Executor"]
+__all__ = ["Tool", "ToolContext", "Executor", "GuidedAnswer"]
 
 
 @dataclass
@@ -57,6 +57,26 @@ class Tool:
     """True when the tool runs shell commands: shell metacharacters are then refused."""
     max_string_length: int | None = None
     """Per-tool override of the validation policy's string limit."""
+    guided: Callable[[], GuidedAnswer | None] | None = None
+    """A finishing tool's short form for small models (`GuidedAnswer`), built from
+    what the conversation has found so far; None when it has nothing to offer."""
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
+
+
+@dataclass
+class GuidedAnswer:
+    """A finishing tool's call as a small model can write it.
+
+    Asked for a whole tool call after a long conversation, the 0.5B model copied
+    the most prominent short text in front of it (a document title, the question).
+    A guided answer is one short request of its own: `messages` (e.g. numbered
+    passages, then the question), a small `schema` the answer is constrained to,
+    and `arguments`, which turns that answer into the tool's real arguments; the
+    tool then runs and checks them as it checks any call."""
+
+    messages: list[Message]
+    schema: dict[str, Any]
+    arguments: Callable[[dict[str, Any]], dict[str, Any]]
+    max_tokens: int = 160

@@ -44,8 +44,11 @@ RESPONSE_PARAMETERS: dict[str, Any] = {
 def final_response_tool(options: dict[str, Any], context: Any, state: RagState) -> Tool:
     from flowforge.knowledge.injection import repeats_withheld
 
-    only("final_response", options, {"require_sources"})
+    from flowforge.blocks._rag_tools.guided import guided_answer
+
+    only("final_response", options, {"require_sources", "question"})
     require_sources = options.get("require_sources", True)
+    question = str(options.get("question") or "")
 
     async def run(arguments: dict[str, Any], tool_ctx: ToolContext) -> Any:
         answer = clean_answer(str(arguments["answer"]))
@@ -123,7 +126,8 @@ def final_response_tool(options: dict[str, Any], context: Any, state: RagState) 
     tool = Tool(name="generate_response",
                 description=("Give the final answer. This is the only way to answer the user; "
                              "call it once, last."),
-                parameters=copy.deepcopy(RESPONSE_PARAMETERS), execute=run, kind="response")
+                parameters=copy.deepcopy(RESPONSE_PARAMETERS), execute=run, kind="response",
+                guided=(lambda: guided_answer(state, question)) if question else None)
     state.answer_tools.append(tool)
     return tool
 

@@ -91,6 +91,7 @@ def kb_search_tool(options: dict[str, Any], context: Any, state: RagState) -> To
                 state.withheld_sources[title] = hit["withheld"]["where"]
                 continue
             state.shown.append(content)
+            state.passages.append({"title": title, "content": content, "kind": "kb"})
             metadata.append(meta)
             state.kb[title] = meta
             if hit.get("documentId"):

@@ -98,3 +98,7 @@ class FinalResponseOptions(_Options):
     """Refuse an answer that claims the knowledge base or the web
     (`used_internal_kb`/`used_external_kb`) without listing a source (default
     true). An answer claiming neither may have no sources: "I don't know"."""
+    question: str | None = None
+    """The user's question (templates allowed): with it, a small embedded model
+    answers in the guided form (numbered passages, then this question; see
+    `_rag_tools.guided`) instead of writing the whole call."""

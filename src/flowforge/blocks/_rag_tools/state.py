@@ -38,6 +38,9 @@ class RagState:
     """Withheld documents and pages (title or address -> where): never citable."""
     shown: list[str] = field(default_factory=list)
     """Every text the model was shown: the answer's last check reads them."""
+    passages: list[dict[str, Any]] = field(default_factory=list)
+    """What the searches returned, in order, as `{title, content, kind, url?}`: the
+    passages a guided answer numbers (`guided`)."""
     answer_tools: list[Tool] = field(default_factory=list)
     """The `generate_response` tools whose `sources` are narrowed to what was returned."""
 

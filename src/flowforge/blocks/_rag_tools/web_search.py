@@ -53,6 +53,9 @@ def web_search_tool(options: dict[str, Any], context: Any, state: RagState) -> T
                     citation["withheld"]["where"]
                 continue
             state.shown.append(f"{citation.get('url')} {citation.get('snippet') or ''}")
+            state.passages.append({"title": citation.get("title") or citation["url"],
+                                   "url": citation["url"], "kind": "web",
+                                   "content": str(citation.get("snippet") or "")})
             state.web[citation["url"]] = citation
             state.web.setdefault(citation["title"], citation)
         state.last_web = {"query": query, **result}
