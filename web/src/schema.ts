@@ -43,8 +43,10 @@ export function configSchema(schema: Schema, type: string): any | null {
 
 export interface Field {
   name: string;
-  kind: "text" | "long-text" | "number" | "integer" | "boolean" | "choice" | "yaml";
+  kind: "text" | "long-text" | "number" | "integer" | "boolean" | "choice" | "yaml" | "list" | "lines";
   choices?: string[];
+  /** For a `list` (objects with named fields, e.g. a condition's cases): the fields of one item. */
+  items?: Field[];
   required: boolean;
   description: string;
   default?: unknown;
@@ -54,9 +56,10 @@ export interface Field {
 const LONG = /prompt|system|message|content|template|text|body|instructions|query/;
 
 /** One form field per config property, the required ones first: its kind
- * from the type (a nullable type is its non-null part), enums as choices,
- * the rest as YAML. */
-export function fields(schema: Schema, config: any): Field[] {
+ * from the type (a nullable type is its non-null part), enums as choices, a
+ * list of texts one per line, a list of objects with named fields (cases,
+ * metrics) item by item, the rest as YAML. */
+export function fields(schema: Schema, config: any, depth = 0): Field[] {
   const required = new Set<string>(config?.required ?? []);
   const entries = Object.entries<any>(config?.properties ?? {});
   entries.sort(([a], [b]) => Number(required.has(b)) - Number(required.has(a)));
@@ -79,7 +82,16 @@ export function fields(schema: Schema, config: any): Field[] {
     else if (prop.type === "integer") kind = "integer";
     else if (prop.type === "number") kind = "number";
     else if (prop.type === "boolean") kind = "boolean";
-    return { name, kind, choices, required: required.has(name), description,
+    let items: Field[] | undefined;
+    if (prop.type === "array" && prop.items && depth === 0) {
+      const item = resolve(schema, prop.items);
+      if (item.type === "string" && !item.enum) kind = "lines";
+      else if (item.type === "object" && item.properties) {
+        kind = "list";
+        items = fields(schema, item, depth + 1);
+      }
+    }
+    return { name, kind, choices, items, required: required.has(name), description,
              default: raw.default ?? prop.default, expression };
   });
 }

@@ -9,6 +9,7 @@ import YAML from "yaml";
 import type { Problem } from "../api";
 import { configSchema, fields, type Field, type Schema } from "../schema";
 import { Prose } from "./Common";
+import { fitsLines, fitsList, Lines, ListItems, ownProblems } from "./ListField";
 
 export interface FormActions {
   onSet: (path: string[], value: unknown) => void;
@@ -84,15 +85,16 @@ function FieldControl(props: {
   const describedBy = `${id}-about`;
   const shown = field.default === undefined || field.default === null ? ""
     : ` (default: ${JSON.stringify(field.default)})`;
+  const list = field.kind === "list" && fitsList(value);
   const label = (
-    <label htmlFor={id}>
+    <label htmlFor={list ? undefined : id} id={`${id}-label`}>
       {field.name}{field.required && <span className="required"> (required)</span>}
     </label>
   );
   const about = (
     <>
       <p id={describedBy} className="muted field-about"><Prose text={field.description} />{shown}</p>
-      {problems.map((problem, index) => (
+      {(list ? ownProblems(problems) : problems).map((problem, index) => (
         <p key={index} className="field-problem" role="alert">{problem.message}</p>
       ))}
     </>
@@ -122,6 +124,13 @@ function FieldControl(props: {
                             value={typeof value === "string" ? value : ""}
                             references={props.references}
                             onChange={(text) => (text === "" ? props.onUnset() : props.onSet(text))} />;
+  } else if (list) {
+    control = <ListItems field={field} value={value} labelledBy={`${id}-label`} problems={problems}
+                         onSet={props.onSet} onUnset={props.onUnset}
+                         render={(sub) => <FieldControl blockId={props.blockId}
+                                                         references={props.references} {...sub} />} />;
+  } else if (field.kind === "lines" && fitsLines(value)) {
+    control = <Lines common={common} value={value} onSet={props.onSet} onUnset={props.onUnset} />;
   } else {
     control = <Committed common={common} field={field} value={value} onSet={props.onSet}
                          onUnset={props.onUnset} />;
