@@ -99,6 +99,32 @@ function rewrite(blocks: unknown, from: string, to: string): void {
   walk(blocks);
 }
 
+/** A workflow input or variable renamed (`ns` is `input` or `vars`): every
+ * `{{input.from...}}` template and `input.from` in an expression (`when`,
+ * `until`, `expr`) of every block, at every depth, reads `to` instead. */
+export function renameNamespaced(doc: Document, ns: string, from: string, to: string): void {
+  const head = `${escape(ns)}\\s*\\.\\s*`;
+  const template = new RegExp(`(\\{\\{\\s*${head})${escape(from)}(?![A-Za-z0-9_-])`, "g");
+  const expression = new RegExp(`((?<![\\w.])${head})${escape(from)}(?![A-Za-z0-9_])`, "g");
+  const walk = (seq: unknown) => {
+    if (!isSeq(seq)) return;
+    for (const block of seq.items) {
+      if (!isMap(block)) continue;
+      for (const pair of block.items) {
+        const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
+        if (["id", "type", "uses", "after", "on_error", "blocks"].includes(key)) continue;
+        eachString(pair.value, (scalar, name) => {
+          let value: string = scalar.value.replace(template, `$1${to}`);
+          if (name && EXPRESSION_KEYS.has(name)) value = value.replace(expression, `$1${to}`);
+          if (value !== scalar.value) scalar.value = value;
+        });
+      }
+      walk(block.get("blocks", true));
+    }
+  };
+  walk(doc.get("blocks", true));
+}
+
 /** The ids of a block and of every block inside it. */
 function idsWithin(node: YAMLMap): string[] {
   const out = [String(node.get("id"))];
