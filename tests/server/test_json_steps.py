@@ -23,7 +23,7 @@ def test_a_result_written_in_steps_is_the_same_bytes_as_in_one_piece(monkeypatch
                                         {"seq": 2, "tuple": (1, "two"), "when": object}],
                "empty": [], "workflow_version": 3}
     whole = FastJSONResponse(content).body
-    assert asyncio.run(json_in_steps(content)) == whole
+    assert b"".join(asyncio.run(json_in_steps(content))) == whole
     assert orjson.loads(whole)["results"]["n"]["1"] == "int key"
 
 
@@ -39,10 +39,35 @@ def test_the_loop_serves_others_between_the_steps():
 
         counter = asyncio.ensure_future(count())
         await asyncio.sleep(0)
-        body = await json_in_steps({"events": [{"v": "x" * 600_000} for _ in range(10)]})
+        body = b"".join(await json_in_steps({"events": [{"v": "x" * 600_000} for _ in range(10)]}))
         counter.cancel()
         return body
 
     body = asyncio.run(main())
     assert len(orjson.loads(body)["events"]) == 10
     assert turns >= 4             # 6 MB in steps of ~1 MB: others ran between them
+
+
+def test_the_chunks_are_sent_as_one_body_of_its_length():
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from flowforge.server.json_body import json_response_in_steps
+
+    content = {"events": [{"seq": n, "v": "é" * 50_000} for n in range(30)]}
+
+    async def route(request):
+        return await json_response_in_steps(content, headers={"X-Test": "1"})
+
+    async def fetch() -> httpx.Response:
+        app = Starlette(routes=[Route("/", route)])
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://t") as client:
+            return await client.get("/")
+
+    answer = asyncio.run(fetch())
+    assert answer.content == FastJSONResponse(content).body
+    assert int(answer.headers["content-length"]) == len(answer.content)
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.headers["x-test"] == "1"
