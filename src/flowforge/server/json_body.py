@@ -111,7 +111,9 @@ class ChunksResponse(Response):
         await send({"type": "http.response.start", "status": self.status_code,
                     "headers": self.raw_headers})
         since = 0
-        for chunk in self.chunks:
+        chunks, self.chunks = self.chunks[::-1], []
+        while chunks:               # each chunk let go once sent: a slow reader of a big
+            chunk = chunks.pop()    # result holds what is left to send, not all of it
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             since += len(chunk)
             if since >= STEP_BYTES:
