@@ -3,11 +3,15 @@ chance to fix a malformed answer.
 
 Every request carries the answer's JSON Schema as `response_format`, so a
 local model decodes under that grammar and a hosted one is told the shape.
-The exact messages go out as an `llm_prompt` event and the exact text comes
-back as `llm_response` (with `elapsed` seconds): the user sees what the
+A stage may also give a `grammar`: a narrower schema sent instead to a
+`local/` model, whose answer is decoded under it, so that a small model cannot
+write what the stage would refuse (a missing input, code without `execute`);
+hosted models get the stage's schema as before.  The exact messages go out as
+an `llm_prompt` event (with the `response_format` sent) and the exact text
+comes back as `llm_response` (with `elapsed` seconds): the user sees what the
 model saw.  An answer that is not JSON, breaks the schema or fails the
-stage's own check is shown to the model with the error, once; a second bad
-answer raises `ThinkerError`.
+stage's own check is shown to the model with the located error, once; a
+second bad answer raises `ThinkerError` naming the stage and the problems.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from flowforge.errors import FlowforgeError
+from flowforge.model_strings import parse_model
 from flowforge.providers.base import LLMRequest, Message
 from flowforge.providers.call import call_model
 from flowforge.providers.resolve import ProviderOptions, default_model
@@ -65,6 +70,14 @@ class ThinkerLLM:
         self.max_tokens = max_tokens
         self.usage = {"prompt": 0, "completion": 0, "total": 0}
         self.cost = 0.0
+        #: Whether answers are decoded under a grammar made from the schema sent
+        #: (the embedded llama.cpp model): then a stage's `grammar` is sent.
+        self.local = parse_model(model).provider == "local"
+
+    def response_format(self, schema: dict[str, Any],
+                        grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What the model is sent: a stage's `grammar` for a local model, else its schema."""
+        return grammar if grammar is not None and self.local else schema
 
     async def send(self, stage: str, messages: list[Message], schema: dict[str, Any]) -> str:
         limit = STAGE_MAX_TOKENS.get(stage, self.max_tokens)
@@ -108,12 +121,15 @@ class ThinkerLLM:
 
     async def ask(self, stage: str, system: str, user: str, schema: dict[str, Any], *,
                   check: Check | None = None, repairs: int = 1,
-                  prepare: Callable[[Any], Any] | None = None) -> Any:
+                  prepare: Callable[[Any], Any] | None = None,
+                  grammar: dict[str, Any] | None = None) -> Any:
         """A value that parses, fits `schema` and passes `check`; `prepare` may
-        first fill in what the stage accepts under another name."""
+        first fill in what the stage accepts under another name; `grammar`: the
+        narrower schema a local model writes under (module docstring)."""
         messages = [Message("system", system), Message("user", user)]
+        sent = self.response_format(schema, grammar)
         for attempt in range(repairs + 1):
-            text = await self.send(stage, messages, schema)
+            text = await self.send(stage, messages, sent)
             try:
                 value = extract_json(text)
                 if prepare is not None:
@@ -132,5 +148,5 @@ class ThinkerLLM:
             messages += [Message("assistant", text),
                          Message("user", f"Your previous answer could not be used: {error}. "
                                  f"Answer again with only JSON matching the schema: "
-                                 f"{json.dumps(schema)}")]
+                                 f"{json.dumps(sent)}")]
         raise AssertionError("unreachable")
