@@ -149,3 +149,42 @@ async def test_only_a_local_model_is_sent_the_grammar(monkeypatch, model, local)
     grammar = {"type": "object", "properties": {"ok": {"const": True}}, "required": ["ok"]}
     assert await llm.ask("wire", "system", "user", schema, grammar=grammar) == {"ok": True}
     assert sent == [grammar if local else schema]
+
+
+@pytest.mark.parametrize("local", [True, False])
+async def test_a_local_planner_is_shown_only_blocks_near_the_task(local):
+    """The 0.5B model planned `old -> change, percent, direction` for a temperature
+    conversion: it copied math_percent_change, listed with a search score of 0.18."""
+    from types import SimpleNamespace
+
+    def hit(block_id, score):
+        definition = SimpleNamespace(id=block_id, execution_type="python", description="d",
+                                     input_schema={}, output_schema={})
+        return SimpleNamespace(definition=definition, score=score)
+
+    class Registry:
+        async def search(self, intent, limit=8):
+            return [hit("math_percent_change", 0.18), hit("date_shift", 0.1)]
+
+    prompts = []
+
+    class Planner:
+        async def ask(self, stage, system, user, schema, **_):
+            prompts.append(user)
+            return copy.deepcopy(PLAN)
+
+    planner = Planner()
+    planner.local = local
+    await decompose.decompose("Convert Celsius to Fahrenheit", planner, BuildEvents(),
+                              Registry())
+    assert ("math_percent_change" in prompts[0]) is not local
+    assert ("(none)" in prompts[0]) is local
+
+
+def test_a_local_model_retries_a_block_at_a_wider_temperature():
+    """At 0 it wrote the same failing block at each of its four attempts."""
+    local, hosted = ThinkerLLM("local/qwen2.5-0.5b", BuildEvents()), \
+        ThinkerLLM("openai/gpt-4o", BuildEvents())
+    assert local.retry_temperature(1) is None
+    assert 0 < local.retry_temperature(2) < local.retry_temperature(3) <= 1.0
+    assert [hosted.retry_temperature(n) for n in (1, 2, 3, 4)] == [None] * 4

@@ -184,7 +184,8 @@ async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents
                      f"Fix the problem and answer again.")
         try:
             answer = await llm.ask("create", system, user, schema, repairs=0,
-                                   grammar=grammar_for(need))
+                                   grammar=grammar_for(need),
+                                   temperature=llm.retry_temperature(attempt))
         except ThinkerError as exc:
             error, previous = str(exc), ""
             failed(attempt, error)
