@@ -179,6 +179,7 @@ async def test_a_local_planner_is_shown_only_blocks_near_the_task(local):
                               Registry())
     assert ("math_percent_change" in prompts[0]) is not local
     assert ("(none)" in prompts[0]) is local
+    assert ("one block for each action" in prompts[0]) is local
 
 
 def test_a_local_model_retries_a_block_at_a_wider_temperature():
@@ -188,3 +189,10 @@ def test_a_local_model_retries_a_block_at_a_wider_temperature():
     assert local.retry_temperature(1) is None
     assert 0 < local.retry_temperature(2) < local.retry_temperature(3) <= 1.0
     assert [hosted.retry_temperature(n) for n in (1, 2, 3, 4)] == [None] * 4
+
+
+def test_a_block_imports_at_most_three_modules():
+    """The 0.5B model imported all 24 allowed modules, copied from the system prompt."""
+    body = "async def execute(inputs, context):\n    return {}"
+    assert _fits_source("import math\nimport re\nimport json\n" + body)
+    assert not _fits_source("import math\nimport re\nimport json\nimport time\n" + body)

@@ -68,11 +68,12 @@ _NEWLINE = r"\\n"
 
 
 def _source_pattern() -> str:
-    """Imports of allowed modules only, then `async def execute(inputs, context):`."""
+    """Up to three imports of allowed modules, then `async def execute(inputs, context):`."""
     # `[.]`, not `\\.`: a backslash before a dot is no escape in a llama.cpp grammar
     modules = "|".join(m.replace(".", "[.]") for m in sorted(ALLOWED_MODULES))
     head = EXECUTE.split("\n")[0].replace("(", "\\(").replace(")", "\\)")
-    return (f"^(import ({modules}){_NEWLINE})*{head}{_NEWLINE}    {_JSON_CHAR}*$")
+    # at most three: the 0.5B model imported every module the system prompt lists
+    return (f"^(import ({modules}){_NEWLINE}){{0,3}}{head}{_NEWLINE}    {_JSON_CHAR}*$")
 
 
 def grammar_for(need: RequiredBlock) -> dict[str, Any]:

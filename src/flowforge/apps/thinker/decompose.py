@@ -170,6 +170,8 @@ async def decompose(intent: str, llm: ThinkerLLM, events: BuildEvents,
     catalogue = await _catalogue(registry, intent,
                                  min_score=LOCAL_MIN_SCORE if llm.local else 0.0)
     user = f"Task:\n{intent}\n\nExisting blocks that may fit:\n{catalogue or '(none)'}"
+    if llm.local:   # the 0.5B model planned "count the words and summarise" as one counter
+        user += "\n\nPlan one block for each action the task names."
     attempts = [0]
 
     def check(value: dict[str, Any]) -> list[str]:
