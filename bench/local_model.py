@@ -212,7 +212,8 @@ async def build(model: str) -> list[dict[str, Any]]:
                                "failed_stage": None if built.ok else
                                (built.error or "").split(":")[0],
                                "error": None if built.ok else (built.error or "")[:300],
-                               "plan": plan, "blocks": [n["block_id"] for n in (built.pipeline or {})
+                               "plan": plan,
+                               "blocks": [n["block_id"] for n in (built.pipeline or {})
                                           .get("nodes", [])],
                                "created": built.created, "ran": False, "run_s": None}
         if built.ok:

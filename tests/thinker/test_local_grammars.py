@@ -88,6 +88,8 @@ def test_a_block_example_gives_every_declared_field_and_a_template_reads_an_inpu
     pattern = create.grammar_for(llm_need)["properties"]["prompt_template"]["pattern"]
     assert re.match(pattern, "Convert {celsius} degrees")
     assert not re.match(pattern, "Convert the temperature")
+    # `{label}` failed the template check at every attempt: braces only around an input
+    assert not re.match(pattern, "Convert {celsius} degrees to {label}")
 
 
 def _block(block_id: str, inputs: dict, outputs: dict):
@@ -196,3 +198,4 @@ def test_a_block_imports_at_most_three_modules():
     body = "async def execute(inputs, context):\n    return {}"
     assert _fits_source("import math\nimport re\nimport json\n" + body)
     assert not _fits_source("import math\nimport re\nimport json\nimport time\n" + body)
+

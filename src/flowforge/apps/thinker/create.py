@@ -91,8 +91,12 @@ def grammar_for(need: RequiredBlock) -> dict[str, Any]:
             "examples": examples}, "required": ["source_code", "examples"]}
     names = "|".join(n for n in need.input_schema.get("properties") or {}
                      if re.fullmatch(r"[A-Za-z0-9_]+", n))
-    template = {"type": "string"} if not names else \
-        {"type": "string", "pattern": f"^{_JSON_CHAR}*\\{{({names})\\}}{_JSON_CHAR}*$"}
+    # braces only around a declared input: `{label}` failed the template's check
+    # at every attempt
+    free = _JSON_CHAR.replace("\\x7F]", "\\x7F{}]")
+    piece = f"({free}|\\{{({names})\\}})"
+    template = {"type": "string", "pattern": f"^{free}*$"} if not names else \
+        {"type": "string", "pattern": f"^{piece}*\\{{({names})\\}}{piece}*$"}
     return {"type": "object", "properties": {"prompt_template": template,
                                              "examples": examples},
             "required": ["prompt_template", "examples"]}
