@@ -96,8 +96,8 @@ _LOCAL_NOTES = {
     "smollm2": "SmolLM2-135M-Instruct, 135M parameters) plans poorly: builds with it "
                "often fail",
     "qwen2.5-0.5b": "Qwen2.5-Coder-0.5B-Instruct, 0.5B parameters) is a small model: it "
-                    "builds one- or two-block pipelines (a word count, a unit conversion) "
-                    "in minutes and plans longer ones poorly",
+                    "builds one-block pipelines (a word count, a unit conversion) in about a "
+                    "minute and plans anything longer poorly",
 }
 _SMOLLM2_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 
