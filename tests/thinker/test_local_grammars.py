@@ -127,6 +127,18 @@ def test_the_wiring_grammar_refuses(change, why):
     assert schema_problems(shaped, wired), why
 
 
+def test_the_wiring_grammar_leaves_an_optional_input_to_its_default():
+    """`top` (optional) was wired to `{{input.top}}`, a run input every user then had
+    to pass."""
+    counter = _block("text_word_count",
+                     {"text": {"type": "string"}, "top": {"type": "integer"}},
+                     {"words": {"type": "integer"}})
+    counter.input_schema["required"] = ["text"]
+    nodes = wire.grammar_for([counter])["properties"]["nodes"]
+    inputs = nodes["prefixItems"][0]["properties"]["inputs"]
+    assert list(inputs["properties"]) == ["text"] and inputs["required"] == ["text"]
+
+
 def test_the_wiring_grammar_compiles_and_edges_come_from_the_references():
     gbnf = grammar_text(wire.grammar_for(BLOCKS))
     assert '"\\"{{n1.word_count}}\\""' in gbnf and "\\." not in gbnf

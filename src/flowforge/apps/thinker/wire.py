@@ -7,7 +7,8 @@ a fitting type) and may only use the blocks it was given.  Invalid wiring
 is fed back once, with every problem located.
 
 A local model writes under `grammar_for(blocks)`: node k is `nk` running the
-k-th block of the plan, every input it declares is given, as a run input
+k-th block of the plan, every input it requires is given (optional ones keep
+their defaults), as a run input
 `{{input.name}}`, an output of an earlier node of a fitting type, or a
 constant of a type other than text; the edges are then read from those
 references.  So it cannot name a block it was not given, leave an input out or
@@ -86,8 +87,13 @@ def grammar_for(blocks: list[BlockDefinition]) -> dict[str, Any]:
     """The schema a local model wires `blocks` under (module docstring)."""
     nodes, earlier = [], []
     for index, block in enumerate(blocks, 1):
-        properties = {name: _value(schema if isinstance(schema, dict) else {}, earlier)
-                      for name, schema in (block.input_schema.get("properties") or {}).items()}
+        declared = block.input_schema.get("properties") or {}
+        # the inputs it requires (all when it names none): an optional one wired to
+        # `{{input.top}}` became a run input every user had to pass
+        needed = [n for n in block.input_schema.get("required") or [] if n in declared] \
+            or list(declared)
+        properties = {name: _value(declared[name] if isinstance(declared[name], dict) else {},
+                                   earlier) for name in needed}
         nodes.append({"type": "object", "properties": {
             "id": {"const": f"n{index}"}, "block_id": {"const": block.id},
             "inputs": {"type": "object", "properties": properties,
