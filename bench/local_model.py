@@ -6,6 +6,7 @@
     .venv/bin/python bench/local_model.py --part cache
     .venv/bin/python bench/local_model.py --part support --models qwen2.5-0.5b
     .venv/bin/python bench/local_model.py --part router
+    .venv/bin/python bench/local_model.py --part build --models qwen2.5-0.5b
 
 Part `speed`, per model and thread count (`LocalProvider` itself, greedy):
   load_s       loading the GGUF (its hash check included)
@@ -23,6 +24,10 @@ Part `router`: a router over two branches (billing listed first, then technical 
   then the same swapped) sends each of a few customer messages; `correct` counts the
   messages sent to the right team in both orders ("The app crashes when I open settings"
   must go to technical support).
+Part `build`: `flowforge build`'s thinker on two plain intents (issue 47), each in a
+  fresh registry (the starter library, nothing an earlier build wrote): built = the
+  pipeline validates; ran = run with a sample input (a number for a number, else a
+  sentence), it succeeded; seconds to build and to run, and the stage that failed.
 Part `cache`: two different system prompts interleaved (two blocks of one
   workflow taking turns), each asked twice: seconds and tokens evaluated with the
   saved-state cache (`FLOWFORGE_LOCAL_STATES`, default 4) and without it (0).
@@ -221,6 +226,69 @@ async def router(model: str) -> dict[str, Any]:
                 r["seconds"] for r in rows)}
 
 
+#: (intent, a sample value for a number input, one for a text input)
+INTENTS: list[str] = ["Count the words of a text and summarise it",
+                      "Convert a temperature from Celsius to Fahrenheit"]
+SAMPLE_TEXT = ("The quick brown fox jumps over the lazy dog. The dog sleeps in the sun "
+               "while the fox runs into the forest.")
+
+
+def _sample_inputs(pipeline: dict[str, Any], registry: Any) -> dict[str, Any]:
+    """A value for every run input the pipeline reads: 100 for a number, else text."""
+    from flowforge.formats.pipeline_json import pipeline_to_workflow
+
+    inputs = pipeline_to_workflow(pipeline, registry).get("inputs") or {}
+    return {name: 100 if (schema or {}).get("type") in ("number", "integer") else SAMPLE_TEXT
+            for name, schema in inputs.items()}
+
+
+async def build(model: str) -> list[dict[str, Any]]:
+    from flowforge.apps.thinker.builder import build_pipeline
+    from flowforge.errors import FlowforgeError
+    from flowforge.registry import Registry
+    from flowforge.service.pipeline import run_pipeline
+
+    rows = []
+    for intent in INTENTS:
+        registry = Registry.open(":memory:")
+        plan: list[str] = []
+        tick = time.perf_counter()
+        built = await build_pipeline(intent, model=f"local/{model}", registry=registry,
+                                     on_event=lambda e: plan.extend(
+                                         f"{b['name']} ({b['execution_type']})"
+                                         for b in e["blocks"])
+                                     if e["type"] == "decompose_blocks" else None)
+        row: dict[str, Any] = {"part": "build", "model": model, "intent": intent,
+                               "built": built.ok, "build_s": round(time.perf_counter() - tick, 1),
+                               "failed_stage": None if built.ok else
+                               (built.error or "").split(":")[0],
+                               "error": None if built.ok else (built.error or "")[:300],
+                               "plan": plan,
+                               "blocks": [n["block_id"] for n in (built.pipeline or {})
+                                          .get("nodes", [])],
+                               "created": built.created, "ran": False, "run_s": None}
+        if built.ok:
+            inputs = _sample_inputs(built.pipeline, registry)
+            tick = time.perf_counter()
+            try:
+                ran = await run_pipeline(built.pipeline, inputs, model=f"local/{model}",
+                                         registry=registry, storage=False)
+                row["ran"] = ran.status == "succeeded"
+                row["outputs"] = json.dumps(ran.outputs, default=str)[:300]
+                if not row["ran"]:
+                    row["error"] = json.dumps({k: v.get("error") for k, v in
+                                               ran.to_dict()["blocks"].items()
+                                               if v.get("error")}, default=str)[:300]
+            except FlowforgeError as exc:
+                row["error"] = str(exc)[:300]
+            row["run_s"] = round(time.perf_counter() - tick, 1)
+            row["inputs"] = inputs
+        row["passed"] = row["built"] and row["ran"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 async def cache(model: str, states: int) -> dict[str, Any]:
     from flowforge.providers.local import counters
 
@@ -243,7 +311,8 @@ async def cache(model: str, states: int) -> dict[str, Any]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["speed", "chat", "cache", "support", "router", "all"], default="all")
+    parser.add_argument("--part", choices=["speed", "chat", "cache", "support", "router",
+                                           "build", "all"], default="all")
     parser.add_argument("--models", default="smollm2,qwen2.5-0.5b")
     parser.add_argument("--threads", default="",
                         help="comma-separated thread counts for `speed` (default: flowforge's)")
@@ -262,6 +331,11 @@ async def main() -> None:
             print(json.dumps(await support(model)), flush=True)
         if args.part in ("router", "all"):
             print(json.dumps(await router(model)), flush=True)
+        if args.part in ("build", "all"):
+            rows = await build(model)
+            print(json.dumps({"part": "build", "model": model,
+                              "passed": sum(r["passed"] for r in rows), "of": len(rows)}),
+                  flush=True)
 
 
 if __name__ == "__main__":

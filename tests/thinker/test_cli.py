@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from flowforge.cli.main import app
@@ -91,11 +92,26 @@ def test_build_without_a_terminal_asks_nothing_and_says_to_pass_yes(registry):
     assert result.exit_code == 2
     assert "pass --yes" in result.stderr
     assert "plans poorly" in result.stderr and "--model openai/gpt-4o" in result.stderr
-    assert "local/smollm2 is a 135M model" in " ".join(result.stderr.split())
-
-
-def test_the_note_on_a_local_build_model_names_that_model(registry):
-    result = invoke("build", "Average some temperatures", "--model", "local/qwen2.5-0.5b")
-    assert result.exit_code == 2
-    assert "local/qwen2.5-0.5b is a 0.5B model that plans poorly" in " ".join(
+    assert "local/smollm2 (SmolLM2-135M-Instruct, 135M parameters) plans poorly" in " ".join(
         result.stderr.split())
+
+
+@pytest.mark.parametrize("model", ["local/qwen2.5-0.5b", "local/qwen2.5-coder-0.5b-instruct"])
+def test_the_note_on_a_local_build_model_names_that_model(registry, model):
+    """By any of its names: an alias of Qwen was 'an embedded model', and the note
+    said of every local model what was measured of SmolLM2."""
+    result = invoke("build", "Average some temperatures", "--model", model)
+    assert result.exit_code == 2
+    said = " ".join(result.stderr.split())
+    assert f"{model} (Qwen2.5-Coder-0.5B-Instruct, 0.5B parameters)" in said
+    assert "135M" not in said
+
+
+def test_the_plan_check_is_called_the_plan_not_the_wiring():
+    from flowforge.cli.build import describe_event
+
+    line = describe_event({"type": "validation", "stage": "decompose", "ok": True,
+                           "problems": []})
+    assert line == "  plan valid"
+    assert "wiring invalid" in describe_event({"type": "validation", "stage": "wire",
+                                               "ok": False, "problems": ["nodes[0]: x"]})

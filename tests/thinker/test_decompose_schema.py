@@ -61,6 +61,8 @@ async def test_a_planner_that_writes_name_for_suggested_id_is_still_understood()
     plan["blocks"][0]["name"] = plan["blocks"][0].pop("suggested_id")
 
     class Planner:
+        local = False
+
         async def ask(self, stage, system, user, schema, *, check=None, repairs=1,
                       prepare=None):
             value = prepare(copy.deepcopy(plan))

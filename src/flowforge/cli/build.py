@@ -27,7 +27,7 @@ from flowforge.cli.exits import fail
 from flowforge.errors import FlowforgeError
 from flowforge.model_strings import parse_model
 
-__all__ = ["build_command", "register", "describe_event"]
+__all__ = ["build_command", "register", "describe_event", "local_model_note"]
 
 out = Console(markup=False)
 err = Console(stderr=True, markup=False)
@@ -59,8 +59,9 @@ def describe_event(event: dict[str, Any]) -> str | None:
     if kind == "block_create_failed":
         return f"  [red]gave up on[/] {name} after {event['attempts']} attempts"
     if kind == "validation":
-        return "  wiring valid" if event["ok"] else \
-            "  [red]wiring invalid[/]: " + escape("; ".join(event["problems"])[:400])
+        what = "plan" if event.get("stage") == "decompose" else "wiring"
+        return f"  {what} valid" if event["ok"] else \
+            f"  [red]{what} invalid[/]: " + escape("; ".join(event["problems"])[:400])
     if kind == "complete":
         return "[green]built[/]" if event["ok"] else \
             f"[red]build failed:[/] {escape(str(event['error']))}"
@@ -89,8 +90,31 @@ def _clarify_interactively(intent: str, model: str | None) -> str:
                          {"role": "user", "content": answer}]
 
 
-#: The note before a build on a local model says which model it is about.
-_LOCAL_SIZES = {"smollm2": "a 135M", "qwen2.5-0.5b": "a 0.5B", "qwen": "a 0.5B"}
+#: The note before a build on a local model says which model it is about (by any of
+#: its names) and what it can build (bench/RESULTS.md, issue 47).
+_LOCAL_NOTES = {
+    "smollm2": "SmolLM2-135M-Instruct, 135M parameters) plans poorly: builds with it "
+               "often fail",
+    "qwen2.5-0.5b": "Qwen2.5-Coder-0.5B-Instruct, 0.5B parameters) is a small model: it "
+                    "builds one-block pipelines (a word count, a unit conversion) in about a "
+                    "minute and plans anything longer poorly",
+}
+_SMOLLM2_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+
+
+def local_model_note(model: str) -> str:
+    """The note printed before a build on `model` (a `local/` model string)."""
+    from flowforge.providers.local_models import find
+
+    name = parse_model(model).name.lower()
+    weights = find(name)
+    key = "smollm2" if name in _SMOLLM2_NAMES else weights.name if weights else None
+    about = f"({_LOCAL_NOTES[key]}" if key in _LOCAL_NOTES else \
+        "is an embedded model that may plan poorly"
+    return (f"{model} {about}. Build with a hosted model (--model openai/gpt-4o, "
+            f"anthropic/claude-sonnet-4-5, google/gemini-2.5-flash), a strong Ollama coder "
+            f"model (--model openai-compatible/ollama/qwen2.5-coder:14b), or set "
+            f"FLOWFORGE_BUILD_MODEL once.")
 
 
 def build_command(
@@ -116,12 +140,8 @@ def build_command(
     inputs = parse_inputs(input, None)
     chosen = model or default_build_model()
     if chosen.startswith("local/") and not quiet:
-        size = _LOCAL_SIZES.get(parse_model(chosen).name.lower(), "an embedded")
-        err.print(f"[yellow]note:[/] {escape(chosen)} is {size} model that plans poorly: builds "
-                  f"with it often fail. Build with a hosted model (--model openai/gpt-4o, "
-                  f"anthropic/claude-sonnet-4-5, google/gemini-2.5-flash), a strong Ollama coder "
-                  f"model (--model openai-compatible/ollama/qwen2.5-coder:14b), or set "
-                  f"FLOWFORGE_BUILD_MODEL once.", highlight=False, markup=True)
+        err.print(f"[yellow]note:[/] {escape(local_model_note(chosen))}", highlight=False,
+                  markup=True)
     if not yes and not has_terminal():
         fail("no terminal to answer clarifying questions on: pass --yes to build from the "
              "sentence as it is", 2)

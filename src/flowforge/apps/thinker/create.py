@@ -8,11 +8,18 @@ must validate against the output schema.  A first attempt and up to three
 retries (MAX_RETRIES), each retry told the previous attempt's exact error
 and answer.  The schemas come from the
 plan, so what the wiring expects is what gets built.
+
+A local model writes under `grammar_for(need)`: the source starts with
+`async def execute(inputs, context):` after imports of allowed modules only,
+the template reads a declared input, and each example's inputs and outputs
+are the block's own schemas (issue 47: the 0.5B model wrote `def
+convert_temperature(old): ...` four times over and the build failed).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from flowforge.blocks.registry_block import run_examples
@@ -23,7 +30,8 @@ from flowforge.apps.thinker.decompose import RequiredBlock
 from flowforge.apps.thinker.events import BuildEvents
 from flowforge.apps.thinker.llm import ThinkerError, ThinkerLLM
 
-__all__ = ["create_block", "MAX_ATTEMPTS", "MAX_RETRIES", "PREVIOUS_FAILED"]
+__all__ = ["create_block", "grammar_for", "MAX_ATTEMPTS", "MAX_RETRIES", "PREVIOUS_FAILED",
+           "EXECUTE"]
 
 #: Retries after the first attempt ("up to 3 retries"): four attempts in all.
 MAX_RETRIES = 3
@@ -48,6 +56,57 @@ LLM_SCHEMA = {"type": "object",
                              "tags": {"type": "array", "items": {"type": "string"}},
                              "examples": _EXAMPLES},
               "required": ["prompt_template", "examples"]}
+
+#: How a Python block's source starts under a local grammar (after its imports).
+EXECUTE = "async def execute(inputs, context):\n    "
+
+# A local grammar's `pattern` is matched against the JSON text of the string
+# (llama.cpp's converter puts it between the quotes as it is), so it speaks of
+# escapes: one character of a JSON string, and a newline written as `\n`.
+_JSON_CHAR = r'([^"\\\x00-\x1F\x7F]|\\["\\/bfnrt])'
+_NEWLINE = r"\\n"
+
+
+def _source_pattern() -> str:
+    """Up to three imports of allowed modules, then `async def execute(inputs, context):`."""
+    # `[.]`, not `\\.`: a backslash before a dot is no escape in a llama.cpp grammar
+    modules = "|".join(m.replace(".", "[.]") for m in sorted(ALLOWED_MODULES))
+    head = EXECUTE.split("\n")[0].replace("(", "\\(").replace(")", "\\)")
+    # at most three: the 0.5B model imported every module the system prompt lists
+    return (f"^(import ({modules}){_NEWLINE}){{0,3}}{head}{_NEWLINE}    {_JSON_CHAR}*$")
+
+
+def grammar_for(need: RequiredBlock) -> dict[str, Any]:
+    """The schema a local model writes `need` under: what `create_block` would
+    accept and no more (no optional fields: a small model filled `use_when` with
+    the system prompt, 150 tokens an attempt)."""
+    examples = {"type": "array", "minItems": 1, "maxItems": 2,
+                "items": {"type": "object", "properties": {
+                    "inputs": _required_all(need.input_schema),
+                    "outputs": _required_all(need.output_schema)},
+                    "required": ["inputs", "outputs"]}}
+    if need.execution_type == "python":
+        return {"type": "object", "properties": {
+            "source_code": {"type": "string", "pattern": _source_pattern()},
+            "examples": examples}, "required": ["source_code", "examples"]}
+    names = "|".join(n for n in need.input_schema.get("properties") or {}
+                     if re.fullmatch(r"[A-Za-z0-9_]+", n))
+    # braces only around a declared input: `{label}` failed the template's check
+    # at every attempt
+    free = _JSON_CHAR.replace("\\x7F]", "\\x7F{}]")
+    piece = f"({free}|\\{{({names})\\}})"
+    template = {"type": "string", "pattern": f"^{free}*$"} if not names else \
+        {"type": "string", "pattern": f"^{piece}*\\{{({names})\\}}{piece}*$"}
+    return {"type": "object", "properties": {"prompt_template": template,
+                                             "examples": examples},
+            "required": ["prompt_template", "examples"]}
+
+
+def _required_all(schema: dict[str, Any]) -> dict[str, Any]:
+    """An example gives every declared field (the grammar writes each, in order)."""
+    properties = schema.get("properties") or {}
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
 
 PYTHON_SYSTEM = f"""You write flowforge Python blocks. The block is untrusted code run in a \
 sandbox: define exactly `async def execute(inputs, context) -> dict`, read the inputs from the \
@@ -129,7 +188,9 @@ async def create_block(need: RequiredBlock, llm: ThinkerLLM, events: BuildEvents
             user += (f"\n\n{PREVIOUS_FAILED}: {error}\nYour previous answer was:\n{previous}\n"
                      f"Fix the problem and answer again.")
         try:
-            answer = await llm.ask("create", system, user, schema, repairs=0)
+            answer = await llm.ask("create", system, user, schema, repairs=0,
+                                   grammar=grammar_for(need),
+                                   temperature=llm.retry_temperature(attempt))
         except ThinkerError as exc:
             error, previous = str(exc), ""
             failed(attempt, error)

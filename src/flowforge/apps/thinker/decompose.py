@@ -141,8 +141,17 @@ def _check(value: dict[str, Any]) -> list[str]:
     return problems
 
 
-async def _catalogue(registry: Registry, intent: str, limit: int = 8) -> str:
-    hits = await registry.search(intent, limit=limit)
+#: The least search score of a block listed to a local model as one that may fit.
+#: The 0.5B model copied the fields of whatever was listed: asked to convert Celsius
+#: to Fahrenheit beside math_percent_change (score 0.18; a fitting block scores
+#: 0.55-0.67), it planned `old` -> `change, percent, direction`.
+LOCAL_MIN_SCORE = 0.3
+
+
+async def _catalogue(registry: Registry, intent: str, limit: int = 8,
+                     min_score: float = 0.0) -> str:
+    hits = [hit for hit in await registry.search(intent, limit=limit)
+            if hit.score >= min_score]
     lines = []
     for hit in hits:
         d = hit.definition
@@ -158,8 +167,11 @@ async def _catalogue(registry: Registry, intent: str, limit: int = 8) -> str:
 async def decompose(intent: str, llm: ThinkerLLM, events: BuildEvents,
                     registry: Registry) -> list[RequiredBlock]:
     events.stage("decompose")
-    catalogue = await _catalogue(registry, intent)
+    catalogue = await _catalogue(registry, intent,
+                                 min_score=LOCAL_MIN_SCORE if llm.local else 0.0)
     user = f"Task:\n{intent}\n\nExisting blocks that may fit:\n{catalogue or '(none)'}"
+    if llm.local:   # the 0.5B model planned "count the words and summarise" as one counter
+        user += "\n\nPlan one block for each action the task names."
     attempts = [0]
 
     def check(value: dict[str, Any]) -> list[str]:

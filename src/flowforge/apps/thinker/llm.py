@@ -3,11 +3,15 @@ chance to fix a malformed answer.
 
 Every request carries the answer's JSON Schema as `response_format`, so a
 local model decodes under that grammar and a hosted one is told the shape.
-The exact messages go out as an `llm_prompt` event and the exact text comes
-back as `llm_response` (with `elapsed` seconds): the user sees what the
+A stage may also give a `grammar`: a narrower schema sent instead to a
+`local/` model, whose answer is decoded under it, so that a small model cannot
+write what the stage would refuse (a missing input, code without `execute`);
+hosted models get the stage's schema as before.  The exact messages go out as
+an `llm_prompt` event (with the `response_format` sent) and the exact text
+comes back as `llm_response` (with `elapsed` seconds): the user sees what the
 model saw.  An answer that is not JSON, breaks the schema or fails the
-stage's own check is shown to the model with the error, once; a second bad
-answer raises `ThinkerError`.
+stage's own check is shown to the model with the located error, once; a
+second bad answer raises `ThinkerError` naming the stage and the problems.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from flowforge.errors import FlowforgeError
+from flowforge.model_strings import parse_model
 from flowforge.providers.base import LLMRequest, Message
 from flowforge.providers.call import call_model
 from flowforge.providers.resolve import ProviderOptions, default_model
@@ -65,13 +70,29 @@ class ThinkerLLM:
         self.max_tokens = max_tokens
         self.usage = {"prompt": 0, "completion": 0, "total": 0}
         self.cost = 0.0
+        #: Whether answers are decoded under a grammar made from the schema sent
+        #: (the embedded llama.cpp model): then a stage's `grammar` is sent.
+        self.local = parse_model(model).provider == "local"
 
-    async def send(self, stage: str, messages: list[Message], schema: dict[str, Any]) -> str:
+    def response_format(self, schema: dict[str, Any],
+                        grammar: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What the model is sent: a stage's `grammar` for a local model, else its schema."""
+        return grammar if grammar is not None and self.local else schema
+
+    def retry_temperature(self, attempt: int) -> float | None:
+        """The temperature of a local model's `attempt`-th try at one thing (None: the
+        usual one): at 0 the 0.5B model wrote the same failing block four times over,
+        whatever the error it was shown, so each retry samples a little wider."""
+        return None if not self.local or attempt <= 1 else min(1.0, 0.3 * (attempt - 1))
+
+    async def send(self, stage: str, messages: list[Message], schema: dict[str, Any],
+                   temperature: float | None = None) -> str:
         limit = STAGE_MAX_TOKENS.get(stage, self.max_tokens)
         if self.max_tokens is not None and limit is not None:
             limit = min(limit, self.max_tokens)
         request = LLMRequest(model="", messages=list(messages), response_format=schema,
-                             temperature=self.temperature, max_tokens=limit, stream=True)
+                             temperature=self.temperature if temperature is None
+                             else temperature, max_tokens=limit, stream=True)
         sent = [m.to_dict() for m in messages]
         self.events.emit("llm_prompt", stage=stage, model=self.model, prompts=sent,
                          messages=sent, response_format=schema)
@@ -108,12 +129,16 @@ class ThinkerLLM:
 
     async def ask(self, stage: str, system: str, user: str, schema: dict[str, Any], *,
                   check: Check | None = None, repairs: int = 1,
-                  prepare: Callable[[Any], Any] | None = None) -> Any:
+                  prepare: Callable[[Any], Any] | None = None,
+                  grammar: dict[str, Any] | None = None,
+                  temperature: float | None = None) -> Any:
         """A value that parses, fits `schema` and passes `check`; `prepare` may
-        first fill in what the stage accepts under another name."""
+        first fill in what the stage accepts under another name; `grammar`: the
+        narrower schema a local model writes under (module docstring)."""
         messages = [Message("system", system), Message("user", user)]
+        sent = self.response_format(schema, grammar)
         for attempt in range(repairs + 1):
-            text = await self.send(stage, messages, schema)
+            text = await self.send(stage, messages, sent, temperature)
             try:
                 value = extract_json(text)
                 if prepare is not None:
@@ -132,5 +157,5 @@ class ThinkerLLM:
             messages += [Message("assistant", text),
                          Message("user", f"Your previous answer could not be used: {error}. "
                                  f"Answer again with only JSON matching the schema: "
-                                 f"{json.dumps(schema)}")]
+                                 f"{json.dumps(sent)}")]
         raise AssertionError("unreachable")
