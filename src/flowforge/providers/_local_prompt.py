@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Any
 
 from flowforge.errors import ProviderError
-from flowforge.providers._local_text import readable_result
+from flowforge.providers.local_text import readable_result
 from flowforge.providers.base import LLMRequest, Message, ToolSpec, grammar_schema
 
 __all__ = ["grammar_text", "compiled_grammar", "tool_answer_schema", "chat_messages"]

@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from flowforge.blocks._rag_tools.state import RagState
-from flowforge.providers._local_text import tables_as_rows
+from flowforge.providers.local_text import tables_as_rows
 from flowforge.providers.base import Message
 from flowforge.tools.spec import GuidedAnswer
 
