@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from flowforge.blocks._rag_tools.guided import short_passage
+from flowforge.blocks._rag_tools import RagState
+from flowforge.blocks._rag_tools.guided import guided_answer, short_passage
 from flowforge.providers.scripted import FunctionProvider
 from tests.apps.test_chat import chat, kb_search, respond
 
@@ -32,7 +33,7 @@ async def test_a_small_model_cites_a_numbered_passage_then_answers(small_model, 
 
     def guided(messages):
         seen["messages"] = messages
-        return {"reply": json.dumps({"according_to": 1, "answer": "Two years."})}
+        return {"reply": json.dumps({"answer": "Two years.", "according_to": 1})}
 
     model, script = plan(kb_search(), guided)
     answer = await chat(QUESTION, model, knowledge, storage_url)
@@ -53,7 +54,7 @@ async def test_a_small_model_cites_a_numbered_passage_then_answers(small_model, 
 async def test_a_refused_guided_answer_is_retried_as_the_whole_call(small_model, plan,
                                                                      knowledge, storage_url):
     model, script = plan(kb_search(),
-                         {"reply": json.dumps({"according_to": 1, "answer": "<b></b>"})},
+                         {"reply": json.dumps({"answer": "<b></b>", "according_to": 1})},
                          respond())
     answer = await chat(QUESTION, model, knowledge, storage_url)
     assert "`answer` is empty" in script.seen[2][-1].content     # the tool's error, in view
@@ -79,3 +80,19 @@ def test_a_passage_is_shown_as_its_sentences_nearest_the_question():
     # a table's row is one sentence, its cells named by their column
     assert short_passage(shipping, "express shipping cost", keep=1).startswith(
         "Domestic: Standard: 2-4 business days")
+
+
+def test_the_passage_holding_the_answer_is_numbered_first():
+    state = RagState(passages=[
+        {"title": "Warranty", "kind": "kb", "content": "Tents from our Summit line carry a "
+                                                       "lifetime warranty."},
+        {"title": "Loyalty", "kind": "kb", "content": "Membership is free. Members earn 1 "
+                                                      "point for every euro spent."}])
+    form = guided_answer(state, "How many points do Summit Club members earn per euro?")
+    prompt = form.messages[-1].content
+    assert prompt.index("[1] (Loyalty) Members earn 1 point") < prompt.index("[2] (Warranty)")
+    assert form.arguments({"answer": "One point per euro.", "according_to": 1})["sources"] == \
+        ["Loyalty"]
+    # the answer's words are the first passage's: that is what it cites
+    assert form.arguments({"answer": "Members earn 1 point for every euro spent.",
+                           "according_to": 2})["sources"] == ["Loyalty"]

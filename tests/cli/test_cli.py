@@ -64,6 +64,8 @@ def test_failed_run_exits_1_and_names_the_block(tmp_path):
     ("id: x\nblocks: [\n", "invalid YAML at line"),
     ("id: x\nblocks:\n  - {id: a, type: set, with: {v: '{{nope.v}}'}}\n", "unknown block 'nope'"),
     ("id: x\nblocks:\n  - {id: a, type: sett}\n", "unknown block type 'sett'"),
+    ("id: x\nblocks:\n  - {id: a, type: set, with: {v: '{{ input.n + }}'}}\n",
+     "blocks[0].with.v: {{ input.n + }} is not a reference"),
 ])
 def test_invalid_workflow_exits_2_with_the_place(tmp_path, content, message):
     doc = tmp_path / "bad.yaml"

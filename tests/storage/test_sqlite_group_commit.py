@@ -143,7 +143,7 @@ async def test_a_group_of_big_events_commits_in_parts_in_order_with_the_loop_fre
     await asyncio.gather(*(storage.record(f"r{k}", [_event(seq, text=big)], [])
                            for seq in (1, 2) for k in range(4)))
     counter.cancel()
-    assert committed == [3, 3, 2]          # a group ends once it passes 250 KB (3 x 100 KB)
+    assert committed == [2, 2, 2, 2]       # a group holds at most 250 KB (2 x 100 KB)
     assert turns >= 3                      # other work ran between the groups
     for k in range(4):
         assert [e["seq"] for e in await storage.get_events(f"r{k}")] == [1, 2]
@@ -169,3 +169,54 @@ async def test_a_big_event_is_stored_as_text_and_reads_back_exactly(storage):
                             "WHERE seq = 1").fetchone()) == ("text", 2**40)
     # replayed as it was stored (a resumed run): accepted, not a conflict
     await storage.record("r1", [_event(1, text=text, n=2**40)], [])
+
+
+async def test_one_write_of_big_events_commits_in_parts_each_event_whole(storage, monkeypatch):
+    """A run's write may hold megabytes (every event of the blocks that ran in
+    one turn, and its outcome): its events commit in groups of at most
+    GROUP_BYTES, one per loop turn, each event whole and in order, the run's
+    outcome with the last of them; the write is settled once all are stored."""
+    from flowforge.storage import sqlite_writes
+
+    monkeypatch.setattr(sqlite_writes, "GROUP_BYTES", 250_000)
+    committed: list[list[int]] = []
+    real = sqlite_writes.commit_group
+
+    def counting(db, batch, **options):
+        committed.append([len(w.events) for w in batch])
+        return real(db, batch, **options)
+
+    monkeypatch.setattr(sqlite_writes, "commit_group", counting)
+    await storage.create_run(_run("r1"))
+    committed.clear()
+    big = "x" * 100_000
+    seen: list[tuple[int, str]] = []
+
+    async def watch() -> None:           # what a reader sees between the parts
+        while True:
+            row = await storage.get_run("r1")
+            seen.append((len(await storage.get_events("r1")), row["status"]))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(watch())
+    await storage.record_later("r1", [_event(seq, text=big) for seq in range(1, 6)], (),
+                               update={"status": "succeeded"})
+    watcher.cancel()
+    assert committed == [[2], [2], [1]]
+    assert (2, "running") in seen and (4, "running") in seen     # a prefix, never a gap
+    assert all(status == "running" for count, status in seen if count < 5)
+    events = await storage.get_events("r1")
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5] and all(e["text"] == big
+                                                                 for e in events)
+    assert (await storage.get_run("r1"))["status"] == "succeeded"
+
+
+async def test_a_write_in_parts_whose_first_part_fails_stores_nothing_after_it(
+        storage, monkeypatch):
+    from flowforge.storage import sqlite_writes
+
+    monkeypatch.setattr(sqlite_writes, "GROUP_BYTES", 250_000)
+    big = "x" * 100_000
+    with pytest.raises(StorageError, match="missing"):      # no run row: refused
+        await storage.record_later("missing", [_event(s, text=big) for s in (1, 2, 3)], ())
+    assert await storage.get_events("missing") == []

@@ -70,3 +70,32 @@ async def test_problem_badges_on_blocks_and_cycle_edges_in_the_error_colour(web,
     await expect(node(page, "llm").locator(".block-problems")).to_have_text("1 problem")
     await expect(badges).to_have_count(1)
     await expect(node(page, "llm")).to_have_attribute("aria-label", "llm (llm), 1 problem(s)")
+
+
+BROKEN = """\
+version: 1
+id: broken
+name: Broken
+blocks:
+  - id: a
+    type: set
+    with: {x: "{{ input.n + }}"}
+  - id: b
+    type: set
+    with: {y: "{{a.x}}"}
+"""
+
+
+async def test_a_broken_template_expression_gets_a_badge_and_its_line(web, page):
+    await sign_in(page, web)
+    await page.get_by_role("button", name="New workflow").click()
+    await page.locator(".cm-content").click()
+    await page.keyboard.press("Control+a")
+    await page.keyboard.insert_text(BROKEN)
+    problems = page.get_by_role("list", name="Problems")
+    await expect(problems).to_contain_text("{{ input.n + }} is not a reference")
+    await expect(problems.locator("li")).to_have_count(1)
+    await expect(problems.locator("li")).to_contain_text("line 7")
+    await expect(node(page, "a").locator(".block-problems")).to_have_text("1 problem")
+    assert await node(page, "b").locator(".block-problems").count() == 0
+    await shot(page, "errors-02-broken-template")

@@ -72,3 +72,62 @@ async def test_the_settings_form_writes_id_name_inputs_variables_and_model(web, 
     await page.get_by_role("button", name="Save the new workflow").click()
     await page.wait_for_url("**/workflows/desk")
     await page.get_by_role("heading", name="Support desk").wait_for()
+
+
+RENAME_SOURCE = """\
+version: 1
+id: renames
+name: Renames
+inputs:
+  # what the user asked
+  query: {type: string}
+  query_id: {type: string}   # kept as written
+blocks:
+  - id: ask
+    type: set
+    with: {q: "{{input.query}}", id: "{{ input.query_id }}", n: {expr: "len(input.query) + 1"}}
+  - id: gate
+    type: condition
+    with:
+      cases:
+        - {when: "input.query != '' and input.query_id", goto: reply}
+  - id: reply
+    type: set
+    with: {text: "Re: {{ input.query }}"}
+  - id: again
+    type: loop
+    with: {times: 2}
+    blocks:
+      - id: step
+        type: set
+        with: {seen: "{{input.query}} {{loop.index}}"}
+"""
+
+
+async def test_renaming_an_input_rewrites_every_reference_in_one_edit(web, page):
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", content=RENAME_SOURCE,
+                                 headers={"Content-Type": "application/yaml"})
+        assert saved.status_code == 201, saved.text
+    await sign_in(page, web)
+    await page.goto(web.url + "/workflows/renames")
+    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 5")
+    await page.get_by_text("No problems: the document is valid.").wait_for()
+    await page.get_by_role("button", name="Workflow settings").click()
+    form = page.get_by_role("form", name="Workflow settings")
+    await commit(form.get_by_role("group", name="Input query", exact=True).get_by_label("name"),
+                 "question")
+    expected = (RENAME_SOURCE.replace("  query: {type", "  question: {type")
+                .replace("input.query}}", "input.question}}")
+                .replace("input.query }}", "input.question }}")
+                .replace("len(input.query)", "len(input.question)")
+                .replace("input.query != ''", "input.question != ''"))
+    await wait_for_text(page, "Re: {{ input.question }}")
+    assert await editor_text(page) == expected
+    assert "input.query_id" in expected                  # another input, left alone
+    await page.get_by_text("No problems: the document is valid.").wait_for()
+    await shot(page, "settings-02-input-renamed")
+    # one edit: one undo brings every reference back
+    await page.get_by_role("button", name="Undo").click()
+    await wait_for_text(page, "Re: {{ input.query }}")
+    assert await editor_text(page) == RENAME_SOURCE

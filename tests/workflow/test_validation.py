@@ -182,3 +182,23 @@ def test_a_misspelt_namespace_or_key_gets_a_did_you_mean():
         "blocks[0].retyr: unknown field 'retyr' - did you mean 'retry'?",
         "budjet: unknown field 'budjet' - did you mean 'budget'?",
         "triggers[0].timzone: unknown field 'timzone' - did you mean 'timezone'?"]
+
+
+def test_a_template_that_is_not_one_path_is_located_whatever_it_names():
+    """`{{ input.n + }}` once passed validation when no inputs were declared
+    (and `{{ a.x * 2 }}` on a block with open outputs), then resolved to None
+    at run time; a path that is one still passes."""
+    doc = {"id": "w", "blocks": [
+        {"id": "a", "type": "function", "with": {"function": "f"}},
+        {"id": "b", "type": "set", "with": {
+            "sum": "{{ input.n + }}", "twice": "n is {{ a.x * 2 }}", "who": "{{user.id}}",
+            "call": "{{ upper(input.q) }}",
+            "fine": "{{ a.results[0].content }} {{ input.n }} {{loop_free.x}}"}},
+        {"id": "loop_free", "type": "set", "with": {"x": 1}}]}
+    found = problems_of(doc)
+    assert [p.split(":")[0] for p in found] == ["blocks[1].with.sum", "blocks[1].with.twice",
+                                                "blocks[1].with.call"]
+    assert found[0] == (
+        "blocks[1].with.sum: {{ input.n + }} is not a reference: a template holds one path such "
+        "as {{input.name}} or {{block.field}} ('n +' is not a name); write arithmetic or a "
+        "comparison as an expression, e.g. {expr: \"a.x * 2\"}")

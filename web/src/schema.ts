@@ -53,6 +53,8 @@ export interface Field {
   description: string;
   default?: unknown;
   expression: boolean;
+  /** The property's schema ($refs resolved at the top), for `shapeProblem`. */
+  prop?: any;
 }
 
 const LONG = /prompt|system|message|content|template|text|body|instructions|query/;
@@ -126,7 +128,7 @@ export function fields(schema: Schema, config: any, depth = 0): Field[] {
     const values = kind === "yaml" ? mapValues(schema, prop) ?? undefined : undefined;
     if (values) kind = "map";
     return { name, kind, choices, items, values, required: required.has(name), description,
-             default: raw.default ?? prop.default, expression };
+             default: raw.default ?? prop.default, expression, prop: resolve(schema, raw) };
   });
 }
 
@@ -142,4 +144,59 @@ export function loadOutputs(): Promise<Outputs> {
       .map(([type, entry]) => [type, entry.outputs.map((o) => o.name)])))
     .catch((error) => { outputsLoading = null; throw error; });
   return outputsLoading;
+}
+
+const kindOf = (value: unknown) => value === null ? "null" : Array.isArray(value) ? "array"
+  : Number.isInteger(value) ? "integer" : typeof value;
+const article = (word: string) => (/^[aeiou]/.test(word) ? "an " : "a ") + word;
+
+/** Why `value` does not have the shape `prop` asks for (type, list items,
+ * required and unknown keys of a mapping, choices), or null: the first, located
+ * (`metrics[0]: 'name' is missing`). A text holding `{{` fits anything (a
+ * template, resolved at run time); the server's validation says the rest. */
+export function shapeProblem(schema: Schema, raw: any, value: unknown, at = ""): string | null {
+  const prop = resolve(schema, raw);
+  if (!prop || typeof prop !== "object") return null;
+  if (typeof value === "string" && value.includes("{{")) return null;
+  const where = at ? `${at}: ` : "";
+  const options = prop.anyOf ?? prop.oneOf;
+  if (Array.isArray(options) && options.length) {
+    const found = options.map((option: any) => shapeProblem(schema, option, value, at));
+    if (found.some((problem: string | null) => problem === null)) return null;
+    const kinds = options.map((option: any) => resolve(schema, option)?.type).filter(Boolean);
+    const same = options.findIndex((option: any) => {
+      const t = resolve(schema, option)?.type;
+      return t === kindOf(value) || (t === "number" && kindOf(value) === "integer");
+    });
+    return same >= 0 ? found[same] : `${where}should be ${kinds.map(article).join(" or ")}, not ${article(kindOf(value))}`;
+  }
+  const kinds: string[] | null = Array.isArray(prop.type) ? prop.type : prop.type ? [prop.type] : null;
+  const actual = kindOf(value);
+  if (kinds && !kinds.some((t) => t === actual || (t === "number" && actual === "integer"))) {
+    return `${where}should be ${kinds.map(article).join(" or ")}, not ${article(actual)}`;
+  }
+  if (Array.isArray(prop.enum) && !prop.enum.some((choice: unknown) => choice === value)) {
+    return `${where}'${String(value)}' is not one of ${prop.enum.map(String).join(", ")}`;
+  }
+  if (Array.isArray(value)) {
+    if (typeof prop.minItems === "number" && value.length < prop.minItems) {
+      return `${where}needs at least ${prop.minItems} item${prop.minItems > 1 ? "s" : ""}`;
+    }
+    for (let index = 0; index < value.length && prop.items; index++) {
+      const problem = shapeProblem(schema, prop.items, value[index], `${at}[${index}]`);
+      if (problem) return problem;
+    }
+  } else if (value && typeof value === "object") {
+    const entries = value as Record<string, unknown>;
+    for (const key of prop.required ?? []) if (!(key in entries)) return `${where}'${key}' is missing`;
+    // the keys only: a field's own value may take a seed system's form the
+    // server converts (a metric's `range: {min, max}`), which a schema cannot tell
+    const known = prop.properties ?? {};
+    for (const key of Object.keys(entries)) {
+      if (!(key in known) && prop.additionalProperties === false) {
+        return `${where}unknown field '${key}'; the fields are ${Object.keys(known).join(", ")}`;
+      }
+    }
+  }
+  return null;
 }

@@ -3,6 +3,7 @@
 // `yaml` Document in place, so comments and untouched lines stay as written.
 import { isMap, isScalar, type Document, type Node as YamlNode, YAMLMap } from "yaml";
 import { EditRefused, merge } from "./yamlEdits";
+import { renameNamespaced } from "./structureEdits";
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -64,7 +65,9 @@ export function setSetting(doc: Document, path: string[], value: unknown): void 
   }
 }
 
-/** Rename an input or a variable (`section` is `inputs` or `variables`), its place kept. */
+/** Rename an input or a variable (`section` is `inputs` or `variables`), its
+ * place kept; every `{{input.from}}` / `input.from` (`vars.` for a variable)
+ * in the blocks follows, in the same edit. */
 export function renameEntry(doc: Document, section: "inputs" | "variables", from: string, to: string): void {
   if (from === to) return;
   if (!NAME.test(to)) {
@@ -76,6 +79,7 @@ export function renameEntry(doc: Document, section: "inputs" | "variables", from
   const pair = map.items.find((p) => isScalar(p.key) && String(p.key.value) === from);
   if (!pair) throw new EditRefused(`${section} has no '${from}'`);
   pair.key = doc.createNode(to) as YamlNode;
+  renameNamespaced(doc, section === "inputs" ? "input" : "vars", from, to);
 }
 
 /** A name for a new entry of `section`: `input_1`, `input_2`... */

@@ -3,7 +3,7 @@
 // parallel container. Like yamlEdits.ts they change a `yaml` Document, and
 // the page splices only the touched lines into the author's text, so each is
 // one edit of the text (one undo step).
-import { isMap, isScalar, isSeq, type Document, type Node as YamlNode, YAMLMap, YAMLSeq } from "yaml";
+import YAML, { isMap, isScalar, isSeq, type Document, type Node as YamlNode, YAMLMap, YAMLSeq } from "yaml";
 import { EditRefused, RESERVED, blockIds, findBlock } from "./yamlEdits";
 const ID = /^[A-Za-z_][A-Za-z0-9_-]*$/;
 
@@ -99,6 +99,32 @@ function rewrite(blocks: unknown, from: string, to: string): void {
   walk(blocks);
 }
 
+/** A workflow input or variable renamed (`ns` is `input` or `vars`): every
+ * `{{input.from...}}` template and `input.from` in an expression (`when`,
+ * `until`, `expr`) of every block, at every depth, reads `to` instead. */
+export function renameNamespaced(doc: Document, ns: string, from: string, to: string): void {
+  const head = `${escape(ns)}\\s*\\.\\s*`;
+  const template = new RegExp(`(\\{\\{\\s*${head})${escape(from)}(?![A-Za-z0-9_-])`, "g");
+  const expression = new RegExp(`((?<![\\w.])${head})${escape(from)}(?![A-Za-z0-9_])`, "g");
+  const walk = (seq: unknown) => {
+    if (!isSeq(seq)) return;
+    for (const block of seq.items) {
+      if (!isMap(block)) continue;
+      for (const pair of block.items) {
+        const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
+        if (["id", "type", "uses", "after", "on_error", "blocks"].includes(key)) continue;
+        eachString(pair.value, (scalar, name) => {
+          let value: string = scalar.value.replace(template, `$1${to}`);
+          if (name && EXPRESSION_KEYS.has(name)) value = value.replace(expression, `$1${to}`);
+          if (value !== scalar.value) scalar.value = value;
+        });
+      }
+      walk(block.get("blocks", true));
+    }
+  };
+  walk(doc.get("blocks", true));
+}
+
 /** The ids of a block and of every block inside it. */
 function idsWithin(node: YAMLMap): string[] {
   const out = [String(node.get("id"))];
@@ -144,8 +170,8 @@ export function moveBlock(doc: Document, id: string, into: string | null): void 
   const siblings = found.seq.items.filter((item) => item !== found.node && isMap(item))
     .map((item) => String((item as YAMLMap).get("id")));
   found.seq.items.splice(found.index, 1);
-  for (const item of found.seq.items) if (isMap(item)) dropMentions(item, [id]);
-  dropMentions(found.node, siblings);
+  for (const item of found.seq.items) if (isMap(item)) dropMentions(item, (name) => name === id);
+  dropMentions(found.node, (name) => siblings.includes(name));
   if (found.parent !== null && found.seq.items.length === 0) {
     const parent = findBlock(doc, found.parent);
     parent?.node.delete("blocks");
@@ -155,9 +181,9 @@ export function moveBlock(doc: Document, id: string, into: string | null): void 
   if (isMap(layout)) layout.delete(id);          // its old place meant another frame
 }
 
-/** Remove from `node`'s `after:`, routes and `on_error` every mention of `ids`. */
-function dropMentions(node: YAMLMap, ids: string[]): void {
-  const gone = (item: unknown) => isScalar(item) && ids.includes(String(item.value));
+/** Remove from `node`'s `after:`, routes and `on_error` every block id that `drop` picks. */
+function dropMentions(node: YAMLMap, drop: (id: string) => boolean): void {
+  const gone = (item: unknown) => isScalar(item) && drop(String(item.value));
   const after = node.get("after", true);
   if (isSeq(after)) {
     after.items = after.items.filter((item) => !gone(item));
@@ -213,6 +239,103 @@ export function duplicateBlock(doc: Document, id: string): string {
                                              { flow: true }));
   }
   return renames[0][1];
+}
+
+/** Block `id` with its children as the clipboard holds it: YAML text, a
+ * one-item block list (`- id: ...`), comments kept, so it also pastes as
+ * text into a `blocks:` list of the YAML pane or of another workflow. */
+export function copyBlock(doc: Document, id: string): string {
+  const found = findBlock(doc, id);
+  if (!found) throw new EditRefused(`there is no block '${id}' in the document`);
+  const out = new YAML.Document([]);
+  (out.contents as YAMLSeq).items.push(found.node.clone());
+  return out.toString({ lineWidth: 0, flowCollectionPadding: false });
+}
+
+/** Paste blocks copied with `copyBlock` (or any YAML block or list of
+ * blocks) next to block `near`: into it when it is a loop or parallel (as
+ * its last children), else right after it among its siblings; at the end
+ * of the top-level `blocks:` when nothing is chosen. Every pasted block
+ * whose id is taken gets a fresh one (`summarise_2`) and the pasted blocks
+ * read each other where the copies did. As in Sim, only the edges inside
+ * the copy come along: an `after:`, route or `on_error` naming a block
+ * outside it is dropped (the paste may land where that block is not a
+ * sibling, or in another workflow); a template reference to an outside
+ * block stays, as Sim keeps `<block.field>` text, and validation names it
+ * where it cannot be read. Returns the pasted top blocks' ids and the
+ * container they went into (null: the top level). */
+export function pasteBlocks(doc: Document, text: string, near: string | null): { ids: string[]; into: string | null } {
+  const clip = YAML.parseDocument(text);
+  const roots = isSeq(clip.contents) ? clip.contents.items : [clip.contents];
+  const usable = (node: unknown): node is YAMLMap => isMap(node) && typeof node.get("id") === "string";
+  if (clip.errors.length || !roots.length || !roots.every(usable)) {
+    throw new EditRefused("the clipboard holds no block: copy a block first (select it, then Ctrl+C)");
+  }
+  const copies = new YAMLSeq();
+  copies.items = (roots as YAMLMap[]).map((node) => node.clone());
+  const present = new Set(blockIds(doc));
+  const old: string[] = [];
+  const collect = (seq: unknown) => {
+    if (!isSeq(seq)) return;
+    for (const node of seq.items) if (usable(node)) { old.push(String(node.get("id"))); collect(node.get("blocks", true)); }
+  };
+  collect(copies);
+  const taken = new Set([...present, ...old]);
+  const renames: [string, string][] = [];
+  const inside = new Set<string>();
+  for (const from of old) {
+    let to = from;
+    if (present.has(from) || idProblem(doc, from, null) !== null) {
+      const stem = from.replace(/_\d+$/, "").replace(/[^A-Za-z0-9_-]+/g, "_").replace(/^[^A-Za-z_]+/, "") || "block";
+      let n = 2;
+      while (taken.has(`${stem}_${n}`)) n++;
+      to = `${stem}_${n}`;
+      taken.add(to);
+      renames.push([from, to]);
+    }
+    inside.add(to);
+  }
+  const setIds = (seq: unknown) => {
+    if (!isSeq(seq)) return;
+    for (const node of seq.items) {
+      if (!usable(node)) continue;
+      const renamed = renames.find(([from]) => from === String(node.get("id")));
+      if (renamed) node.set("id", renamed[1]);
+      setIds(node.get("blocks", true));
+    }
+  };
+  setIds(copies);
+  for (const [from, to] of renames) rewrite(copies, from, to);
+  const cut = (seq: unknown) => {
+    if (!isSeq(seq)) return;
+    for (const node of seq.items) if (isMap(node)) { dropMentions(node, (id) => !inside.has(id)); cut(node.get("blocks", true)); }
+  };
+  cut(copies);
+
+  let target: YAMLSeq;
+  let index: number;
+  let into: string | null = null;
+  const chosen = near ? findBlock(doc, near) : null;
+  const type = chosen ? String(chosen.node.get("type") ?? "") : "";
+  if (chosen && (type === "loop" || type === "parallel")) {
+    into = near;
+    const children = chosen.node.get("blocks", true);
+    if (isSeq(children)) target = children;
+    else { target = new YAMLSeq(); chosen.node.set("blocks", target); }
+    index = target.items.length;
+  } else if (chosen) {
+    into = chosen.parent;
+    target = chosen.seq;
+    index = chosen.index + 1;
+  } else {
+    const top = doc.get("blocks", true);
+    if (isSeq(top)) target = top;
+    else { target = new YAMLSeq(); doc.set("blocks", target); }
+    index = target.items.length;
+  }
+  if (target.flow) target.flow = false;
+  target.items.splice(index, 0, ...copies.items);
+  return { ids: copies.items.map((node) => String((node as YAMLMap).get("id"))), into };
 }
 
 /** Auto-layout: the positions the author dragged are dropped (`metadata.layout`),

@@ -18,11 +18,11 @@ import hashlib
 import json
 from typing import Any, Awaitable, Callable, TypeVar
 
-from fastapi import Request
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
 from flowforge.server.errors import ApiError
-from flowforge.server.json_body import FastJSONResponse
+from flowforge.server.json_body import json_response_in_steps
 from flowforge.server.views import run_links
 from flowforge.storage.base import IdempotencyKeyTaken
 
@@ -107,15 +107,15 @@ async def once(request: Request, user: dict[str, Any], key: str | None, fingerpr
 
 
 async def replay(request: Request, row: dict[str, Any], *, workflow_id: str,
-                 wait: bool) -> JSONResponse:
+                 wait: bool) -> Response:
     """A stored workflow's run answered again: its result with `wait`, else
     its URLs (200, `Idempotent-Replayed: true`)."""
     run_id = row["run_id"]
     if wait:
         result, redact = await run_result(request, run_id)
-        return FastJSONResponse({**redact(result.to_dict()),
-                             "workflow_version": row.get("workflow_version")},
-                            status_code=200, headers=REPLAYED)
+        return await json_response_in_steps({**redact(result.to_dict()),
+                                             "workflow_version": row.get("workflow_version")},
+                                            headers=REPLAYED)
     return JSONResponse({"run_id": run_id, "workflow_id": workflow_id,
                          "workflow_version": row.get("workflow_version"),
                          "status": row["status"], **run_links(run_id)},

@@ -388,8 +388,10 @@ class Recorder:
 
     async def close(self, outcome: dict[str, Any] | None = None) -> None:
         """Store everything still pending, and `outcome` (the run row's final
-        columns) in the same write: a run's last events and its status are
-        stored together or not at all.  Raises the first storage error seen
+        columns) in the same write: a run's status is stored with its last
+        events or not at all (SQLite may store a write of megabytes in parts,
+        one per loop turn: the earlier parts are events the run made, stored
+        in order, as they would have been a turn earlier).  Raises the first storage error seen
         (StoreUnreachable: the run was cut off and nothing more was stored)."""
         self._collect()
         submitted = False

@@ -34,7 +34,7 @@ from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
 from flowforge.storage.encoding import dumps, loads
 
 __all__ = ["WriteFuture", "JSON_RUN_FIELDS", "JSON_BLOCK_FIELDS", "decoded_run", "decoded_block", "Statements",
-           "Step", "Write", "block_row", "created", "plan",
+           "Step", "Write", "block_row", "created", "plan", "split_group",
            "fence_rows",
            "recorded", "settle", "updated", "key_taken", "IDEMPOTENCY_INDEX", "behind", "behind_failed",
            "refuse_behind"]
@@ -232,6 +232,38 @@ def first_group(writes: list[Write], most_bytes: int,
     return len(writes)
 
 
+def split_group(group: list[Write], most_bytes: int,
+                encode: Callable[[Any], Any] = dumps) -> tuple[list[Write], Write | None]:
+    """`group` (from `first_group`) cut to at most `most_bytes` of events, and
+    what of its last write is left for the next group (None: nothing).  One
+    run's write may hold megabytes (a turn's, or a run's last: every event of
+    blocks that ran in one turn): its first events, whole and in order, become
+    a write of their own, stored first; the rest stays the write (its future,
+    its `update` and checkpoints, stored only if that part was).  A write
+    whose first event alone does not fit waits for the next group, unless it
+    is the group's only write: an event is never cut."""
+    last = group[-1]
+    texts = encoded_events(last, encode) if last.events else []
+    room = most_bytes - sum(len(text) for write in group[:-1] if write.events
+                            for text in encoded_events(write, encode))
+    fits, size = 0, 0
+    for text in texts:
+        if (fits or len(group) > 1) and size + len(text) > room:
+            break
+        fits, size = fits + 1, size + len(text)
+    if fits == len(texts):
+        return group, None
+    if fits == 0:
+        return group[:-1], last
+    part = Write(last.what, last.run_id, notify=last.notify, events=last.events[:fits],
+                 run_row=last.run_row)
+    part.encoded, part.after, part.fence = texts[:fits], last.after, last.fence
+    part.future = WriteFuture(loop=last.future.get_loop()) if last.future else None
+    last.events, last.encoded, last.run_row = last.events[fits:], texts[fits:], None
+    last.after = part.future
+    return [*group[:-1], part], last
+
+
 def fence_rows(writes: list[Write]) -> list[list[Any]]:
     """`[run_id, owner, until, refresh_below]` per fenced run of `writes`: the
     lease must be `owner`'s; one with less than half its time left (the
@@ -258,9 +290,17 @@ def behind_failed(write: Write, failed: set) -> bool:
     return after.done() and (after.cancelled() or after.exception() is not None)
 
 
-def behind(write: Write) -> StorageError:
-    """The error of a write refused because the one it comes after failed."""
-    return StorageError(f"an earlier write of run {write.run_id} failed, and a run's "
+def behind(write: Write) -> StorageError | LeaseLost:
+    """The error of a write refused because the one it comes after failed: that
+    write's LeaseLost (the run is another process's now), else a StorageError
+    naming its cause when known."""
+    after = write.after
+    cause = after.exception() if after is not None and after.done() and \
+        not after.cancelled() else None
+    if isinstance(cause, LeaseLost):
+        return cause
+    return StorageError(f"an earlier write of run {write.run_id} failed"
+                        f"{f' ({cause})' if cause is not None else ''}, and a run's "
                         f"events are stored in order, without gaps")
 
 

@@ -28,7 +28,7 @@ from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflict
 from flowforge.storage.encoding import dumps_utf8, same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
                                        WriteFuture, behind, behind_failed, first_group,
-                                       key_taken, plan, refuse_behind, settle)
+                                       key_taken, plan, refuse_behind, settle, split_group)
 
 __all__ = ["GroupWriter", "BUSY_SECONDS", "LOCK_RETRY", "take_write_lock"]
 
@@ -81,8 +81,10 @@ class GroupWriter:
                 begun = True
             self._since = None
             taken = first_group(batch, GROUP_BYTES, _SQL.encode) if len(batch) > 1 else 1
-            if taken < len(batch):
-                batch, self._batch = batch[:taken], batch[taken:] + self._batch
+            group, left = split_group(batch[:taken], GROUP_BYTES, _SQL.encode)
+            later = ([left] if left is not None else []) + batch[taken:]
+            if later:                   # the next group, on the next loop turn
+                batch, self._batch = group, later + self._batch
             errors = commit_group(db, batch, begun=begun)
             self._committed()
         except Exception as exc:  # noqa: BLE001 - closed meanwhile: every writer hears it

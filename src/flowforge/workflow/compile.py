@@ -247,6 +247,9 @@ class _Compiler:
         if not root:
             self.add(ref.where, f"empty template reference {ref.text}")
             return None
+        if ref.problem:
+            self.add(ref.where, ref.problem)
+            return None
         if root in NAMESPACES:
             self.check_namespace(ref, in_container)
             return None

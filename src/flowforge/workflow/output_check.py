@@ -148,8 +148,9 @@ def _references(node: Node) -> list[templates.Reference]:
     info, spec, where = node.info, node.spec, node.where
     raw = info.raw_fields
     try:
-        refs = list(templates.references_in(
-            {k: v for k, v in spec.with_.items() if k not in raw}, f"{where}.with"))
+        refs = [ref for ref in templates.references_in(
+            {k: v for k, v in spec.with_.items() if k not in raw}, f"{where}.with")
+            if not ref.problem]
     except expressions.ExpressionError:
         refs = []
     if not node.config_ok:

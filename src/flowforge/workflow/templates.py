@@ -25,6 +25,7 @@ __all__ = [
     "Reference",
     "normalize_name",
     "parse_path",
+    "path_problem",
     "references_in",
     "compile_value",
     "lookup",
@@ -82,13 +83,33 @@ def parse_path(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(".") if part.strip() != "")
 
 
+#: What no segment of a path holds: spaces inside it, operators, calls,
+#: quotes.  `{{ input.n + }}` read as the path ("input", "n +") resolved to
+#: None at run time, silently; validation names it instead (`path_problem`).
+_NOT_IN_SEGMENT_RE = re.compile(r"""[\s(){}+*/%=<>!&|,'"`?:;~^]""")
+
+
+def path_problem(inner: str) -> str:
+    """Why the text between `{{` and `}}` is not one reference path, or ""
+    (an empty one is reported on its own, as an empty reference)."""
+    parts = [part.strip() for part in inner.replace("[", ".").replace("]", "").split(".")]
+    bad = next((part for part in parts if _NOT_IN_SEGMENT_RE.search(part)), None)
+    if bad is None:
+        return ""
+    return (f"{{{{{inner}}}}} is not a reference: a template holds one path such as "
+            f"{{{{input.name}}}} or {{{{block.field}}}} ('{bad}' is not a name); write "
+            f"arithmetic or a comparison as an expression, e.g. {{expr: \"a.x * 2\"}}")
+
+
 @dataclass(frozen=True)
 class Reference:
-    """One reference found in a document: where it was and what it names."""
+    """One reference found in a document: where it was and what it names;
+    `problem` says why a template's text is not a path (`path_problem`)."""
 
     where: str
     path: tuple[str, ...]
     text: str
+    problem: str = ""
 
     @property
     def root(self) -> str:
@@ -150,7 +171,8 @@ def references_in(value: Any, where: str) -> Iterator[Reference]:
     """Every template and expression reference inside `value`, located."""
     if isinstance(value, str):
         for match in TEMPLATE_RE.finditer(value):
-            yield Reference(where, parse_path(match.group(1)), match.group(0))
+            yield Reference(where, parse_path(match.group(1)), match.group(0),
+                            path_problem(match.group(1)))
     elif isinstance(value, dict):
         if _is_expr(value):
             for path in expressions.names_in(value["expr"]):

@@ -7,7 +7,7 @@
 import { useEffect, useId, useRef, useState } from "react";
 import YAML from "yaml";
 import type { Problem } from "../api";
-import { ANY_VALUE, configSchema, fields, type Field, type Schema } from "../schema";
+import { ANY_VALUE, configSchema, fields, shapeProblem, type Field, type Schema } from "../schema";
 import { Prose } from "./Common";
 import { fitsLines, fitsList, Lines, ListItems, ownProblems } from "./ListField";
 import { fitsMap, MapRows, ownMapProblems } from "./MapField";
@@ -56,14 +56,17 @@ export function BlockForm(props: {
       {schema && !config && <p className="muted">Unknown block type '{type}': edit it in the YAML.</p>}
       {list.map((field) => (
         <FieldControl key={field.name} blockId={block.id} field={field} value={block.with?.[field.name]}
+                      schema={schema}
                       problems={own(`with.${field.name}`)} references={props.references}
                       onSet={(value) => props.onSet(["with", field.name], value)}
                       onUnset={() => props.onUnset(["with", field.name])} />
       ))}
       {free && (
         <FieldControl blockId={block.id} value={block.with}
+                      schema={schema}
                       field={{ name: "with", kind: "map", values: ANY_VALUE, required: false, expression: false,
-                               description: String(config.description ?? "Any fields, as YAML.") }}
+                               description: String(config.description ?? "Any fields, as YAML."),
+                               prop: config }}
                       problems={own("with")} references={props.references}
                       onSet={(value) => props.onSet(["with"], value)}
                       onUnset={() => props.onUnset(["with"])} />
@@ -76,6 +79,7 @@ function FieldControl(props: {
   blockId: string;
   field: Field;
   value: unknown;
+  schema?: Schema | null;
   problems: Problem[];
   references: string[];
   onSet: (value: unknown) => void;
@@ -141,14 +145,18 @@ function FieldControl(props: {
     control = <Lines common={common} value={value} onSet={props.onSet} onUnset={props.onUnset} />;
   } else {
     control = <Committed common={common} field={field} value={value} onSet={props.onSet}
-                         onUnset={props.onUnset} />;
+                         onUnset={props.onUnset} schema={props.schema ?? null} />;
   }
   return <div className={`field${field.expression ? " expression" : ""}`}>{label}{control}{about}</div>;
 }
 
-/** A number or a YAML value: written when the field is left (or Enter), so a
- * half-typed `1.` or `[a,` is not written into the document. */
+/** A number or a YAML value, checked as it is typed (a moment after the
+ * last key): a draft that does not parse, or whose shape the block's schema
+ * refuses (`metrics[0]: 'name' is missing`), is shown as a problem under
+ * the field and never written; a valid one is written then (and when the
+ * field is left), so a half-typed `1.` or `[a,` never reaches the document. */
 function Committed(props: { common: Record<string, unknown>; field: Field; value: unknown;
+                            schema: Schema | null;
                             onSet: (value: unknown) => void; onUnset: () => void }) {
   const { field, value } = props;
   const numeric = field.kind === "number" || field.kind === "integer";
@@ -156,30 +164,55 @@ function Committed(props: { common: Record<string, unknown>; field: Field; value
     : numeric ? String(v) : YAML.stringify(v, { lineWidth: 0 }).trimEnd();
   const [draft, setDraft] = useState(render(value));
   const [error, setError] = useState<string | null>(null);
-  useEffect(() => setDraft(render(value)), [JSON.stringify(value)]);
-  const commit = () => {
-    if (draft.trim() === "") { setError(null); if (value !== undefined) props.onUnset(); return; }
+  const editing = useRef(false);
+  const timer = useRef<number | undefined>(undefined);
+  // the document changed elsewhere (undo, the YAML pane): shown, unless this
+  // field is being typed in (its own write must not reformat the draft)
+  useEffect(() => { if (!editing.current) { setDraft(render(value)); setError(null); } },
+            [JSON.stringify(value)]);
+  useEffect(() => () => window.clearTimeout(timer.current), []);
+  /** The value of `text`, or the problem that keeps it out of the document. */
+  const check = (text: string): { value?: unknown; problem?: string } => {
     let parsed: unknown;
     try {
-      parsed = numeric ? Number(draft) : YAML.parse(draft);
+      parsed = numeric ? Number(text) : YAML.parse(text);
       if (numeric && !Number.isFinite(parsed as number)) throw new Error("not a number");
       if (field.kind === "integer" && !Number.isInteger(parsed)) throw new Error("not a whole number");
     } catch (err) {
-      setError(`${field.name}: ${(err as Error).message.split("\n")[0]}`);
-      return;
+      return { problem: `${field.name}: ${(err as Error).message.split("\n")[0]}` };
     }
-    setError(null);
-    if (JSON.stringify(parsed) !== JSON.stringify(value)) props.onSet(parsed);
+    const shape = props.schema && field.prop && parsed !== null
+      ? shapeProblem(props.schema, field.prop, parsed, field.name) : null;
+    return shape ? { problem: shape } : { value: parsed };
   };
+  const commit = (text: string) => {
+    window.clearTimeout(timer.current);
+    if (text.trim() === "") { setError(null); if (value !== undefined) props.onUnset(); return; }
+    const checked = check(text);
+    setError(checked.problem ?? null);
+    if (checked.problem === undefined && JSON.stringify(checked.value) !== JSON.stringify(value)) {
+      props.onSet(checked.value);
+    }
+  };
+  const type = (text: string) => {
+    setDraft(text);
+    window.clearTimeout(timer.current);
+    timer.current = window.setTimeout(() => commit(text), 400);
+  };
+  const handlers = {
+    onFocus: () => { editing.current = true; },
+    onBlur: () => { editing.current = false; commit(draft); },
+  };
+  const common = { ...props.common, "aria-invalid": (error ? true : props.common["aria-invalid"]) as boolean | undefined };
   return (
     <>
       {numeric
-        ? <input {...props.common} type="text" inputMode="decimal" value={draft}
-                 onChange={(event) => setDraft(event.target.value)} onBlur={commit}
-                 onKeyDown={(event) => { if (event.key === "Enter") commit(); }} />
-        : <textarea {...props.common} rows={Math.min(8, Math.max(2, draft.split("\n").length))}
-                    className="yaml-field" spellCheck={false} value={draft}
-                    onChange={(event) => setDraft(event.target.value)} onBlur={commit} />}
+        ? <input {...common} type="text" inputMode="decimal" value={draft} {...handlers}
+                 onChange={(event) => type(event.target.value)}
+                 onKeyDown={(event) => { if (event.key === "Enter") commit(draft); }} />
+        : <textarea {...common} rows={Math.min(8, Math.max(2, draft.split("\n").length))}
+                    className="yaml-field" spellCheck={false} value={draft} {...handlers}
+                    onChange={(event) => type(event.target.value)} />}
       {error && <p className="field-problem" role="alert">{error}</p>}
     </>
   );

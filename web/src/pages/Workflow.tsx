@@ -22,7 +22,10 @@ import {
   addBlock, connect, disconnect, editText, EditRefused, freshId, removeBlock, setField,
   setPosition, unsetField,
 } from "../yamlEdits";
-import { clearLayout, duplicateBlock, moveBlock, renameBlock, setAfter } from "../structureEdits";
+import {
+  clearLayout, copyBlock, duplicateBlock, moveBlock, pasteBlocks, renameBlock, setAfter,
+} from "../structureEdits";
+import { holdBlocks, useClipboardKeys, useHeldBlocks } from "../clipboard";
 import { freshEntry, renameEntry, setSetting } from "../settingsEdits";
 import { SettingsForm } from "../components/SettingsForm";
 import { VersionDiff } from "../components/VersionDiff";
@@ -203,6 +206,33 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
   }, []);
+  const heldBlocks = useHeldBlocks();
+  function copySelected() {
+    if (!selected || text === null) return;
+    const doc = YAML.parseDocument(text);
+    if (doc.errors.length) { setError({ message: "the YAML does not parse: fix the text first", problems: [] }); return; }
+    holdBlocks(copyBlock(doc, selected));
+    setNotice(`Copied block ${selected}: paste it with Ctrl+V (⌘V on a Mac) or Paste block.`);
+  }
+  /** One edit: the held blocks beside the selected one (inside it for a
+   * loop or parallel), selected and focused once drawn. */
+  function pasteHeld() {
+    if (!heldBlocks) return;
+    let made: string[] = [];
+    change((doc) => {
+      const pasted = pasteBlocks(doc, heldBlocks, selected);
+      made = pasted.ids;
+      if (pasted.into === null) {
+        const at = nextSpot.current?.(selected) ?? { x: 0, y: 0 };
+        made.forEach((pastedId, k) => setPosition(doc, pastedId, at.x + 40 * k, at.y + 40 * k));
+      }
+    });
+    if (made.length) {
+      setSelected(made[0]); setEdge(null); setSettings(false);
+      focusSoon(`.react-flow__node[data-id="${made[0]}"]`);
+    }
+  }
+  useClipboardKeys(copySelected, pasteHeld);
   function pick(choice: Pick) {
     setPalette(false);
     let made = "";
@@ -331,6 +361,8 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                 aria-keyshortcuts="Control+Z Meta+Z">Undo</button>
         <button type="button" onClick={() => history.current?.redo()} disabled={!depth.redo}
                 aria-keyshortcuts="Control+Shift+Z Meta+Shift+Z">Redo</button>
+        <button type="button" onClick={pasteHeld} disabled={!heldBlocks || text === null}
+                aria-keyshortcuts="Control+V Meta+V">Paste block</button>
         <button type="button" disabled={!document?.metadata?.layout}
                 onClick={() => change((doc) => clearLayout(doc))}>Auto-layout</button>
         <button type="button" onClick={save} disabled={!valid}>
@@ -444,6 +476,8 @@ export function WorkflowPage({ id, version }: { id: string | null; version: numb
                   let copy = "";
                   if (!change((doc) => { copy = duplicateBlock(doc, block.id); }) && copy) setSelected(copy);
                 }}>Duplicate the block</button>
+                <button type="button" onClick={copySelected}
+                        aria-keyshortcuts="Control+C Meta+C">Copy the block</button>
                 <button type="button" onClick={() => {
                   change((doc) => removeBlock(doc, block.id));
                   setSelected(null);

@@ -9,13 +9,13 @@ from urllib.parse import urlencode
 
 from typing import Literal
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from flowforge.server.auth import CurrentUser, is_admin, owned_run
 from flowforge.server.errors import ApiError
-from flowforge.server.json_body import FastJSONResponse
+from flowforge.server.json_body import json_response_in_steps
 from flowforge.server.sse import after_seq, event_stream
 from flowforge.server.views import run_detail, run_summary
 from flowforge.service.cancel import request_cancel, wait_until_ended
@@ -146,7 +146,7 @@ class Decision(BaseModel):
                         409: {"description": "The run is not waiting (already decided, "
                                              "running or ended)"}})
 async def decide(request: Request, run_id: str, block_id: str, body: Decision,
-                 user: CurrentUser, wait: bool = False) -> JSONResponse:
+                 user: CurrentUser, wait: bool = False) -> Response:
     """The run's owner or an admin decides; the decision, who and when, goes
     into the block's output and the run's events (`approval_decided`)."""
     await owned_run(request.app.state.storage, user, run_id)
@@ -159,6 +159,6 @@ async def decide(request: Request, run_id: str, block_id: str, body: Decision,
         result = await handle.wait()
         shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
             result.to_dict()
-        return FastJSONResponse(shown, status_code=200)
+        return await json_response_in_steps(shown)
     return JSONResponse({"run_id": run_id, "block_id": block_id, "decision": body.decision,
                          "by": user["name"], "status": "running"}, status_code=202)

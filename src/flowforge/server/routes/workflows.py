@@ -15,7 +15,7 @@ from flowforge.server.auth import CurrentUser, is_admin
 from flowforge.server.errors import ApiError
 from flowforge.server.idempotency import (HEADER_DESCRIPTION, fingerprint, once, replay,
                                           submission_key)
-from flowforge.server.json_body import FastJSONResponse
+from flowforge.server.json_body import json_response_in_steps
 from flowforge.server.views import run_links, workflow_view
 from flowforge.service.compiling import BIG_BODY
 from flowforge.workflow.loader import parse_text
@@ -242,7 +242,7 @@ async def start_run(request: Request, workflow_id: str, body: RunRequest, user: 
                     wait: bool = False, owner: str | None = None,
                     idempotency_key: str | None = Header(
                         None, alias="Idempotency-Key", description=HEADER_DESCRIPTION)
-                    ) -> JSONResponse:
+                    ) -> Response:
     """Start a run of the latest (or `version`) of a stored workflow.  Retry
     safely with an `Idempotency-Key` header: the same key and request answer
     200 with the run first created; the same key with another request, 422;
@@ -262,14 +262,14 @@ async def start_run(request: Request, workflow_id: str, body: RunRequest, user: 
         return await replay(request, row, workflow_id=workflow_id, wait=wait)
 
     started = await once(request, user, key, request_print, start, replayed)
-    if isinstance(started, JSONResponse):
+    if isinstance(started, Response):
         return started
     handle, version = started
     if wait:
         result = await handle.wait()
         shown = handle.recorder.redact(result.to_dict()) if handle.recorder else \
             result.to_dict()
-        return FastJSONResponse({**shown, "workflow_version": version}, status_code=200)
+        return await json_response_in_steps({**shown, "workflow_version": version})
     return JSONResponse({"run_id": handle.run_id, "workflow_id": workflow_id,
                          "workflow_version": version, "status": "running",
                          **run_links(handle.run_id)}, status_code=202)
