@@ -3,7 +3,8 @@ knowledge search -> agent -> evaluator -> router -> two responses), plus a
 loop with two children, a parallel map and a condition whose two branches a
 later block joins, is built from nothing as a person builds it, without typing
 YAML: blocks from the palette, their forms (the evaluator's metrics and the
-condition's cases item by item, the knowledge block's sources one per line),
+condition's cases item by item, the knowledge block's sources one per line
+and its filters key by key),
 "Runs after" choices and one edge dragged between handles, a block added with
 the loop selected, one dropped onto the parallel, inputs, a variable and the
 server's deterministic (scripted) model in the settings form.  It is saved,
@@ -101,6 +102,13 @@ async def test_the_support_desk_with_a_loop_a_map_and_a_join_built_without_yaml_
     await commit(field(form, "top_k"), "3")
     await commit(field(form, "sources"), "policies")
     await wait_for_text(page, "sources:")
+    # its filters, as the shipped demo has them: a key whose value is a list
+    await form.get_by_role("button", name="Add a key to filters").click()
+    row = form.get_by_role("group", name="filters 1", exact=True)
+    await commit(row.get_by_label("key"), "category")
+    await row.get_by_label("type").select_option(label="list")
+    await commit(row.get_by_label("value"), "policies\nlegal")
+    await wait_for_text(page, "filters: {category: [policies, legal]}")
 
     # a parallel map over what the search found; its child dropped onto it
     form = await add(page, "parallel", "cite")
@@ -208,6 +216,7 @@ async def test_the_support_desk_with_a_loop_a_map_and_a_join_built_without_yaml_
     assert [b["id"] for b in blocks["cite"]["blocks"]] == ["source"]
     assert [b["id"] for b in blocks["refine"]["blocks"]] == ["polish", "tick"]
     assert blocks["search"]["with"]["sources"] == ["policies"]
+    assert blocks["search"]["with"]["filters"] == {"category": ["policies", "legal"]}
     assert [m["name"] for m in blocks["grade"]["with"]["metrics"]] == \
         ["Accuracy", "Completeness", "Clarity"]
     assert blocks["gate"]["with"] == {"cases": [{"when": "grade.accuracy >= 8",

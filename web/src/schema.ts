@@ -43,10 +43,12 @@ export function configSchema(schema: Schema, type: string): any | null {
 
 export interface Field {
   name: string;
-  kind: "text" | "long-text" | "number" | "integer" | "boolean" | "choice" | "yaml" | "list" | "lines";
+  kind: "text" | "long-text" | "number" | "integer" | "boolean" | "choice" | "yaml" | "list" | "lines" | "map";
   choices?: string[];
   /** For a `list` (objects with named fields, e.g. a condition's cases): the fields of one item. */
   items?: Field[];
+  /** For a `map` (free keys, e.g. a knowledge block's filters): what its values may be. */
+  values?: ValueKind[];
   required: boolean;
   description: string;
   default?: unknown;
@@ -57,10 +59,40 @@ export interface Field {
 
 const LONG = /prompt|system|message|content|template|text|body|instructions|query/;
 
+/** What a value of a `map` field may be written as in the form. */
+export type ValueKind = "text" | "number" | "integer" | "list" | "boolean";
+
+export const ANY_VALUE: ValueKind[] = ["text", "number", "list", "boolean"];
+
+/** The value kinds of a mapping with free keys (`{type: object}` with no
+ * named properties: filters, a set block's `with`, headers), from what its
+ * `additionalProperties` allows; null when `prop` is no such mapping. A JSON
+ * Schema (an output schema) is a mapping too, but a nested one: it stays YAML. */
+export function mapValues(schema: Schema, prop: any): ValueKind[] | null {
+  const options = [prop, ...(prop.anyOf ?? [])].map((p: any) => resolve(schema, p));
+  const map = options.find((p: any) => p.type === "object" && !p.properties && p.additionalProperties !== false);
+  if (!map || /JSON Schema/i.test(String(prop.description ?? ""))) return null;
+  const kindsOf = (node: any): ValueKind[] => {
+    if (node === undefined || node === true || (typeof node === "object" && !Object.keys(node).length)) {
+      return ANY_VALUE;
+    }
+    const value = resolve(schema, node);
+    if (value.anyOf) return [...new Set<ValueKind>(value.anyOf.flatMap(kindsOf))];
+    if (value.type === "string" && !value.enum) return ["text"];
+    if (value.type === "integer") return ["integer"];
+    if (value.type === "number") return ["number"];
+    if (value.type === "boolean") return ["boolean"];
+    if (value.type === "array" && resolve(schema, value.items ?? {}).type === "string") return ["list"];
+    return [];
+  };
+  const kinds = kindsOf(map.additionalProperties);
+  return kinds.length ? kinds : null;
+}
+
 /** One form field per config property, the required ones first: its kind
  * from the type (a nullable type is its non-null part), enums as choices, a
  * list of texts one per line, a list of objects with named fields (cases,
- * metrics) item by item, the rest as YAML. */
+ * metrics) item by item, a mapping with free keys row by row, the rest as YAML. */
 export function fields(schema: Schema, config: any, depth = 0): Field[] {
   const required = new Set<string>(config?.required ?? []);
   const entries = Object.entries<any>(config?.properties ?? {});
@@ -93,7 +125,9 @@ export function fields(schema: Schema, config: any, depth = 0): Field[] {
         items = fields(schema, item, depth + 1);
       }
     }
-    return { name, kind, choices, items, required: required.has(name), description,
+    const values = kind === "yaml" ? mapValues(schema, prop) ?? undefined : undefined;
+    if (values) kind = "map";
+    return { name, kind, choices, items, values, required: required.has(name), description,
              default: raw.default ?? prop.default, expression, prop: resolve(schema, raw) };
   });
 }

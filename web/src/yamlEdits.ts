@@ -322,9 +322,16 @@ export function merge(doc: Document, node: unknown, value: unknown, flowNew: boo
   }
   if (isMap(node) && value && typeof value === "object" && !Array.isArray(value)) {
     const entries = value as Record<string, unknown>;
+    const keyOf = (pair: { key: unknown }) => (isScalar(pair.key) ? String(pair.key.value) : String(pair.key));
+    // a key renamed (one gone, one new in the same edit) keeps its line and comment
+    const present = new Set(node.items.map(keyOf));
+    const renamed = Object.keys(entries).filter((key) => !present.has(key));
     for (const pair of [...node.items]) {
-      const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
-      if (!(key in entries)) node.delete(pair.key);
+      const key = keyOf(pair);
+      if (Object.prototype.hasOwnProperty.call(entries, key)) continue;
+      const to = renamed.shift();
+      if (to !== undefined && isScalar(pair.key)) pair.key.value = to;
+      else node.delete(pair.key);
     }
     for (const [key, item] of Object.entries(entries)) {
       node.set(key, merge(doc, node.get(key, true), item, Boolean(node.flow)));

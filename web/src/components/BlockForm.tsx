@@ -7,9 +7,10 @@
 import { useEffect, useId, useRef, useState } from "react";
 import YAML from "yaml";
 import type { Problem } from "../api";
-import { configSchema, fields, shapeProblem, type Field, type Schema } from "../schema";
+import { ANY_VALUE, configSchema, fields, shapeProblem, type Field, type Schema } from "../schema";
 import { Prose } from "./Common";
 import { fitsLines, fitsList, Lines, ListItems, ownProblems } from "./ListField";
+import { fitsMap, MapRows, ownMapProblems } from "./MapField";
 
 export interface FormActions {
   onSet: (path: string[], value: unknown) => void;
@@ -63,7 +64,7 @@ export function BlockForm(props: {
       {free && (
         <FieldControl blockId={block.id} value={block.with}
                       schema={schema}
-                      field={{ name: "with", kind: "yaml", required: false, expression: false,
+                      field={{ name: "with", kind: "map", values: ANY_VALUE, required: false, expression: false,
                                description: String(config.description ?? "Any fields, as YAML."),
                                prop: config }}
                       problems={own("with")} references={props.references}
@@ -90,15 +91,16 @@ function FieldControl(props: {
   const shown = field.default === undefined || field.default === null ? ""
     : ` (default: ${JSON.stringify(field.default)})`;
   const list = field.kind === "list" && fitsList(value);
+  const map = field.kind === "map" && fitsMap(value, field.values ?? []);
   const label = (
-    <label htmlFor={list ? undefined : id} id={`${id}-label`}>
+    <label htmlFor={list || map ? undefined : id} id={`${id}-label`}>
       {field.name}{field.required && <span className="required"> (required)</span>}
     </label>
   );
   const about = (
     <>
       <p id={describedBy} className="muted field-about"><Prose text={field.description} />{shown}</p>
-      {(list ? ownProblems(problems) : problems).map((problem, index) => (
+      {(list ? ownProblems(problems) : map ? ownMapProblems(problems, value) : problems).map((problem, index) => (
         <p key={index} className="field-problem" role="alert">{problem.message}</p>
       ))}
     </>
@@ -133,6 +135,12 @@ function FieldControl(props: {
                          onSet={props.onSet} onUnset={props.onUnset}
                          render={(sub) => <FieldControl blockId={props.blockId}
                                                          references={props.references} {...sub} />} />;
+  } else if (map) {
+    control = <MapRows field={field} value={value} labelledBy={`${id}-label`} problems={problems}
+                       onSet={props.onSet} onUnset={props.onUnset}
+                       text={(common, text, onChange) => (
+                         <TemplateText common={common} long={false} value={text}
+                                       references={props.references} onChange={onChange} />)} />;
   } else if (field.kind === "lines" && fitsLines(value)) {
     control = <Lines common={common} value={value} onSet={props.onSet} onUnset={props.onUnset} />;
   } else {
