@@ -26,11 +26,14 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 
 from tests.server.conftest import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+#: How many blocks the shipped support demo draws (a page that opens it waits for them all).
+SUPPORT_BLOCKS = len(yaml.safe_load((EXAMPLES / "support.yaml").read_text())["blocks"])
 SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = "/usr/bin/chromium-headless-shell"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

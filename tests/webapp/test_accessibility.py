@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.webapp.conftest import EXAMPLES, ROOT, shot, sign_in
+from tests.webapp.conftest import EXAMPLES, ROOT, SUPPORT_BLOCKS, shot, sign_in
 
 AXE = ROOT / "web" / "node_modules" / "axe-core" / "axe.min.js"
 
@@ -37,7 +37,8 @@ async def test_every_page_passes_axe_and_works_from_the_keyboard(web, page):
     assert await serious_violations(page) == []
 
     await page.goto(web.url + "/workflows/support")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    await page.wait_for_function(
+        f"document.querySelectorAll('[data-block-id]').length === {SUPPORT_BLOCKS}")
     await page.get_by_text("No problems: the document is valid.").wait_for()
     assert await serious_violations(page) == []
     # the graph from the keyboard: focus a block, Enter opens its config
@@ -82,7 +83,8 @@ async def test_keyboard_focus_shows_on_graph_blocks_and_upload_buttons(web, page
     await sign_in(page, web)
 
     await page.goto(web.url + "/workflows/support")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
+    await page.wait_for_function(
+        f"document.querySelectorAll('[data-block-id]').length === {SUPPORT_BLOCKS}")
     node = page.locator(".react-flow__node", has=page.locator("[data-block-id=answer]"))
     for _ in range(60):
         await page.keyboard.press("Tab")

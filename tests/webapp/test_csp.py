@@ -8,7 +8,7 @@ import re
 
 from playwright.async_api import expect
 
-from tests.webapp.conftest import EXAMPLES, sign_in
+from tests.webapp.conftest import EXAMPLES, SUPPORT_BLOCKS, sign_in
 
 
 async def test_the_app_runs_under_its_content_security_policy(web, browser):
@@ -24,7 +24,7 @@ async def test_the_app_runs_under_its_content_security_policy(web, browser):
     try:
         await sign_in(page, web)
         await page.goto(web.url + "/workflows/support")
-        await expect(page.locator("[data-block-id]")).to_have_count(7)
+        await expect(page.locator("[data-block-id]")).to_have_count(SUPPORT_BLOCKS)
         await page.get_by_text("No problems: the document is valid.").wait_for()
         await page.get_by_role("link", name="Run...").click()
         await page.get_by_role("button", name="Start the run").click()

@@ -30,25 +30,12 @@ import { freshEntry, renameEntry, setSetting } from "../settingsEdits";
 import { SettingsForm } from "../components/SettingsForm";
 import { VersionDiff } from "../components/VersionDiff";
 import { takeImported } from "../imported";
+import { blockPaths, findBlock, readable, specsById } from "../documentTree";
 
 interface Version { version: number; created_at?: string }
 
 /** What "New workflow" starts from: nothing saved until the author saves. */
 export const NEW_WORKFLOW = "version: 1\nid: my-workflow\nname: My workflow\nblocks: []\n";
-
-/** The stored document (every default written out) as the YAML a person
- * writes: empty `after: []`, `with: {}`, `blocks: []` and top-level empty
- * sections are left out; nothing inside a block's `with` is touched. */
-export function readable(document: any): any {
-  const empty = (value: unknown) => (Array.isArray(value) && value.length === 0) ||
-    (value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0);
-  const block = (spec: any): any => Object.fromEntries(Object.entries(spec)
-    .filter(([, value]) => !empty(value))
-    .map(([key, value]) => [key, key === "blocks" && Array.isArray(value) ? value.map(block) : value]));
-  const top = Object.fromEntries(Object.entries(document ?? {}).filter(([, value]) => !empty(value)));
-  if (Array.isArray(top.blocks)) top.blocks = top.blocks.map(block);
-  return top;
-}
 
 /** Focus what was just made, once it is drawn (a few frames at most). */
 function focusSoon(selector: string, tries = 30): void {
@@ -57,34 +44,6 @@ function focusSoon(selector: string, tries = 30): void {
     if (element) element.focus();
     else if (tries > 0) focusSoon(selector, tries - 1);
   });
-}
-
-export function findBlock(blocks: any[] | undefined, id: string): any | null {
-  for (const block of blocks ?? []) {
-    if (block?.id === id) return block;
-    const inner = findBlock(block?.blocks, id);
-    if (inner) return inner;
-  }
-  return null;
-}
-
-/** id -> `blocks[2]` / `blocks[4].blocks[0]`: where the server's problems point. */
-function blockPaths(blocks: any[] | undefined, prefix = "", out: Record<string, string> = {}) {
-  (blocks ?? []).forEach((block, index) => {
-    if (!block || typeof block.id !== "string") return;
-    out[block.id] = `${prefix}blocks[${index}]`;
-    blockPaths(block.blocks, `${prefix}blocks[${index}].`, out);
-  });
-  return out;
-}
-
-function specsById(blocks: any[] | undefined, out: Record<string, any> = {}) {
-  for (const block of blocks ?? []) {
-    if (!block || typeof block.id !== "string") continue;
-    out[block.id] = block;
-    specsById(block.blocks, out);
-  }
-  return out;
 }
 
 export function WorkflowPage({ id, version }: { id: string | null; version: number | null }) {

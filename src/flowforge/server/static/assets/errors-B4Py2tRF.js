@@ -1,1 +1,0 @@
-import{A as a}from"./index-DaWXxYcl.js";function c(r,s){const t=(r instanceof a?r.details:[]).filter(e=>e&&typeof e.where=="string"&&e.message);return t.length?t.map(e=>{const o=e.where.replace(/^body\./,"");return`${s[o]??o}: ${e.message.replace(/^Value error, /,"")}`}).join(" "):r.message}export{c as f};

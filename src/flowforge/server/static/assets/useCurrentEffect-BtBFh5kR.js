@@ -1,1 +1,0 @@
-import{r as f}from"./index-DaWXxYcl.js";function s(r,t){f.useEffect(()=>{let e=!0;return r(()=>e),()=>{e=!1}},t)}export{s as u};
