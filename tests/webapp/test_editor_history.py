@@ -54,9 +54,12 @@ async def test_undo_redo_duplicate_auto_layout_and_placement(web, page):
 
     # a new block goes beside the selected one
     await node(page, "first").click()
-    await add_from_palette(page, "llm")
-    await wait_for_text(page, "id: llm")
-    first, added = await node(page, "first").bounding_box(), await node(page, "llm").bounding_box()
+    # (a `response` block: valid as added, so the document's checks below are
+    # about the edits, not about a block left half-filled)
+    await add_from_palette(page, "response")
+    await wait_for_text(page, "id: response")
+    first, added = (await node(page, "first").bounding_box(),
+                    await node(page, "response").bounding_box())
     assert added["x"] > first["x"] + first["width"] and abs(added["y"] - first["y"]) < 5
 
     # the keys, outside any text field
@@ -65,7 +68,7 @@ async def test_undo_redo_duplicate_auto_layout_and_placement(web, page):
     await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 4")
     assert await editor_text(page) == SOURCE
     await page.keyboard.press("Control+Shift+z")
-    await wait_for_text(page, "id: llm")
+    await wait_for_text(page, "id: response")
 
     # a form edit (a rename) is one step too: the buttons
     await rename(page, "first", "start")
