@@ -36,6 +36,18 @@ blocks:
 """
 
 
+async def open_block_test(page, web):
+    """Sign in, open the saved workflow, select the agent and unfold its
+    "Test this block" section: the form of the values it reads."""
+    await sign_in(page, web)
+    await page.goto(web.url + "/workflows/tester")
+    await page.get_by_role("heading", name="Tester").wait_for()
+    await node(page, "answer").click()
+    panel = page.get_by_role("complementary", name="Block answer")
+    await panel.get_by_text("Test this block").click()
+    return panel, panel.get_by_role("form", name="Values block answer reads")
+
+
 async def test_an_agent_block_runs_alone_from_its_panel(web, page):
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", content=SOURCE,
@@ -44,13 +56,7 @@ async def test_an_agent_block_runs_alone_from_its_panel(web, page):
         run = await alice.post("/api/workflows/tester/runs?wait=true",
                                json={"inputs": {"query": "can I return boots"}})
         assert run.json()["status"] == "waiting", run.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/tester")
-    await page.get_by_role("heading", name="Tester").wait_for()
-    await node(page, "answer").click()
-    panel = page.get_by_role("complementary", name="Block answer")
-    await panel.get_by_text("Test this block").click()
-    values = panel.get_by_role("form", name="Values block answer reads")
+    panel, values = await open_block_test(page, web)
     query = values.get_by_label("input.query")
     label = values.get_by_label("topic.label")
     await expect(query).to_have_value("can I return boots")          # the latest run's
@@ -91,13 +97,7 @@ async def test_the_test_panel_passes_axe_in_dark_mode_on_a_phone(web, browser):
     page = await context.new_page()
     page.set_default_timeout(30_000)
     try:
-        await sign_in(page, web)
-        await page.goto(web.url + "/workflows/tester")
-        await page.get_by_role("heading", name="Tester").wait_for()
-        await node(page, "answer").click()
-        panel = page.get_by_role("complementary", name="Block answer")
-        await panel.get_by_text("Test this block").click()
-        values = panel.get_by_role("form", name="Values block answer reads")
+        panel, values = await open_block_test(page, web)
         await values.get_by_label("input.query").fill("where is my parcel")
         await values.get_by_label("topic.label").fill("delivery")
         await values.get_by_role("button", name="Run this block").click()
