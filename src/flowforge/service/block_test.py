@@ -213,12 +213,12 @@ def _block_values(compiled: CompiledWorkflow, graph: Graph, reads: list[Read],
     """Scope values beside the run's namespaces: the blocks it reads, by id and
     by name (as a settled block is), `loop`, and variables a sample replaces."""
     values: dict[str, Any] = {}
-    nodes = {nid: node for g in _graphs(compiled.graph) for nid, node in g.nodes.items()}
     for read in reads:
         if read.source == "block" and read.name in samples["blocks"]:
             output = samples["blocks"][read.name]
             values[read.name] = output
-            alias = nodes[read.name].alias if read.name in nodes else None
+            found = _locate(compiled.graph, read.name)
+            alias = found[1].alias if found is not None else None
             if alias is not None:
                 values.setdefault(alias, output)
     if samples["loop"]:
@@ -226,14 +226,6 @@ def _block_values(compiled: CompiledWorkflow, graph: Graph, reads: list[Read],
     if samples["vars"]:
         values["vars"] = {**compiled.doc.variables, **samples["vars"]}
     return values
-
-
-def _graphs(graph: Graph) -> list[Graph]:
-    found = [graph]
-    for node in graph.nodes.values():
-        if node.children is not None:
-            found.extend(_graphs(node.children))
-    return found
 
 
 async def run_one_block(compiled: CompiledWorkflow, block_id: str,
