@@ -35,10 +35,11 @@ class FastJSONResponse(JSONResponse):
     """A JSONResponse rendered by orjson (the same bytes for the same plain data)."""
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, default=str, option=_OPTIONS)
+        return _dumps(content)
 
 
 def _dumps(value: Any) -> bytes:
+    """The one encoding of a response body, whole (FastJSONResponse) or in pieces."""
     return orjson.dumps(value, default=str, option=_OPTIONS)
 
 
