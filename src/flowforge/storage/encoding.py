@@ -23,12 +23,8 @@ _OPTIONS = orjson.OPT_NON_STR_KEYS
 def dumps(value: Any) -> str | None:
     """`value` as JSON text (None stays None, for NULL).  Values JSON has no
     type for are stored as their `str()`; NaN and infinities as null."""
-    if value is None:
-        return None
-    try:
-        return orjson.dumps(value, default=str, option=_OPTIONS).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(value, default=str, ensure_ascii=False)
+    encoded = dumps_utf8(value)
+    return encoded.decode() if type(encoded) is bytes else encoded
 
 
 def dumps_utf8(value: Any) -> bytes | str | None:
