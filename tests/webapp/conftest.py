@@ -114,3 +114,24 @@ async def sign_in(page: Any, live: Any, who: str = "alice") -> None:
     await page.get_by_role("button", name="Sign in").click()
     await page.get_by_role("heading", name="Workflows").wait_for()
     await page.get_by_text(f"Signed in as {who}").wait_for()
+
+
+def drawn_blocks(source: str) -> int:
+    """How many blocks the canvas draws for `source` (children of loops and maps too)."""
+    def count(blocks: list[dict[str, Any]] | None) -> int:
+        return sum(1 + count(block.get("blocks")) for block in blocks or [])
+    return count(yaml.safe_load(source)["blocks"])
+
+
+async def open_saved(page: Any, web: Any, source: str) -> None:
+    """Save `source` as alice's workflow, sign in and open it in the editor;
+    back once every block is drawn and the server's check found no problem."""
+    async with web.client("alice") as alice:
+        saved = await alice.post("/api/workflows", content=source,
+                                 headers={"Content-Type": "application/yaml"})
+        assert saved.status_code == 201, saved.text
+    await sign_in(page, web)
+    await page.goto(f"{web.url}/workflows/{yaml.safe_load(source)['id']}")
+    await page.wait_for_function(
+        f"document.querySelectorAll('[data-block-id]').length === {drawn_blocks(source)}")
+    await page.get_by_text("No problems: the document is valid.").wait_for()

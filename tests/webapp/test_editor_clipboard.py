@@ -14,11 +14,10 @@ from typing import Any
 import yaml
 from playwright.async_api import expect
 
-from tests.webapp.conftest import shot, sign_in
+from tests.webapp.conftest import open_saved, shot
 from tests.webapp.test_canvas import editor_text, node, wait_for_text
 from tests.webapp.test_editor_structure import axe_at_both_widths, shape
 
-YAML = {"Content-Type": "application/yaml"}
 
 SOURCE = """\
 version: 1
@@ -81,13 +80,7 @@ async def focused_block(page: Any) -> str | None:
 
 
 async def test_a_block_is_copied_and_pasted_with_its_children_fresh_ids_and_one_undo(web, page):
-    async with web.client("alice") as alice:
-        saved = await alice.post("/api/workflows", content=SOURCE, headers=YAML)
-        assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/clip")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 7")
-    await page.get_by_text("No problems: the document is valid.").wait_for()
+    await open_saved(page, web, SOURCE)
     paste = page.get_by_role("button", name="Paste block")
     await expect(paste).to_be_disabled()
 

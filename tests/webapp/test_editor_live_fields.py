@@ -13,7 +13,7 @@ import re
 import yaml
 from playwright.async_api import expect
 
-from tests.webapp.conftest import shot, sign_in
+from tests.webapp.conftest import open_saved, shot
 from tests.webapp.test_canvas import editor_text, node, wait_for_text
 
 SOURCE = """\
@@ -40,14 +40,7 @@ blocks:
 
 
 async def test_yaml_fields_show_parse_and_shape_problems_while_typing(web, page):
-    async with web.client("alice") as alice:
-        saved = await alice.post("/api/workflows", content=SOURCE,
-                                 headers={"Content-Type": "application/yaml"})
-        assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/live")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 4")
-    await page.get_by_text("No problems: the document is valid.").wait_for()
+    await open_saved(page, web, SOURCE)
 
     await node(page, "grade").click()
     form = page.get_by_role("form", name="Settings of grade")

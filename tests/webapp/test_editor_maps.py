@@ -14,7 +14,7 @@ import re
 import yaml
 from playwright.async_api import expect
 
-from tests.webapp.conftest import shot, sign_in
+from tests.webapp.conftest import open_saved, shot
 from tests.webapp.test_canvas import editor_text, wait_for_text
 from tests.webapp.test_editor_proof import commit, field, select
 from tests.webapp.test_editor_structure import axe_at_both_widths
@@ -45,18 +45,9 @@ blocks:
 """
 
 
-async def open_maps(web, page) -> None:
-    async with web.client("alice") as alice:
-        saved = await alice.put("/api/workflows/maps", content=SOURCE, headers=YAML)
-        assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/maps")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 3")
-    await page.get_by_text("No problems: the document is valid.").wait_for()
-
 
 async def test_a_set_blocks_keys_and_a_knowledge_filter_are_written_without_yaml(web, page):
-    await open_maps(web, page)
+    await open_saved(page, web, SOURCE)
 
     # the set block: its keys row by row; a template stays text, a number and a
     # list are chosen as such
@@ -127,7 +118,7 @@ async def test_a_set_blocks_keys_and_a_knowledge_filter_are_written_without_yaml
 
 
 async def test_a_key_used_twice_or_missing_is_flagged_beside_its_row_and_not_written(web, page):
-    await open_maps(web, page)
+    await open_saved(page, web, SOURCE)
     form = await select(page, "facts")
     await form.get_by_role("button", name="Add a key to with").click()
     row = form.get_by_role("group", name="with 2", exact=True)
@@ -153,7 +144,7 @@ async def test_a_key_used_twice_or_missing_is_flagged_beside_its_row_and_not_wri
 
 
 async def test_a_value_the_rows_cannot_show_stays_yaml_and_an_emptied_list_says_so_beside_it(web, page):
-    await open_maps(web, page)
+    await open_saved(page, web, SOURCE)
     # an expression value ({expr: ...}) is not a row: the whole `with` stays YAML
     form = await select(page, "facts")
     await form.get_by_role("button", name="Add a key to with").click()

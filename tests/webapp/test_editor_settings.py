@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from playwright.async_api import expect
 
-from tests.webapp.conftest import shot, sign_in
+from tests.webapp.conftest import open_saved, shot, sign_in
 from tests.webapp.test_canvas import editor_text, wait_for_text
 from tests.webapp.test_editor_structure import axe_at_both_widths
 
@@ -105,14 +105,7 @@ blocks:
 
 
 async def test_renaming_an_input_rewrites_every_reference_in_one_edit(web, page):
-    async with web.client("alice") as alice:
-        saved = await alice.post("/api/workflows", content=RENAME_SOURCE,
-                                 headers={"Content-Type": "application/yaml"})
-        assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/renames")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 5")
-    await page.get_by_text("No problems: the document is valid.").wait_for()
+    await open_saved(page, web, RENAME_SOURCE)
     await page.get_by_role("button", name="Workflow settings").click()
     form = page.get_by_role("form", name="Workflow settings")
     await commit(form.get_by_role("group", name="Input query", exact=True).get_by_label("name"),
