@@ -83,7 +83,9 @@ class Write:
     """One write waiting for its group, stored with the other runs' of the group
     in one statement per table: a new run (`run_row`), a run's `events` and
     block checkpoints (`blocks`), new values for its columns (`update`: names,
-    values).  Made by `created`, `updated` and `recorded`."""
+    values).  Made by `created`, `updated` and `recorded`; `what` is its verb
+    ("record"), the message of a failure names the run (a message per write
+    cost a string per write, for the rare one that fails)."""
 
     __slots__ = ("what", "notify", "run_id", "events", "blocks", "run_row", "update",
                  "future", "after", "fence", "encoded")
@@ -109,17 +111,20 @@ def created(run: dict[str, Any]) -> Write:
         raise StorageError(f"run {run.get('run_id')}: an idempotency key needs the run's "
                            f"user_id (keys are unique per user)")
     row = [dumps(run.get(f)) if f in JSON_RUN_FIELDS else run.get(f) for f in RUN_FIELDS]
-    return Write(f"create run {run.get('run_id')}", row[0], run_row=row)
+    return Write("create", row[0], run_row=row)
 
 
 def updated(run_id: str, fields: dict[str, Any]) -> Write:
     """`update_run`: the columns' new values (StorageError for an unknown one)."""
-    unknown = set(fields) - set(RUN_FIELDS)
+    unknown = fields.keys() - _RUN_FIELDS
     if unknown:
         raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
     names = tuple(fields)
     values = [dumps(fields[n]) if n in JSON_RUN_FIELDS else fields[n] for n in names]
-    return Write(f"update run {run_id}", run_id, update=(names, values))
+    return Write("update", run_id, update=(names, values))
+
+
+_RUN_FIELDS = frozenset(RUN_FIELDS)
 
 
 def recorded(run_id: str, events: Sequence[dict[str, Any]], blocks: Sequence[dict[str, Any]],
@@ -129,10 +134,12 @@ def recorded(run_id: str, events: Sequence[dict[str, Any]], blocks: Sequence[dic
     columns in the same write, stored only if `after` was (and, with `fence`,
     only while its owner holds the run's lease: else `LeaseLost`); followers
     of the run are woken once stored."""
-    write = updated(run_id, update) if update else Write("", run_id)
-    write.what, write.notify = f"record run {run_id}", run_id
-    write.events, write.blocks, write.after = events, blocks, after
-    write.fence = fence
+    if update:
+        write = updated(run_id, update)
+        write.events, write.blocks = events, blocks
+    else:
+        write = Write("record", run_id, events=events, blocks=blocks)
+    write.what, write.notify, write.after, write.fence = "record", run_id, after, fence
     return write
 
 
@@ -213,23 +220,24 @@ def encoded_events(write: Write, encode: Callable[[Any], Any] = dumps) -> list[A
     """The write's events as JSON (`encode`: the back end's `Statements.encode`),
     encoded once (the group writer may weigh a write before it plans it)."""
     if write.encoded is None:
-        write.encoded = [encode(e) for e in write.events]
+        write.encoded = list(map(encode, write.events))
     return write.encoded
 
 
 def first_group(writes: list[Write], most_bytes: int,
-                encode: Callable[[Any], Any] = dumps) -> int:
+                encode: Callable[[Any], Any] = dumps) -> tuple[int, int]:
     """How many of `writes`, in order, make one group of at most `most_bytes`
-    of events (at least one write).  One transaction on the event loop's
-    thread holds the loop while SQLite writes it: 16 runs of 4 MB values in
-    one group held a server's `/health` for a third of a second."""
+    of events (at least one write), and their events' bytes (below
+    `most_bytes`: the group needs no `split_group`).  One transaction on the
+    event loop's thread holds the loop while SQLite writes it: 16 runs of 4 MB
+    values in one group held a server's `/health` for a third of a second."""
     size = 0
     for taken, write in enumerate(writes, 1):
         if write.events:
             size += sum(map(len, encoded_events(write, encode)))
         if size >= most_bytes:
-            return taken
-    return len(writes)
+            return taken, size
+    return len(writes), size
 
 
 def split_group(group: list[Write], most_bytes: int,
@@ -342,7 +350,7 @@ def settle(batch: list[Write], errors: list[Exception | None],
         elif isinstance(error, (AlreadyExists, LeaseLost)):  # the caller acts on it: kept
             write.future.set_exception(error)
         else:
-            failure = StorageError(f"could not {write.what}: {error}")
+            failure = StorageError(f"could not {write.what} run {write.run_id}: {error}")
             failure.__cause__ = error          # what failed: the recorder retries only
             write.future.set_exception(failure)   # what may succeed later
 

@@ -80,11 +80,12 @@ class GroupWriter:
                     raise refused
                 begun = True
             self._since = None
-            taken = first_group(batch, GROUP_BYTES, _SQL.encode) if len(batch) > 1 else 1
-            group, left = split_group(batch[:taken], GROUP_BYTES, _SQL.encode)
-            later = ([left] if left is not None else []) + batch[taken:]
-            if later:                   # the next group, on the next loop turn
-                batch, self._batch = group, later + self._batch
+            taken, size = first_group(batch, GROUP_BYTES, _SQL.encode)
+            if size >= GROUP_BYTES:     # (else every write fits: no split to look for)
+                group, left = split_group(batch[:taken], GROUP_BYTES, _SQL.encode)
+                later = ([left] if left is not None else []) + batch[taken:]
+                if later:               # the next group, on the next loop turn
+                    batch, self._batch = group, later + self._batch
             errors = commit_group(db, batch, begun=begun)
             self._committed()
         except Exception as exc:  # noqa: BLE001 - closed meanwhile: every writer hears it
