@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
                                     IdempotencyKeyTaken, LeaseLost)
-from flowforge.storage.encoding import dumps, loads
+from flowforge.storage.encoding import dumps, dumps_each, loads
 
 __all__ = ["WriteFuture", "JSON_RUN_FIELDS", "JSON_BLOCK_FIELDS", "decoded_run", "decoded_block", "Statements",
            "Step", "Write", "block_row", "created", "plan", "split_group",
@@ -152,7 +152,8 @@ class Statements:
     upsert_blocks: str                 # block_row()'s values
     update_runs: Callable[[tuple[str, ...]], str]    # (*values, run_id) for these columns
     fence: str                         # fence_rows(): LeaseLost unless each owner holds its run
-    encode: Callable[[Any], Any] = dumps   # an event's `data` as the insert takes it
+    #: events' `data` as the insert takes them, a list of events at a time
+    encode: Callable[[Sequence[Any]], list[Any]] = dumps_each
 
 
 #: A statement, its rows, and whether to check them for replayed events.
@@ -216,16 +217,17 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
     return steps
 
 
-def encoded_events(write: Write, encode: Callable[[Any], Any] = dumps) -> list[Any]:
+def encoded_events(write: Write, encode: Callable[[Sequence[Any]], list[Any]] = dumps_each
+                   ) -> list[Any]:
     """The write's events as JSON (`encode`: the back end's `Statements.encode`),
     encoded once (the group writer may weigh a write before it plans it)."""
     if write.encoded is None:
-        write.encoded = list(map(encode, write.events))
+        write.encoded = encode(write.events)
     return write.encoded
 
 
 def first_group(writes: list[Write], most_bytes: int,
-                encode: Callable[[Any], Any] = dumps) -> tuple[int, int]:
+                encode: Callable[[Sequence[Any]], list[Any]] = dumps_each) -> tuple[int, int]:
     """How many of `writes`, in order, make one group of at most `most_bytes`
     of events (at least one write), and their events' bytes (below
     `most_bytes`: the group needs no `split_group`).  One transaction on the
@@ -241,7 +243,8 @@ def first_group(writes: list[Write], most_bytes: int,
 
 
 def split_group(group: list[Write], most_bytes: int,
-                encode: Callable[[Any], Any] = dumps) -> tuple[list[Write], Write | None]:
+                encode: Callable[[Sequence[Any]], list[Any]] = dumps_each
+                ) -> tuple[list[Write], Write | None]:
     """`group` (from `first_group`) cut to at most `most_bytes` of events, and
     what of its last write is left for the next group (None: nothing).  One
     run's write may hold megabytes (a turn's, or a run's last: every event of
@@ -318,7 +321,10 @@ def refuse_behind(batch: list[Write], errors: list[Exception | None], failed: se
     gets its error in `errors` (same positions as `batch`) and joins `failed`."""
     live = []
     for index, write in enumerate(batch):
-        if write.after is not None and behind_failed(write, failed):
+        after = write.after         # (mostly a write stored by an earlier group: at once)
+        if after is not None and not (after.done() and not after.cancelled()
+                                      and after.exception() is None) \
+                and behind_failed(write, failed):
             errors[index] = behind(write)
             failed.add(write.future)
         else:

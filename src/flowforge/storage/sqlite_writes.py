@@ -25,7 +25,7 @@ from typing import Callable
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
-from flowforge.storage.encoding import dumps_utf8, same_json
+from flowforge.storage.encoding import dumps_utf8_each, same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
                                        WriteFuture, behind, behind_failed, first_group,
                                        key_taken, plan, refuse_behind, settle, split_group)
@@ -206,7 +206,7 @@ _SQL = Statements(
     # BLOB would change what json_extract and every reader of the column get)
     insert_events=("INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
                    "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))"),
-    encode=dumps_utf8,
+    encode=dumps_utf8_each,
     upsert_blocks=(
         f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) "
         f"VALUES ({', '.join('?' * len(BLOCK_FIELDS))}) "
