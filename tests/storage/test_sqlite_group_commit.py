@@ -220,3 +220,17 @@ async def test_a_write_in_parts_whose_first_part_fails_stores_nothing_after_it(
     with pytest.raises(StorageError, match="missing"):      # no run row: refused
         await storage.record_later("missing", [_event(s, text=big) for s in (1, 2, 3)], ())
     assert await storage.get_events("missing") == []
+
+
+async def test_an_event_orjson_refuses_is_stored_in_its_group_with_the_others(storage):
+    # A group's events are encoded a list at a time; an integer beyond 64 bits
+    # (orjson refuses it) sends that group through the standard encoder: every
+    # event of it is stored, the big integer exactly, none lost or reordered.
+    await storage.create_run(_run("r1"))
+    await storage.create_run(_run("r2"))
+    await asyncio.gather(
+        storage.record("r1", [_event(1, "run_started"), _event(2, big=2 ** 70)], []),
+        storage.record("r2", [_event(1, "run_started", text="é")], []))
+    first = await storage.get_events("r1")
+    assert [e["seq"] for e in first] == [1, 2] and first[1]["big"] == 2 ** 70
+    assert (await storage.get_events("r2"))[0]["text"] == "é"

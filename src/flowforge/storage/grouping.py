@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from flowforge.errors import StorageError
 from flowforge.storage.base import (BLOCK_FIELDS, RUN_FIELDS, AlreadyExists,
                                     IdempotencyKeyTaken, LeaseLost)
-from flowforge.storage.encoding import dumps, loads
+from flowforge.storage.encoding import dumps, dumps_each, loads
 
 __all__ = ["WriteFuture", "JSON_RUN_FIELDS", "JSON_BLOCK_FIELDS", "decoded_run", "decoded_block", "Statements",
            "Step", "Write", "block_row", "created", "plan", "split_group",
@@ -83,7 +83,9 @@ class Write:
     """One write waiting for its group, stored with the other runs' of the group
     in one statement per table: a new run (`run_row`), a run's `events` and
     block checkpoints (`blocks`), new values for its columns (`update`: names,
-    values).  Made by `created`, `updated` and `recorded`."""
+    values).  Made by `created`, `updated` and `recorded`; `what` is its verb
+    ("record"), the message of a failure names the run (a message per write
+    cost a string per write, for the rare one that fails)."""
 
     __slots__ = ("what", "notify", "run_id", "events", "blocks", "run_row", "update",
                  "future", "after", "fence", "encoded")
@@ -109,17 +111,20 @@ def created(run: dict[str, Any]) -> Write:
         raise StorageError(f"run {run.get('run_id')}: an idempotency key needs the run's "
                            f"user_id (keys are unique per user)")
     row = [dumps(run.get(f)) if f in JSON_RUN_FIELDS else run.get(f) for f in RUN_FIELDS]
-    return Write(f"create run {run.get('run_id')}", row[0], run_row=row)
+    return Write("create", row[0], run_row=row)
 
 
 def updated(run_id: str, fields: dict[str, Any]) -> Write:
     """`update_run`: the columns' new values (StorageError for an unknown one)."""
-    unknown = set(fields) - set(RUN_FIELDS)
+    unknown = fields.keys() - _RUN_FIELDS
     if unknown:
         raise StorageError(f"unknown run fields: {', '.join(sorted(unknown))}")
     names = tuple(fields)
     values = [dumps(fields[n]) if n in JSON_RUN_FIELDS else fields[n] for n in names]
-    return Write(f"update run {run_id}", run_id, update=(names, values))
+    return Write("update", run_id, update=(names, values))
+
+
+_RUN_FIELDS = frozenset(RUN_FIELDS)
 
 
 def recorded(run_id: str, events: Sequence[dict[str, Any]], blocks: Sequence[dict[str, Any]],
@@ -129,10 +134,12 @@ def recorded(run_id: str, events: Sequence[dict[str, Any]], blocks: Sequence[dic
     columns in the same write, stored only if `after` was (and, with `fence`,
     only while its owner holds the run's lease: else `LeaseLost`); followers
     of the run are woken once stored."""
-    write = updated(run_id, update) if update else Write("", run_id)
-    write.what, write.notify = f"record run {run_id}", run_id
-    write.events, write.blocks, write.after = events, blocks, after
-    write.fence = fence
+    if update:
+        write = updated(run_id, update)
+        write.events, write.blocks = events, blocks
+    else:
+        write = Write("record", run_id, events=events, blocks=blocks)
+    write.what, write.notify, write.after, write.fence = "record", run_id, after, fence
     return write
 
 
@@ -145,7 +152,8 @@ class Statements:
     upsert_blocks: str                 # block_row()'s values
     update_runs: Callable[[tuple[str, ...]], str]    # (*values, run_id) for these columns
     fence: str                         # fence_rows(): LeaseLost unless each owner holds its run
-    encode: Callable[[Any], Any] = dumps   # an event's `data` as the insert takes it
+    #: events' `data` as the insert takes them, a list of events at a time
+    encode: Callable[[Sequence[Any]], list[Any]] = dumps_each
 
 
 #: A statement, its rows, and whether to check them for replayed events.
@@ -209,31 +217,34 @@ def plan(writes: list[Write], sql: Statements) -> list[Step]:
     return steps
 
 
-def encoded_events(write: Write, encode: Callable[[Any], Any] = dumps) -> list[Any]:
+def encoded_events(write: Write, encode: Callable[[Sequence[Any]], list[Any]] = dumps_each
+                   ) -> list[Any]:
     """The write's events as JSON (`encode`: the back end's `Statements.encode`),
     encoded once (the group writer may weigh a write before it plans it)."""
     if write.encoded is None:
-        write.encoded = [encode(e) for e in write.events]
+        write.encoded = encode(write.events)
     return write.encoded
 
 
 def first_group(writes: list[Write], most_bytes: int,
-                encode: Callable[[Any], Any] = dumps) -> int:
+                encode: Callable[[Sequence[Any]], list[Any]] = dumps_each) -> tuple[int, int]:
     """How many of `writes`, in order, make one group of at most `most_bytes`
-    of events (at least one write).  One transaction on the event loop's
-    thread holds the loop while SQLite writes it: 16 runs of 4 MB values in
-    one group held a server's `/health` for a third of a second."""
+    of events (at least one write), and their events' bytes (below
+    `most_bytes`: the group needs no `split_group`).  One transaction on the
+    event loop's thread holds the loop while SQLite writes it: 16 runs of 4 MB
+    values in one group held a server's `/health` for a third of a second."""
     size = 0
     for taken, write in enumerate(writes, 1):
         if write.events:
             size += sum(map(len, encoded_events(write, encode)))
         if size >= most_bytes:
-            return taken
-    return len(writes)
+            return taken, size
+    return len(writes), size
 
 
 def split_group(group: list[Write], most_bytes: int,
-                encode: Callable[[Any], Any] = dumps) -> tuple[list[Write], Write | None]:
+                encode: Callable[[Sequence[Any]], list[Any]] = dumps_each
+                ) -> tuple[list[Write], Write | None]:
     """`group` (from `first_group`) cut to at most `most_bytes` of events, and
     what of its last write is left for the next group (None: nothing).  One
     run's write may hold megabytes (a turn's, or a run's last: every event of
@@ -310,7 +321,10 @@ def refuse_behind(batch: list[Write], errors: list[Exception | None], failed: se
     gets its error in `errors` (same positions as `batch`) and joins `failed`."""
     live = []
     for index, write in enumerate(batch):
-        if write.after is not None and behind_failed(write, failed):
+        after = write.after         # (mostly a write stored by an earlier group: at once)
+        if after is not None and not (after.done() and not after.cancelled()
+                                      and after.exception() is None) \
+                and behind_failed(write, failed):
             errors[index] = behind(write)
             failed.add(write.future)
         else:
@@ -342,7 +356,7 @@ def settle(batch: list[Write], errors: list[Exception | None],
         elif isinstance(error, (AlreadyExists, LeaseLost)):  # the caller acts on it: kept
             write.future.set_exception(error)
         else:
-            failure = StorageError(f"could not {write.what}: {error}")
+            failure = StorageError(f"could not {write.what} run {write.run_id}: {error}")
             failure.__cause__ = error          # what failed: the recorder retries only
             write.future.set_exception(failure)   # what may succeed later
 

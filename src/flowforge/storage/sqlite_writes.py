@@ -25,7 +25,7 @@ from typing import Callable
 
 from flowforge.errors import StorageError
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
-from flowforge.storage.encoding import dumps_utf8, same_json
+from flowforge.storage.encoding import dumps_utf8_each, same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
                                        WriteFuture, behind, behind_failed, first_group,
                                        key_taken, plan, refuse_behind, settle, split_group)
@@ -80,11 +80,12 @@ class GroupWriter:
                     raise refused
                 begun = True
             self._since = None
-            taken = first_group(batch, GROUP_BYTES, _SQL.encode) if len(batch) > 1 else 1
-            group, left = split_group(batch[:taken], GROUP_BYTES, _SQL.encode)
-            later = ([left] if left is not None else []) + batch[taken:]
-            if later:                   # the next group, on the next loop turn
-                batch, self._batch = group, later + self._batch
+            taken, size = first_group(batch, GROUP_BYTES, _SQL.encode)
+            if size >= GROUP_BYTES:     # (else every write fits: no split to look for)
+                group, left = split_group(batch[:taken], GROUP_BYTES, _SQL.encode)
+                later = ([left] if left is not None else []) + batch[taken:]
+                if later:               # the next group, on the next loop turn
+                    batch, self._batch = group, later + self._batch
             errors = commit_group(db, batch, begun=begun)
             self._committed()
         except Exception as exc:  # noqa: BLE001 - closed meanwhile: every writer hears it
@@ -205,7 +206,7 @@ _SQL = Statements(
     # BLOB would change what json_extract and every reader of the column get)
     insert_events=("INSERT OR IGNORE INTO run_events (run_id, seq, type, block_id, time, data) "
                    "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT))"),
-    encode=dumps_utf8,
+    encode=dumps_utf8_each,
     upsert_blocks=(
         f"INSERT INTO run_blocks ({', '.join(BLOCK_FIELDS)}) "
         f"VALUES ({', '.join('?' * len(BLOCK_FIELDS))}) "
