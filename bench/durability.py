@@ -3,19 +3,23 @@ chain whose blocks sleep 20 ms) with every run recorded (its row, every event,
 every block checkpoint, its outcome) against the same S4 in memory, in one
 process, rounds interleaved so that both see the same machine.
 
-    .venv/bin/python bench/durability.py [--rounds 9] [--no-postgres]
+    .venv/bin/python bench/durability.py [--rounds 9] [--no-postgres] [--frozen-heap]
 
 Prints one JSON line: S4 wall / ideal (100 ms) in memory, recorded in SQLite,
 recorded in PostgreSQL (a throwaway server on loopback, fsync on, as a real
 one), and the ratios recorded / in memory (issue 12's target: <= 2).  Each
 figure is the median of `--rounds`; `loop_cpu_ms` is the event loop thread's
 CPU per round (less noisy than the wall when the machine is shared).
+`--frozen-heap` settles the heap first as `flowforge serve` and the pool's
+workers do (the processes that record runs in production); by default it is
+left as a program that embeds flowforge has it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -57,7 +61,8 @@ async def measure(rounds: int, postgres_url: str | None) -> dict:
     for storage in targets.values():
         if storage is not False:
             await storage.close()
-    out: dict = {"bench": "durability", "rounds": rounds, "python": platform.python_version()}
+    out: dict = {"bench": "durability", "rounds": rounds, "python": platform.python_version(),
+                 "heap": "frozen" if gc.get_freeze_count() else "as imported"}
     for name in targets:
         out[f"s4_{name}"] = round(statistics.median(walls[name]) / IDEAL_S, 3)
         out[f"loop_cpu_ms_{name}"] = round(statistics.median(cpus[name]) * 1000, 1)
@@ -72,7 +77,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--no-postgres", action="store_true",
                         help="SQLite only (PostgreSQL needs `make install`'s server binaries)")
+    parser.add_argument("--frozen-heap", action="store_true",
+                        help="freeze what the imports left and collect the young generation "
+                             "less often first, as `flowforge serve` and the workers do "
+                             "(flowforge.processes.settle_heap)")
     args = parser.parse_args()
+    if args.frozen_heap:
+        from flowforge.processes import settle_heap
+
+        settle_heap()
     server = None
     if not args.no_postgres:
         from flowforge.storage import testing

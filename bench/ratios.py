@@ -5,7 +5,7 @@ given several trees, alternated tree by tree within each run), with the load
 average and the CPU time stolen by the hypervisor beside every figure.
 
     .venv/bin/python bench/ratios.py [--runs 5] [--rounds 5] [--no-postgres]
-        [--only recording|tracing] [--tree /path/to/other/clone ...]
+        [--only recording|tracing] [--tree /path/to/other/clone ...] [--heap-as-imported]
 
 One figure from one process said little on the VM these were first measured
 on: the same tree gave 1.66 and 2.90 a few minutes apart.  The causes this
@@ -80,14 +80,15 @@ def _cpu_ticks() -> tuple[int, int]:
     return sum(fields), fields[7] if len(fields) > 7 else 0
 
 
-def run_bench(tree: str, part: str, rounds: int, postgres: bool) -> dict:
+def run_bench(tree: str, part: str, rounds: int, postgres: bool, frozen: bool) -> dict:
     """One fresh process of one bench of one tree; its JSON plus the context."""
+    heap = ["--frozen-heap"] if frozen else []
     if part == "recording":
         command = [sys.executable, os.path.join(tree, "bench", "durability.py"),
-                   "--rounds", str(rounds)] + ([] if postgres else ["--no-postgres"])
+                   "--rounds", str(rounds)] + ([] if postgres else ["--no-postgres"]) + heap
     else:
         command = [sys.executable, os.path.join(tree, "bench", "engine.py"),
-                   "--tracing", "--frozen-heap"]
+                   "--tracing"] + heap
     load = os.getloadavg()[0]
     total0, steal0 = _cpu_ticks()
     start = time.perf_counter()
@@ -142,6 +143,9 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(FIGURES))
     parser.add_argument("--tree", action="append", default=[],
                         help="another clone to alternate with this one (repeatable)")
+    parser.add_argument("--heap-as-imported", action="store_true",
+                        help="leave the heap as a program embedding flowforge has it, instead "
+                             "of settled as `serve` and the workers settle theirs")
     args = parser.parse_args()
     trees = [ROOT] + [os.path.abspath(tree) for tree in args.tree]
     parts = [args.only] if args.only else list(FIGURES)
@@ -152,7 +156,8 @@ def main() -> None:
         order = trees if index % 2 == 0 else trees[::-1]
         for part in parts:
             for tree in order:
-                row = run_bench(tree, part, args.rounds, not args.no_postgres)
+                row = run_bench(tree, part, args.rounds, not args.no_postgres,
+                                not args.heap_as_imported)
                 rows.append(row)
                 print(json.dumps({"run": index + 1, **row}), flush=True)
     for line in summary(rows):
