@@ -89,7 +89,7 @@ async def test_session_events_name_phases_iterations_scores_and_complete(
     assert [step for phase, step in steps if phase == "knowledge"] == [
         "plan", "queries", "web", "extract", "update", "evaluate"]   # no knowledge base asked
     assert [step for phase, step in steps if phase == "answer"] == [
-        "plan", "draft", "evaluate", "refine"]
+        "plan", "draft", "evaluate", "refine", "checked"]     # the sources are checked last
     assert events[0]["type"] == "status" and events[0]["status"] == "running"
     assert events[-1]["type"] == "complete" and events[-1]["progress"] == 100
     final = events[-1]["result"]

@@ -105,9 +105,11 @@ async def test_knowledge_loop_stops_at_the_cap_and_searches_only_the_web_without
 async def test_answer_passing_at_once_is_still_refined_before_the_decision(script, knowledge):
     """As in the seed orchestrator, every pass refines before the decision."""
     model, played = script({"answer_eval": [0.9]})
+    page = {"title": "Pitching a tent in wind", "url": WEB_URL, "snippet": "Face the wind."}
     result = await phase("answer.yaml", {"question": "How to pitch a tent in wind?",
                                          "knowledge": [{"topic": "t", "information": "i",
-                                                        "sources": [WEB_URL]}]},
+                                                        "sources": [WEB_URL]}],
+                                         "passages": [page]},
                          model, knowledge)
     assert result["stopped_by"] == "threshold" and result["iteration_count"] == 1
     assert result["answer"].endswith("(refined 1).") and result["sources"] == [WEB_URL]

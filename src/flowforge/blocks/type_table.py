@@ -23,7 +23,8 @@ __all__ = ["BUILTIN_TYPES", "ALIASES", "register_block", "block_types", "get_blo
 BUILTIN_TYPES = {name: name for name in (
     "input", "response", "set", "function", "condition", "loop", "parallel", "workflow",
     "agent", "router", "evaluator", "guardrail", "llm", "parser", "http", "knowledge",
-    "keyword_lookup", "web_search", "progress", "wait", "approval", "unsupported", "code", "template")}
+    "keyword_lookup", "web_search", "cited_answer", "progress", "wait", "approval", "unsupported",
+    "code", "template")}
 BUILTIN_TYPES["registry"] = "registry_block"
 
 #: Other systems' names of a block type: Sim's start block (`trigger`, and

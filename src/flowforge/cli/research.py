@@ -43,7 +43,9 @@ _STEP = {"plan": "planning", "draft": "drafting the answer",
          "web": "searching the web", "kb_gate": "searching", "kb_search":
          "searching the knowledge base", "extract": "extracting information",
          "update": "updating the knowledge base", "current": "reviewing",
-         "gate": "deciding", "refine": "refining the answer"}
+         "gate": "deciding", "refine": "refining the answer",
+         "search": "searching the web", "search_kb": "searching the knowledge base",
+         "guided": "answering from the passages", "checked": "checking the sources"}
 
 
 class ResearchView:
@@ -159,6 +161,11 @@ def render_result(result: Any, console: Console) -> None:
             console.print("[dim]sources:[/]", markup=True)
             for source in result.sources:
                 console.print(f"  {source}", highlight=False, markup=False)
+        if result.unverified_sources:          # named by the model, returned by no search
+            console.print("[dim]named in the answer but found by no search (not sources):[/]",
+                          markup=True)
+            for source in result.unverified_sources:
+                console.print(f"  {source}", highlight=False, markup=False)
     scores = ", ".join(f"{name} {_number(value)}" for name, value in result.scores.items())
     console.print(f"[dim]{scores or 'no phase finished'}; session {result.session_id}[/]",
                   highlight=False, soft_wrap=True, markup=True)
@@ -207,6 +214,10 @@ def research_command(
     web: Optional[str] = typer.Option(None, "--web", help="Where the web search looks: a "
                                       "folder or knowledge base standing in for the web "
                                       "(default: the 'web' base), perplexity or tavily."),
+    brief: Optional[bool] = typer.Option(None, "--brief/--full", help="--brief: the question "
+                                         "as asked, one search, one answer from the passages "
+                                         "found; --full: every phase's loop (default: brief on "
+                                         "the embedded local models, else full)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON, no live view."),
     user: str = typer.Option("default", "--user", "-u", help="User id."),
     db: Optional[str] = db_option(),
@@ -221,7 +232,7 @@ def research_command(
             _fail(str(problem))
     options: dict[str, Any] = {"model": model, "threshold": threshold,
                                "max_iterations": max_iterations, "kb": kb, "user": user,
-                               "storage": db}
+                               "storage": db, "brief": brief}
     if web in _BACKENDS:
         options["web_backend"] = web
     elif web:

@@ -44,7 +44,7 @@ def orchestrator() -> CompiledWorkflow:
 async def start_research(question: str, *, threshold: float | None = None,
                          max_iterations: int | None = None, kb: str | None = None,
                          web_backend: str | None = None, web_source: str | None = None,
-                         model: str | None = None, user: Any = None, storage: Any = None,
+                         brief: bool | None = None, model: str | None = None, user: Any = None, storage: Any = None,
                          services: dict[str, Any] | None = None,
                          on_event: Callable[[dict], None] | None = None,
                          policy: Policy = TRUSTED, run_options: dict[str, Any] | None = None
@@ -53,10 +53,11 @@ async def start_research(question: str, *, threshold: float | None = None,
     (`handle.run_id` is the session id; `cancel()`, `await wait()`).
 
     `kb` and `web_source` take a knowledge base name or, on one's own machine,
-    a folder (kept in sync with a base named after it).  `storage` as for
-    `start_run` (None: the default database)."""
+    a folder (kept in sync with a base named after it).  `brief` None: brief
+    on the embedded models (`research_inputs`).  `storage` as for `start_run`
+    (None: the default database)."""
     inputs = research_inputs(question, threshold=threshold, max_iterations=max_iterations,
-                             web_backend=web_backend)
+                             web_backend=web_backend, brief=brief, model=model)
     if kb:
         inputs["kb"] = await knowledge_base_for(kb, user=user, services=services)
     if web_source:

@@ -29,7 +29,7 @@ from flowforge.engine.result import RunResult
 from flowforge.errors import InputError
 
 __all__ = ["ResearchEvents", "ResearchResult", "research_result", "research_inputs",
-           "phases_of", "PHASE_NAMES", "RESEARCH_WORKFLOW_ID", "SCORE_FIELDS", "PHASE_PERCENT"]
+           "brief_for", "phases_of", "PHASE_NAMES", "RESEARCH_WORKFLOW_ID", "SCORE_FIELDS", "PHASE_PERCENT"]
 
 #: The orchestrator's workflow id: runs of it are research sessions.
 RESEARCH_WORKFLOW_ID = "research"
@@ -39,13 +39,31 @@ SCORE_FIELDS = {name: score for name, _, score in PHASES}
 PHASE_PERCENT = {"question": (0, 33), "knowledge": (33, 66), "answer": (66, 100)}
 _PASS_SCOPE = re.compile(r"^(question|knowledge|answer)/develop\[(\d+)\]$")
 #: a pass's bookkeeping blocks: not steps a watcher cares about
-_QUIET_STEPS = frozenset({"record", "gate", "kb_gate", "current"})
+_QUIET_STEPS = frozenset({"record", "gate", "kb_gate", "current", "gather", "collect"})
+#: a phase's own bookkeeping blocks (outside its passes)
+_QUIET_PHASE_STEPS = frozenset({"develop", "result", "mode", "as_asked", "found",
+                                "search_kb_gate"})
+
+def brief_for(model: str | None) -> bool:
+    """Whether a session on `model` (None: the default model) runs brief: the
+    question as asked, one search, one guided answer from the passages.  The
+    models that want guided answers (`Provider.guided_answers`: the embedded
+    ones) do.  Measured on qwen2.5-0.5b (bench/local_model.py --part research):
+    the full phases took minutes and their answer lost a fact the passages held."""
+    from flowforge.model_strings import qualified
+    from flowforge.providers.call import guided_answers
+    from flowforge.providers.resolve import default_model
+
+    name = model or default_model()
+    return guided_answers(qualified(name) or name)
+
 
 def research_inputs(question: str, *, threshold: float | None = None,
                     max_iterations: int | None = None, kb: str | None = None,
-                    web_backend: str | None = None, web_source: str | None = None
-                    ) -> dict[str, Any]:
-    """The orchestrator's inputs; what is not given keeps the workflow's default."""
+                    web_backend: str | None = None, web_source: str | None = None,
+                    brief: bool | None = None, model: str | None = None) -> dict[str, Any]:
+    """The orchestrator's inputs; what is not given keeps the workflow's default,
+    but for `brief`: None decides it from `model` (`brief_for`)."""
     if not isinstance(question, str) or not question.strip():
         raise InputError(["question: the question is empty: ask something"])
     inputs: dict[str, Any] = {"question": question.strip()}
@@ -53,6 +71,7 @@ def research_inputs(question: str, *, threshold: float | None = None,
                         ("kb", kb), ("web_backend", web_backend), ("web_source", web_source)):
         if value is not None:
             inputs[name] = value
+    inputs["brief"] = brief_for(model) if brief is None else bool(brief)
     return inputs
 
 
@@ -65,12 +84,14 @@ class ResearchResult:
     original_question: str | None
     question: str | None                           # the improved question
     answer: str | None
-    sources: list[Any]
+    sources: list[Any]                             # gathered passages' URLs / document names
     scores: dict[str, float | None]                # phase's score field -> last score
     phases: dict[str, dict[str, Any]]              # finished phase -> its result
     error: str | None = None
     failed_phase: str | None = None
     iterations: dict[str, int] = field(default_factory=dict)
+    #: sources the model named that no search returned: shown as such, never as sources
+    unverified_sources: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,7 +125,8 @@ def research_result(result: RunResult) -> ResearchResult:
                 for name in PHASE_NAMES if name in phases},
         phases=phases, error=None if result.status == "succeeded" else error,
         failed_phase=failed,
-        iterations={name: phases[name].get("iteration_count") for name in phases})
+        iterations={name: phases[name].get("iteration_count") for name in phases},
+        unverified_sources=list(answer.get("unverified_sources") or []))
 
 
 class ResearchEvents:
@@ -148,7 +170,7 @@ class ResearchEvents:
             return [self._event(event, "phase", phase=phase, status="completed",
                                 result=result, message=event.get("message"))]
         if scope in PHASE_NAMES and kind == "block_started" and \
-                block not in ("develop", "result"):            # a phase's own steps: plan, draft
+                block not in _QUIET_PHASE_STEPS:           # a phase's own steps: plan, draft
             self.phase = scope
             return [self._event(event, "status", status="running", phase=scope,
                                 iteration=None, step=block)]

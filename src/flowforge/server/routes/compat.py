@@ -165,7 +165,8 @@ async def start_session(request: Request, body: AgentWorkflowRequest, user: Curr
             policy.check_kb_id(body.web_source, "web_source")
             inputs = research_inputs(body.question, threshold=body.threshold,
                                      max_iterations=body.max_iterations, kb=body.kb,
-                                     web_backend=body.web_backend, web_source=body.web_source)
+                                     web_backend=body.web_backend, web_source=body.web_source,
+                                     model=live.settings.model)
             handle = await live.start(orchestrator(), inputs, user=user, webhook=body.webhook,
                                       idempotency=idempotency)
         elif body.workflow_id is not None:
