@@ -22,6 +22,7 @@ ROLES = {
     "draft": "You write research answers",
     "answer_eval": "You review research answers",
     "refine": "You improve research answers",
+    "guided": "You answer a question from numbered passages",     # brief mode's one call
 }
 
 WEB_URL = "https://trail-guide.example.net/pitching-a-tent-in-wind"
@@ -51,6 +52,7 @@ def _defaults() -> dict[str, Callable[[int], Any]]:
         "refine": lambda n: {"answer": f"Pitch the narrow end into the wind; stake the "
                                        f"windward corners first (refined {n + 1}).",
                              "sources": [WEB_URL]},
+        "guided": lambda n: {"according_to": 1, "answer": "Face the narrow end into the wind."},
     }
 
 
