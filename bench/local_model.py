@@ -7,6 +7,7 @@
     .venv/bin/python bench/local_model.py --part support --models qwen2.5-0.5b
     .venv/bin/python bench/local_model.py --part router
     .venv/bin/python bench/local_model.py --part build --models qwen2.5-0.5b
+    .venv/bin/python bench/local_model.py --part research --models qwen2.5-0.5b --questions 0
 
 Part `speed`, per model and thread count (`LocalProvider` itself, greedy):
   load_s       loading the GGUF (its hash check included)
@@ -28,6 +29,13 @@ Part `build`: `flowforge build`'s thinker on two plain intents (issue 47), each 
   fresh registry (the starter library, nothing an earlier build wrote): built = the
   pipeline validates; ran = run with a sample input (a number for a number, else a
   sentence), it succeeded; seconds to build and to run, and the stage that failed.
+Part `research`: `flowforge research` (`flowforge.service.research.research`) with
+  examples/policies as its knowledge base and examples/web as its offline web, one
+  session per question (`--questions 0,2` picks them; one at a time keeps a locked
+  run short); `correct` = the fact is in the answer AND the document that says it is
+  among its sources; `grounded` = every source is a passage the searches returned;
+  `--mode full` runs every phase's loop instead of the default (brief on the
+  embedded models).
 Part `cache`: two different system prompts interleaved (two blocks of one
   workflow taking turns), each asked twice: seconds and tokens evaluated with the
   saved-state cache (`FLOWFORGE_LOCAL_STATES`, default 4) and without it (0).
@@ -289,6 +297,54 @@ async def build(model: str) -> list[dict[str, Any]]:
     return rows
 
 
+#: (question, a regex the answer must match, the document that says it), over
+#: examples/policies (the knowledge base) and examples/web (the offline web)
+RESEARCH: list[tuple[str, str, str]] = [
+    ("How long is the warranty on a tent from the Summit line?", r"lifetime", "Warranty"),
+    ("How long is the warranty on Acme products?", r"\b(two|2)[ -]years?\b", "Warranty"),
+    ("When do loyalty points expire?", r"24 months|two years|2 years",
+     "Loyalty Programme and Gift Cards"),
+    ("Which end of a tent should face the wind?", r"narrow|lowest",
+     "https://trail-guide.example.net/pitching-a-tent-in-wind"),
+]
+
+
+async def research(model: str, picked: list[int], mode: str) -> dict[str, Any]:
+    from flowforge.knowledge.api import Knowledge
+    from flowforge.service.research import research as research_session
+
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        knowledge = await Knowledge.open(f"sqlite:///{folder}/knowledge.db")
+        for name in ("policies", "web"):
+            await knowledge.create(name, exist_ok=True)
+            await knowledge.add_paths(name, [ROOT / "examples" / name])
+        for index in picked:
+            question, fact, source = RESEARCH[index]
+            load = os.getloadavg()[0]
+            tick = time.perf_counter()
+            result = await research_session(
+                question, kb="policies", web_source="web", model=f"local/{model}",
+                brief={"auto": None, "brief": True, "full": False}[mode],
+                storage=f"sqlite:///{folder}/runs.db", services={"knowledge": knowledge})
+            answer = result.phases.get("answer") or {}
+            gathered = {p["source"] for p in answer.get("passages") or []}
+            text = result.answer or ""
+            row = {"question": question, "mode": mode, "status": result.status,
+                   "seconds": round(time.perf_counter() - tick, 1), "load": round(load, 2),
+                   "fact": bool(re.search(fact, text, re.I)), "cited": source in result.sources,
+                   "grounded": all(s in gathered for s in result.sources),
+                   "answer": text[:200], "sources": result.sources,
+                   "unverified": result.unverified_sources, "error": result.error}
+            row["correct"] = row["fact"] and row["cited"] and row["grounded"]
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+        await knowledge.close()
+    return {"part": "research", "model": model, "mode": mode,
+            "correct": sum(r["correct"] for r in rows), "of": len(rows),
+            "seconds": [r["seconds"] for r in rows]}
+
+
 async def cache(model: str, states: int) -> dict[str, Any]:
     from flowforge.providers.local import counters
 
@@ -312,7 +368,11 @@ async def cache(model: str, states: int) -> dict[str, Any]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=["speed", "chat", "cache", "support", "router",
-                                           "build", "all"], default="all")
+                                           "build", "research", "all"], default="all")
+    parser.add_argument("--questions", default="",
+                        help="comma-separated indexes of RESEARCH for `research` (default: all)")
+    parser.add_argument("--mode", choices=["auto", "brief", "full"], default="auto",
+                        help="`research`: brief / full, or auto (brief on the embedded models)")
     parser.add_argument("--models", default="smollm2,qwen2.5-0.5b")
     parser.add_argument("--threads", default="",
                         help="comma-separated thread counts for `speed` (default: flowforge's)")
@@ -331,6 +391,10 @@ async def main() -> None:
             print(json.dumps(await support(model)), flush=True)
         if args.part in ("router", "all"):
             print(json.dumps(await router(model)), flush=True)
+        if args.part in ("research", "all"):
+            picked = [int(i) for i in args.questions.split(",") if i] or \
+                list(range(len(RESEARCH)))
+            print(json.dumps(await research(model, picked, args.mode)), flush=True)
         if args.part in ("build", "all"):
             rows = await build(model)
             print(json.dumps({"part": "build", "model": model,

@@ -5,7 +5,7 @@ never names a model wrote.
       type: cited_answer
       with:
         question: "{{input.question}}"
-        passages: {expr: "(web.citations or []) + (kb.results or [])"}
+        passages: "{{web.citations}}"    # a knowledge block's results work too
         # optional: an answer a model already wrote, and the sources it named
         answer: "{{refine.answer}}"
         cited: "{{refine.sources}}"
