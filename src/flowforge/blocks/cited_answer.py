@@ -37,7 +37,7 @@ from flowforge.blocks.type_table import register_block
 from flowforge.errors import BlockError
 from flowforge.knowledge.grounding import (SYSTEM, answer_schema, by_best_sentence,
                                            checked_sources, gathered, numbered_prompt,
-                                           source_of)
+                                           on_topic, source_of)
 from flowforge.providers.base import Message
 from flowforge.providers.structured import StructuredAnswerError, ask_structured
 
@@ -59,6 +59,8 @@ class CitedAnswerConfig(LLMBlockConfig):
     """With `answer`: the sources it names (URLs, document names, titles or `[n]`)."""
     max_passages: int = Field(5, ge=1, le=20)
     """Passages shown to the model at most (those sharing most words with the question)."""
+    sentences: int = Field(1, ge=1, le=10)
+    """Sentences of each passage shown, those sharing most words with the question."""
 
 
 @register_block
@@ -87,7 +89,8 @@ class CitedAnswerBlock(BlockType):
             sources, unverified = checked_sources(config.cited or [], passages)
             return {"answer": config.answer, "sources": sources, "unverified": unverified,
                     "according_to": None, "passages": passages, **_no_call()}
-        shown = by_best_sentence(passages, config.question)[:config.max_passages]
+        shown = by_best_sentence(on_topic(passages, config.question),
+                                 config.question)[:config.max_passages]
         if not shown:
             return {"answer": NOTHING_FOUND, "sources": [], "unverified": [],
                     "according_to": None, "passages": passages, **_no_call()}
@@ -95,7 +98,7 @@ class CitedAnswerBlock(BlockType):
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
                            api_key=config.api_key, config=config)
         messages = [Message("system", SYSTEM),
-                    Message("user", numbered_prompt(shown, config.question))]
+                    Message("user", numbered_prompt(shown, config.question, config.sentences))]
         try:
             said, _, _ = await ask_structured(
                 calls, messages, answer_schema(len(shown)),

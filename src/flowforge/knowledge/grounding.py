@@ -29,7 +29,8 @@ from typing import Any, Iterable
 
 from flowforge.providers.local_text import tables_as_rows
 
-__all__ = ["SYSTEM", "SENTENCES", "short_passage", "by_best_sentence", "numbered_prompt",
+__all__ = ["SYSTEM", "SENTENCES", "short_passage", "by_best_sentence", "on_topic",
+           "numbered_prompt",
            "answer_schema", "source_of", "gathered", "checked_sources"]
 
 #: Sentences of a passage shown, best first (the rest is left out).
@@ -84,19 +85,32 @@ def short_passage(content: str, question: str, keep: int = SENTENCES) -> str:
     return " ".join(sentence for _, sentence in _ranked(content, question)[:keep])
 
 
+def _best(passage: dict[str, Any], question: str) -> int:
+    return max((score for score, _ in _ranked(passage["content"], question)), default=0)
+
+
 def by_best_sentence(passages: list[dict[str, Any]], question: str) -> list[dict[str, Any]]:
     """The passages whose best sentence shares the most words with the question
     first (ties in the given order): the 0.5B model cited passage [1] when it
     held only a passing mention ("our Summit line") and [2] the answer."""
-    best = [max((score for score, _ in _ranked(p["content"], question)), default=0)
-            for p in passages]
+    best = [_best(p, question) for p in passages]
     return [passages[i] for i in sorted(range(len(passages)), key=lambda i: (-best[i], i))]
 
 
-def numbered_prompt(passages: list[dict[str, Any]], question: str) -> str:
-    """The passages numbered from 1, each `(title)` and its sentences nearest the
-    question, then the question, read last."""
-    lines = [f"[{number}] ({passage['title']}) {short_passage(passage['content'], question)}"
+def on_topic(passages: list[dict[str, Any]], question: str) -> list[dict[str, Any]]:
+    """The passages with a sentence sharing a word with the question (all of them
+    when none has): a search returns its top hits whatever they say, and a small
+    model shown "(Altitude sickness)" beside the answer may pick it."""
+    kept = [p for p in passages if _best(p, question) > 0]
+    return kept or list(passages)
+
+
+def numbered_prompt(passages: list[dict[str, Any]], question: str,
+                    keep: int = SENTENCES) -> str:
+    """The passages numbered from 1, each `(title)` and its `keep` sentences nearest
+    the question, then the question, read last."""
+    lines = [f"[{number}] ({passage['title']}) "
+             f"{short_passage(passage['content'], question, keep)}"
              for number, passage in enumerate(passages, 1)]
     return "Passages:\n" + "\n".join(lines) + f"\n\nQuestion: {question.strip()}"
 
@@ -133,6 +147,10 @@ def _passage(item: Any) -> dict[str, Any] | None:
     if "url" in item:                                   # a web citation
         source, kind = item.get("url"), "web"
         content = item.get("snippet") if "snippet" in item else item.get("content")
+        if isinstance(content, str) and item.get("title"):
+            # a snippet is one line: its page's heading would hide its first sentence
+            content = re.sub(r"^\s*#+\s*" + re.escape(str(item["title"])) + r"\s*", "",
+                             content)
     elif "documentName" in item or "documentId" in item:        # a knowledge hit
         source, kind = item.get("documentName") or item.get("documentId"), "kb"
         content = item.get("content")
