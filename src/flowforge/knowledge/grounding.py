@@ -115,17 +115,21 @@ def numbered_prompt(passages: list[dict[str, Any]], question: str,
     return "Passages:\n" + "\n".join(lines) + f"\n\nQuestion: {question.strip()}"
 
 
-def answer_schema(count: int) -> dict[str, Any]:
+def answer_schema(count: int, described: bool = True) -> dict[str, Any]:
     """`{"according_to": <1..count>, "answer": "..."}`.  A grammar writes the fields
     in name order: the passage's number, then the answer (measured: answer first,
-    3 of 5 right; number first, 4 of 5)."""
+    3 of 5 right; number first, 4 of 5).  `described=False` leaves out the fields'
+    descriptions, which a local model reads in its system prompt: shown one
+    sentence a passage, qwen2.5-0.5b answered the Summit warranty question with
+    the description itself ("The number of the passage that answers.")."""
+    according_to: dict[str, Any] = {"enum": list(range(1, count + 1))}
+    answer: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
+    if described:
+        according_to["description"] = "The number of the passage that answers."
+        answer["description"] = "The answer, one short sentence."
     return {"type": "object", "additionalProperties": False,
             "required": ["according_to", "answer"],
-            "properties": {
-                "according_to": {"enum": list(range(1, count + 1)),
-                                 "description": "The number of the passage that answers."},
-                "answer": {"type": "string", "minLength": 1, "maxLength": 200,
-                           "description": "The answer, one short sentence."}}}
+            "properties": {"according_to": according_to, "answer": answer}}
 
 
 def source_of(answer: str, chosen: int, passages: list[dict[str, Any]]) -> int:
