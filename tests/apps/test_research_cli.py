@@ -57,6 +57,18 @@ def test_the_live_lines_the_answer_and_the_scores(env):
     assert "answer_confidence 0.92" in done.stdout
 
 
+def test_brief_answers_from_the_passages_and_lists_only_gathered_sources(env):
+    done = research("Which end of a tent should face the wind?", "--brief", "--web",
+                    "examples/web", "--model", f"scripted/{RULES}", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "[ 33%] question: done after 0 pass(es), brief: Which end of a tent should face " \
+        "the wind?" in done.stderr.splitlines()
+    assert "answering from the passages" not in done.stderr      # lines, not the live table
+    answer, sources = done.stdout.split("sources:")
+    assert "narrow, lowest end facing into the wind" in answer
+    assert sources.split()[0] == URL                      # the page the search returned
+
+
 def test_json_threshold_and_cap(env):
     done = research("tent wind?", "--web", "examples/web", "--model", f"scripted/{RULES}",
                     "--threshold", "0.95", "--max-iterations", "2", "--json", env=env)
