@@ -88,6 +88,19 @@ def test_bad_command_lines_exit_2(env):
     assert high.returncode == 2
 
 
+def test_nothing_to_search_is_said_before_any_model_call(env):
+    """Offline with no --kb and no --web, the web search would read a base nobody
+    made: the command says how to give it documents instead of researching nothing."""
+    done = research("What is the warranty on a Summit tent?", "--model",
+                    f"scripted/{RULES}", env=env)
+    assert done.returncode == 2
+    assert "nothing to search" in done.stderr and "--kb path/to/documents" in done.stderr
+    assert "question: started" not in done.stderr                 # no phase ran
+    given = research("What is the warranty on a Summit tent?", "--brief", "--kb",
+                     "examples/policies", "--model", f"scripted/{RULES}", env=env)
+    assert "nothing to search" not in given.stderr
+
+
 def test_ctrl_c_cancels_the_run_cleanly_and_keeps_the_finished_phase(env, tmp_path):
     rules = yaml.safe_load(RULES.read_text(encoding="utf-8"))
     for rule in rules["rules"]:
