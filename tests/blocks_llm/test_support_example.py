@@ -104,6 +104,9 @@ async def test_the_refund_window_is_computed_before_the_agent_answers(query, day
     assert sent.endswith(f"User Query: {query}")               # the question read last
     note = result.results["window"]["note"]
     assert f"Facts: {note}\n" in sent
+    graded = next(e for e in result.events if e["type"] == "llm_request"
+                  and e["block_id"] == "grade")["request"]["messages"][0]["content"]
+    assert f"Facts: {note}\nCustomer question: {query}\n" in graded    # graded on the facts
     if days:
         assert note == (f"The order was about {days} days ago: " + (
             "within the 30-day refund window, so a refund is possible." if within else

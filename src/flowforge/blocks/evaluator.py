@@ -11,7 +11,8 @@
 The metrics become a strict JSON Schema (one number per metric, keyed by the
 lower-cased name with non-alphanumerics as `_`: `Response Time` ->
 `response_time`; minimum and maximum from the range; no other fields), sent
-as the response format at temperature 0.1.  A score that is missing, not a
+as the response format at temperature 0.1 (an embedded model, held to it by a
+grammar, is not told the JSON form in words).  A score that is missing, not a
 number or outside its range is shown to the model with the error once; a
 second bad answer fails the block.
 

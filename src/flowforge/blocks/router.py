@@ -8,7 +8,8 @@
 
 The candidates are the blocks the router's edges lead to.  The routing
 prompt lists each one (id, type, name, description, the system prompt of an
-agent, its configuration); the routing instructions are the user message,
+agent, its configuration: left out for a described block when the model is an
+embedded one); the routing instructions are the user message,
 read last.  The model answers at temperature 0 with a JSON Schema whose
 `route` is an enum of the candidate ids, sorted (a local model is
 grammar-constrained to it; a bare id in plain text is accepted too).  No
