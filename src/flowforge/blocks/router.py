@@ -8,8 +8,7 @@
 
 The candidates are the blocks the router's edges lead to.  The routing
 prompt lists each one (id, type, name, description, the system prompt of an
-agent, its configuration: left out for a described block when the model is an
-embedded one); the routing instructions are the user message,
+agent, its configuration); the routing instructions are the user message,
 read last.  The model answers at temperature 0 with a JSON Schema whose
 `route` is an enum of the candidate ids, sorted (a local model is
 grammar-constrained to it; a bare id in plain text is accepted too).  No
@@ -90,18 +89,13 @@ def candidates_of(context: BlockContext) -> list[Node]:
             if node.inputs.get(context.block_id, DATA) == DATA]
 
 
-def _describe(node: Node, state: Any = None, compact: bool = False) -> str:
+def _describe(node: Node, state: Any = None) -> str:
     lines = [f"- ID: {node.id}", f"  Type: {node.type}", f"  Title: {node.name}"]
     if node.spec.description:
         lines.append(f"  Description: {node.spec.description}")
-    # compact (an embedded model): a described block's configuration is left out; its
-    # templates and data are noise to a 0.5B model and cost ~75 tokens a block, ~2 s
-    # each on two cores (bench/RESULTS.md, "Issue 47: the demo under 30 s")
     config = dict(node.spec.with_)
     if node.type == "agent" and isinstance(config.get("system"), str):
         lines.append(f"  System Prompt: {config.pop('system')}")
-    if compact and node.spec.description:
-        config = {}
     if config:
         text = json.dumps(config, ensure_ascii=False, default=str)
         if len(text) > _CONFIG_LIMIT:
@@ -115,11 +109,8 @@ def _describe(node: Node, state: Any = None, compact: bool = False) -> str:
     return "\n".join(lines)
 
 
-def routing_prompt(candidates: list[Node], states: dict[str, Any] | None = None,
-                   compact: bool = False) -> str:
+def routing_prompt(candidates: list[Node], states: dict[str, Any] | None = None) -> str:
     """The system prompt: what the candidates are for, and the answer's form.
-    `compact` (a model with `guided_answers`, the embedded ones) leaves out the
-    configuration (all but an agent's system prompt) of a block that has a description.
 
     Nothing in it favours a candidate by its place.  It used to end with the
     routing instructions and then "one of: billing, technical" (the graph's
@@ -130,7 +121,7 @@ def routing_prompt(candidates: list[Node], states: dict[str, Any] | None = None,
     last; the candidates are listed once, each with its description; the
     schema's enum is sorted, the same whatever the document's order."""
     states = states or {}
-    blocks = "\n".join(_describe(node, states.get(node.id), compact) for node in candidates)
+    blocks = "\n".join(_describe(node, states.get(node.id)) for node in candidates)
     return (
         "You are a routing agent. The user's message holds the routing instructions and "
         "the request. Choose exactly ONE block to handle it: the block whose title and "
@@ -252,7 +243,7 @@ def _current_states(context: BlockContext, candidates: list[Node]) -> dict[str, 
 async def _ask_model(context: BlockContext, config: RouterConfig, calls: ModelCalls,
                      candidates: list[Node], states: dict[str, Any]) -> str:
     ids = [node.id for node in candidates]
-    messages = [Message("system", routing_prompt(candidates, states, calls.guided())),
+    messages = [Message("system", routing_prompt(candidates, states)),
                 Message("user", config.prompt)]
     try:
         chosen, _response, _ = await ask_structured(
