@@ -62,7 +62,7 @@ async def test_an_edit_changes_only_the_lines_it_touches(any_server):
         assert edited.json()["version"] == 2
         text = (await admin.get("/api/workflows/support")).json()["source"]
         removed, added = _changed(SUPPORT, text)
-        assert removed == ["      temperature: 0.2", "    after: [triage]"]
+        assert removed == ["      temperature: 0", "    after: [triage]"]
         assert added[:2] == ["      temperature: 0.7", "    after: [triage, grade]"]
         assert added[2:] == ["  - id: note", "    type: set", "    with:",
                              "      seen: '{{input.query}}'", "metadata:", "  layout:",
@@ -83,7 +83,7 @@ async def test_an_edit_changes_only_the_lines_it_touches(any_server):
         assert again.status_code == 200, again.text
         latest = (await admin.get("/api/workflows/support")).json()["source"]
         removed, added = _changed(SUPPORT, latest)
-        assert removed == ["      temperature: 0.2"]
+        assert removed == ["      temperature: 0"]
         assert added == ["metadata:", "  layout:", "    search: {x: 120, y: 48.5}"]
 
 

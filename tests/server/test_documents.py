@@ -37,8 +37,8 @@ async def test_validate_locates_each_problem_at_its_line(server):
                                                                     ""), headers=YAML)
         assert ok.json()["valid"] is True and ok.json()["problems"] == []
         assert {n["id"] for n in ok.json()["graph"]["nodes"]} == {
-            "question", "search", "order_age", "timing", "window", "answer", "grade", "triage",
-            "standard", "review"}
+            "question", "search", "order_age", "timing", "window", "answer", "grade", "check",
+            "triage", "standard", "review"}
         # what this user may not save is said too (a server file, not granted)
         refused = await alice.post("/api/validate", content=text, headers=YAML)
         [grant] = refused.json()["problems"]

@@ -14,7 +14,9 @@ from tests.server.conftest import chain
 from tests.webapp.conftest import EXAMPLES, shot, sign_in
 
 SUPPORT_BLOCKS = ["question", "search", "order_age", "timing", "window", "answer", "grade",
-                  "triage", "standard", "review"]
+                  "check", "triage", "standard", "review"]
+#: the page's condition for every block of the demo drawn (or one block more)
+DRAWN = "document.querySelectorAll('[data-block-id]').length === {}".format
 
 #: records, in the page, every block state change in the order it is drawn
 RECORD_STATES = """
@@ -37,7 +39,7 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.set_input_files("#upload", str(EXAMPLES / "support.yaml"))
     await page.wait_for_url("**/workflows/support")
     blocks = page.locator(".react-flow__node [data-block-id]")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 10")
+    await page.wait_for_function(DRAWN(len(SUPPORT_BLOCKS)))
     assert sorted(await blocks.evaluate_all("els => els.map(e => e.dataset.blockId)")) == \
         sorted(SUPPORT_BLOCKS)
     await page.wait_for_function(      # edges are drawn once the blocks are measured
@@ -77,10 +79,10 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     await page.keyboard.press("Control+End")
     await page.keyboard.insert_text("  - id: thanks\n    type: set\n    after: [review]\n"
                                     "    with: {note: \"{{answer.content}}\"}\n")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 11")
+    await page.wait_for_function(DRAWN(len(SUPPORT_BLOCKS) + 1))
     assert await page.locator("[data-block-id=thanks]").count() == 1
     await page.keyboard.press("Control+z")
-    await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 10")
+    await page.wait_for_function(DRAWN(len(SUPPORT_BLOCKS)))
     await page.get_by_text("No problems: the document is valid.").wait_for()
     await page.get_by_role("button", name="Save as a new version").click()
     await page.get_by_text("Saved version 2.").wait_for()
@@ -97,7 +99,7 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     # every block drawn and settled: the status can show before the graph is
     # fetched, and `every` over no block at all is true
     await page.wait_for_function(
-        "(els => els.length === 10 && els.every(e => "
+        f"(els => els.length === {len(SUPPORT_BLOCKS)} && els.every(e => "
         "['succeeded', 'skipped'].includes(e.dataset.state)))"
         "([...document.querySelectorAll('[data-block-id]')])")
     states = await blocks.evaluate_all("els => Object.fromEntries(els.map(e => "
@@ -109,8 +111,8 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     assert sorted(green) == sorted(b for b in SUPPORT_BLOCKS if b != "review")
     for before, after in [("question", "search"), ("question", "order_age"),
                           ("order_age", "timing"), ("timing", "window"), ("window", "answer"),
-                          ("search", "answer"), ("answer", "grade"), ("grade", "triage"),
-                          ("triage", "standard")]:
+                          ("search", "answer"), ("answer", "grade"), ("grade", "check"),
+                          ("check", "triage"), ("triage", "standard")]:
         assert green.index(before) < green.index(after), green
     assert "skipped" in (await page.locator("[data-block-id=review]").text_content())
     await shot(page, "05-run-finished")

@@ -11,7 +11,8 @@
 The metrics become a strict JSON Schema (one number per metric, keyed by the
 lower-cased name with non-alphanumerics as `_`: `Response Time` ->
 `response_time`; minimum and maximum from the range; no other fields), sent
-as the response format at temperature 0.1.  A score that is missing, not a
+as the response format at temperature 0.1 (an embedded model, held to it by a
+grammar, is not told the JSON form in words).  A score that is missing, not a
 number or outside its range is shown to the model with the error once; a
 second bad answer fails the block.
 
@@ -104,16 +105,20 @@ def _shown(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, indent=2, default=str)
 
 
-def _prompt(config: EvaluatorConfig, content: str) -> str:
+def _prompt(config: EvaluatorConfig, content: str, compact: bool = False) -> str:
+    """The system prompt.  `compact` (a model with `guided_answers`, the embedded
+    ones, whose answer a grammar holds to the schema) leaves out the sentence about
+    the answer's JSON form: ~40 tokens, ~1 s on two cores, that the grammar says."""
     lines = "\n".join(f"- {metric_key(m.name)}: {m.name} - {m.description} "
                       f"(a number from {m.range[0]:g} to {m.range[1]:g})" for m in config.metrics)
     extra = f"\n{config.system}\n" if config.system else ""
+    form = "" if compact else (
+        "\n- Answer with only a JSON object whose keys are the lower-case metric keys below "
+        "and whose values are the scores; no explanations, no other fields, no text before or "
+        "after the JSON.")
     return (
         "You are an objective evaluation agent. Score the content below on each metric.\n"
-        "- Give every metric a numeric score within its range.\n"
-        "- Answer with only a JSON object whose keys are the lower-case metric keys below and "
-        "whose values are the scores; no explanations, no other fields, no text before or "
-        f"after the JSON.{extra}\n"
+        f"- Give every metric a numeric score within its range.{form}{extra}\n"
         f"Metrics:\n{lines}\n\nContent to evaluate:\n{content}")
 
 
@@ -165,7 +170,7 @@ class EvaluatorBlock(BlockType):
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
                            api_key=config.api_key, config=config)
-        messages = [Message("system", _prompt(config, content)),
+        messages = [Message("system", _prompt(config, content, calls.guided())),
                     Message("user", "Evaluate the content given in the system prompt. "
                                     "Return only the JSON object of metric scores.")]
         try:
