@@ -163,14 +163,20 @@ class RunTracer:
 
     # -- the subscriber ----------------------------------------------------------
     def __call__(self, event: dict[str, Any]) -> None:
-        handler = _HANDLERS.get(event["type"])
-        if handler is not None:
-            try:
+        kind = event["type"]
+        try:
+            # A block's two events are nearly all a run publishes: they take the
+            # shortest way (no handler look-up, no call between here and the SDK).
+            if kind == "block_started":
+                self.pending[(event.get("scope") or "", event["block_id"])] = event
+            elif (status := _SETTLED.get(kind)) is not None:
+                self._settle(event, status)
+            elif (handler := _HANDLERS.get(kind)) is not None:
                 handler(self, event)
-            except Exception:  # noqa: BLE001 - tracing must never break a run
-                import logging
+        except Exception:  # noqa: BLE001 - tracing must never break a run
+            import logging
 
-                logging.getLogger("flowforge").exception("tracing failed on %s", event["type"])
+            logging.getLogger("flowforge").exception("tracing failed on %s", kind)
 
     def _attributes(self, **extra: Any) -> dict[str, Any]:
         base = dict(self._base)
@@ -248,15 +254,17 @@ class RunTracer:
         if status == "failed":
             self._error(self.run_span, event.get("error"))
         end = _ns(event["time"])
-        for started in list(self.pending.values()):                   # cut off (cancelled):
-            self._open((started.get("scope") or "", started["block_id"]))  # close what is
-        for span in (*self.calls.values(), *self.blocks.values()):    # open
-            if span.is_recording():
-                span.end(end_time=end)
-        self.calls.clear()
-        self.blocks.clear()
-        self.pending.clear()
+        if self.pending or self.blocks or self.calls:                 # cut off (cancelled):
+            for started in list(self.pending.values()):               # close what is open
+                self._open((started.get("scope") or "", started["block_id"]))
+            for span in (*self.calls.values(), *self.blocks.values()):
+                if span.is_recording():
+                    span.end(end_time=end)
+            self.calls.clear()
+            self.blocks.clear()
+            self.pending.clear()
         self._contexts.clear()
+        self._run_context = None
         self.run_span.end(end_time=end)
 
     def _on_run_waiting(self, event: dict[str, Any]) -> None:
@@ -279,54 +287,53 @@ class RunTracer:
             return self._run_as_parent()
         return self._context_of(_parent_key(scope))
 
-    def _block_span(self, started: dict[str, Any], scope: str,
-                    settled: dict[str, Any] | None = None) -> Any:
-        """A block's span from its `block_started` event; with `settled` (made
-        as it settles) the status and skip reason are among its attributes."""
+    def _block_span(self, started: dict[str, Any], scope: str) -> Any:
+        """A running block's span, made before it settles (something inside it
+        needs it as a parent): from its `block_started` event."""
         block_id = started["block_id"]
         attributes = {**self._base, "flowforge.block_id": block_id}
         if (block_type := started.get("block_type")) is not None:
             attributes["flowforge.block_type"] = block_type
         if scope:
             attributes["flowforge.scope"] = scope
-        if settled is not None:
-            attributes.update(settled)
         return self._start(f"flowforge.block {block_id}", self._block_context(scope),
                            started["time"], attributes)
 
-    def _on_block_started(self, event: dict[str, Any]) -> None:
-        self.pending[(event.get("scope") or "", event["block_id"])] = event
-
     def _settle(self, event: dict[str, Any], status: str) -> None:
+        """A block settled: its span, made now with every attribute it ends with
+        (one dict, one SDK call), else the one made earlier, gets its status."""
         scope = event.get("scope") or ""
-        key = (scope, event["block_id"])
-        settled = {"flowforge.status": status}
-        if status == "skipped" and event.get("reason"):
-            settled["flowforge.skip_reason"] = str(event["reason"])
+        block_id = event["block_id"]
+        key = (scope, block_id)
         span = self.blocks.pop(key, None)
         if span is None:                 # made now; skipped before starting: zero-length
-            span = self._block_span(self.pending.pop(key, None) or event, scope, settled)
+            started = self.pending.pop(key, None) or event
+            attributes = {"flowforge.run_id": self.run_id,
+                          "flowforge.workflow_id": self.workflow_id,
+                          "flowforge.block_id": block_id}
+            if (block_type := started.get("block_type")) is not None:
+                attributes["flowforge.block_type"] = block_type
+            if scope:
+                attributes["flowforge.scope"] = scope
+            attributes["flowforge.status"] = status
+            if status == "skipped" and event.get("reason"):
+                attributes["flowforge.skip_reason"] = str(event["reason"])
+            if scope:
+                parent = self._context_of(_parent_key(scope))
+            elif (parent := self._run_context) is None:
+                parent = self._run_as_parent()
+            span = self.tracer.start_span(f"flowforge.block {block_id}", context=parent,
+                                          start_time=int(started["time"] * 1e9),
+                                          attributes=attributes)
         else:                            # made earlier: it was a parent or sent a traceparent
             self._contexts.pop(key, None)
+            settled = {"flowforge.status": status}
+            if status == "skipped" and event.get("reason"):
+                settled["flowforge.skip_reason"] = str(event["reason"])
             span.set_attributes(settled)
         if status == "failed":
             self._error(span, event.get("error"))
         span.end(end_time=int(event["time"] * 1e9))
-
-    def _on_block_succeeded(self, event: dict[str, Any]) -> None:
-        self._settle(event, "succeeded")
-
-    def _on_block_failed(self, event: dict[str, Any]) -> None:
-        self._settle(event, "failed")
-
-    def _on_block_skipped(self, event: dict[str, Any]) -> None:
-        self._settle(event, "skipped")
-
-    def _on_block_cancelled(self, event: dict[str, Any]) -> None:
-        self._settle(event, "cancelled")
-
-    def _on_block_waiting(self, event: dict[str, Any]) -> None:
-        self._settle(event, "waiting")
 
     def _on_llm_request(self, event: dict[str, Any]) -> None:
         scope = event.get("scope") or ""
@@ -397,7 +404,12 @@ class RunTracer:
         span.end(end_time=_ns(event["time"]))
 
 
-# event type -> handler: one dictionary look-up per event
+# the events that settle a block -> the status its span ends with
+_SETTLED = {"block_succeeded": "succeeded", "block_failed": "failed",
+            "block_skipped": "skipped", "block_cancelled": "cancelled",
+            "block_waiting": "waiting"}
+
+# any other event type -> its handler: one dictionary look-up per event
 _HANDLERS: dict[str, Callable[[RunTracer, dict[str, Any]], None]] = {
     name[len("_on_"):]: handler for name, handler in vars(RunTracer).items()
     if name.startswith("_on_")}
