@@ -53,10 +53,15 @@ for fd in (0, 1, 2):
         fds.append(fd)
     except OSError:                       # a closed stream: the child gets /dev/null
         fds.append(os.open(os.devnull, os.O_RDWR))
-body = json.dumps({{"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+# bash starts background commands with SIGINT ignored, and so is the command
+ignored = [int(n) for n in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+           if signal.getsignal(n) == signal.SIG_IGN]
+body = json.dumps({{"argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ),
+                   "ignored": ignored}}).encode()
 socket.send_fds(sock, [struct.pack("!I", len(body)) + body], fds)
 for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-    signal.signal(number, lambda n, _: sock.sendall(b"%d\\n" % n))
+    if number not in ignored:
+        signal.signal(number, lambda n, _: sock.sendall(b"%d\\n" % n))
 answer = b""
 while not answer.endswith(b"\\n"):
     piece = sock.recv(64)
@@ -88,6 +93,8 @@ def _run_child(request: dict, fds: list[int]) -> int:
     os.setpgid(0, 0)                       # its own group: ended whole when its shim goes
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for number in request["ignored"]:
+        signal.signal(number, signal.SIG_IGN)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
