@@ -76,6 +76,17 @@ sys.exit(status)
 '''
 
 
+#: pure-Python modules a run, a validate or a server imports on first use (no
+#: threads, nothing read from the environment): imported once in the server.
+#: The knowledge stack (numpy, onnxruntime) is left to the commands that use it.
+_PRELOAD = ("flowforge.storage.sqlite", "flowforge.storage.migrations",
+            "flowforge.workflow.schema_check", "flowforge.apps.chains", "jsonschema",
+            *(f"flowforge.blocks.{name}" for name in (
+                "set", "condition", "response", "input", "loop", "parallel", "wait",
+                "approval", "parser", "template", "llm", "agent", "router", "evaluator",
+                "guardrail", "function", "http", "progress", "workflow")))
+
+
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
     data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
     while len(data) < _HEADER.size or len(data) < _HEADER.size + _HEADER.unpack_from(data)[0]:
@@ -132,7 +143,12 @@ def serve(path: str) -> None:
     import gc
     import threading
 
+    import importlib
+
     import flowforge.cli.main  # noqa: F401  (what every command imports)
+
+    for name in _PRELOAD:                  # what most commands import when they run
+        importlib.import_module(name)
 
     assert threading.active_count() == 1, "forking is only safe with no other thread"
     gc.collect()
