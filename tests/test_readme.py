@@ -94,12 +94,15 @@ def test_every_block_is_checked():
 
 
 @pytest.fixture
-def scratch(tmp_path):
+def scratch(tmp_path, flowforge_bin):
     """A folder like the checkout a new user has: examples/ and .venv, and an
-    environment whose databases are the test's own."""
+    environment whose databases are the test's own.  Its `flowforge` is the
+    CLI forked from one process (tests/forked_cli.py); the first run's block
+    activates .venv and so runs the installed command itself."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    env = {**os.environ, "PATH": f"{flowforge_bin}:{Path(sys.executable).parent}:"
+                                 f"{os.environ['PATH']}",
            "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'flowforge.db'}",
            "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{tmp_path / 'knowledge.db'}",
            "FLOWFORGE_SECRET_KEY_FILE": str(tmp_path / "secret.key"), "COLUMNS": "200"}

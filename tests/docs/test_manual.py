@@ -442,15 +442,17 @@ GUIDES = sorted(p for p in DOCS.rglob("*.md") if "reference" not in p.parts)
 
 
 @pytest.mark.parametrize("page", GUIDES, ids=lambda p: str(p.relative_to(DOCS)))
-def test_every_code_block_of_the_guides_runs(page, tmp_path):
+def test_every_code_block_of_the_guides_runs(page, tmp_path, flowforge_bin):
     """A block titled with a file name is that file; a `bash` block runs in the
     page's scratch folder, in order; a `text title="output"` block after it
     lists lines its output must hold; a block marked as checked by
     tests/test_readme.py (moved there from the README, with checks of its own)
-    must be one that file checks.  Any other block fails this test."""
+    must be one that file checks.  Any other block fails this test.  Its
+    `flowforge` is the CLI forked from one process (tests/forked_cli.py)."""
     from tests.test_readme import claims
 
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    env = {**os.environ, "PATH": f"{flowforge_bin}:{Path(sys.executable).parent}:"
+                                 f"{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
            "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'flowforge.db'}",
            "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{tmp_path / 'knowledge.db'}",
