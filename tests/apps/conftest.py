@@ -50,3 +50,24 @@ def plan():
     yield make
     for name in names:
         unregister_script(name)
+
+
+@pytest.fixture
+def research_model():
+    """make(scores, **options) -> ("scripted/<name>", its ResearchScript): a scripted
+    research model registered for the test and removed after it."""
+    from tests.apps.research_script import ResearchScript
+
+    made = []
+
+    def make(scores=None, **options):
+        played = ResearchScript(scores, **options)
+        name = f"research_{id(played)}"
+        register_script(name, played)
+        made.append(name)
+        return f"scripted/{name}", played
+
+    yield make
+    for name in made:
+        unregister_script(name)
+

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-__all__ = ["ResearchScript", "ROLES"]
+__all__ = ["ResearchScript", "ROLES", "research_options"]
 
 #: role -> the start of its block's system prompt in the shipped workflows
 ROLES = {
@@ -98,3 +98,9 @@ class ResearchScript:
             answer = {**answer, self.SCORE_FIELD[role]: given[min(n, len(given) - 1)],
                       "feedback": f"{role} feedback {n + 1}"}
         return json.dumps(answer)
+
+
+def research_options(model: str, knowledge: object, storage_url: str, **more: object) -> dict:
+    """`research()` options for a scripted model over the test's knowledge and database."""
+    return {"model": model, "storage": storage_url, "services": {"knowledge": knowledge},
+            "web_source": "web", **more}

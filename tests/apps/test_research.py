@@ -10,40 +10,20 @@ import asyncio
 
 import pytest
 
-from flowforge.providers.scripted import register_script, unregister_script
 from flowforge.apps.research.session import ResearchEvents, research_result
 from flowforge.service.research import research, start_research
-from tests.apps.research_script import WEB_URL, ResearchScript
+from tests.apps.research_script import WEB_URL, research_options
 
 
-@pytest.fixture
-def script():
-    made = []
-
-    def make(scores=None, **options):
-        played = ResearchScript(scores, **options)
-        name = f"research_{id(played)}"
-        register_script(name, played)
-        made.append(name)
-        return f"scripted/{name}", played
-
-    yield make
-    for name in made:
-        unregister_script(name)
-
-
-def options(model, knowledge, storage_url, **more):
-    return {"model": model, "storage": storage_url, "services": {"knowledge": knowledge},
-            "web_source": "web", **more}
 
 
 async def test_three_phases_pass_the_question_and_the_knowledge_along(
-        script, knowledge, storage_url):
-    model, played = script({"question_eval": [0.6, 0.9], "kb_eval": [0.9],
+        research_model, knowledge, storage_url):
+    model, played = research_model({"question_eval": [0.6, 0.9], "kb_eval": [0.9],
                             "answer_eval": [0.5, 0.9]})
     seen = []
     result = await research("tent wind?", kb="policies", on_event=seen.append,
-                            **options(model, knowledge, storage_url))
+                            **research_options(model, knowledge, storage_url))
     assert result.status == "succeeded", result.error
     improved = "How should a tent be pitched in strong wind (version 2)?"
     assert result.question == improved and result.original_question == "tent wind?"
@@ -69,9 +49,9 @@ async def test_three_phases_pass_the_question_and_the_knowledge_along(
 
 
 async def test_session_events_name_phases_iterations_scores_and_complete(
-        script, knowledge, storage_url):
-    model, _ = script({"question_eval": [0.5, 0.9], "kb_eval": [0.9], "answer_eval": [0.9]})
-    handle = await start_research("tent wind?", **options(model, knowledge, storage_url))
+        research_model, knowledge, storage_url):
+    model, _ = research_model({"question_eval": [0.5, 0.9], "kb_eval": [0.9], "answer_eval": [0.9]})
+    handle = await start_research("tent wind?", **research_options(model, knowledge, storage_url))
     translator = ResearchEvents(handle.run_id)
     result = await handle.wait()
     events = [out for event in result.events for out in translator.translate(event)]
@@ -105,9 +85,9 @@ async def test_session_events_name_phases_iterations_scores_and_complete(
 
 
 async def test_a_failing_phase_is_an_error_event_and_keeps_the_earlier_phases(
-        script, knowledge, storage_url):
-    model, _ = script(fail="extract")
-    handle = await start_research("tent wind?", **options(model, knowledge, storage_url))
+        research_model, knowledge, storage_url):
+    model, _ = research_model(fail="extract")
+    handle = await start_research("tent wind?", **research_options(model, knowledge, storage_url))
     run = await handle.wait()
     result = research_result(run)
     assert run.status == "failed" and result.status == "failed"
@@ -125,7 +105,7 @@ async def test_a_failing_phase_is_an_error_event_and_keeps_the_earlier_phases(
 
 
 async def test_cancel_in_the_knowledge_phase_ends_cancelled_with_the_question_kept(
-        script, knowledge, storage_url):
+        research_model, knowledge, storage_url):
     holder = {}
 
     async def cancel_on_extract(role, n):
@@ -133,8 +113,8 @@ async def test_cancel_in_the_knowledge_phase_ends_cancelled_with_the_question_ke
             holder["handle"].cancel()
             await asyncio.sleep(5)             # cancelled while the model "works"
 
-    model, played = script(hook=cancel_on_extract)
-    handle = await start_research("tent wind?", **options(model, knowledge, storage_url))
+    model, played = research_model(hook=cancel_on_extract)
+    handle = await start_research("tent wind?", **research_options(model, knowledge, storage_url))
     holder["handle"] = handle
     result = research_result(await asyncio.wait_for(handle.wait(), 30))
     assert result.status == "cancelled"
@@ -142,14 +122,14 @@ async def test_cancel_in_the_knowledge_phase_ends_cancelled_with_the_question_ke
     assert "update" not in played.order and "draft" not in played.order
 
 
-async def test_thresholds_and_caps_reach_every_phase(script, knowledge, storage_url):
-    model, played = script({"question_eval": [0.5], "kb_eval": [0.5], "answer_eval": [0.5]})
+async def test_thresholds_and_caps_reach_every_phase(research_model, knowledge, storage_url):
+    model, played = research_model({"question_eval": [0.5], "kb_eval": [0.5], "answer_eval": [0.5]})
     result = await research("tent wind?", threshold=0.4, max_iterations=2,
-                            **options(model, knowledge, storage_url))
+                            **research_options(model, knowledge, storage_url))
     assert result.iterations == {"question": 1, "knowledge": 1, "answer": 1}
-    model, played = script({"question_eval": [0.5], "kb_eval": [0.5], "answer_eval": [0.5]})
+    model, played = research_model({"question_eval": [0.5], "kb_eval": [0.5], "answer_eval": [0.5]})
     result = await research("tent wind?", threshold=0.6, max_iterations=2,
-                            **options(model, knowledge, storage_url))
+                            **research_options(model, knowledge, storage_url))
     assert result.iterations == {"question": 2, "knowledge": 2, "answer": 2}
     assert {p["stopped_by"] for p in result.phases.values()} == {"max_iterations"}
 

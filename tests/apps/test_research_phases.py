@@ -8,25 +8,9 @@ from __future__ import annotations
 import pytest
 
 from flowforge.apps.research import RESEARCH_DIR
-from flowforge.providers.scripted import register_script, unregister_script
 from flowforge.service.runs import run
-from tests.apps.research_script import WEB_URL, ResearchScript
+from tests.apps.research_script import WEB_URL
 
-
-@pytest.fixture
-def script():
-    made = []
-
-    def make(scores=None, **options):
-        played = ResearchScript(scores, **options)
-        name = f"research_{id(played)}"
-        register_script(name, played)
-        made.append(name)
-        return f"scripted/{name}", played
-
-    yield make
-    for name in made:
-        unregister_script(name)
 
 
 async def phase(file, inputs, model, knowledge):
@@ -37,8 +21,8 @@ async def phase(file, inputs, model, knowledge):
 
 
 async def test_question_loop_stops_at_the_threshold_with_the_feedback_passed_on(
-        script, knowledge):
-    model, played = script({"question_eval": [0.5, 0.9, 0.95]})
+        research_model, knowledge):
+    model, played = research_model({"question_eval": [0.5, 0.9, 0.95]})
     result = await phase("question.yaml", {"question": "tent wind?", "threshold": 0.8},
                          model, knowledge)
     assert result["stopped_by"] == "threshold" and result["iteration_count"] == 2
@@ -52,8 +36,8 @@ async def test_question_loop_stops_at_the_threshold_with_the_feedback_passed_on(
     assert "none yet" in played.calls["improve"][0]
 
 
-async def test_question_loop_stops_at_the_cap(script, knowledge):
-    model, played = script({"question_eval": [0.3, 0.4, 0.99]})
+async def test_question_loop_stops_at_the_cap(research_model, knowledge):
+    model, played = research_model({"question_eval": [0.3, 0.4, 0.99]})
     result = await phase("question.yaml", {"question": "tent wind?", "max_iterations": 2},
                          model, knowledge)
     assert result["stopped_by"] == "max_iterations" and result["iteration_count"] == 2
@@ -62,8 +46,8 @@ async def test_question_loop_stops_at_the_cap(script, knowledge):
 
 
 async def test_knowledge_loop_searches_web_and_kb_and_stops_at_the_threshold(
-        script, knowledge):
-    model, played = script({"kb_eval": [0.4, 0.85]})
+        research_model, knowledge):
+    model, played = research_model({"kb_eval": [0.4, 0.85]})
     result = await phase("knowledge.yaml", {"question": "How to pitch a tent in wind?",
                                             "kb": "policies", "threshold": 0.8},
                          model, knowledge)
@@ -92,8 +76,8 @@ async def test_knowledge_loop_searches_web_and_kb_and_stops_at_the_threshold(
 
 
 async def test_knowledge_loop_stops_at_the_cap_and_searches_only_the_web_without_kb(
-        script, knowledge):
-    model, played = script({"kb_eval": [0.2, 0.3]})
+        research_model, knowledge):
+    model, played = research_model({"kb_eval": [0.2, 0.3]})
     result = await phase("knowledge.yaml", {"question": "How to pitch a tent in wind?",
                                             "max_iterations": 1}, model, knowledge)
     assert result["stopped_by"] == "max_iterations" and result["iteration_count"] == 1
@@ -102,9 +86,9 @@ async def test_knowledge_loop_stops_at_the_cap_and_searches_only_the_web_without
     assert WEB_URL in extract and '"documentName"' not in extract
 
 
-async def test_answer_passing_at_once_is_still_refined_before_the_decision(script, knowledge):
+async def test_answer_passing_at_once_is_still_refined_before_the_decision(research_model, knowledge):
     """As in the seed orchestrator, every pass refines before the decision."""
-    model, played = script({"answer_eval": [0.9]})
+    model, played = research_model({"answer_eval": [0.9]})
     page = {"title": "Pitching a tent in wind", "url": WEB_URL, "snippet": "Face the wind."}
     result = await phase("answer.yaml", {"question": "How to pitch a tent in wind?",
                                          "knowledge": [{"topic": "t", "information": "i",
@@ -118,8 +102,8 @@ async def test_answer_passing_at_once_is_still_refined_before_the_decision(scrip
     assert played.order == ["answer_plan", "draft", "answer_eval", "refine"]
 
 
-async def test_answer_refined_until_the_threshold(script, knowledge):
-    model, played = script({"answer_eval": [0.4, 0.95]})
+async def test_answer_refined_until_the_threshold(research_model, knowledge):
+    model, played = research_model({"answer_eval": [0.4, 0.95]})
     result = await phase("answer.yaml", {"question": "q?"}, model, knowledge)
     assert result["stopped_by"] == "threshold" and result["iteration_count"] == 2
     assert [i["answer_confidence"] for i in result["iterations"]] == [0.4, 0.95]
@@ -130,8 +114,8 @@ async def test_answer_refined_until_the_threshold(script, knowledge):
     assert "(refined 1)" in played.calls["answer_eval"][1]
 
 
-async def test_answer_loop_stops_at_the_cap_with_the_last_refinement(script, knowledge):
-    model, played = script({"answer_eval": [0.3, 0.5, 0.99]})
+async def test_answer_loop_stops_at_the_cap_with_the_last_refinement(research_model, knowledge):
+    model, played = research_model({"answer_eval": [0.3, 0.5, 0.99]})
     result = await phase("answer.yaml", {"question": "q?", "max_iterations": 2},
                          model, knowledge)
     assert result["stopped_by"] == "max_iterations" and result["iteration_count"] == 2

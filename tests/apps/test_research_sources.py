@@ -13,41 +13,21 @@ import pytest
 from flowforge.apps.research.session import brief_for
 from flowforge.cli.research import render_result
 from flowforge.knowledge.grounding import checked_sources, gathered
-from flowforge.providers.scripted import register_script, unregister_script
 from flowforge.service.research import research
-from tests.apps.research_script import WEB_URL, ResearchScript
+from tests.apps.research_script import WEB_URL, research_options
 
 INVENTED = ["https://made-up.example.org/tents", "Acme Camping Handbook"]
 SUMMIT = "How long is the warranty on a tent from the Summit line?"
 
 
-@pytest.fixture
-def script():
-    made = []
-
-    def make(scores=None, **options):
-        played = ResearchScript(scores, **options)
-        name = f"research_sources_{id(played)}"
-        register_script(name, played)
-        made.append(name)
-        return f"scripted/{name}", played
-
-    yield make
-    for name in made:
-        unregister_script(name)
-
-
-def options(model, knowledge, storage_url, **more):
-    return {"model": model, "storage": storage_url, "services": {"knowledge": knowledge},
-            "web_source": "web", **more}
 
 
 async def test_a_cited_source_no_search_returned_is_never_shown_as_a_source(
-        script, knowledge, storage_url, capsys):
-    model, played = script({"question_eval": [0.9], "kb_eval": [0.9], "answer_eval": [0.9]})
+        research_model, knowledge, storage_url, capsys):
+    model, played = research_model({"question_eval": [0.9], "kb_eval": [0.9], "answer_eval": [0.9]})
     played.answers["refine"] = lambda n: {"answer": "Face the narrow end into the wind.",
                                           "sources": [WEB_URL, *INVENTED]}
-    result = await research("tent wind?", **options(model, knowledge, storage_url))
+    result = await research("tent wind?", **research_options(model, knowledge, storage_url))
     assert result.status == "succeeded", result.error
     gathered_urls = [p["source"] for p in result.phases["answer"]["passages"]]
     assert WEB_URL in gathered_urls                     # the search returned this page
@@ -64,13 +44,13 @@ async def test_a_cited_source_no_search_returned_is_never_shown_as_a_source(
 
 
 async def test_brief_asks_once_from_the_numbered_passages_and_cites_the_one_it_used(
-        script, knowledge, storage_url):
-    model, played = script()
+        research_model, knowledge, storage_url):
+    model, played = research_model()
     played.answers["guided"] = lambda n: {"according_to": 1,
                                           "answer": "Summit line tents carry a lifetime "
                                                     "warranty."}
     result = await research(SUMMIT, kb="policies", brief=True,
-                            **options(model, knowledge, storage_url))
+                            **research_options(model, knowledge, storage_url))
     assert result.status == "succeeded", result.error
     assert played.order == ["guided"]                  # no rewrite, no plan, no loop
     prompt = played.calls["guided"][0]
@@ -85,11 +65,11 @@ async def test_brief_asks_once_from_the_numbered_passages_and_cites_the_one_it_u
 
 
 async def test_brief_with_nothing_found_says_so_without_asking_the_model(
-        script, knowledge, storage_url):
-    model, played = script()
+        research_model, knowledge, storage_url):
+    model, played = research_model()
     await knowledge.create("empty-web", exist_ok=True)
     result = await research("zzzz qqqq?", brief=True,
-                            **options(model, knowledge, storage_url, web_source="empty-web"))
+                            **research_options(model, knowledge, storage_url, web_source="empty-web"))
     assert result.status == "succeeded", result.error
     assert played.order == [] and result.sources == []
     assert result.answer.startswith("The searches found nothing")
