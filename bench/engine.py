@@ -352,6 +352,7 @@ async def tracing_cost(repeat: int) -> None:
     s1: dict[str, list[float]] = {"off": [], "on": [], "raw": []}
     s4: dict[str, list[float]] = {label: [] for label in s4_variants}
     full: dict[str, list[int]] = {label: [] for label in s4_variants}
+    cpu: dict[str, list[float]] = {label: [] for label in s4_variants}
     label = "off"
 
     def count_full(phase: str, info: dict) -> None:
@@ -379,7 +380,9 @@ async def tracing_cost(repeat: int) -> None:
         for label, variant in s4_variants.items():
             tracing.use_tracer_provider(provider if label == "on" else None)
             full[label].append(0)
+            started = time.thread_time()
             s4[label].append(await timed(variant) * 1000 / (RUN_CHAIN * SLEEP_MS))
+            cpu[label].append((time.thread_time() - started) * 1000)
     gc.callbacks.remove(count_full)
     tracing.use_tracer_provider(None)
     provider.shutdown()
@@ -390,6 +393,8 @@ async def tracing_cost(repeat: int) -> None:
     off, on, raw = median(s1["off"], 1), median(s1["on"], 1), median(s1["raw"], 1)
     s4_off, s4_on = median(s4["off"], 3), median(s4["on"], 3)
     bare, bare_sdk = median(s4["bare"], 3), median(s4["bare_raw_sdk"], 3)
+    cpu_added = statistics.median(cpu["on"]) - statistics.median(cpu["off"])
+    raw_cpu_added = statistics.median(cpu["bare_raw_sdk"]) - statistics.median(cpu["bare"])
     print(json.dumps({
         "s1_us_per_block_tracing_off": off, "s1_us_per_block_tracing_on": on,
         "raw_sdk_us_per_span": raw,
@@ -403,6 +408,13 @@ async def tracing_cost(repeat: int) -> None:
         "s4_added_by_tracing": round(s4_on - s4_off, 3),
         "bare_s4_wall_over_ideal": bare, "bare_s4_with_raw_sdk_spans": bare_sdk,
         "bare_s4_added_by_raw_sdk_spans": round(bare_sdk - bare, 3),
+        # the same in the loop's CPU: bare asyncio's loop is mostly idle, so there
+        # the spans' CPU fills sleeps and the walls compare a busy loop with an idle one
+        "s4_loop_cpu_ms": {key: median(values, 1) for key, values in cpu.items()},
+        "s4_cpu_ms_added_by_tracing": round(cpu_added, 1),
+        "bare_s4_cpu_ms_added_by_raw_sdk_spans": round(raw_cpu_added, 1),
+        "cpu_added_over_raw_sdk": round(cpu_added / raw_cpu_added, 2) if raw_cpu_added > 0
+        else None,
         "s4_full_collections_per_round": {key: round(statistics.mean(counts), 2)
                                           for key, counts in full.items()}}))
 

@@ -41,7 +41,8 @@ FIGURES = {
                   ("loop_cpu_ms_sqlite", "loop CPU ms a round, SQLite"),
                   ("loop_cpu_ms_postgres", "loop CPU ms a round, PostgreSQL")],
     "tracing": [("s4_ratio_on_over_off", "traced / untraced S4 (goal <= 1.5)"),
-                ("added_over_raw_sdk", "flowforge's added / raw SDK's added (goal <= 1.5)"),
+                ("added_over_raw_sdk", "flowforge's added / raw SDK's added, wall (goal <= 1.5)"),
+                ("cpu_added_over_raw_sdk", "the same in the loop's CPU"),
                 ("s4_added_by_tracing", "S4 added by tracing, of ideal"),
                 ("bare_s4_added_by_raw_sdk_spans", "S4 added by raw SDK spans, of ideal")],
 }
