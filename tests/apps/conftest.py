@@ -4,6 +4,8 @@ a fresh run database per test, and scripted models that play a plan."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,38 +38,37 @@ def storage_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
-@pytest.fixture
-def plan():
-    names = []
+@contextmanager
+def _registered(prefix: str, build: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """make(*args) -> ("scripted/<name>", the script `build(*args)` made), each
+    registered as a scripted model for the test and removed after it."""
+    names: list[str] = []
 
-    def make(*steps: Any) -> tuple[str, Plan]:
-        script = Plan(list(steps))
-        name = f"chat_plan_{len(names)}_{id(script)}"
+    def make(*args: Any, **options: Any) -> tuple[str, Any]:
+        script = build(*args, **options)
+        name = f"{prefix}_{len(names)}_{id(script)}"
         register_script(name, script)
         names.append(name)
         return f"scripted/{name}", script
 
-    yield make
-    for name in names:
-        unregister_script(name)
+    try:
+        yield make
+    finally:
+        for name in names:
+            unregister_script(name)
+
+
+@pytest.fixture
+def plan():
+    """make(*steps) -> ("scripted/<name>", its Plan)."""
+    with _registered("chat_plan", lambda *steps: Plan(list(steps))) as make:
+        yield make
 
 
 @pytest.fixture
 def research_model():
-    """make(scores, **options) -> ("scripted/<name>", its ResearchScript): a scripted
-    research model registered for the test and removed after it."""
+    """make(scores, **options) -> ("scripted/<name>", its ResearchScript)."""
     from tests.apps.research_script import ResearchScript
 
-    made = []
-
-    def make(scores=None, **options):
-        played = ResearchScript(scores, **options)
-        name = f"research_{id(played)}"
-        register_script(name, played)
-        made.append(name)
-        return f"scripted/{name}", played
-
-    yield make
-    for name in made:
-        unregister_script(name)
-
+    with _registered("research", ResearchScript) as make:
+        yield make
