@@ -287,49 +287,36 @@ class RunTracer:
             return self._run_as_parent()
         return self._context_of(_parent_key(scope))
 
-    def _block_span(self, started: dict[str, Any], scope: str) -> Any:
-        """A running block's span, made before it settles (something inside it
-        needs it as a parent): from its `block_started` event."""
+    def _block_span(self, started: dict[str, Any], scope: str,
+                    settled: dict[str, Any] | None = None) -> Any:
+        """A block's span from its `block_started` event: made before it settles
+        when something inside it needs it as a parent, else as it settles, with
+        `settled` (its status, a skip reason) among the attributes it starts with
+        (one dict, one SDK call)."""
         block_id = started["block_id"]
         attributes = {**self._base, "flowforge.block_id": block_id}
         if (block_type := started.get("block_type")) is not None:
             attributes["flowforge.block_type"] = block_type
         if scope:
             attributes["flowforge.scope"] = scope
+        if settled is not None:
+            attributes.update(settled)
         return self._start(f"flowforge.block {block_id}", self._block_context(scope),
                            started["time"], attributes)
 
     def _settle(self, event: dict[str, Any], status: str) -> None:
-        """A block settled: its span, made now with every attribute it ends with
-        (one dict, one SDK call), else the one made earlier, gets its status."""
+        """A block settled: its span, made now with every attribute it ends with,
+        else the one made earlier, gets its status."""
         scope = event.get("scope") or ""
-        block_id = event["block_id"]
-        key = (scope, block_id)
+        key = (scope, event["block_id"])
+        settled = {"flowforge.status": status}
+        if status == "skipped" and event.get("reason"):
+            settled["flowforge.skip_reason"] = str(event["reason"])
         span = self.blocks.pop(key, None)
         if span is None:                 # made now; skipped before starting: zero-length
-            started = self.pending.pop(key, None) or event
-            attributes = {"flowforge.run_id": self.run_id,
-                          "flowforge.workflow_id": self.workflow_id,
-                          "flowforge.block_id": block_id}
-            if (block_type := started.get("block_type")) is not None:
-                attributes["flowforge.block_type"] = block_type
-            if scope:
-                attributes["flowforge.scope"] = scope
-            attributes["flowforge.status"] = status
-            if status == "skipped" and event.get("reason"):
-                attributes["flowforge.skip_reason"] = str(event["reason"])
-            if scope:
-                parent = self._context_of(_parent_key(scope))
-            elif (parent := self._run_context) is None:
-                parent = self._run_as_parent()
-            span = self.tracer.start_span(f"flowforge.block {block_id}", context=parent,
-                                          start_time=int(started["time"] * 1e9),
-                                          attributes=attributes)
+            span = self._block_span(self.pending.pop(key, None) or event, scope, settled)
         else:                            # made earlier: it was a parent or sent a traceparent
             self._contexts.pop(key, None)
-            settled = {"flowforge.status": status}
-            if status == "skipped" and event.get("reason"):
-                settled["flowforge.skip_reason"] = str(event["reason"])
             span.set_attributes(settled)
         if status == "failed":
             self._error(span, event.get("error"))
