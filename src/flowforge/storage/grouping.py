@@ -321,10 +321,7 @@ def refuse_behind(batch: list[Write], errors: list[Exception | None], failed: se
     gets its error in `errors` (same positions as `batch`) and joins `failed`."""
     live = []
     for index, write in enumerate(batch):
-        after = write.after         # (mostly a write stored by an earlier group: at once)
-        if after is not None and not (after.done() and not after.cancelled()
-                                      and after.exception() is None) \
-                and behind_failed(write, failed):
+        if behind_failed(write, failed):
             errors[index] = behind(write)
             failed.add(write.future)
         else:
