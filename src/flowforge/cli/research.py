@@ -171,30 +171,6 @@ def render_result(result: Any, console: Console) -> None:
                   highlight=False, soft_wrap=True, markup=True)
 
 
-#: the knowledge base the offline web search reads when no --web is given
-_DEFAULT_WEB = "web"
-
-
-async def _nothing_to_search(options: dict[str, Any]) -> str | None:
-    """Why a session could search nothing, or None.  Offline, with no --kb and no
-    --web, the web search reads the knowledge base 'web'; when nobody made it,
-    every phase would run on no passages and answer that nothing was found:
-    said before any model call instead."""
-    if options.get("kb") or options.get("web_backend") or options.get("web_source"):
-        return None
-    from flowforge.apps.chat.session import check_base_exists
-    from flowforge.errors import NotFound
-
-    try:
-        await check_base_exists(_DEFAULT_WEB, user=options["user"], services=None)
-    except NotFound:
-        return (f"nothing to search: no --kb was given, and offline the web search reads the "
-                f"knowledge base '{_DEFAULT_WEB}', which does not exist; give research "
-                f"documents with --kb path/to/documents or --web path/to/pages (or --web "
-                f"tavily / perplexity with its API key)")
-    return None
-
-
 async def _session(question: str, options: dict[str, Any], view: ResearchView) -> Any:
     from flowforge.apps.research.session import research_result
     from flowforge.service.research import start_research
@@ -262,7 +238,9 @@ def research_command(
     elif web:
         options["web_source"] = web
     try:
-        empty = asyncio.run(_nothing_to_search(options))
+        from flowforge.service.research import nothing_to_search
+        empty = asyncio.run(nothing_to_search(kb=kb, web_backend=options.get("web_backend"),
+                                              web_source=options.get("web_source"), user=user))
     except FlowforgeError as exc:
         _fail(str(exc), exit_code(exc))
     if empty is not None:

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from flowforge.apps.chat.session import knowledge_base_for   # the chat's folder-or-name rule
+from flowforge.apps.chat.session import check_base_exists, knowledge_base_for  # the chat's rules
 from flowforge.apps.research import ORCHESTRATOR_WORKFLOW, PHASE_WORKFLOWS
 from flowforge.apps.research.session import ResearchResult, research_inputs, research_result
 from flowforge.service.runs import RunHandle, start_run
 from flowforge.workflow.graph import CompiledWorkflow
 from flowforge.workflow.policy import TRUSTED, Policy
 
-__all__ = ["orchestrator", "start_research", "research"]
+__all__ = ["orchestrator", "start_research", "research", "nothing_to_search"]
 
 _compiled: CompiledWorkflow | None = None
 
@@ -72,3 +72,26 @@ async def research(question: str, **options: Any) -> ResearchResult:
     """Run a research session to its end (options as for `start_research`)."""
     handle = await start_research(question, **options)
     return research_result(await handle.wait())
+
+
+async def nothing_to_search(*, kb: str | None = None, web_backend: str | None = None,
+                            web_source: str | None = None, user: Any = None,
+                            services: dict[str, Any] | None = None) -> str | None:
+    """Why a session with these options could search nothing, or None.  With no
+    `kb` and no web given, the offline web search reads the orchestrator's
+    default base (`web`); when nobody made it, every phase would run on no
+    passages and answer that nothing was found."""
+    if kb or web_backend or web_source:
+        return None
+    from flowforge.errors import NotFound
+
+    default = orchestrator().doc.inputs["web_source"]["default"]
+    try:
+        await check_base_exists(default, user=user, services=services)
+    except NotFound:
+        return (f"nothing to search: no --kb was given, and offline the web search reads the "
+                f"knowledge base '{default}', which does not exist; give research documents "
+                f"with --kb path/to/documents or --web path/to/pages (or --web tavily / "
+                f"perplexity with its API key)")
+    return None
+

@@ -44,6 +44,7 @@ _QUIET_STEPS = frozenset({"record", "gate", "kb_gate", "current", "gather", "col
 _QUIET_PHASE_STEPS = frozenset({"develop", "result", "mode", "as_asked", "found",
                                 "search_kb_gate"})
 
+
 def brief_for(model: str | None) -> bool:
     """Whether a session on `model` (None: the default model) runs brief: the
     question as asked, one search, one guided answer from the passages.  The
