@@ -48,8 +48,12 @@ class KnowledgeConfig(BlockConfig):
     """Drop passages whose similarity is below this (cosine; BM25 mapped to 0..1 in text mode)."""
     sources: list[str] = Field(default_factory=list)
     """Files or folders (relative to the workflow file) that make up the knowledge base:
-    it is created if missing and kept in sync before searching — unchanged documents
-    cost a hash, changed ones are re-indexed. Leave empty for a base managed with `flowforge kb`."""
+    it is created if missing and made to mirror them before searching — unchanged documents
+    cost a hash, changed ones are re-indexed, ones whose file is gone are removed (the
+    `progress` event says which). A document is known by its path inside the source as
+    written here (`policies/refunds.md`), so a second clone or a moved folder finds what is
+    stored; documents added with `flowforge kb add` stay. Leave empty for a base managed
+    with `flowforge kb`."""
 
 
 @register_block
@@ -110,23 +114,27 @@ class KnowledgeBlock(BlockType):
 
 
 async def _sync_sources(context: BlockContext, knowledge: Any, config: KnowledgeConfig) -> None:
-    """Create the base if needed and add its declared sources (a no-op for
-    documents whose content hash is unchanged)."""
+    """Create the base if needed and make it mirror its declared sources
+    (`knowledge.sync`: unchanged documents cost a hash)."""
+    from flowforge.knowledge.sync import source_label
     from flowforge.workflow.paths import resolve_path
 
     root = getattr(context, "source_dir", Path())      # the document's, or a server's root
     try:
-        paths = [resolve_path(source, root, "knowledge source") for source in config.sources]
+        paths = {source_label(source): resolve_path(source, root, "knowledge source")
+                 for source in config.sources}
     except WorkflowError as exc:
         raise BlockError(context.block_id, "knowledge", str(exc)) from None
-    missing = [str(path) for path in paths if not path.exists()]
+    missing = [str(path) for path in paths.values() if not path.exists()]
     if missing:
         raise BlockError(context.block_id, "knowledge",
                          f"knowledge sources not found: {', '.join(missing)}")
     await knowledge.create(config.knowledge_base, exist_ok=True)
-    report = await knowledge.add_paths(config.knowledge_base, paths)
+    report = await knowledge.sync_paths(config.knowledge_base, paths)
     context.emit("progress", message=f"knowledge base '{config.knowledge_base}' in sync with "
-                                     f"{len(paths)} source(s)", report=_report(report))
+                                     f"{len(paths)} source(s): {len(report.added)} added, "
+                                     f"{len(report.updated)} updated, {len(report.removed)} "
+                                     f"removed", report=_report(report))
 
 
 def _report(report: Any) -> Any:

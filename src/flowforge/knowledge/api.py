@@ -12,7 +12,9 @@ PostgreSQL), so blocks and tools can call it on every run at no cost.
 Adding is idempotent: each document is keyed by its source (path, URL, or
 the name given to `add_text`) and a content hash; an unchanged document is
 skipped, a changed one replaces its chunks in one transaction, and only the
-chunks whose text changed are embedded again.
+chunks whose text changed are embedded again.  `sync_paths` makes a base
+mirror declared sources instead (`knowledge.sync`): documents known by their
+path inside the source, and removed when their file is gone.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from flowforge.knowledge.embeddings import Embedder, get_embedder, normalise_mod
 from flowforge.knowledge.ingest import (SourceDocument, fetch_url, load_paths, normalise_tags)
 from flowforge.knowledge.store import (DocumentInfo, KnowledgeBase, KnowledgeStore, NewChunk,
                                        default_knowledge_url, knowledge_store_from_url)
+from flowforge.knowledge.sync import load_sources, plan_sync
 
 __all__ = ["Knowledge", "AddReport", "open_knowledge", "close_all", "knowledge_for"]
 
@@ -46,6 +49,8 @@ class AddReport:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
+    #: synced documents whose file is gone from the declared sources (`sync_paths`)
+    removed: list[str] = field(default_factory=list)
     chunks: int = 0
     embedded: int = 0
 
@@ -136,6 +141,27 @@ class Knowledge:
         docs = await asyncio.to_thread(load_paths, list(paths), normalise_tags(tags))
         return await self.add_documents(name, docs, progress)
 
+    async def sync_paths(self, name: str, sources: Mapping[str, str | Path],
+                         tags: Mapping[str, Any] | None = None,
+                         progress: ProgressCallback | None = None) -> AddReport:
+        """Make the synced documents of `name` mirror `sources` ({label: file or
+        folder}, the label being the source as declared, `sync.source_label`):
+        add or update their documents, known as `label/<path inside>`, and remove
+        synced documents no longer there; other documents stay (`knowledge.sync`)."""
+        await self.get(name)
+        roots = {label: Path(path) for label, path in sources.items()}
+        loaded = await asyncio.to_thread(load_sources, roots, normalise_tags(tags))
+        plan = plan_sync(loaded, {doc.source: _hash(doc) for _, doc in loaded}, roots,
+                         await self.store.list_documents(name))
+        for document_id, source in plan.adopt:
+            await self.store.mark_synced(name, document_id, source)
+        report = await self.add_documents(name, [doc for _, doc in loaded], progress,
+                                          synced=True)
+        if plan.remove:
+            await self.store.delete_documents(name, [doc.id for doc in plan.remove])
+            report.removed = [doc.name for doc in plan.remove]
+        return report
+
     async def add_url(self, name: str, url: str, tags: Mapping[str, Any] | None = None, *,
                       allow_private_network: bool = False, transport: Any = None) -> AddReport:
         docs = await fetch_url(url, normalise_tags(tags),
@@ -150,7 +176,9 @@ class Knowledge:
         return await self.add_documents(name, [doc])
 
     async def add_documents(self, name: str, docs: list[SourceDocument],
-                            progress: ProgressCallback | None = None) -> AddReport:
+                            progress: ProgressCallback | None = None, *,
+                            synced: bool = False) -> AddReport:
+        """`synced`: the documents come from a sync (`sync_paths`)."""
         base = await self.get(name)
         embedder = self.embedder_for(base.embedding_model)
         report = AddReport()
@@ -169,13 +197,14 @@ class Knowledge:
                 pending.append((doc, old, digest, chunks))
                 pending_chunks += len(chunks)
             if pending_chunks >= _FLUSH_CHUNKS or number == len(docs):
-                await self._flush(base, embedder, pending, report)
+                await self._flush(base, embedder, pending, report, synced)
                 pending, pending_chunks = [], 0
             if progress:
                 progress(number, len(docs), report.chunks)
         return report
 
-    async def _flush(self, base: KnowledgeBase, embedder: Embedder, pending, report) -> None:
+    async def _flush(self, base: KnowledgeBase, embedder: Embedder, pending, report,
+                     synced: bool) -> None:
         """Embed the pending documents' new chunks in one batch, then store each."""
         reuse: dict[str, np.ndarray] = {}
         for _doc, old, _digest, _chunks in pending:
@@ -198,7 +227,7 @@ class Knowledge:
                                      f"dimensional vectors but the model returned "
                                      f"{matrix.shape[1]}")
             info = DocumentInfo(id=0, kb=base.name, name=doc.name, source=doc.source,
-                                tags=doc.tags, content_hash=digest)
+                                tags=doc.tags, content_hash=digest, synced=synced)
             await self.store.put_document(
                 info, [NewChunk(c.index, c.content, c.start, c.end) for c in chunks], matrix)
             (report.updated if old is not None else report.added).append(doc.name)

@@ -199,8 +199,13 @@ def _manifest(folder: Path) -> dict[str, dict[str, list[str]]]:
     return {str(k): normalise_tags(v, f"{path}: {k}") for k, v in data.items()}
 
 
-def load_path(path: str | Path, tags: Mapping[str, list[str]] | None = None) -> list[SourceDocument]:
-    """A file, or every supported file under a folder (sorted, recursive)."""
+def load_path(path: str | Path, tags: Mapping[str, list[str]] | None = None, *,
+              source: str | None = None) -> list[SourceDocument]:
+    """A file, or every supported file under a folder (sorted, recursive).
+
+    A file's documents are known by its absolute path, unless `source` names
+    it: then a file is known as `source`, and a folder's files as
+    `source/<path inside the folder>` (a synced source: `knowledge.sync`)."""
     path = Path(path)
     if not path.exists():
         raise IngestError(f"{path}: no such file or folder")
@@ -211,7 +216,8 @@ def load_path(path: str | Path, tags: Mapping[str, list[str]] | None = None) -> 
         manifests: dict[Path, dict] = {}
         for file in files:
             manifest = manifests.setdefault(file.parent, _manifest(file.parent))
-            docs += load_path(file, merge_tags(manifest.get(file.name), tags))
+            inside = None if source is None else f"{source}/{file.relative_to(path).as_posix()}"
+            docs += load_path(file, merge_tags(manifest.get(file.name), tags), source=inside)
         return docs
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
@@ -221,7 +227,8 @@ def load_path(path: str | Path, tags: Mapping[str, list[str]] | None = None) -> 
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"{path}: cannot read ({exc.strerror})") from None
-    return load_bytes(data, name=path.stem, source=str(path.resolve()), kind=suffix, tags=tags)
+    return load_bytes(data, name=path.stem, source=source or str(path.resolve()), kind=suffix,
+                      tags=tags)
 
 
 def load_paths(paths: Iterable[str | Path],

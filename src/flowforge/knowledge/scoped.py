@@ -138,6 +138,11 @@ class UserKnowledge:
                         tags: Mapping[str, Any] | None = None, progress: Any = None) -> Any:
         return await self.knowledge.add_paths(await self._writable(name), paths, tags, progress)
 
+    async def sync_paths(self, name: str, sources: Mapping[str, Any],
+                         tags: Mapping[str, Any] | None = None, progress: Any = None) -> Any:
+        return await self.knowledge.sync_paths(await self._writable(name), sources, tags,
+                                               progress)
+
     async def add_url(self, name: str, url: str, tags: Mapping[str, Any] | None = None,
                       **options: Any) -> Any:
         return await self.knowledge.add_url(await self._writable(name), url, tags, **options)
@@ -145,8 +150,10 @@ class UserKnowledge:
     async def add_text(self, name: str, text: str, **options: Any) -> Any:
         return await self.knowledge.add_text(await self._writable(name), text, **options)
 
-    async def add_documents(self, name: str, docs: list[Any], progress: Any = None) -> Any:
-        return await self.knowledge.add_documents(await self._writable(name), docs, progress)
+    async def add_documents(self, name: str, docs: list[Any], progress: Any = None,
+                            **options: Any) -> Any:
+        return await self.knowledge.add_documents(await self._writable(name), docs, progress,
+                                                  **options)
 
     async def search(self, name: str, query: str, **options: Any) -> dict[str, Any]:
         return await self.knowledge.search(await self._resolve(name), query, **options)

@@ -57,6 +57,8 @@ class DocumentInfo:
     chunks: int = 0
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: kept in sync with declared sources (`knowledge.sync`): removed when its file is gone
+    synced: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -134,6 +136,16 @@ class KnowledgeStore(abc.ABC):
     @abc.abstractmethod
     async def delete_document(self, kb: str, name_or_source: str) -> int:
         """Delete the documents whose name, source or id matches; returns how many."""
+
+    @abc.abstractmethod
+    async def delete_documents(self, kb: str, ids: list[int]) -> int:
+        """Delete exactly these documents of `kb` (by id); returns how many."""
+
+    @abc.abstractmethod
+    async def mark_synced(self, kb: str, document_id: int, source: str) -> None:
+        """Give a stored document the source a sync knows it by, and mark it synced
+        (a document stored before syncs had identities of their own), keeping its
+        chunks and vectors."""
 
     # -- search -------------------------------------------------------------------------
     @abc.abstractmethod

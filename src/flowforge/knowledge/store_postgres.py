@@ -68,6 +68,9 @@ _MIGRATIONS: list[Migration] = [
     # scan of 10k rows). MAIN keeps vectors in the row and moves the text out first.
     Migration("0002_inline_vectors",
               ("ALTER TABLE kb_chunks ALTER COLUMN embedding SET STORAGE MAIN",)),
+    # A document a knowledge block's `sources:` keep in sync (`knowledge.sync`).
+    Migration("0003_synced_documents",
+              ("ALTER TABLE kb_documents ADD COLUMN synced BOOLEAN NOT NULL DEFAULT false",)),
 ]
 
 
@@ -179,11 +182,12 @@ class PostgresKnowledgeStore(KnowledgeStore):
 
     # -- documents ------------------------------------------------------------------------
     _DOC_SQL = ("SELECT id, kb, name, source, tags, content_hash, chunk_count, created_at, "
-                "updated_at FROM kb_documents")
+                "updated_at, synced FROM kb_documents")
 
     @staticmethod
     def _doc(r) -> DocumentInfo:
-        return DocumentInfo(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+        return DocumentInfo(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
+                            bool(r[9]))
 
     async def find_document(self, kb: str, source: str) -> DocumentInfo | None:
         rows = await self._fetch(self._DOC_SQL + " WHERE kb = %s AND source = %s", (kb, source))
@@ -214,16 +218,17 @@ class PostgresKnowledgeStore(KnowledgeStore):
                     await conn.execute("DELETE FROM kb_chunks WHERE document_id = %s", (doc.id,))
                     await conn.execute(
                         "UPDATE kb_documents SET name = %s, tags = %s, content_hash = %s,"
-                        " chunk_count = %s, updated_at = %s WHERE id = %s",
-                        (doc.name, Jsonb(doc.tags), doc.content_hash, len(chunks), now, doc.id))
+                        " chunk_count = %s, updated_at = %s, synced = %s WHERE id = %s",
+                        (doc.name, Jsonb(doc.tags), doc.content_hash, len(chunks), now,
+                         doc.synced, doc.id))
                 else:
                     doc.created_at = now
                     row = await (await conn.execute(
                         "INSERT INTO kb_documents (kb, name, source, tags, content_hash,"
-                        " chunk_count, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s,"
-                        " %s, %s) RETURNING id",
+                        " chunk_count, created_at, updated_at, synced) VALUES (%s, %s, %s, %s,"
+                        " %s, %s, %s, %s, %s) RETURNING id",
                         (doc.kb, doc.name, doc.source, Jsonb(doc.tags), doc.content_hash,
-                         len(chunks), now, now))).fetchone()
+                         len(chunks), now, now, doc.synced))).fetchone()
                     doc.id = int(row[0])
                 async with conn.cursor() as cur:
                     async with cur.copy("COPY kb_chunks (kb, document_id, chunk_index, content,"
@@ -234,6 +239,19 @@ class PostgresKnowledgeStore(KnowledgeStore):
                                                   pairs, chunk.start, chunk.end, now, _vec(vector)))
         doc.updated_at, doc.chunks = now, len(chunks)
         return doc
+
+    async def mark_synced(self, kb: str, document_id: int, source: str) -> None:
+        async with self._lock:
+            await self.conn.execute("UPDATE kb_documents SET source = %s, synced = true"
+                                    " WHERE kb = %s AND id = %s", (source, kb, document_id))
+
+    async def delete_documents(self, kb: str, ids: list[int]) -> int:
+        if not ids:
+            return 0
+        async with self._lock:
+            cur = await self.conn.execute("DELETE FROM kb_documents WHERE kb = %s AND"
+                                          " id = ANY(%s)", (kb, list(ids)))
+            return cur.rowcount
 
     async def delete_document(self, kb: str, name_or_source: str) -> int:
         async with self._lock:

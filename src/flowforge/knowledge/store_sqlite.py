@@ -62,6 +62,10 @@ _MIGRATIONS: list[Migration] = [
             display TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL, created_at REAL NOT NULL,
             PRIMARY KEY (namespace, keyword, kind, value)) WITHOUT ROWID""",
     )),
+    # A document a knowledge block's `sources:` keep in sync (`knowledge.sync`): the sync
+    # removes it when its file is gone, and leaves every other document alone.
+    Migration("0002_synced_documents",
+              ("ALTER TABLE kb_documents ADD COLUMN synced INTEGER NOT NULL DEFAULT 0",)),
 ]
 
 
@@ -221,10 +225,10 @@ class SQLiteKnowledgeStore(KnowledgeStore):
     def _doc(row) -> DocumentInfo:
         return DocumentInfo(id=row[0], kb=row[1], name=row[2], source=row[3],
                             tags=json.loads(row[4]), content_hash=row[5], chunks=row[6],
-                            created_at=row[7], updated_at=row[8])
+                            created_at=row[7], updated_at=row[8], synced=bool(row[9]))
 
     _DOC_SQL = ("SELECT id, kb, name, source, tags, content_hash, chunk_count, created_at, "
-                "updated_at FROM kb_documents")
+                "updated_at, synced FROM kb_documents")
 
     async def find_document(self, kb: str, source: str) -> DocumentInfo | None:
         row = self._conn().execute(self._DOC_SQL + " WHERE kb = ? AND source = ?",
@@ -257,16 +261,16 @@ class SQLiteKnowledgeStore(KnowledgeStore):
                 removed = self._delete_chunks(db, doc.kb, doc.id)
                 db.execute("DELETE FROM kb_doc_tags WHERE document_id = ?", (doc.id,))
                 db.execute("UPDATE kb_documents SET name = ?, tags = ?, content_hash = ?,"
-                           " chunk_count = ?, updated_at = ? WHERE id = ?",
+                           " chunk_count = ?, updated_at = ?, synced = ? WHERE id = ?",
                            (doc.name, json.dumps(doc.tags), doc.content_hash, len(chunks), now,
-                            doc.id))
+                            int(doc.synced), doc.id))
             else:
                 doc.created_at = now
                 doc.id = db.execute(
                     "INSERT INTO kb_documents (kb, name, source, tags, content_hash, chunk_count,"
-                    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " created_at, updated_at, synced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (doc.kb, doc.name, doc.source, json.dumps(doc.tags), doc.content_hash,
-                     len(chunks), now, now)).lastrowid
+                     len(chunks), now, now, int(doc.synced))).lastrowid
             doc.updated_at, doc.chunks = now, len(chunks)
             db.executemany("INSERT INTO kb_doc_tags VALUES (?, ?, ?, ?)",
                            [(doc.kb, k, v, doc.id) for k, vs in doc.tags.items() for v in vs])
@@ -291,10 +295,26 @@ class SQLiteKnowledgeStore(KnowledgeStore):
             known[1].add(np.array(ids, np.int64), np.full(len(ids), doc.id, np.int64), vectors)
         return doc
 
+    async def mark_synced(self, kb: str, document_id: int, source: str) -> None:
+        self._write(lambda db: db.execute(
+            "UPDATE kb_documents SET source = ?, synced = 1 WHERE kb = ? AND id = ?",
+            (source, kb, document_id)))
+
     async def delete_document(self, kb: str, name_or_source: str) -> int:
+        where = "kb = ? AND (name = ? OR source = ? OR CAST(id AS TEXT) = ?)"
+        return await self._delete_where(kb, where, (kb, name_or_source, name_or_source,
+                                                    name_or_source))
+
+    async def delete_documents(self, kb: str, ids: list[int]) -> int:
+        count = 0
+        for start in range(0, len(ids), 500):            # under SQLite's variable limit
+            part = ids[start:start + 500]
+            count += await self._delete_where(
+                kb, f"kb = ? AND id IN ({','.join('?' * len(part))})", (kb, *part))
+        return count
+
+    async def _delete_where(self, kb: str, where: str, args: tuple) -> int:
         def delete(db):
-            where = "kb = ? AND (name = ? OR source = ? OR CAST(id AS TEXT) = ?)"
-            args = (kb, name_or_source, name_or_source, name_or_source)
             docs = [r[0] for r in db.execute(f"SELECT id FROM kb_documents WHERE {where}", args)]
             removed = []
             for doc_id in docs:
