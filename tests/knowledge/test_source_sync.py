@@ -135,3 +135,49 @@ async def test_a_changed_file_synced_by_absolute_path_is_updated_in_place(kb, tm
     assert report["updated"] == ["Refund Policy"] and not report["added"] + report["removed"]
     docs = await kb.documents("policies")
     assert len(docs) == len(load_path(POLICIES)) and all(d.synced for d in docs)
+
+
+async def test_kb_add_of_a_synced_folder_stores_nothing_twice(kb, tmp_path):
+    """The guide's `flowforge kb add policies examples/policies` beside the demo's
+    `sources: [policies]`: both name the same files (one identity before synced
+    documents were known by their path inside the source; kept so)."""
+    workflow = _clone(tmp_path / "project")
+    await _ask(kb, workflow)
+    count = len(await kb.documents("policies"))
+    report = await kb.add_paths("policies", [workflow.parent / "policies"])
+    assert len(report.unchanged) == count and not report.added
+    assert len(await kb.documents("policies")) == count
+
+
+async def test_the_chats_folder_is_synced_by_the_same_rule(kb, tmp_path):
+    from flowforge.apps.chat.session import knowledge_base_for
+
+    services = {"knowledge": kb}
+    for clone in ("one", "two"):
+        folder = tmp_path / clone / "policies"
+        shutil.copytree(POLICIES, folder)
+        assert await knowledge_base_for(str(folder), user=None, services=services) == "policies"
+    docs = await kb.documents("policies")
+    assert len(docs) == len(load_path(POLICIES))
+    assert "policies/refunds.md" in {d.source for d in docs}
+    (folder / "refunds.md").unlink()
+    await knowledge_base_for(str(folder), user=None, services=services)
+    assert len(await kb.documents("policies")) == len(docs) - 1
+
+
+async def test_the_offline_webs_folder_is_synced_by_the_same_rule(kb, tmp_path):
+    from flowforge.websearch import OfflineSearch
+
+    long_page = "url: https://example.org/tents\n# Tents\n\n" + "".join(
+        f"Paragraph {n}: pitch the tent with its back to the wind and stake every corner. "
+        for n in range(60)) + "\n\nThe last word on tents: bring spare pegs.\n"
+    for clone in ("one", "two"):
+        folder = tmp_path / clone / "pages"
+        folder.mkdir(parents=True)
+        (folder / "tents.md").write_text(long_page)
+        found = (await OfflineSearch(kb, folder=folder).search("spare pegs", max_results=1)
+                 ).to_dict()
+        # the passage is not the page's first: its address comes from the stored page
+        assert found["citations"][0]["url"] == "https://example.org/tents"
+    [doc] = await kb.documents("web-pages")
+    assert doc.source == "pages/tents.md" and doc.chunks > 1

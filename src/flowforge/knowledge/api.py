@@ -35,7 +35,7 @@ from flowforge.knowledge.embeddings import Embedder, get_embedder, normalise_mod
 from flowforge.knowledge.ingest import (SourceDocument, fetch_url, load_paths, normalise_tags)
 from flowforge.knowledge.store import (DocumentInfo, KnowledgeBase, KnowledgeStore, NewChunk,
                                        default_knowledge_url, knowledge_store_from_url)
-from flowforge.knowledge.sync import load_sources, plan_sync
+from flowforge.knowledge.sync import is_file_path, load_sources, plan_sync, synced_twin
 
 __all__ = ["Knowledge", "AddReport", "open_knowledge", "close_all", "knowledge_for"]
 
@@ -178,16 +178,22 @@ class Knowledge:
     async def add_documents(self, name: str, docs: list[SourceDocument],
                             progress: ProgressCallback | None = None, *,
                             synced: bool = False) -> AddReport:
-        """`synced`: the documents come from a sync (`sync_paths`)."""
+        """`synced`: the documents come from a sync (`sync_paths`). A file added by
+        its absolute path that a sync already holds, unchanged, is that document
+        (`sync.synced_twin`): not stored twice."""
         base = await self.get(name)
         embedder = self.embedder_for(base.embedding_model)
         report = AddReport()
         pending: list[tuple[SourceDocument, DocumentInfo | None, str, list]] = []
         pending_chunks = 0
+        twins: list[DocumentInfo] = []
+        if not synced and any(is_file_path(doc.source) for doc in docs):
+            twins = [doc for doc in await self.store.list_documents(name) if doc.synced]
         for number, doc in enumerate(docs, 1):
             digest = _hash(doc)
             old = await self.store.find_document(name, doc.source)
-            if old is not None and old.content_hash == digest:
+            if old is not None and old.content_hash == digest or \
+                    old is None and synced_twin(doc.source, digest, twins) is not None:
                 report.unchanged.append(doc.name)
             else:
                 chunks = await asyncio.to_thread(chunk_text, doc.text, embedder.token_spans,

@@ -15,7 +15,9 @@ Bases synced before this rule knew their files by absolute path.  A sync
 takes such a document over, keeping its vectors, when it is the same file:
 the file at that very path, or a file with the same path inside a folder of
 the same name and the same content (another clone, a moved folder).  Further
-copies of it, the duplicates the old rule left, are removed.
+copies of it, the duplicates the old rule left, are removed.  The other way
+round, `flowforge kb add` of a folder a sync already holds (the same file,
+unchanged) finds it there and stores nothing (`synced_twin`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Mapping
 from flowforge.knowledge.ingest import SourceDocument, load_path
 from flowforge.knowledge.store import DocumentInfo
 
-__all__ = ["source_label", "load_sources", "SyncPlan", "plan_sync"]
+__all__ = ["source_label", "load_sources", "SyncPlan", "plan_sync", "synced_twin",
+           "is_file_path"]
 
 
 def source_label(written: str | Path) -> str:
@@ -62,7 +65,7 @@ def plan_sync(loaded: list[tuple[str, SourceDocument]], hashes: Mapping[str, str
     """The plan for syncing `loaded` (load_sources' answer; `hashes` by source)
     into a base holding `existing` (see the module docstring)."""
     by_source = {doc.source: doc for doc in existing}
-    legacy = [doc for doc in existing if not doc.synced and _absolute(doc.source)]
+    legacy = [doc for doc in existing if not doc.synced and is_file_path(doc.source)]
     roots = {label: Path(path).resolve() for label, path in sources.items()}
     plan = SyncPlan()
     taken: set[int] = set()
@@ -92,6 +95,21 @@ def plan_sync(loaded: list[tuple[str, SourceDocument]], hashes: Mapping[str, str
     return plan
 
 
+def synced_twin(source: str, digest: str, synced: list[DocumentInfo]) -> DocumentInfo | None:
+    """The synced document that a file added by its absolute path `source`
+    (content hash `digest`) already is: the same content, at a path ending in
+    the synced document's path inside its source."""
+    path = _slashes(source)
+    for doc in synced:
+        if doc.content_hash != digest:
+            continue
+        inside = PurePosixPath(*[part for part in PurePosixPath(_slashes(doc.source)).parts
+                                 if part not in (".", "..")]).as_posix()
+        if path == inside or path.endswith(f"/{inside}"):
+            return doc
+    return None
+
+
 def _rest(source: str, label: str) -> str | None:
     """What follows the label in a synced source (`/refunds.md`, `#3`, ``); None
     for a document that names its own source (a JSONL line's `metadata.source`)."""
@@ -106,6 +124,7 @@ def _slashes(path: str) -> str:
     return path.replace("\\", "/")
 
 
-def _absolute(source: str) -> bool:
-    """A source the old rule wrote: a file's absolute path (POSIX or Windows)."""
+def is_file_path(source: str) -> bool:
+    """A file's absolute path (POSIX or Windows): how `kb add` knows a file, and
+    how syncs knew theirs before."""
     return source.startswith("/") or source[1:3] in (":\\", ":/")

@@ -4,10 +4,11 @@ enough, search the web" path runs on a machine with no network, in the demo
 and in the tests.
 
 A folder is synced into a knowledge base of its own (`web-<folder name>` by
-default; unchanged files cost a hash, as for a knowledge block's `sources`).
-A page's citation URL is the `url:` line at its top when it has one (the
-page stands for that address: read from the passage, else from the file the
-knowledge base recorded as its source), else `offline:<document name>`.
+default), mirrored as a knowledge block's `sources` are (`knowledge.sync`):
+its pages are known as `<folder name>/<page>`.  A page's citation URL is the
+`url:` line at its top when it has one (the page stands for that address:
+read from the passage, else from the page's first passage in the base), else
+`offline:<document name>`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class OfflineSearch:
             raise ToolError(f"web_search (offline): the folder {self.folder} does not exist")
         await self.knowledge.create(self.base, exist_ok=True,
                                     description="offline stand-in for the web")
-        await self.knowledge.add_paths(self.base, [self.folder])
+        await self.knowledge.sync_paths(self.base, {self.folder.resolve().name: self.folder})
 
     async def search(self, query: str, *, context: str | None = None,
                      max_results: int = 5) -> SearchResult:
@@ -82,7 +83,7 @@ class OfflineSearch:
         for hit in found.get("results") or []:
             name = str(hit.get("documentName") or hit.get("documentId") or "page")
             content = str(hit.get("content") or "")
-            url = self._url_of(name, content, (hit.get("metadata") or {}).get("source"))
+            url = await self._url_of(name, content, hit)
             text = _URL_LINE.sub("", content, count=1)
             if url in seen:
                 continue
@@ -98,24 +99,37 @@ class OfflineSearch:
                                                        1)})
 
 
-    def _url_of(self, name: str, content: str, source: Any) -> str:
-        """The page's `url:` line: in the passage, else at the top of its file."""
+    async def _url_of(self, name: str, content: str, hit: dict[str, Any]) -> str:
+        """The page's `url:` line: in the passage, else at the top of its page."""
         found = _URL_LINE.search(content[:300])
         if found:
             return found.group(1)
-        if name in self._urls:
-            return self._urls[name]
-        url = f"offline:{name}"
+        if name not in self._urls:
+            match = _URL_LINE.search(await self._page_head(hit))
+            self._urls[name] = match.group(1) if match else f"offline:{name}"
+        return self._urls[name]
+
+    async def _page_head(self, hit: dict[str, Any]) -> str:
+        """The top of the page `hit` is a passage of: its first passage in the base
+        (a synced page is known by its path inside the folder, not where the folder
+        lives), else the file a page added by path came from."""
+        meta = hit.get("metadata") or {}
+        try:
+            first = int(meta["chunkId"]) - int(hit["chunkIndex"])
+            row = (await self.knowledge.store.get_chunks([first])).get(first)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            row = None
+        # chunk ids of one document are consecutive as stored; checked, never assumed
+        if row is not None and str(row.document_id) == str(hit.get("documentId")) \
+                and row.chunk_index == 0:
+            return row.content[:500]
+        source = meta.get("source")
         if isinstance(source, str) and source and "://" not in source:
             try:
-                head = Path(source).read_text(encoding="utf-8", errors="replace")[:500]
+                return Path(source).read_text(encoding="utf-8", errors="replace")[:500]
             except OSError:
-                head = ""
-            match = _URL_LINE.search(head)
-            if match:
-                url = match.group(1)
-        self._urls[name] = url
-        return url
+                pass
+        return ""
 
 
 def _title(name: str, text: str) -> str:

@@ -110,9 +110,12 @@ async def knowledge_base_for(source: str, *, user: Any, services: dict[str, Any]
     if not (path.is_dir() and ("/" in source or source.startswith("."))):
         return source
     knowledge = await _knowledge(user, services)
-    name = f"{prefix}{path.resolve().name}"
+    folder = path.resolve().name
+    name = f"{prefix}{folder}"
     await knowledge.create(name, exist_ok=True)
-    await knowledge.add_paths(name, [path])
+    # mirrored as a knowledge block's `sources:` are (`knowledge.sync`), known by the
+    # folder's name: the same folder given as `./docs` or from elsewhere is one source
+    await knowledge.sync_paths(name, {folder: path})
     return name
 
 
