@@ -1,5 +1,6 @@
 """examples/support.yaml, the main demo, with its scripted rules: each
-question takes the route its scores call for, and only that branch runs."""
+question takes the route its check calls for (the answer's claim against the
+computed refund window, and the scores), and only that branch runs."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ AGE = {"order_age": "succeeded", "timing": "succeeded", "window": "succeeded",
 @pytest.mark.parametrize("query, route, statuses", [
     ("Can I get a refund on an order I placed three weeks ago?", "standard",
      {"question": "succeeded", "search": "succeeded", "answer": "succeeded",
-      "grade": "succeeded", "triage": "succeeded", "standard": "succeeded",
-      "review": "skipped", **AGE}),
+      "grade": "succeeded", "claim": "succeeded", "triage": "succeeded",
+      "standard": "succeeded", "review": "skipped", **AGE}),
     ("I bought a jacket on sale, can I get my money back?", "review",
      {"question": "succeeded", "search": "succeeded", "answer": "succeeded",
-      "grade": "succeeded", "triage": "succeeded", "standard": "skipped",
-      "review": "succeeded", **AGE}),
+      "grade": "succeeded", "claim": "succeeded", "triage": "succeeded",
+      "standard": "skipped", "review": "succeeded", **AGE}),
 ])
 async def test_support_routes_by_scores(query, route, statuses):
     result = await flowforge.run(EXAMPLES / "support.yaml", {"query": query}, storage=False,
@@ -35,9 +36,12 @@ async def test_support_routes_by_scores(query, route, statuses):
     assert list(result.outputs) == [route]
     assert result.outputs[route]["data"]["route"] == route
     grade = result.results["grade"]
-    scores = {k: grade[k] for k in ("accuracy", "completeness", "clarity")}
-    assert scores == ({"accuracy": 9, "completeness": 8, "clarity": 9} if route == "standard"
-                      else {"accuracy": 4, "completeness": 5, "clarity": 8})
+    scores = {k: grade[k] for k in ("completeness", "clarity")}
+    assert scores == ({"completeness": 8, "clarity": 9} if route == "standard"
+                      else {"completeness": 5, "clarity": 8})
+    # the sale question gives no date: an answer granting a refund is not accurate
+    assert result.results["check"]["accurate"] is (route == "standard")
+    assert result.outputs[route]["data"]["accurate"] is (route == "standard")
     assert result.results["triage"]["selectedPath"]["blockTitle"] == (
         "Standard Response" if route == "standard" else "Needs Review")
     search = result.results["search"]
@@ -56,32 +60,47 @@ async def test_support_routes_by_scores(query, route, statuses):
     answer = result.results["answer"]
     assert answer["content"] in (result.outputs[route].get("message"),
                                  result.outputs[route]["data"].get("draft"))
-    # two model calls: the order's age is read by code, the verdict on the scores is
-    # computed and routed by embeddings (examples/support.yaml, issue 47)
-    assert [e["block_id"] for e in result.events if e["type"] == "llm_request"] == [
-        "answer", "grade"]
+    # three model calls: the order's age is read by code, the verdict is computed and
+    # routed by embeddings (examples/support.yaml, issue 47)
+    assert sorted(e["block_id"] for e in result.events if e["type"] == "llm_request") == [
+        "answer", "claim", "grade"]
     assert result.results["check"]["passed"] is (route == "standard")
     assert result.results["triage"]["scores"][route] > result.results["triage"]["scores"][
         "review" if route == "standard" else "standard"]
-    assert set(result.usage["blocks"]) == {"search", "answer", "grade", "triage"}
+    assert set(result.usage["blocks"]) == {"search", "answer", "grade", "claim", "triage"}
     for local in ("search", "triage"):                                  # local embeddings
         assert result.usage["blocks"][local]["tokens"]["total"] == 0
     assert result.usage["tokens"]["total"] == sum(
-        result.results[b]["tokens"]["total"] for b in ("answer", "grade")) > 0
+        result.results[b]["tokens"]["total"] for b in ("answer", "grade", "claim")) > 0
 
 
-@pytest.mark.parametrize("scores, route", [
-    ({"accuracy": 7, "completeness": 7, "clarity": 7}, "standard"),
-    ({"accuracy": 10, "completeness": 9.5, "clarity": 8}, "standard"),
-    ({"accuracy": 6.9, "completeness": 10, "clarity": 10}, "review"),
-    ({"accuracy": 9, "completeness": 9, "clarity": 0}, "review"),
+@pytest.mark.parametrize("query, claims_refund, scores, route", [
+    ("A refund for my order from three weeks ago?", True, {"completeness": 7, "clarity": 7},
+     "standard"),
+    ("A refund for my order from three weeks ago?", True,
+     {"completeness": 9.5, "clarity": 8}, "standard"),
+    ("A refund for my order from three weeks ago?", True,
+     {"completeness": 6.9, "clarity": 10}, "review"),
+    ("A refund for my order from three weeks ago?", True, {"completeness": 9, "clarity": 0},
+     "review"),
+    # the answer refuses a refund the window allows, or grants one it does not
+    ("A refund for my order from three weeks ago?", False,
+     {"completeness": 10, "clarity": 10}, "review"),
+    ("A refund for my order from two months ago?", True, {"completeness": 10, "clarity": 10},
+     "review"),
+    ("A refund for my order from two months ago?", False,
+     {"completeness": 10, "clarity": 10}, "standard"),
+    ("Refund?", True, {"completeness": 10, "clarity": 10}, "review"),     # no date given
 ])
-async def test_the_route_follows_every_score_against_7(scores, route):
-    """The threshold is computed, not left to the model (issue 47: the 0.5B model
-    sent answers scored 0 to the standard response)."""
+async def test_the_route_follows_the_claim_and_every_score(query, claims_refund, scores, route):
+    """The verdict is computed, not left to the model (issue 47: the 0.5B model sent
+    answers scored 0 to the standard response, and scored every "yes" 9 and every
+    "no" 0 whatever the refund window allowed)."""
     with scripted({"rules": [{"system": "evaluation agent", "reply": scores},
+                             {"system": "read a support answer",
+                              "reply": {"refund": claims_refund}},
                              {"system": "customer support assistant", "reply": "Yes."}]}) as model:
-        result = await flowforge.run(EXAMPLES / "support.yaml", {"query": "Refund?"},
+        result = await flowforge.run(EXAMPLES / "support.yaml", {"query": query},
                                      storage=False, model=model)
     assert list(result.outputs) == [route]
 
@@ -101,12 +120,12 @@ async def test_the_refund_window_is_computed_before_the_agent_answers(query, day
     assert result.results["window"]["within"] is within
     sent = next(e for e in result.events if e["type"] == "llm_request"
                 and e["block_id"] == "answer")["request"]["messages"][-1]["content"]
-    assert sent.endswith(f"User Query: {query}")               # the question read last
     note = result.results["window"]["note"]
-    assert f"Facts: {note}\n" in sent
-    graded = next(e for e in result.events if e["type"] == "llm_request"
-                  and e["block_id"] == "grade")["request"]["messages"][0]["content"]
-    assert f"Facts: {note}\nCustomer question: {query}\n" in graded    # graded on the facts
+    assert sent.endswith(f"User Query: {query}\nFacts: {note}")      # the facts read last
+    claim = next(e for e in result.events if e["type"] == "llm_request"
+                 and e["block_id"] == "claim")["request"]["messages"][-1]["content"]
+    assert f"Customer question: {query}\nSupport answer: " in claim
+    assert result.results["check"]["accurate"] is (result.results["claim"]["refund"] is within)
     if days:
         assert note == (f"The order was about {days} days ago: " + (
             "within the 30-day refund window, so a refund is possible." if within else

@@ -13,8 +13,8 @@ YAML = {"Content-Type": "application/yaml"}
 
 async def test_validate_locates_each_problem_at_its_line(server):
     text = (EXAMPLES / "support.yaml").read_text()
-    broken = text.replace("{{search.context}}\n\n        Facts", "{{serach.context}}\n\n"
-                          "        Facts")
+    broken = text.replace("{{search.context}}\n\n        User Query", "{{serach.context}}\n\n"
+                          "        User Query")
     assert broken != text
     line = next(n for n, row in enumerate(broken.splitlines(), 1) if "Support Agent" in row)
     async with server.client("alice") as alice:
@@ -37,8 +37,8 @@ async def test_validate_locates_each_problem_at_its_line(server):
                                                                     ""), headers=YAML)
         assert ok.json()["valid"] is True and ok.json()["problems"] == []
         assert {n["id"] for n in ok.json()["graph"]["nodes"]} == {
-            "question", "search", "order_age", "timing", "window", "answer", "grade", "check",
-            "triage", "standard", "review"}
+            "question", "search", "order_age", "timing", "window", "answer", "grade", "claim",
+            "check", "triage", "standard", "review"}
         # what this user may not save is said too (a server file, not granted)
         refused = await alice.post("/api/validate", content=text, headers=YAML)
         [grant] = refused.json()["problems"]

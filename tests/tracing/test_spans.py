@@ -51,11 +51,11 @@ async def test_the_support_demo_span_tree(spans, tmp_path, monkeypatch):
     assert tree[None] == ["flowforge.run support"]
     assert tree["flowforge.run support"] == sorted(
         f"flowforge.block {b}" for b in ("question", "search", "order_age", "timing", "window",
-                                          "answer", "grade", "check", "triage", "standard",
-                                          "review"))
+                                          "answer", "grade", "claim", "check", "triage",
+                                          "standard", "review"))
     assert tree["flowforge.block search"] == ["knowledge.search policies"]
     model = RULES.partition("/")[2]
-    for block in ("answer", "grade"):                 # the router matches by embeddings
+    for block in ("answer", "grade", "claim"):        # the router matches by embeddings
         assert tree[f"flowforge.block {block}"] == [f"chat {model}"]
     assert len({span.context.trace_id for span in finished}) == 1
     for span in finished:

@@ -14,7 +14,7 @@ from tests.server.conftest import chain
 from tests.webapp.conftest import EXAMPLES, shot, sign_in
 
 SUPPORT_BLOCKS = ["question", "search", "order_age", "timing", "window", "answer", "grade",
-                  "check", "triage", "standard", "review"]
+                  "claim", "check", "triage", "standard", "review"]
 #: the page's condition for every block of the demo drawn (or one block more)
 DRAWN = "document.querySelectorAll('[data-block-id]').length === {}".format
 
@@ -112,7 +112,8 @@ async def test_the_support_demo_from_upload_to_a_live_run(web, page):
     for before, after in [("question", "search"), ("question", "order_age"),
                           ("order_age", "timing"), ("timing", "window"), ("window", "answer"),
                           ("search", "answer"), ("answer", "grade"), ("grade", "check"),
-                          ("check", "triage"), ("triage", "standard")]:
+                          ("answer", "claim"), ("claim", "check"), ("check", "triage"),
+                          ("triage", "standard")]:
         assert green.index(before) < green.index(after), green
     assert "skipped" in (await page.locator("[data-block-id=review]").text_content())
     await shot(page, "05-run-finished")

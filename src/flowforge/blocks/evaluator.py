@@ -80,13 +80,17 @@ def metric_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_") or "score"
 
 
-def metrics_schema(metrics: list[Metric]) -> dict[str, Any]:
+def metrics_schema(metrics: list[Metric], described: bool = True) -> dict[str, Any]:
+    """The answer's schema.  Not `described` for a model with `guided_answers`: the
+    system prompt lists the metrics already, and the schema is shown to such a
+    model in its prompt (`schema_sketch`), so descriptions there are read twice."""
     properties = {}
     for metric in metrics:
         low, high = metric.range
-        properties[metric_key(metric.name)] = {
-            "type": "number", "minimum": low, "maximum": high,
-            "description": f"{metric.description} (score from {low:g} to {high:g})".strip()}
+        properties[metric_key(metric.name)] = {"type": "number", "minimum": low, "maximum": high}
+        if described:
+            properties[metric_key(metric.name)]["description"] = \
+                f"{metric.description} (score from {low:g} to {high:g})".strip()
     return {"type": "object", "properties": properties, "required": list(properties),
             "additionalProperties": False}
 
@@ -166,11 +170,12 @@ class EvaluatorBlock(BlockType):
     @classmethod
     async def run(cls, context: BlockContext, config: EvaluatorConfig) -> Any:
         content = _shown(config.content)
-        schema = metrics_schema(config.metrics)
         calls = ModelCalls(context, choose_model(context, config.model),
                            fallback=tuple(setting(context, config.fallback, "fallback", ()) or ()),
                            api_key=config.api_key, config=config)
-        messages = [Message("system", _prompt(config, content, calls.guided())),
+        guided = calls.guided()
+        schema = metrics_schema(config.metrics, described=not guided)
+        messages = [Message("system", _prompt(config, content, guided)),
                     Message("user", "Evaluate the content given in the system prompt. "
                                     "Return only the JSON object of metric scores.")]
         try:

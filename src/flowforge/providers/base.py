@@ -271,24 +271,32 @@ def grammar_schema(schema: Any) -> Any:
 
 
 #: Most values a bounded number becomes in a grammar (see `_bounded_choices`).
-_GRAMMAR_MAX_CHOICES = 64
+_GRAMMAR_MAX_CHOICES = 128
+#: The steps a bounded `number` is offered in, finest first.
+_GRAMMAR_STEPS = (0.05, 0.1, 0.25, 0.5, 1)
 
 
 def _bounded_choices(schema: dict[str, Any]) -> list[float | int] | None:
-    """The values a grammar offers for a number with small bounds, else None.
+    """The values a grammar offers for a number with bounds, else None.
     llama.cpp's grammars ignore `minimum`/`maximum`, so a small model wrote a
-    confidence of 1e15 where at most 1 is accepted, again and again at
-    temperature 0: an integer range of at most 64 values becomes those values,
-    and a number between bounds at most 1 apart becomes steps of 0.05."""
+    confidence of 1e15 where at most 1 is accepted, and scores of 90 on a scale
+    of 0 to 10, again at the repair (issue 47): an integer range of at most 128
+    values becomes those values, and a number between bounds the finest steps
+    that give at most 128 values (0.05 between 0 and 1, 0.1 between 0 and 10,
+    1 between 0 and 100); a wider range is left to validation."""
     kind, low, high = schema.get("type"), schema.get("minimum"), schema.get("maximum")
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high)) \
             or high < low or "enum" in schema or "const" in schema:
         return None
     if kind == "integer" and int(high) - int(low) < _GRAMMAR_MAX_CHOICES:
         return list(range(int(math.ceil(low)), int(math.floor(high)) + 1))
-    if kind == "number" and high - low <= 1:
-        steps = int(round((high - low) / 0.05))
-        return sorted({round(low + i * 0.05, 2) for i in range(steps + 1)} | {low, high})
+    if kind != "number":
+        return None
+    for step in _GRAMMAR_STEPS:
+        count = int(math.floor((high - low) / step + 1e-9))
+        if count + 1 <= _GRAMMAR_MAX_CHOICES:
+            values = {round(low + i * step, 2) for i in range(count + 1)} | {low, high}
+            return sorted({int(v) if float(v).is_integer() else v for v in values})
     return None
 
 
