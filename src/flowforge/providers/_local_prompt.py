@@ -18,8 +18,7 @@ from flowforge.errors import ProviderError
 from flowforge.providers.local_text import readable_result
 from flowforge.providers.base import LLMRequest, Message, ToolSpec, grammar_schema
 
-__all__ = ["grammar_text", "compiled_grammar", "tool_answer_schema", "chat_messages",
-           "schema_sketch"]
+__all__ = ["grammar_text", "compiled_grammar", "tool_answer_schema", "chat_messages"]
 
 
 _GRAMMARS: OrderedDict[str, Any] = OrderedDict()
@@ -109,73 +108,6 @@ def _tools_prompt(tools: list[ToolSpec]) -> str:
             'When you have the final answer, answer {"content": "<your answer>"}.')
 
 
-def schema_sketch(schema: Any, root: Any = None, depth: int = 0,
-                  expanding: frozenset[str] = frozenset()) -> str:
-    """The shape of an answer as a small model reads it: `{"score": number from 0
-    to 10 /* how accurate */, "tags": [string, ...]}`.
-
-    The grammar already holds the answer to the schema (its required fields, its
-    types, its limits), so the prompt only has to say what goes where.  The JSON
-    Schema itself (`"type": "object"`, `"additionalProperties": false`, the
-    `required` list, the limits) cost the evaluator ~100 of its ~380 prompt tokens,
-    ~2 s on two cores (issue 47)."""
-    root = schema if root is None else root
-    if not isinstance(schema, dict) or depth > 12:
-        return "value"
-    reference = schema.get("$ref")
-    if isinstance(reference, str):
-        if reference in expanding:          # a recursive definition: named, not unrolled
-            return reference.rsplit("/", 1)[-1]
-        return schema_sketch(_referenced(root, reference), root, depth + 1,
-                             expanding | {reference})
-    if "const" in schema:
-        return json.dumps(schema["const"], ensure_ascii=False)
-    if isinstance(schema.get("enum"), list):
-        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            return " | ".join(schema_sketch(option, root, depth + 1, expanding)
-                              for option in schema[key])
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return " | ".join(schema_sketch({**schema, "type": one}, root, depth + 1, expanding)
-                          for one in kind)
-    if kind == "object" or isinstance(schema.get("properties"), dict):
-        properties = schema.get("properties") or {}
-        if not isinstance(properties, dict) or not properties:
-            return "object"
-        return "{" + ", ".join(f"{json.dumps(name, ensure_ascii=False)}: "
-                               f"{schema_sketch(sub, root, depth + 1, expanding)}{_about(sub)}"
-                               for name, sub in properties.items()) + "}"
-    if kind == "array":
-        return f"[{schema_sketch(schema.get('items'), root, depth + 1, expanding)}, ...]"
-    if kind in ("number", "integer"):
-        low, high = (value if isinstance(value, (int, float)) else None
-                     for value in (schema.get("minimum"), schema.get("maximum")))
-        if low is not None and high is not None:
-            return f"{kind} from {low:g} to {high:g}"
-        if low is not None:
-            return f"{kind} of at least {low:g}"
-        if high is not None:
-            return f"{kind} of at most {high:g}"
-    return kind if isinstance(kind, str) else "value"
-
-
-def _referenced(root: Any, reference: str) -> Any:
-    """What a local `#/$defs/Name` reference points at (None when it does not)."""
-    if not reference.startswith("#/"):
-        return None
-    node = root
-    for part in reference[2:].split("/"):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
-def _about(schema: Any) -> str:
-    about = schema.get("description") if isinstance(schema, dict) else None
-    return f" /* {about} */" if isinstance(about, str) and about.strip() else ""
-
-
 def chat_messages(request: LLMRequest) -> list[dict[str, str]]:
     """Messages as plain role/content pairs a small chat template understands."""
     extra_system = []
@@ -184,8 +116,12 @@ def chat_messages(request: LLMRequest) -> list[dict[str, str]]:
         # stays the same as in the turns that may call them
         extra_system.append(_tools_prompt(request.tools))
     if request.response_format is not None:
-        extra_system.append("Answer with JSON of this form: "
-                            + schema_sketch(request.response_format))
+        # the schema as it is: a shorter sketch of it (fields, types, ranges) cost
+        # the router, the chat and research one right answer each (issue 47,
+        # bench/RESULTS.md); what the grammar enforces need not be said twice by
+        # the block (the evaluator's guided schema)
+        extra_system.append("Answer with JSON matching this schema: "
+                            + json.dumps(request.response_format))
     out: list[dict[str, str]] = []
     calls: dict[str, dict[str, Any]] = {}
     for message in request.messages:
