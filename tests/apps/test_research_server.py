@@ -186,3 +186,22 @@ async def test_research_requests_are_checked(research_server):
     assert stray.status_code == 422 and "only for a research session" in stray.text
     assert high.status_code == 422 and "threshold" in high.text
     assert inputs.status_code == 422
+
+
+async def test_a_session_may_ask_for_brief_or_full_research(research_server):
+    """`brief` as `flowforge research --brief/--full`: what the request says, else
+    what the server's model calls for (full on this scripted model)."""
+    live = await research_server()
+    async with live.client("alice") as client:
+        chosen = {}
+        for brief in (True, False, None):
+            body = {"question": "tent wind?", **({} if brief is None else {"brief": brief})}
+            started = await client.post("/agent-workflow", json=body)
+            assert started.status_code == 202, started.text
+            session = started.json()
+            await session_events(live, session)
+            chosen[brief] = (await client.get(session["status_url"])).json()["inputs"]["brief"]
+        stray = await client.post("/agent-workflow", json={"workflow_id": "chain",
+                                                           "brief": True})
+    assert chosen == {True: True, False: False, None: False}
+    assert stray.status_code == 422 and "brief: only for a research session" in stray.text

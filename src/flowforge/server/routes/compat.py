@@ -5,7 +5,7 @@ AgentFlow kept an execution history and per-user memory
 started a research "session" followed over a WebSocket (`/agent-workflow`).
 Here an execution and a session are runs.
 
-`POST /agent-workflow {question, threshold?, max_iterations?, kb?}` starts the
+`POST /agent-workflow {question, threshold?, max_iterations?, kb?, brief?}` starts the
 research orchestrator (`service.research`); its WebSocket
 (`/ws/agent-workflow/{session_id}`) sends the session's status / phase /
 complete / error events.  The older form, `{workflow_id | workflow, inputs}`,
@@ -105,6 +105,10 @@ class AgentWorkflowRequest(BaseModel):
     """Research: the knowledge base standing in for the web (offline search; default `web`)."""
     web_backend: Literal["offline", "perplexity", "tavily"] | None = None
     """Research: where the web search looks (default offline)."""
+    brief: bool | None = None
+    """Research: one search and one answer from the numbered passages (`true`), or every
+    phase with its scores and retries (`false`); default: brief on the embedded models,
+    as `flowforge research --brief/--full`."""
     workflow_id: str | None = None
     """A workflow saved with POST /api/workflows."""
     workflow: dict[str, Any] | None = None
@@ -124,14 +128,15 @@ class AgentWorkflowRequest(BaseModel):
             raise ValueError("give exactly one of `question` (a research session), "
                              "`workflow_id` (a saved workflow) or `workflow` (a document)")
         research_only = [name for name in ("threshold", "max_iterations", "kb", "web_source",
-                                           "web_backend") if getattr(self, name) is not None]
+                                           "web_backend", "brief")
+                         if getattr(self, name) is not None]
         if self.question is None and research_only:
             raise ValueError(f"{', '.join(research_only)}: only for a research session "
                              f"(with `question`); a workflow takes `inputs`")
         if self.question is not None and (self.inputs or self.version is not None):
             raise ValueError("a research session takes `question`, `threshold`, "
-                             "`max_iterations`, `kb`, `web_source` and `web_backend`, "
-                             "not `inputs` or `version`")
+                             "`max_iterations`, `kb`, `web_source`, `web_backend` and "
+                             "`brief`, not `inputs` or `version`")
         if self.question is not None and not self.question.strip():
             raise ValueError("question: the question is empty: ask something")
         return self
@@ -166,7 +171,7 @@ async def start_session(request: Request, body: AgentWorkflowRequest, user: Curr
             inputs = research_inputs(body.question, threshold=body.threshold,
                                      max_iterations=body.max_iterations, kb=body.kb,
                                      web_backend=body.web_backend, web_source=body.web_source,
-                                     model=live.settings.model)
+                                     brief=body.brief, model=live.settings.model)
             handle = await live.start(orchestrator(), inputs, user=user, webhook=body.webhook,
                                       idempotency=idempotency)
         elif body.workflow_id is not None:
