@@ -19,6 +19,7 @@ tree.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -105,9 +106,18 @@ def _builders(tree: ast.AST) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _raises(path: Path, builders: dict[str, tuple[str, str]]) -> list[Raised]:
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path) -> tuple[ast.Module, dict[str, tuple[str, str]]]:
+    """A file's tree and its error builders, read once per process: the
+    helper modules (`_llm`, `_toolset`) are shared by many block types, and
+    each page and the error reference ask again (~1.5 s of CPU per build)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    builders = {**builders, **_builders(tree)}
+    return tree, _builders(tree)
+
+
+def _raises(path: Path, builders: dict[str, tuple[str, str]]) -> list[Raised]:
+    tree, own = _parsed(path)
+    builders = {**builders, **own}
     where = str(path.relative_to(SOURCE))
     found: list[Raised] = []
 
@@ -136,15 +146,20 @@ def _raises(path: Path, builders: dict[str, tuple[str, str]]) -> list[Raised]:
 def block_errors(module_name: str) -> list[Raised]:
     """Every error a block module (with its helpers) raises, in file order,
     each kind and message once."""
+    return list(_block_errors(module_name))
+
+
+@functools.lru_cache(maxsize=None)
+def _block_errors(module_name: str) -> tuple[Raised, ...]:
     seen: dict[tuple[str, str], Raised] = {}
     files = _files(module_name.rsplit(".", 1)[-1], set())
     builders: dict[str, tuple[str, str]] = {}
     for path in files:                  # `too_many` lives in one helper, raised in another
-        builders.update(_builders(ast.parse(path.read_text(encoding="utf-8"))))
+        builders.update(_parsed(path)[1])
     for path in files:
         for raised in _raises(path, builders):
             seen.setdefault((raised.kind, raised.message), raised)
-    return list(seen.values())
+    return tuple(seen.values())
 
 
 def _reads(kind: str) -> str:

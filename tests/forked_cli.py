@@ -76,11 +76,17 @@ sys.exit(status)
 '''
 
 
-#: pure-Python modules a run, a validate or a server imports on first use (no
-#: threads, nothing read from the environment): imported once in the server.
-#: The knowledge stack (numpy, onnxruntime) is left to the commands that use it.
+#: modules a run, a validate or a server imports on first use (no Python
+#: threads, nothing read from the environment at import): imported once in the
+#: server.  The HTTP app (~0.6 s of CPU: `serve`) and the knowledge modules
+#: with numpy (~0.15 s: `kb`, `chat`, a validate or run of a document that
+#: searches) too: numpy's OpenBLAS thread is stopped at a fork and started
+#: again in the child by OpenBLAS itself.  onnxruntime, which keeps threads
+#: of its own, is left to the commands that embed.
 _PRELOAD = ("flowforge.storage.sqlite", "flowforge.storage.migrations",
             "flowforge.workflow.schema_check", "flowforge.apps.chains", "jsonschema",
+            "flowforge.server.app", "flowforge.knowledge.search",
+            "flowforge.knowledge.embeddings",
             *(f"flowforge.blocks.{name}" for name in (
                 "set", "condition", "response", "input", "loop", "parallel", "wait",
                 "approval", "parser", "template", "llm", "agent", "router", "evaluator",

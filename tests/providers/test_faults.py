@@ -102,8 +102,10 @@ class FaultServer:
         if mode == "429":
             return JSONResponse({"error": {"message": "slow down"}}, status_code=429,
                                 headers={"Retry-After": "0.01"})
-        if mode == "hang":
-            await asyncio.sleep(30)
+        if mode == "hang":      # until the client gives up and closes the connection
+            while (await request.receive())["type"] != "http.disconnect":
+                pass            # (a server stopped meanwhile would wait 2 s for it)
+            return Response(status_code=499)
         if mode == "cut":
             if stream:
                 return StreamingResponse(_cut_after_first_chunk(),

@@ -114,7 +114,10 @@ def wait_healthy(process: subprocess.Popen, url: str, seconds: float = 30.0) -> 
 async def serve_asgi(app: Any):
     """Serve an ASGI app with uvicorn on a free loopback port in this event
     loop: `(base_url, stop)`."""
-    sock = socket.socket()
+    # IPPROTO_TCP named, as getaddrinfo gives it to `flowforge serve`: asyncio sets
+    # TCP_NODELAY only on sockets whose proto says TCP, and without it each answer
+    # (headers, then body) waited ~40 ms for the client's delayed ACK
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning",

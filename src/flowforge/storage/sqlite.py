@@ -24,7 +24,7 @@ from flowforge.storage.migrate import SQLiteSteps, apply_migrations
 from flowforge.storage.migrations import SQLITE_MIGRATIONS
 from flowforge.storage.records import RecordStore
 from flowforge.storage.sqlite_writes import (BUSY_SECONDS, LOCK_RETRY, GroupWriter,
-                                            take_write_lock)
+                                            busy_seconds, take_write_lock)
 from flowforge.storage.users import UserStore
 from flowforge.storage.wal import Checkpointer
 from flowforge.storage.workflows import WorkflowStore
@@ -47,6 +47,7 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
         self.migrations = migrations or SQLITE_MIGRATIONS
         self.db: sqlite3.Connection | None = None
         self.read_only = False             # opened to read: the file cannot be written
+        self.busy = BUSY_SECONDS           # a write's wait for another process's lock
         # Run writes of one loop turn, committed together (sqlite_writes.py).
         self._writer = GroupWriter(self._conn, self._notify, self._committed)
         self._checkpointer: Checkpointer | None = None
@@ -55,6 +56,7 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
     async def open(self) -> None:
         if self.db is not None:
             return
+        self.busy = self._writer.busy = busy_seconds()
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -70,7 +72,7 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
                                        ) from None
                 db = self._read_only()
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
+            db.execute(f"PRAGMA busy_timeout={int(self.busy * 1000)}")
             db.execute("PRAGMA foreign_keys=ON")
             db.row_factory = sqlite3.Row
             self.db = db
@@ -149,7 +151,7 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
         """One statement that writes (a lease's compare-and-set, ...): while
         another process holds the write lock, the loop goes on and the
         statement tries again a moment later (`sqlite_writes`), up to
-        BUSY_SECONDS, then waits in SQLite's busy handler as before."""
+        its busy time, then waits in SQLite's busy handler as before."""
         db = self._conn()
         deadline = None
         try:
@@ -164,7 +166,7 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
                         raise
                     return changed
                 now = time.monotonic()
-                deadline = deadline or now + BUSY_SECONDS
+                deadline = deadline or now + self.busy
                 if now >= deadline:
                     break
                 await asyncio.sleep(LOCK_RETRY)

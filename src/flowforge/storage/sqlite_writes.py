@@ -12,13 +12,14 @@ lock.  A statement that finds it taken sleeps in SQLite's busy handler (1,
 the process: measured with 4 worker processes, most of a commit's time was
 that wait.  So a group takes the lock without waiting (`take_write_lock`)
 and, when another process holds it, tries again a moment later while the
-loop goes on; a group kept out for BUSY_SECONDS fails as a statement that
+loop goes on; a group kept out for the busy time fails as a statement that
 waited that long does ("database is locked").
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from functools import lru_cache
 from typing import Callable
@@ -30,10 +31,29 @@ from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Wri
                                        WriteFuture, behind, behind_failed, first_group,
                                        key_taken, plan, refuse_behind, settle, split_group)
 
-__all__ = ["GroupWriter", "BUSY_SECONDS", "LOCK_RETRY", "take_write_lock"]
+__all__ = ["GroupWriter", "BUSY_ENV", "BUSY_SECONDS", "LOCK_RETRY", "busy_seconds",
+           "take_write_lock"]
 
-#: How long a write waits for another process to release the write lock.
+#: FLOWFORGE_SQLITE_BUSY_SECONDS: how long a write waits for another process's lock,
+#: else 10 s (read when a database is opened).
 BUSY_SECONDS = 10.0
+BUSY_ENV = "FLOWFORGE_SQLITE_BUSY_SECONDS"
+
+
+def busy_seconds() -> float:
+    """FLOWFORGE_SQLITE_BUSY_SECONDS, checked (StorageError naming the fix)."""
+    raw = os.environ.get(BUSY_ENV, "").strip()
+    if not raw:
+        return BUSY_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise StorageError(f"{BUSY_ENV}={raw!r} is not a number of seconds: set it to how "
+                           f"long a write waits for another process to release a SQLite "
+                           f"file's lock, e.g. {BUSY_ENV}={BUSY_SECONDS:g}")
+    return value
 #: Most bytes of events one group commits; the rest commit on the next loop turns,
 #: in order, so that other work (a `/health`, another run's step) runs between.
 GROUP_BYTES = 2_000_000
@@ -47,6 +67,7 @@ class GroupWriter:
         self._connection, self._notify, self._committed = connection, notify, committed
         self._batch: list[Write] = []
         self._waiting: asyncio.TimerHandle | None = None   # for the lock, another try
+        self.busy = BUSY_SECONDS                            # the store's, once it opened
         self._since: float | None = None                   # kept out of the lock since
 
     def join(self, write: Write) -> asyncio.Future:
@@ -73,7 +94,7 @@ class GroupWriter:
                     loop = asyncio.get_running_loop()
                     now = loop.time()
                     self._since = now if self._since is None else self._since
-                    if now - self._since < BUSY_SECONDS:
+                    if now - self._since < self.busy:
                         self._batch = batch     # (empty meanwhile: nothing ran since)
                         self._waiting = loop.call_later(LOCK_RETRY, self._flush)
                         return
