@@ -47,3 +47,25 @@ async def test_a_busy_time_that_is_not_seconds_is_refused_by_name(tmp_path, monk
     with pytest.raises(StorageError, match="FLOWFORGE_SQLITE_BUSY_SECONDS='soon' is not a "
                                            "number of seconds.*=10"):
         await storage.open()
+
+
+async def test_a_new_file_another_process_holds_is_locked_not_read_only(tmp_path,
+                                                                       monkeypatch):
+    """While another process holds a fresh file, opening it waited for nothing
+    and said the file was read-only and lacked its schema."""
+    monkeypatch.setenv("FLOWFORGE_SQLITE_BUSY_SECONDS", "0.3")
+    holder = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    storage = storage_from_url(f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        with pytest.raises(StorageError) as caught:
+            await storage.open()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "database is locked by another process (waited 0.3 s)" in str(caught.value)
+    assert "FLOWFORGE_SQLITE_BUSY_SECONDS" in str(caught.value)
+    assert "read-only" not in str(caught.value)
+    await storage.open()                       # once it is let go, it opens and migrates
+    await storage.create_run(_run("r1"))
+    await storage.close()

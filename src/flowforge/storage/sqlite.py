@@ -60,7 +60,10 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            # `timeout`: a file another process holds (a fresh one being made, say)
+            # is waited for as a write is, not taken for a read-only file
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                                 timeout=self.busy)
             try:
                 db.execute("PRAGMA journal_mode=WAL")
             except sqlite3.OperationalError as exc:
@@ -70,6 +73,11 @@ class SQLiteStorage(RecordStore, WorkflowStore, UserStore, Storage):
                                        f"full ({exc}): free space there, or set "
                                        f"FLOWFORGE_DATABASE_URL to a file on another disk"
                                        ) from None
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise StorageError(
+                        f"cannot open the database {self.path}: database is locked by "
+                        f"another process (waited {self.busy:g} s): let it finish, or "
+                        f"wait longer with FLOWFORGE_SQLITE_BUSY_SECONDS") from None
                 db = self._read_only()
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(f"PRAGMA busy_timeout={int(self.busy * 1000)}")
