@@ -153,6 +153,8 @@ def test_support_runs_on_the_default_model():
     ("I placed it a couple of weeks ago", 2, "weeks"),
     ("Seventeen days ago I got it", 17, "days"),
     ("I got it yesterday", 1, "days"),
+    ("Can I get a refund three weeks after my order?", 3, "weeks"),
+    ("Is a refund possible 40 days after delivery?", 40, "days"),
     ("I ordered it last month", 1, "months"),
     ("I bought it 2 years ago", 2, "years"),
     ("Is the refund window 30 days?", 0, "none"),        # a number of days, not an age
@@ -160,8 +162,8 @@ def test_support_runs_on_the_default_model():
 ])
 async def test_the_order_age_is_read_off_the_message_in_digits_or_words(query, amount, unit):
     """No model reads it (issue 47: that call cost 2-4 s of the demo's 30): a
-    number in digits or words and a unit, followed by "ago", "back" or "earlier";
-    "yesterday", "last week"; else unit `none`."""
+    number in digits or words and a unit, followed by "ago", "back", "earlier" or
+    "after my order" (purchase, delivery); "yesterday", "last week"; else unit `none`."""
     result = await flowforge.run(EXAMPLES / "support.yaml", {"query": query}, storage=False,
                                  model=RULES)
     age = result.results["order_age"]
