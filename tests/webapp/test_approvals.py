@@ -186,8 +186,7 @@ async def test_a_run_waiting_beside_a_failed_branch_says_so_and_can_still_be_dec
         started = await alice.post("/api/workflows/lookup-refund/runs?wait=true", json={})
         run_id = started.json()["run_id"]
         assert started.json()["status"] == "waiting", started.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/runs?status=waiting")
+    await sign_in(page, web, at="/runs?status=waiting")
     row = page.locator("tbody tr", has_text="lookup-refund")
     await row.locator(".status-waiting").wait_for()
     marked = row.locator(".branch-failed")
