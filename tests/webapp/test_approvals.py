@@ -26,7 +26,9 @@ REFUND = {"id": "refund", "name": "Refund", "blocks": [
 
 
 async def start_and_wait(page, web) -> str:
-    await page.goto(web.url + "/workflows/refund/run")
+    """Sign in on the refund workflow's run form, start a run and wait for it
+    at the manager's approval; the run's id."""
+    await sign_in(page, web, at="/workflows/refund/run")
     await page.get_by_role("button", name="Start the run").click()
     await page.wait_for_url(re.compile(r".*/runs/[0-9a-f]+$"))
     await page.locator("[aria-label='Run status'] .status-waiting").wait_for()
@@ -38,7 +40,6 @@ async def test_approve_from_the_run_view_and_follow_the_run_to_its_end(web, page
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", json=REFUND)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
     run_id = await start_and_wait(page, web)
     assert await page.locator("[data-block-id=quote]").get_attribute("data-state") == "succeeded"
     assert await page.locator("[data-block-id=paid]").get_attribute("data-state") == "pending"
@@ -88,7 +89,6 @@ async def test_a_rejection_routes_to_on_reject(web, page):
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", json=REFUND)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
     run_id = await start_and_wait(page, web)
     approval = page.get_by_role("region", name="Approval")
     await approval.get_by_label("Comment (optional)").fill("not covered")
@@ -111,7 +111,6 @@ async def test_cancel_a_waiting_run_from_the_run_view(web, page):
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", json=REFUND)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
     run_id = await start_and_wait(page, web)
     # the run's event that holds `paid` back comes after the one that `manager` waits
     await page.locator("[data-block-id=paid][title='pending: after manager']").wait_for()
@@ -127,7 +126,6 @@ async def test_a_decision_made_elsewhere_shows_up_live(web, page):
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", json=REFUND)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
     run_id = await start_and_wait(page, web)
     async with web.client("alice") as alice:          # the CLI, another tab...
         decided = await alice.post(f"/api/runs/{run_id}/approvals/manager",
@@ -147,7 +145,6 @@ async def test_a_deadline_reads_as_one_and_a_cancel_leaves_no_block_pending(web,
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", json=timed)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
     run_id = await start_and_wait(page, web)
     approval = page.get_by_role("complementary", name="Block manager").get_by_role(
         "region", name="Approval")
@@ -186,8 +183,7 @@ async def test_a_run_waiting_beside_a_failed_branch_says_so_and_can_still_be_dec
         started = await alice.post("/api/workflows/lookup-refund/runs?wait=true", json={})
         run_id = started.json()["run_id"]
         assert started.json()["status"] == "waiting", started.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/runs?status=waiting")
+    await sign_in(page, web, at="/runs?status=waiting")
     row = page.locator("tbody tr", has_text="lookup-refund")
     await row.locator(".status-waiting").wait_for()
     marked = row.locator(".branch-failed")

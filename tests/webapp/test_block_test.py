@@ -39,8 +39,7 @@ blocks:
 async def open_block_test(page, web):
     """Sign in, open the saved workflow, select the agent and unfold its
     "Test this block" section: the form of the values it reads."""
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/tester")
+    await sign_in(page, web, at="/workflows/tester")
     await page.get_by_role("heading", name="Tester").wait_for()
     await node(page, "answer").click()
     panel = page.get_by_role("complementary", name="Block answer")

@@ -153,8 +153,7 @@ async def test_cancel_a_long_run(web, page):
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", json=chain("slow", count=3, seconds=30))
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/slow/run")
+    await sign_in(page, web, at="/workflows/slow/run")
     await page.get_by_role("button", name="Start the run").click()
     await page.wait_for_url(re.compile(r".*/runs/[0-9a-f]+$"))
     await page.locator("[data-block-id=b0][data-state=running]").wait_for()
@@ -172,8 +171,7 @@ async def test_another_users_run_is_not_found(web, page):
         assert (await bob.post("/api/workflows", json=chain("mine", count=1, seconds=0))
                 ).status_code == 201
         run = (await bob.post("/api/workflows/mine/runs?wait=true", json={})).json()
-    await sign_in(page, web)
-    await page.goto(f"{web.url}/runs/{run['run_id']}")
+    await sign_in(page, web, at=f"/runs/{run['run_id']}")
     await page.get_by_role("heading", name="Run not found").wait_for()
     assert run["run_id"] in await page.get_by_role("alert").text_content()
     await shot(page, "11-run-of-another-user")
@@ -191,8 +189,7 @@ async def test_history_filters_by_date_and_compares_two_runs(web, page):
             ran = await alice.post("/api/workflows/two/runs?wait=true",
                                    json={"inputs": {"word": word}})
             assert ran.json()["status"] == "succeeded"
-    await sign_in(page, web)
-    await page.goto(web.url + "/runs?workflow=two")
+    await sign_in(page, web, at="/runs?workflow=two")
     boxes = page.get_by_role("checkbox")
     await boxes.first.wait_for()
     await expect(boxes).to_have_count(2)
@@ -248,8 +245,7 @@ async def test_a_loop_is_drawn_around_its_children_and_they_light_up(web, page):
                                  content=(EXAMPLES / "loop_until.yaml").read_text(),
                                  headers={"Content-Type": "application/yaml"})
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/loop-until")
+    await sign_in(page, web, at="/workflows/loop-until")
     await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 4")
     box = {name: await page.locator(f"[data-block-id={name}]").bounding_box()
            for name in ("refine", "draft", "judge", "result")}
@@ -274,8 +270,7 @@ async def test_a_failed_block_shows_its_error_and_its_dependant_is_skipped(web, 
         {"id": "after", "type": "set", "with": {"v": "{{explode.value}}"}}]}
     async with web.client("alice") as alice:
         assert (await alice.post("/api/workflows", json=document)).status_code == 201
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/boom/run")
+    await sign_in(page, web, at="/workflows/boom/run")
     await page.get_by_role("button", name="Start the run").click()
     await page.locator("[aria-label='Run status'] .status-failed").wait_for()
     await page.locator("[data-block-id=explode][data-state=failed]").wait_for()

@@ -268,8 +268,7 @@ async def test_a_commented_workflow_edited_on_the_canvas_keeps_every_comment(web
         saved = await alice.put("/api/workflows/refunds", content=COMMENTED, headers=YAML)
         assert saved.status_code == 201, saved.text
     elsewhere = same_origin_only(page, web.url)
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/refunds")
+    await sign_in(page, web, at="/workflows/refunds")
     await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 6")
     await page.get_by_text("No problems: the document is valid.").wait_for()
 
@@ -376,8 +375,7 @@ async def test_a_condition_is_wired_from_its_handles_and_the_form_follows_the_ya
         saved = await alice.put("/api/workflows/branches", content=BRANCHES, headers=YAML)
         assert saved.status_code == 201, saved.text
     elsewhere = same_origin_only(page, web.url)
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/branches")
+    await sign_in(page, web, at="/workflows/branches")
     await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 4")
     gate = node(page, "gate")
     await drag(page, gate.locator("[data-outlet='new-case']"),

@@ -69,8 +69,7 @@ async def test_a_session_keeps_its_base_and_errors_speak_of_the_page(chat_web, p
          call("knowledge_base_search", query="summit warranty", kb_id="policies"),
          call("generate_response", answer="Summit gear is lifetime.", sources=["Warranty"],
               confidence_score=0.9, used_internal_kb=True, used_external_kb=False))
-    await sign_in(page, chat_web)
-    await page.goto(chat_web.url + "/chat")
+    await sign_in(page, chat_web, at="/chat")
 
     # a base that does not exist: said in the page's terms, the question kept
     await page.get_by_label("Your question").fill("How long is the warranty?")

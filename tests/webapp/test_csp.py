@@ -22,8 +22,7 @@ async def test_the_app_runs_under_its_content_security_policy(web, browser):
     page.on("console", lambda message: messages.append(message.text))
     page.on("pageerror", lambda error: messages.append(str(error)))
     try:
-        await sign_in(page, web)
-        await page.goto(web.url + "/workflows/support")
+        await sign_in(page, web, at="/workflows/support")
         await expect(page.locator("[data-block-id]")).to_have_count(SUPPORT_BLOCKS)
         await page.get_by_text("No problems: the document is valid.").wait_for()
         await page.get_by_role("link", name="Run...").click()

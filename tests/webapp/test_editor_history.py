@@ -45,8 +45,7 @@ async def test_undo_redo_duplicate_auto_layout_and_placement(web, page):
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", content=SOURCE, headers=YAML)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/history")
+    await sign_in(page, web, at="/workflows/history")
     await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 4")
     undo, redo = page.get_by_role("button", name="Undo"), page.get_by_role("button", name="Redo")
     await expect(undo).to_be_disabled()

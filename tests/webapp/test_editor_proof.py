@@ -288,8 +288,7 @@ async def test_list_fields_are_edited_item_by_item_and_one_text_per_line(web, pa
     async with web.client("alice") as alice:
         saved = await alice.put("/api/workflows/lists", content=LISTS, headers=YAML)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
-    await page.goto(web.url + "/workflows/lists")
+    await sign_in(page, web, at="/workflows/lists")
     await page.wait_for_function("document.querySelectorAll('[data-block-id]').length === 2")
 
     # a list of texts: one per line, blank lines dropped; emptied, the field goes

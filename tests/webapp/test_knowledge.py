@@ -63,8 +63,7 @@ async def test_names_uploads_hits_and_deleting(kb_web, page, tmp_path):
                         f"Note {number}: the quarterly lantern inventory lists {number} "
                         f"lanterns in the north shed.")
         files.append(str(path))
-    await sign_in(page, kb_web)
-    await page.goto(kb_web.url + "/knowledge")
+    await sign_in(page, kb_web, at="/knowledge")
 
     # a bad name is refused in words, before any request
     await page.get_by_label("New knowledge base").fill("team/notes")

@@ -168,8 +168,7 @@ async def test_the_form_takes_what_the_server_takes_and_the_key_never_goes_in_a_
     posted: list[str] = []
     page.on("request", lambda request: posted.append(request.url)
             if request.method == "POST" and "/agent-workflow" in request.url else None)
-    await sign_in(page, live)
-    await page.goto(live.url + "/research")
+    await sign_in(page, live, at="/research")
     threshold = page.get_by_label("Confidence threshold (0-1)")
     iterations = page.get_by_label(re.compile("^Maximum iterations"))
     await page.get_by_label("Question").fill("tent wind?")

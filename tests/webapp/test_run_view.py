@@ -4,7 +4,7 @@ the graph and the timeline, not as "succeeded"."""
 
 from __future__ import annotations
 
-from tests.webapp.conftest import shot, sign_in
+from tests.webapp.conftest import shot
 from tests.webapp.test_accessibility import serious_violations
 from tests.webapp.test_approvals import REFUND, start_and_wait
 
@@ -34,7 +34,6 @@ async def test_the_run_view_uses_the_editors_layout_and_shows_a_rejection(web, p
     async with web.client("alice") as alice:
         saved = await alice.post("/api/workflows", json=PLACED)
         assert saved.status_code == 201, saved.text
-    await sign_in(page, web)
     await start_and_wait(page, web)
 
     # where the author put them: side by side, not one under the other

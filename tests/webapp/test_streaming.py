@@ -39,8 +39,7 @@ async def test_streamed_tokens_show_in_the_block_panel(tmp_path, page):
             saved = await alice.post("/api/workflows", json={"id": "ask", "blocks": [
                 {"id": "answer", "type": "agent", "with": {"prompt": "How fast are refunds?"}}]})
             assert saved.status_code == 201, saved.text
-        await sign_in(page, live)
-        await page.goto(live.url + "/workflows/ask/run")
+        await sign_in(page, live, at="/workflows/ask/run")
         await page.get_by_role("button", name="Start the run").click()
         await page.wait_for_url(re.compile(r".*/runs/[0-9a-f]+$"))
         await page.locator("[data-block-id=answer][data-state=running]").click()

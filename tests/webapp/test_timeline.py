@@ -18,8 +18,7 @@ async def test_a_loops_blocks_are_drawn_per_pass_on_a_time_axis(web, page):
         ran = await alice.post("/api/workflows/loop-until/runs?wait=true", json={})
         assert ran.status_code == 200, ran.text
         run_id = ran.json()["run_id"]
-    await sign_in(page, web)
-    await page.goto(web.url + f"/runs/{run_id}")
+    await sign_in(page, web, at=f"/runs/{run_id}")
     await page.locator("[aria-label='Run status'] .status-succeeded").wait_for()
     timeline = page.get_by_label("Timeline")
     await timeline.locator("[data-timeline-block=result]").wait_for()
