@@ -117,9 +117,9 @@ def chat_messages(request: LLMRequest) -> list[dict[str, str]]:
         extra_system.append(_tools_prompt(request.tools))
     if request.response_format is not None:
         # the schema as it is: a shorter sketch of it (fields, types, ranges) cost
-        # the router, the chat and research one right answer each (issue 47,
-        # bench/RESULTS.md); what the grammar enforces need not be said twice by
-        # the block (the evaluator's guided schema)
+        # the router, the chat, research and build one right answer each (issue 47,
+        # bench/RESULTS.md); a block may still leave out what its own prompt says
+        # (the evaluator's guided schema)
         extra_system.append("Answer with JSON matching this schema: "
                             + json.dumps(request.response_format))
     out: list[dict[str, str]] = []
