@@ -88,10 +88,10 @@ def metrics_schema(metrics: list[Metric], described: bool = True) -> dict[str, A
     properties = {}
     for metric in metrics:
         low, high = metric.range
-        properties[metric_key(metric.name)] = {"type": "number", "minimum": low, "maximum": high}
+        score = properties[metric_key(metric.name)] = {"type": "number", "minimum": low,
+                                                        "maximum": high}
         if described:
-            properties[metric_key(metric.name)]["description"] = \
-                f"{metric.description} (score from {low:g} to {high:g})".strip()
+            score["description"] = f"{metric.description} (score from {low:g} to {high:g})".strip()
     return {"type": "object", "properties": properties, "required": list(properties),
             "additionalProperties": False}
 
