@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import shared_servers
+
 # Collecting imports ~5,000 modules (SDKs define thousands of classes) that live
 # for the whole run; Python's collector kept walking them all: ~1-2 s of each
 # worker's 8-10 s of collecting.  Rarely while collecting, then those objects
@@ -36,9 +38,15 @@ def pytest_configure(config):
     """Files go to the workers in collection order, which the hook below makes the
     longest first; xdist's own order (`--loadscope-reorder`, the most tests first)
     queued each file of one long test last, the run's tail (schemathesis, the real
-    model, Phoenix: the last worker ended 16-36 s after the first; now within ~1 s)."""
+    model, Phoenix: the last worker ended 16-36 s after the first; now within ~1 s).
+    The workers share one PostgreSQL of each kind (tests/shared_servers.py)."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    shared_servers.begin_run(config)
+
+
+def pytest_unconfigure(config):
+    shared_servers.end_run(config)
 
 
 def pytest_collection_modifyitems(items):

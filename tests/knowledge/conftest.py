@@ -11,19 +11,15 @@ import pytest
 
 from flowforge.knowledge.api import Knowledge, close_all
 from flowforge.knowledge.store import knowledge_store_from_url
-from tests.script_modules import script
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "examples" / "policies"
 
 
-def _pgvector_script():
-    return script("pgvector_server")
-
-
 @pytest.fixture(scope="session")
 def pgvector_url() -> str:
-    return _pgvector_script().shared_url()
+    from tests.shared_servers import pgvector_url
+    return pgvector_url()
 
 
 @pytest.fixture

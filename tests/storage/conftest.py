@@ -15,8 +15,8 @@ from flowforge.storage import storage_from_url
 
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
-    from flowforge.storage.testing import shared_url
-    return shared_url()
+    from tests.shared_servers import postgres_url
+    return postgres_url()
 
 
 @pytest.fixture

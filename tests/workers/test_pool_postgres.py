@@ -26,9 +26,10 @@ from tests.workers.test_pool_approvals import wait_doc
 
 @pytest.fixture
 async def postgres(tmp_path):
-    from flowforge.storage.testing import shared_url, temporary_schema
+    from flowforge.storage.testing import temporary_schema
+    from tests.shared_servers import postgres_url
 
-    with temporary_schema(shared_url(), "pool_") as url:
+    with temporary_schema(postgres_url(), "pool_") as url:
         storage = storage_from_url(url)
         await storage.open()
         try:
