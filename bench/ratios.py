@@ -37,6 +37,8 @@ FIGURES = {
     "recording": [("ratio_sqlite", "recorded / memory, SQLite (goal <= 1.5)"),
                   ("ratio_postgres", "recorded / memory, PostgreSQL (goal <= 2)"),
                   ("loop_cpu_sqlite_over_memory", "loop CPU SQLite / memory (goal <= 1.5)"),
+                  ("loop_cpu_floor_sqlite", "the same with only SQLite's statements added"),
+                  ("sqlite_statements_ms", "loop CPU ms a round in SQLite's statements"),
                   ("loop_cpu_ms_memory", "loop CPU ms a round, memory"),
                   ("loop_cpu_ms_sqlite", "loop CPU ms a round, SQLite"),
                   ("loop_cpu_ms_postgres", "loop CPU ms a round, PostgreSQL")],
