@@ -92,7 +92,7 @@ class _Turn(threading.local):
     `RunTracer.defer` collects them, `flush_traced_events` makes their spans
     after the turn, all runs' together.  The same span work done in one stretch
     a turn, not between every block's own steps, costs the event loop less CPU:
-    ~26 ms a round of 500 concurrent traced runs, about an eighth of what
+    26-32 ms a round of 500 concurrent traced runs, about an eighth of what
     tracing adds there (bench/RESULTS.md, "tracing's CPU outside the subscriber")."""
 
     def __init__(self) -> None:
