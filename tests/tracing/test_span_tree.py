@@ -148,3 +148,22 @@ async def test_a_run_started_inside_a_callers_span_is_its_child(provider):
     run = _spans(provider)["flowforge.run nested"][0]
     assert run.parent is not None and run.parent.span_id == outer.get_span_context().span_id
     assert run.context.trace_id == outer.get_span_context().trace_id
+
+
+async def test_runs_started_together_in_different_callers_spans_each_join_their_own(provider):
+    """Spans are made after the loop's turn, all runs' together: each run's span
+    still takes the context its run started in, not the one the turn ends in."""
+    document = {"id": "joined", "blocks": [{"id": "a", "type": "function", "with": {
+        "function": "trace_sleep", "args": {"seconds": 0.01}}}]}
+    caller = provider.get_tracer("caller")
+
+    async def handle(name: str) -> str:
+        with caller.start_as_current_span(name) as outer:
+            result = await flowforge.run(document, storage=False)
+            assert result.status == "succeeded"
+            return format(outer.get_span_context().span_id, "016x")
+
+    outers = await asyncio.gather(*(handle(f"request {i}") for i in range(4)))
+    runs = _spans(provider)["flowforge.run joined"]
+    assert sorted(format(run.parent.span_id, "016x") for run in runs) == sorted(outers)
+    assert all(run.context.trace_id == run.parent.trace_id for run in runs)

@@ -104,7 +104,7 @@ def new_run(compiled: CompiledWorkflow, inputs: dict[str, Any] | None, *, user: 
         tracer = tracer_for_run(run_obj.run_id, compiled.id, redactor(hidden_values(run_obj)),
                                 remote_parent=traceparent)
         run_obj.tracer = tracer
-        run_obj.bus.subscribe(tracer)
+        run_obj.bus.subscribe(tracer.defer)    # traced after the loop's turn
     if on_event is not None:
         run_obj.bus.observe(on_event)
     return run_obj
