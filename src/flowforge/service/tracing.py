@@ -28,6 +28,7 @@ import os
 import threading
 from typing import Any, Callable
 
+from flowforge.engine.events import STOP_EVENTS
 from flowforge.model_strings import parse_model
 
 __all__ = ["RunTracer", "tracer_for_run", "use_tracer_provider", "tracing_enabled",
@@ -214,7 +215,7 @@ class RunTracer:
         events = turn.events
         events.append(event)
         kind = event["type"]
-        if kind in _STOPS:
+        if kind in STOP_EVENTS:       # the run's spans are all ended when it returns
             flush_traced_events()
             return
         if kind == "run_started":            # its parent is the publisher's context
@@ -466,9 +467,6 @@ class RunTracer:
 _SETTLED = {"block_succeeded": "succeeded", "block_failed": "failed",
             "block_skipped": "skipped", "block_cancelled": "cancelled",
             "block_waiting": "waiting"}
-
-# the events after which a run's spans are all ended (`RunTracer.defer`)
-_STOPS = frozenset({"run_finished", "run_waiting"})
 
 # any other event type -> its handler: one dictionary look-up per event
 _HANDLERS: dict[str, Callable[[RunTracer, dict[str, Any]], None]] = {
