@@ -82,6 +82,19 @@ class KnowledgeBlock(BlockType):
         return []
 
     @classmethod
+    def mirrors(cls, spec: Any) -> tuple[str, str, str, tuple[str, ...]] | None:
+        """A base named as written, made to mirror its `sources:` (each as
+        the sync names it: `./policies/` is `policies`)."""
+        from flowforge.knowledge.sync import source_label
+
+        name, sources = spec.with_.get("knowledge_base"), spec.with_.get("sources")
+        if not isinstance(name, str) or "{{" in name or not isinstance(sources, list) or \
+                not sources or not all(isinstance(source, str) for source in sources):
+            return None
+        return ("knowledge base", name, "sources",
+                tuple(sorted({source_label(source) for source in sources})))
+
+    @classmethod
     async def run(cls, context: BlockContext, config: KnowledgeConfig) -> Any:
         from flowforge.knowledge.api import knowledge_for
         from flowforge.knowledge.injection import screen_results, withheld_event

@@ -55,6 +55,7 @@ def compile_workflow(doc: Workflow, block_types: Mapping[str, Any],
     compiler = _Compiler(doc, block_types, problems, set(all_ids))
     graph = compiler.compile_scope(doc.blocks, "", outer={}, in_container=False)
     problems.extend(secret_sinks.sink_problems(doc, block_types))     # secrets: sinks only
+    problems.extend(_mirror_problems(doc, block_types))
     if not problems:
         compiler.check_cycles(graph, "")
     graph.warnings.extend(qualified)
@@ -377,6 +378,33 @@ class _Compiler:
 
 
 _JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+
+
+def _mirror_problems(doc: Workflow, block_types: Mapping[str, Any]) -> list[Problem]:
+    """Two blocks that make one store mirror different declarations (two
+    knowledge blocks syncing one base from different `sources:`): at every run
+    each sync would remove what the other stored, and a search would find
+    only what the last sync left."""
+    first: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+    problems: list[Problem] = []
+    for where, spec in doc.iter_blocks():
+        kind = block_types.get(spec.type or "")
+        try:
+            mirrored = kind.mirrors(spec) if kind is not None else None
+        except Exception:  # noqa: BLE001 - a malformed config is located by its own check
+            mirrored = None
+        if mirrored is None:
+            continue
+        store, name, field, declared = mirrored
+        seen = first.setdefault((store, name), (spec.id, declared))
+        if seen[1] != declared:
+            problems.append(Problem(
+                f"{where}.with.{field}",
+                f"blocks '{seen[0]}' and '{spec.id}' both make {store} '{name}' mirror "
+                f"their `{field}:`, and they differ ({', '.join(seen[1])} against "
+                f"{', '.join(declared)}): at every run each would remove what the other "
+                f"stored; give both the same `{field}:`, or give each a {store} of its own"))
+    return problems
 
 
 def _trigger_input_problems(doc: Any) -> list[Problem]:
