@@ -84,7 +84,12 @@ async def add_from_palette(page: Any, kind: str) -> None:
 
 
 async def rename(page: Any, block: str, to: str) -> None:
-    await node(page, block).click()
+    """Select the block from the keyboard (focus it, Enter) and rename it in its form.
+    A mouse click was lost under load: the canvas moved between the button going
+    down on the block and coming up on another one (recorded: pointerdown on
+    `redo`, pointerup on `send`), so nothing was selected."""
+    await node(page, block).focus()
+    await page.keyboard.press("Enter")
     field = page.get_by_role("form", name=f"Settings of {block}").get_by_label("id", exact=True)
     await field.fill(to)
     await field.press("Enter")
