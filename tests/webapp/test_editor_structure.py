@@ -85,9 +85,12 @@ async def add_from_palette(page: Any, kind: str) -> None:
 
 async def rename(page: Any, block: str, to: str) -> None:
     """Select the block from the keyboard (focus it, Enter) and rename it in its form.
-    A mouse click was lost under load: the canvas moved between the button going
-    down on the block and coming up on another one (recorded: pointerdown on
-    `redo`, pointerup on `send`), so nothing was selected."""
+    With the form docked the canvas is ~430 px wide and some blocks lie beyond its
+    visible part: a mouse click made Playwright scroll the canvas to reach the block,
+    React Flow scrolled it back (it keeps its pane unscrolled), and under load that
+    came between the button going down on `redo` and coming up on `send` (both
+    recorded), so nothing was selected.  A person pans to a block they cannot see;
+    the keyboard reaches it wherever it lies."""
     await node(page, block).focus()
     await page.keyboard.press("Enter")
     field = page.get_by_role("form", name=f"Settings of {block}").get_by_label("id", exact=True)
