@@ -1,7 +1,8 @@
 """Fixtures for the knowledge tests: every conformance test runs on SQLite
 and on a throwaway PostgreSQL with pgvector (scripts/pgvector_server.py,
-started once per session on 127.0.0.1 and stopped at the end); each
-PostgreSQL test gets a schema of its own."""
+started once per test run on 127.0.0.1, shared by the pytest workers and
+stopped at the end: tests/shared_servers.py); each PostgreSQL test gets a
+schema of its own."""
 
 from __future__ import annotations
 

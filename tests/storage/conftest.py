@@ -1,7 +1,8 @@
 """The `storage` fixture: every conformance test runs once per back end.
 
 PostgreSQL is a throwaway server started by `scripts/postgres.sh` logic
-(`flowforge.storage.testing`) once per test session; each test gets a schema
+(`flowforge.storage.testing`) once per test run, shared by the pytest workers
+(tests/shared_servers.py); each test gets a schema
 of its own, so tests never see each other's rows and every test also
 exercises the migrations on an empty database."""
 
