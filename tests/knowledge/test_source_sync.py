@@ -90,6 +90,27 @@ async def test_a_deleted_file_leaves_the_base_and_other_documents_stay(kb, tmp_p
     names = {d.name for d in await kb.documents("policies")}
     assert "Refund Policy" not in names and {"gift cards", "hours", "Privacy Policy"} <= names
     assert all(r["documentName"] != "Refund Policy" for r in result.results["search"]["results"])
+    assert event["report"]["undeclared"] == []          # a file of a declared source: no warning
+    assert not [e for e in result.events if e["type"] == "warning"]
+
+
+async def test_a_workflow_syncing_the_base_from_other_sources_says_what_it_undid(kb, tmp_path):
+    project = tmp_path / "project"
+    support = _clone(project)
+    (project / "faq").mkdir()
+    (project / "faq" / "hours.md").write_text("# Opening hours\n\nThe shop opens at nine.\n")
+    other = project / "faq.yaml"
+    other.write_text(WORKFLOW.replace("id: support-sync", "id: faq-sync")
+                     .replace("sources: [policies]", "sources: [faq]"))
+    await _ask(kb, support)
+    result = await _ask(kb, other, "When do you open?")
+    assert _sync_report(result)["report"]["undeclared"] == ["policies"]
+    [warning] = [e for e in result.events if e["type"] == "warning"]
+    assert warning["block_id"] == "search"
+    assert "knowledge base 'policies': removed the documents synced from policies, which " \
+           "this block's `sources:` do not declare" in warning["message"]
+    assert "give each workflow a knowledge base of its own" in warning["message"]
+    assert {d.name for d in await kb.documents("policies")} == {"hours"}
 
 
 async def test_a_base_synced_by_absolute_paths_migrates_without_duplicates(kb, tmp_path):

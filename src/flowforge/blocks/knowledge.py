@@ -148,6 +148,12 @@ async def _sync_sources(context: BlockContext, knowledge: Any, config: Knowledge
                                      f"{len(paths)} source(s): {len(report.added)} added, "
                                      f"{len(report.updated)} updated, {len(report.removed)} "
                                      f"removed", report=_report(report))
+    if report.undeclared:
+        context.emit("warning", message=(
+            f"knowledge base '{config.knowledge_base}': removed the documents synced from "
+            f"{', '.join(report.undeclared)}, which this block's `sources:` do not declare. "
+            f"If another workflow syncs this base from them, each run of either undoes the "
+            f"other's: give each workflow a knowledge base of its own"))
 
 
 def _report(report: Any) -> Any:

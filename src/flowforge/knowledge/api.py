@@ -35,7 +35,8 @@ from flowforge.knowledge.embeddings import Embedder, get_embedder, normalise_mod
 from flowforge.knowledge.ingest import (SourceDocument, fetch_url, load_paths, normalise_tags)
 from flowforge.knowledge.store import (DocumentInfo, KnowledgeBase, KnowledgeStore, NewChunk,
                                        default_knowledge_url, knowledge_store_from_url)
-from flowforge.knowledge.sync import is_file_path, load_sources, plan_sync, synced_twin
+from flowforge.knowledge.sync import (is_file_path, load_sources, plan_sync, synced_twin,
+                                     undeclared_sources)
 
 __all__ = ["Knowledge", "AddReport", "open_knowledge", "close_all", "knowledge_for"]
 
@@ -51,6 +52,9 @@ class AddReport:
     empty: list[str] = field(default_factory=list)
     #: synced documents whose file is gone from the declared sources (`sync_paths`)
     removed: list[str] = field(default_factory=list)
+    #: where removed documents had been synced from, when this sync does not declare
+    #: it: a source taken off the list, or another workflow's syncing the same base
+    undeclared: list[str] = field(default_factory=list)
     chunks: int = 0
     embedded: int = 0
 
@@ -160,6 +164,7 @@ class Knowledge:
         if plan.remove:
             await self.store.delete_documents(name, [doc.id for doc in plan.remove])
             report.removed = [doc.name for doc in plan.remove]
+            report.undeclared = undeclared_sources(plan.remove, roots)
         return report
 
     async def add_url(self, name: str, url: str, tags: Mapping[str, Any] | None = None, *,

@@ -30,7 +30,7 @@ from flowforge.knowledge.ingest import SourceDocument, load_path
 from flowforge.knowledge.store import DocumentInfo
 
 __all__ = ["source_label", "load_sources", "SyncPlan", "plan_sync", "synced_twin",
-           "is_file_path"]
+           "is_file_path", "undeclared_sources"]
 
 
 def source_label(written: str | Path) -> str:
@@ -93,6 +93,18 @@ def plan_sync(loaded: list[tuple[str, SourceDocument]], hashes: Mapping[str, str
     wanted = {doc.source for _, doc in loaded}
     plan.remove += [doc for doc in existing if doc.synced and doc.source not in wanted]
     return plan
+
+
+def undeclared_sources(removed: list[DocumentInfo], sources: Mapping[str, Path]) -> list[str]:
+    """Where the synced documents of `removed` came from, for those that lie
+    under none of `sources`' labels: a sync that removes them is either told a
+    source was taken off its list or, every run, undoing another workflow's
+    sync of the same base; the caller says so rather than only counting."""
+    labels = [label.rstrip("/") for label in sources]
+    return sorted({doc.source.rsplit("/", 1)[0] for doc in removed
+                   if doc.synced and not is_file_path(doc.source)
+                   and not any(doc.source.startswith(label + "/") or doc.source == label
+                               for label in labels)})
 
 
 def synced_twin(source: str, digest: str, synced: list[DocumentInfo]) -> DocumentInfo | None:
