@@ -182,9 +182,10 @@ class BlockType:
     def mirrors(cls, spec: BlockSpec) -> tuple[str, str, str, tuple[str, ...]] | None:
         """What this block makes mirror its declaration at every run, as
         (the kind of store, its name, the field of `with` that declares it,
-        the declaration): a knowledge base and its `sources:`.  Two blocks of one document that
-        make one store mirror different declarations would each undo what the
-        other stored, so validation refuses them.  None: it mirrors nothing."""
+        the declaration): a knowledge base and its `sources:`.  Two blocks of
+        one document that make one store mirror different declarations would
+        each undo what the other stored, so validation refuses them.  None: it
+        mirrors nothing."""
         return None
 
     @classmethod
