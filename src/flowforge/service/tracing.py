@@ -220,7 +220,9 @@ class RunTracer:
             return
         if kind == "run_started":            # its parent is the publisher's context
             self._started_in = self._parent_now()
-        if len(events) == 1:                 # the first since the last flush
+        # the first since the last flush, or the first on this loop after one that
+        # closed with events queued (its flush never ran)
+        if len(events) == 1 or turn.loop is not None and turn.loop.is_closed():
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:             # no loop here: traced now
