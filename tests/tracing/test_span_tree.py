@@ -169,20 +169,22 @@ async def test_runs_started_together_in_different_callers_spans_each_join_their_
     assert all(run.context.trace_id == run.parent.trace_id for run in runs)
 
 
-def test_events_queued_when_their_loop_ends_are_traced_first_on_the_next(provider):
+def test_events_queued_when_their_loop_ends_are_traced_at_the_next_loops_first_turn(provider):
     """A run's events wait for the end of the loop's turn; a loop that stops
-    before that turn ends (a program's `asyncio.run` returning) leaves them
-    queued, and the next loop of the thread traces them, in order, before its own."""
-    tracer = tracing.tracer_for_run("r-queued", "queued", lambda data: data)
+    before that turn (a program's `asyncio.run` returning mid-run) leaves them
+    queued, and the next loop of the thread traces them, in order, at its first
+    turn, not only when one of its runs ends."""
     start = 1_700_000_000.0
 
-    def event(kind: str, seq: int, at: float, **more) -> dict:
-        return {"type": kind, "run_id": "r-queued", "seq": seq, "time": start + at, **more}
+    def event(run: str, kind: str, seq: int, at: float, **more) -> dict:
+        return {"type": kind, "run_id": run, "seq": seq, "time": start + at, **more}
+
+    first = tracing.tracer_for_run("r-first", "first", lambda data: data)
 
     async def first_loop() -> None:
-        tracer.defer(event("run_started", 1, 0.0))
-        tracer.defer(event("block_started", 2, 0.001, block_id="a", block_type="set"))
-        tracer.defer(event("block_succeeded", 3, 0.002, block_id="a"))
+        first.defer(event("r-first", "run_started", 1, 0.0))
+        first.defer(event("r-first", "block_started", 2, 0.001, block_id="a", block_type="set"))
+        first.defer(event("r-first", "block_succeeded", 3, 0.002, block_id="a"))
         asyncio.get_running_loop().stop()           # before the turn that would trace them
 
     loop = asyncio.new_event_loop()
@@ -192,20 +194,21 @@ def test_events_queued_when_their_loop_ends_are_traced_first_on_the_next(provide
         loop.close()
     assert provider.exporter.get_finished_spans() == ()     # still queued
 
+    second = tracing.tracer_for_run("r-second", "second", lambda data: data)
+
     async def next_loop() -> None:
-        tracer.defer(event("block_started", 4, 0.003, block_id="b", block_type="set"))
-        await asyncio.sleep(0)                      # this loop's turn ends: all traced
+        second.defer(event("r-second", "run_started", 1, 0.010))
+        await asyncio.sleep(0)                      # this loop's first turn ends
         assert [span.name for span in provider.exporter.get_finished_spans()] == \
             ["flowforge.block a"]
-        tracer.defer(event("block_succeeded", 5, 0.004, block_id="b"))
-        tracer.defer(event("run_finished", 6, 0.005, status="succeeded"))
+        first.defer(event("r-first", "run_finished", 4, 0.003, status="succeeded"))
+        second.defer(event("r-second", "run_finished", 2, 0.011, status="succeeded"))
 
     asyncio.run(next_loop())
     spans = _spans(provider)
-    block, run = spans["flowforge.block a"][0], spans["flowforge.run queued"][0]
-    assert _parent_of(block, spans) == "flowforge.run queued"
+    block, run = spans["flowforge.block a"][0], spans["flowforge.run first"][0]
+    assert _parent_of(block, spans) == "flowforge.run first"
     assert (block.start_time, block.end_time) == (int((start + 0.001) * 1e9),
                                                  int((start + 0.002) * 1e9))
-    assert (run.start_time, run.end_time) == (int(start * 1e9), int((start + 0.005) * 1e9))
-    assert _parent_of(spans["flowforge.block b"][0], spans) == "flowforge.run queued"
-    assert run.attributes["flowforge.status"] == "succeeded"
+    assert (run.start_time, run.end_time) == (int(start * 1e9), int((start + 0.003) * 1e9))
+    assert spans["flowforge.run second"][0].attributes["flowforge.status"] == "succeeded"

@@ -218,11 +218,13 @@ class RunTracer:
         if kind in STOP_EVENTS:       # the run's spans are all ended when it returns
             flush_traced_events()
             return
+        stale = False
         if kind == "run_started":            # its parent is the publisher's context
             self._started_in = self._parent_now()
-        # the first since the last flush, or the first on this loop after one that
-        # closed with events queued (its flush never ran)
-        if len(events) == 1 or turn.loop is not None and turn.loop.is_closed():
+            # a run lives on one loop: the first run on this one may find events a
+            # loop that closed before its flush's turn left queued
+            stale = turn.loop is not None and turn.loop.is_closed()
+        if len(events) == 1 or stale:        # (else a flush is due after this turn)
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:             # no loop here: traced now
