@@ -100,11 +100,9 @@ def undeclared_sources(removed: list[DocumentInfo], sources: Mapping[str, Path])
     under none of `sources`' labels: a sync that removes them is either told a
     source was taken off its list or, every run, undoing another workflow's
     sync of the same base; the caller says so rather than only counting."""
-    labels = [label.rstrip("/") for label in sources]
     return sorted({doc.source.rsplit("/", 1)[0] for doc in removed
                    if doc.synced and not is_file_path(doc.source)
-                   and not any(doc.source.startswith(label + "/") or doc.source == label
-                               for label in labels)})
+                   and all(_rest(doc.source, label) is None for label in sources)})
 
 
 def synced_twin(source: str, digest: str, synced: list[DocumentInfo]) -> DocumentInfo | None:
