@@ -155,8 +155,7 @@ class Knowledge:
         await self.get(name)
         roots = {label: Path(path) for label, path in sources.items()}
         loaded = await asyncio.to_thread(load_sources, roots, normalise_tags(tags))
-        plan = plan_sync(loaded, {doc.source: _hash(doc) for _, doc in loaded}, roots,
-                         await self.store.list_documents(name))
+        plan = plan_sync(loaded, _hash, roots, await self.store.list_documents(name))
         for document_id, source in plan.adopt:
             await self.store.mark_synced(name, document_id, source)
         report = await self.add_documents(name, [doc for _, doc in loaded], progress,

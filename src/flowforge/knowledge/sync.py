@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Mapping
+from typing import Callable, Mapping
 
 from flowforge.knowledge.ingest import SourceDocument, load_path
 from flowforge.knowledge.store import DocumentInfo
@@ -60,10 +60,12 @@ class SyncPlan:
     remove: list[DocumentInfo] = field(default_factory=list)
 
 
-def plan_sync(loaded: list[tuple[str, SourceDocument]], hashes: Mapping[str, str],
+def plan_sync(loaded: list[tuple[str, SourceDocument]], digest: Callable[[SourceDocument], str],
               sources: Mapping[str, Path], existing: list[DocumentInfo]) -> SyncPlan:
-    """The plan for syncing `loaded` (load_sources' answer; `hashes` by source)
-    into a base holding `existing` (see the module docstring)."""
+    """The plan for syncing `loaded` (load_sources' answer) into a base holding
+    `existing` (see the module docstring); `digest(doc)` is a document's content
+    hash, asked only while documents stored by absolute path are left to take over
+    (adding hashes every document again)."""
     by_source = {doc.source: doc for doc in existing}
     legacy = [doc for doc in existing if not doc.synced and is_file_path(doc.source)]
     roots = {label: Path(path).resolve() for label, path in sources.items()}
@@ -79,9 +81,10 @@ def plan_sync(loaded: list[tuple[str, SourceDocument]], hashes: Mapping[str, str
             continue
         here = _slashes(str(roots[label])) + rest
         tail = f"/{roots[label].name}{rest}"
+        content_hash = digest(doc)
         same = [old for old in legacy if old.id not in taken and (
             _slashes(old.source) == here
-            or old.content_hash == hashes[doc.source] and _slashes(old.source).endswith(tail))]
+            or old.content_hash == content_hash and _slashes(old.source).endswith(tail))]
         if not same:
             continue
         same.sort(key=lambda old: _slashes(old.source) != here)    # the file itself first
