@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import weakref
 from typing import Any, Awaitable, Callable, Iterable
 
 from flowforge.errors import StorageError
+from flowforge.storage import seconds_setting
 from flowforge.storage.base import LeaseLost, Storage
 from flowforge.storage.grouping import WriteFuture
 
@@ -60,18 +60,7 @@ CUT_OFF = "cut off: the run's database was unreachable"
 
 def retry_seconds() -> float:
     """FLOWFORGE_STORE_RETRY_SECONDS, checked (StorageError naming the fix)."""
-    raw = os.environ.get(RETRY_ENV, "").strip()
-    if not raw:
-        return 30.0
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise StorageError(f"{RETRY_ENV}={raw!r} is not a number of seconds: set it to how "
-                           f"long a run waits for its database to come back, e.g. "
-                           f"{RETRY_ENV}=30")
-    return value
+    return seconds_setting(RETRY_ENV, 30.0, "a run waits for its database to come back")
 
 
 class StoreUnreachable(StorageError):

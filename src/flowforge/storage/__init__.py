@@ -13,7 +13,8 @@ from platformdirs import user_data_dir
 from flowforge.errors import BadDatabaseURL, StorageError
 from flowforge.storage.base import Migration, Storage
 
-__all__ = ["Migration", "Storage", "default_database_url", "storage_from_url"]
+__all__ = ["Migration", "Storage", "default_database_url", "seconds_setting",
+           "storage_from_url"]
 
 
 def default_database_url() -> str:
@@ -21,6 +22,23 @@ def default_database_url() -> str:
     if url:
         return url
     return f"sqlite:///{Path(user_data_dir('flowforge')) / 'flowforge.db'}"
+
+
+def seconds_setting(name: str, default: float, waits: str) -> float:
+    """The environment variable `name` as a number of seconds, `default` when
+    unset; StorageError naming the fix when it is not one (`waits`: what it
+    says, "a run waits for its database to come back")."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise StorageError(f"{name}={raw!r} is not a number of seconds: set it to how "
+                           f"long {waits}, e.g. {name}={default:g}")
+    return value
 
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")

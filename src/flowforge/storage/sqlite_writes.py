@@ -19,12 +19,12 @@ waited that long does ("database is locked").
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 from functools import lru_cache
 from typing import Callable
 
 from flowforge.errors import StorageError
+from flowforge.storage import seconds_setting
 from flowforge.storage.base import BLOCK_FIELDS, RUN_FIELDS, LeaseLost, conflicting_events
 from flowforge.storage.encoding import dumps_utf8_each, same_json
 from flowforge.storage.grouping import (IDEMPOTENCY_INDEX, Statements, Step, Write,
@@ -42,18 +42,10 @@ BUSY_ENV = "FLOWFORGE_SQLITE_BUSY_SECONDS"
 
 def busy_seconds() -> float:
     """FLOWFORGE_SQLITE_BUSY_SECONDS, checked (StorageError naming the fix)."""
-    raw = os.environ.get(BUSY_ENV, "").strip()
-    if not raw:
-        return BUSY_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise StorageError(f"{BUSY_ENV}={raw!r} is not a number of seconds: set it to how "
-                           f"long a write waits for another process to release a SQLite "
-                           f"file's lock, e.g. {BUSY_ENV}={BUSY_SECONDS:g}")
-    return value
+    return seconds_setting(BUSY_ENV, BUSY_SECONDS, "a write waits for another process to "
+                                                   "release a SQLite file's lock")
+
+
 #: Most bytes of events one group commits; the rest commit on the next loop turns,
 #: in order, so that other work (a `/health`, another run's step) runs between.
 GROUP_BYTES = 2_000_000
