@@ -455,18 +455,17 @@ def test_every_code_block_of_the_guides_runs(page, tmp_path, flowforge_bin):
     setting the page names may be given a quicker value (PAGE_ENV)."""
     from tests.test_readme import claims
 
+    text, page_env = page.read_text(), PAGE_ENV.get(str(page.relative_to(DOCS)), {})
+    assert all(f"`{name}`" in text for name in page_env), page.name
     env = {**os.environ, "PATH": f"{flowforge_bin}:{Path(sys.executable).parent}:"
                                  f"{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200",
            "FLOWFORGE_DATABASE_URL": f"sqlite:///{tmp_path / 'flowforge.db'}",
            "FLOWFORGE_KNOWLEDGE_URL": f"sqlite:///{tmp_path / 'knowledge.db'}",
-           "FLOWFORGE_SECRET_KEY_FILE": str(tmp_path / "secret.key"),
-           **PAGE_ENV.get(str(page.relative_to(DOCS)), {})}
-    assert all(f"`{name}`" in page.read_text()
-               for name in PAGE_ENV.get(str(page.relative_to(DOCS)), {})), page.name
+           "FLOWFORGE_SECRET_KEY_FILE": str(tmp_path / "secret.key"), **page_env}
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     last_output = None
-    for marked, language, info, body in FENCE.findall(page.read_text()):
+    for marked, language, info, body in FENCE.findall(text):
         title = re.search(r'title="([^"]+)"', info)
         if marked:
             assert claims(str(page.relative_to(ROOT)), body), \
