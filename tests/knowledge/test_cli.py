@@ -81,3 +81,21 @@ def test_remove_takes_the_document_as_kb_docs_shows_it(kb_cli, tmp_path):
     assert [d["name"] for d in left] == ["shipping"]
     assert kb_cli("remove", "notes", "--document", "SHIPPING").exit_code == 0
     assert json.loads(kb_cli("docs", "notes", "--json").output) == []
+
+
+def test_remove_by_id_removes_that_document_only(kb_cli, tmp_path):
+    """`kb docs` shows each document's id first; `kb remove BASE ID` removes that
+    one, not also a document whose name or file name is the same digits."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "refunds.md").write_text("Refunds are paid within 30 days.\n")
+    assert kb_cli("create", "notes").exit_code == 0
+    assert kb_cli("add", "notes", str(folder / "refunds.md")).exit_code == 0
+    (refunds,) = json.loads(kb_cli("docs", "notes", "--json").output)
+    (folder / f"{refunds['id']}.txt").write_text("Chapter two of the handbook.\n")
+    assert kb_cli("add", "notes", str(folder / f"{refunds['id']}.txt")).exit_code == 0
+    removed = kb_cli("remove", "notes", str(refunds["id"]))
+    assert removed.exit_code == 0, removed.output
+    assert "removed 1 document(s) from 'notes': refunds" in removed.output
+    left = json.loads(kb_cli("docs", "notes", "--json").output)
+    assert [d["name"] for d in left] == [str(refunds["id"])]

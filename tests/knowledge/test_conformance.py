@@ -73,6 +73,18 @@ async def test_deleting_a_document_removes_its_chunks_and_vectors(kb):
     assert (await kb.get("notes")).chunks == 1
 
 
+async def test_removing_documents_by_id_removes_exactly_those(kb):
+    """An id is not also a name: removing document 1 leaves a document named "1"."""
+    await kb.create("notes")
+    await kb.add_text("notes", "The office cat is called Biscuit.", document_name="cat")
+    (cat,) = await kb.documents("notes")
+    await kb.add_text("notes", "Invoices are due within fourteen days.",
+                      document_name=str(cat.id))
+    assert await kb.remove_documents("notes", [cat.id]) == 1
+    assert [d.name for d in await kb.documents("notes")] == [str(cat.id)]
+    assert await kb.remove_documents("notes", [cat.id]) == 0
+
+
 def _corpus():
     """40 refund notes tagged team=billing, 6 unrelated notes tagged team=garden."""
     billing = [(f"billing-{i}", f"Refund request {i}: the customer wants their money back "

@@ -117,6 +117,15 @@ async def test_delete_a_document_and_a_base_of_ones_own_only(kb_server, gate_spy
         assert ("check_kb_id", "notes") in gate_spy
         left = (await alice.get("/api/knowledge/notes/documents")).json()["documents"]
         assert [d["name"] for d in left] == ["b.md"]
+        # an id is not a name: deleting document N leaves the document named "N"
+        digits = str(left[0]["id"])
+        named = await alice.post("/api/knowledge/notes/documents",
+                                 json={"name": digits, "text": f"named: {NOTE}"})
+        assert named.status_code == 201, named.text
+        by_id = await alice.delete(f"/api/knowledge/notes/documents/{digits}")
+        assert by_id.status_code == 204, by_id.text
+        left = (await alice.get("/api/knowledge/notes/documents")).json()["documents"]
+        assert [d["name"] for d in left] == [digits]
         again = await alice.delete(f"/api/knowledge/notes/documents/{first['id']}")
         assert again.status_code == 404 and "no document" in again.json()["error"]["message"]
         hits = (await alice.post("/api/knowledge/notes/search", json={"query": "a.md"})).json()

@@ -214,13 +214,15 @@ def docs(name: str = typer.Argument(..., help="Knowledge base."),
 
 
 def matching_documents(documents: list[Any], wanted: str) -> list[Any]:
-    """The documents `wanted` names: its name as `kb docs` shows it, its
-    source, or its id; else its file name (`refunds.md`); else its name or
-    file name in any case.  Empty when nothing matches."""
+    """The documents `wanted` names: its id as `kb docs` shows it (ids are
+    unique: that document only, even when another is named with the same
+    digits); else its name or source; else its file name (`refunds.md`); else
+    its name or file name in any case.  Empty when nothing matches."""
     from pathlib import PurePath
 
     wanted = wanted.strip()
-    rules = (lambda d: wanted in (d.name, d.source, str(d.id)),
+    rules = (lambda d: wanted == str(d.id),
+             lambda d: wanted in (d.name, d.source),
              lambda d: wanted in (PurePath(d.source).name, PurePath(d.source).stem),
              lambda d: wanted.casefold() in (d.name.casefold(),
                                              PurePath(d.source).name.casefold()))
@@ -251,8 +253,8 @@ def remove(name: str = typer.Argument(..., help="Knowledge base."),
             return await kb.delete(name)
         documents = await kb.documents(name)
         found = matching_documents(documents, document)
-        for doc in found:
-            await kb.remove(name, str(doc.id))
+        if found:
+            await kb.remove_documents(name, [doc.id for doc in found])
         return found, documents
 
     result = _run(go)

@@ -134,9 +134,16 @@ class Knowledge:
         return await self.store.list_documents(name)
 
     async def remove(self, name: str, document: str) -> int:
-        """Delete documents by name, source or id; returns how many."""
+        """Delete documents by name, source or id; returns how many.  A caller
+        that knows which documents it means (an id from a listing, a route's
+        path) uses `remove_documents`: here "3" is also every document named 3."""
         await self.get(name)
         return await self.store.delete_document(name, document)
+
+    async def remove_documents(self, name: str, ids: list[int]) -> int:
+        """Delete exactly the documents with these ids; returns how many."""
+        await self.get(name)
+        return await self.store.delete_documents(name, ids)
 
     # -- adding -----------------------------------------------------------------------------
     async def add_paths(self, name: str, paths: Iterable[str | Path],

@@ -134,6 +134,9 @@ class UserKnowledge:
     async def remove(self, name: str, document: str) -> int:
         return await self.knowledge.remove(await self._writable(name), document)
 
+    async def remove_documents(self, name: str, ids: list[int]) -> int:
+        return await self.knowledge.remove_documents(await self._writable(name), ids)
+
     async def add_paths(self, name: str, paths: Iterable[Any],
                         tags: Mapping[str, Any] | None = None, progress: Any = None) -> Any:
         return await self.knowledge.add_paths(await self._writable(name), paths, tags, progress)

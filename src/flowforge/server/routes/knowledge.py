@@ -173,7 +173,7 @@ async def delete_document(request: Request, name: str, document_id: int, user: C
     await _own(knowledge, name)
     if not any(doc.id == document_id for doc in await knowledge.documents(name)):
         raise ApiError(404, f"knowledge base '{name}' has no document {document_id}")
-    await knowledge.remove(name, str(document_id))
+    await knowledge.remove_documents(name, [document_id])
     return Response(status_code=204)
 
 
