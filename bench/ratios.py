@@ -11,9 +11,12 @@ One figure from one process said little on the VM these were first measured
 on: the same tree gave 1.66 and 2.90 a few minutes apart.  The causes this
 prints beside the figures are the ones that differ between machines and
 minutes: the CPU model, the clock source and its resolution (a VM without a
-stable TSC pays a system call per timer read), the Python build (PGO/LTO),
-the C library's allocator, and the steal time (a busy neighbour on the host
-takes cycles that the load average never shows).  Each tree runs its own
+stable TSC pays a system call per timer read), the Python build (PGO/LTO, a
+shared libpython), the C library's allocator, and the steal time (a busy
+neighbour on the host takes cycles that the load average never shows).  The
+recorded / memory walls also follow the CPU's speed itself: a recorded round
+is CPU-bound and an in-memory one mostly sleeps, so a faster core lowers the
+wall ratio while the loop-CPU ratio stays (bench/RESULTS.md, seventh session).  Each tree runs its own
 bench files, so an old clone is measured with its own benches.
 """
 
@@ -68,9 +71,25 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "clocksource": clocksource,
             "perf_counter": time.get_clock_info("perf_counter").implementation,
             "python": platform.python_version(),
+            # (a distribution that runs the PGO step itself, as Debian does, shows
+            # false here: its own notes say what it built with)
             "pgo": "--enable-optimizations" in config, "lto": "--with-lto" in config,
+            # an interpreter calling its own core through a shared libpython (pyenv's,
+            # `--enable-shared`) ran pure-Python tests 5-23 % slower here than
+            # Debian's, which links it into the executable
+            "libpython_shared": _libpython_shared(),
+            "build_opt": sysconfig.get_config_var("OPT") or "",
             "libc": "-".join(platform.libc_ver()),
             "pythonmalloc": os.environ.get("PYTHONMALLOC", "default")}
+
+
+def _libpython_shared() -> bool | None:
+    """Whether this interpreter runs its core from libpython*.so (a mapped file)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libpython" in line for line in maps)
+    except OSError:
+        return None
 
 
 def _cpu_ticks() -> tuple[int, int]:
