@@ -6,6 +6,7 @@ exercised over real sockets, as a client would."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import time
@@ -94,21 +95,77 @@ async def start_server(url: str, webhook_client: httpx.AsyncClient | None = None
     return live, stop
 
 
+def serve_process(argv: list[str], env: dict[str, str], attempts: int = 3
+                  ) -> tuple[subprocess.Popen, str]:
+    """`argv` (a `flowforge serve` command line) with `--port` on a free loopback
+    port, once it answers /health itself: (process, base URL).  A port found
+    free is free only until someone binds it: with four workers starting
+    servers, another test's server took one between the pick and this
+    server's bind, answered /health in its place, and the test sent its
+    requests there (30 times 401).  Then another port is tried."""
+    for _ in range(attempts):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        process = subprocess.Popen([*argv, "--port", str(port)], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_healthy(process, url)
+            return process, url
+        except PortTaken:
+            continue
+    pytest.fail(f"{attempts} free ports were each taken by another server before "
+                f"`{' '.join(argv)}` bound them")
+
+
+class PortTaken(Exception):
+    """Another process listens on the port the server was started on."""
+
+
 def wait_healthy(process: subprocess.Popen, url: str, seconds: float = 30.0) -> None:
-    """Wait until a `flowforge serve` process answers /health; fail the test,
-    with what it wrote to a piped stderr, if it exits or is not up in time."""
+    """Wait until a `flowforge serve` process answers /health on the port of
+    `url` (a /health from another process on that port does not count); fail
+    the test, with what it wrote to a piped stderr, if it exits or is not up in
+    time; PortTaken when it exits because another process holds the port."""
     deadline = time.monotonic() + seconds
+    port = int(url.rsplit(":", 1)[1])
     while True:
         if process.poll() is not None:
             said = process.stderr.read().decode()[-2000:] if process.stderr else ""
+            if "already in use" in said:
+                raise PortTaken(said)
             pytest.fail(f"the server exited before it answered /health: {said}")
         try:
-            if httpx.get(f"{url}/health", timeout=2, verify=verified_context()).status_code == 200:
+            answer = httpx.get(f"{url}/health", timeout=2, verify=verified_context())
+            if answer.status_code == 200 and _listens(process.pid, port):
                 return
         except httpx.HTTPError:
             pass
         assert time.monotonic() < deadline, f"the server did not start within {seconds} s"
         time.sleep(0.1)
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a socket listening on TCP `port` (Linux's /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:             # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port \
+                        and inode in inodes:
+                    return True
+    return False
 
 
 async def serve_asgi(app: Any):

@@ -7,7 +7,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,9 +14,9 @@ from pathlib import Path
 
 import httpx
 
-from flowforge.tls import verified_context
 from tests import in_process
 from tests.echo_server import echo_server, sending
+from tests.server.conftest import serve_process
 
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
 
@@ -52,20 +51,10 @@ def test_users_create_refuses_a_bad_name_clearly(tmp_path):
 def test_serve_answers_with_a_created_key_and_refuses_without(tmp_path):
     db = f"sqlite:///{tmp_path / 'serve.db'}"
     key = _cli("users", "create", "dana", db=db).stdout.splitlines()[-1]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen([FLOWFORGE, "serve", "--port", str(port), "--db", db,
-                                "--log-level", "warning"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process, base = serve_process([FLOWFORGE, "serve", "--db", db, "--log-level", "warning"],
+                                  dict(os.environ))
+    port = int(base.rsplit(":", 1)[1])
     try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(150):
-            try:
-                if httpx.get(f"{base}/health", verify=verified_context()).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
         me = httpx.get(f"{base}/api/me", headers={"Authorization": f"Bearer {key}"})
         anonymous = httpx.get(f"{base}/api/runs")
         # An idle connection outlives clients' own pool expiry (httpx: 5 s), so a
@@ -158,12 +147,6 @@ def test_users_revoke_explains_a_too_short_prefix(tmp_path):
     assert done.returncode == 0 and "revoked key" in done.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_serve_imports_functions_as_run_and_worker_do(tmp_path):
     """A `type: function` block works over HTTP as it does on the CLI (issue 25)."""
     db = f"sqlite:///{tmp_path / 'serve.db'}"
@@ -178,18 +161,9 @@ def test_serve_imports_functions_as_run_and_worker_do(tmp_path):
                               "--db", db], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "--import" in missing.stderr and "no such file" in \
         missing.stderr
-    port = _free_port()
-    process = subprocess.Popen([FLOWFORGE, "serve", "--port", str(port), "--db", db,
-                                "--import", str(plugin), "--log-level", "warning"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process, base = serve_process([FLOWFORGE, "serve", "--db", db, "--import", str(plugin),
+                                   "--log-level", "warning"], dict(os.environ))
     try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(150):
-            try:
-                if httpx.get(f"{base}/health", verify=verified_context()).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
         headers = {"Authorization": f"Bearer {key}"}
         saved = httpx.post(f"{base}/api/workflows", json=document, headers=headers)
         ran = httpx.post(f"{base}/api/workflows/twice/runs?wait=true",

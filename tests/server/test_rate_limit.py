@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from flowforge.server.rate_limit import TokenBuckets
-from tests.server.conftest import start_server, wait_healthy
+from tests.server.conftest import serve_process, start_server
 
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
 DOCUMENT = {"id": "tiny", "blocks": [{"id": "a", "type": "set", "with": {"v": 1}}]}
@@ -81,15 +80,8 @@ def _serve(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, str, str]:
     made = subprocess.run([FLOWFORGE, "users", "create", "erin", "--db", db], env=env,
                           capture_output=True, text=True, timeout=60)
     key = made.stdout.strip().splitlines()[-1]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen([FLOWFORGE, "serve", "--port", str(port), "--db", db,
-                                "--log-level", "warning", *options], env=env,
-                               start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(process, url)
+    process, url = serve_process([FLOWFORGE, "serve", "--db", db, "--log-level", "warning",
+                                  *options], env)
     return process, url, key
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.server.conftest import wait_healthy
+from tests.server.conftest import serve_process
 
 BIN = Path(sys.executable).parent
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -32,15 +31,8 @@ def serve(folder: Path) -> tuple[subprocess.Popen, str, str, dict]:
                              env=env, capture_output=True, text=True, timeout=60)
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip().splitlines()[-1]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen([str(BIN / "flowforge"), "serve", "--port", str(port),
-                                "--log-level", "warning", "--model", "scripted/echo"],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(process, url)
+    process, url = serve_process([str(BIN / "flowforge"), "serve", "--log-level", "warning",
+                                  "--model", "scripted/echo"], env)
     return process, url, key, env
 
 
