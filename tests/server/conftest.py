@@ -6,7 +6,6 @@ exercised over real sockets, as a client would."""
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import subprocess
 import time
@@ -22,6 +21,7 @@ from flowforge.server import ServerSettings, create_app
 from flowforge.service.users import create_user
 from flowforge.storage import storage_from_url
 from flowforge.tls import verified_context
+from tests.ports import free_port, listens
 from tests.storage.conftest import postgres_schema_url, postgres_url, storage_url  # noqa: F401
 
 
@@ -102,11 +102,9 @@ def serve_process(argv: list[str], env: dict[str, str], attempts: int = 3
     free is free only until someone binds it: with four workers starting
     servers, another test's server took one between the pick and this
     server's bind, answered /health in its place, and the test sent its
-    requests there (30 times 401).  Then another port is tried."""
+    requests there (30 times 401; `tests.ports`).  Then another port is tried."""
     for _ in range(attempts):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         process = subprocess.Popen([*argv, "--port", str(port)], env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                    start_new_session=True)
@@ -139,33 +137,12 @@ def wait_healthy(process: subprocess.Popen, url: str, seconds: float = 30.0) -> 
             pytest.fail(f"the server exited before it answered /health: {said}")
         try:
             answer = httpx.get(f"{url}/health", timeout=2, verify=verified_context())
-            if answer.status_code == 200 and _listens(process.pid, port):
+            if answer.status_code == 200 and listens(process.pid, port):
                 return
         except httpx.HTTPError:
             pass
         assert time.monotonic() < deadline, f"the server did not start within {seconds} s"
         time.sleep(0.1)
-
-
-def _listens(pid: int, port: int) -> bool:
-    """Whether process `pid` holds a socket listening on TCP `port` (Linux's /proc)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:             # closed meanwhile
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as rows:
-            for row in list(rows)[1:]:
-                fields = row.split()
-                local, state, inode = fields[1], fields[3], fields[9]
-                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port \
-                        and inode in inodes:
-                    return True
-    return False
 
 
 async def serve_asgi(app: Any):

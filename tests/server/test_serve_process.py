@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import PortTaken, _listens, wait_healthy
+from tests.ports import listens
+from tests.server.conftest import PortTaken, wait_healthy
 
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
 
@@ -36,8 +37,8 @@ def test_a_server_beaten_to_its_port_is_not_taken_for_healthy(tmp_path):
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
     try:
-        assert _listens(os.getpid(), port)          # the other server: this process
-        assert not _listens(process.pid, port)
+        assert listens(os.getpid(), port)          # the other server: this process
+        assert not listens(process.pid, port)
         with pytest.raises(PortTaken, match="already in use"):
             wait_healthy(process, f"http://127.0.0.1:{port}")
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,24 +18,19 @@ import httpx
 import pytest
 
 from flowforge.tls import verified_context
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PHOENIX = ROOT / ".venv-phoenix" / "bin" / "phoenix"
 FLOWFORGE = str(Path(sys.executable).parent / "flowforge")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory):
     assert PHOENIX.exists(), "Phoenix is missing: `make install` installs it (.venv-phoenix)"
     folder = tmp_path_factory.mktemp("phoenix")
-    port = _free_port()
-    env = {**os.environ, "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(_free_port()),
+    port = free_port()
+    env = {**os.environ, "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(free_port()),
            "PHOENIX_HOST": "127.0.0.1", "PHOENIX_WORKING_DIR": str(folder),
            "PHOENIX_TELEMETRY_ENABLED": "false"}
     log = open(folder / "phoenix.log", "w")

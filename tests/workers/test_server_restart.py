@@ -21,15 +21,9 @@ import pytest
 
 from flowforge.service.users import create_user
 from flowforge.storage import storage_from_url
+from tests.ports import free_port, listens
 from tests.workers.conftest import ROOT
 from tests.workers.test_pool import chain, ended, wait_for
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ServerProcess:
@@ -58,7 +52,8 @@ class ServerProcess:
             while time.monotonic() < deadline:
                 assert self.process.poll() is None, log_path.read_text()
                 try:
-                    if (await client.get("/health")).status_code == 200:
+                    if (await client.get("/health")).status_code == 200 and \
+                            listens(self.process.pid, self.port):     # (tests.ports)
                         return
                 except httpx.TransportError:
                     pass
