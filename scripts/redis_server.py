@@ -31,6 +31,8 @@ def free_port() -> int:
 class RedisServer:
     def __init__(self, port: int | None = None, startup_timeout: float = 20.0) -> None:
         self.port = port or free_port()
+        self.chosen = port is not None      # else another free port when this one is taken
+        self.started = False                # (a restart stays on its port: clients know it)
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.folder = tempfile.mkdtemp(prefix="flowforge-redis-")
@@ -40,6 +42,23 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> "RedisServer":
+        """Start on the port (after a restart: the same one).  A port found free is
+        free only until someone binds it: a server that exits at once because
+        another process took it is started again on another free port, unless
+        the caller chose the port; the server that answers must be this one
+        (its `process_id`), never another test's on the same port."""
+        for _ in range(3):
+            if self._start_once():
+                self.started = True
+                return self
+            if self.chosen or self.started or self.process is None or \
+                    self.process.poll() is None:
+                break
+            self.port = free_port()
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def _start_once(self) -> bool:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         self.process = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
@@ -48,16 +67,22 @@ class RedisServer:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.process.returncode}")
+                return False
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
-                    conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
-                        return self
+                    conn.sendall(b"INFO server\r\n")
+                    said = b""
+                    while b"process_id:" not in said or not said.endswith(b"\r\n"):
+                        part = conn.recv(65536)
+                        if not part:
+                            break
+                        said += part
+                    if f"process_id:{self.process.pid}\r\n".encode() in said:
+                        return True
             except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+                pass
+            time.sleep(0.05)
+        return False
 
     def kill(self) -> None:
         """kill -9 the server (a crash): it is gone, with every message it held."""
