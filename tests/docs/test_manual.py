@@ -59,11 +59,31 @@ def built(tmp_path_factory) -> Path:
     return tmp
 
 
-def test_a_broken_link_fails_the_build(tmp_path, built):
-    result = build(tmp_path, "# Extra\n\nSee [the missing page](reference/nothing-here.md).\n",
-                   generated=built / "docs" / "reference")
-    assert result.returncode != 0
-    assert "nothing-here.md" in result.stderr
+def _build_pages(tmp: Path, pages: dict[str, str]) -> subprocess.CompletedProcess:
+    """mkdocs.yml's settings (theme, plugins, validation, strict) on just `pages`
+    ({file: markdown}): what the manual's own build decides about a link, in a
+    second instead of a whole build."""
+    docs = tmp / "docs"
+    docs.mkdir(parents=True)
+    for name, text in pages.items():
+        (docs / name).write_text(text)
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    config.update(docs_dir=str(docs), site_dir=str(tmp / "site"), hooks=[],
+                  nav=[{name.removesuffix(".md"): name} for name in pages])
+    (tmp / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    return subprocess.run([str(MKDOCS), "build", "--strict", "-f", str(tmp / "mkdocs.yml")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def test_a_broken_link_fails_the_build(tmp_path):
+    linked = {"index.md": "# Home\n", "extra.md": "# Extra\n\nSee [home](index.md).\n"}
+    fine = _build_pages(tmp_path / "fine", linked)
+    assert fine.returncode == 0, fine.stderr[-3000:]
+    broken = _build_pages(tmp_path / "broken", {
+        **linked, "extra.md": "# Extra\n\nSee [the missing page](reference/nothing-here.md).\n"})
+    assert broken.returncode != 0
+    assert "nothing-here.md" in broken.stderr
 
 
 def test_a_block_example_the_code_refuses_fails_the_generator():
