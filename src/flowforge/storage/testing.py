@@ -103,6 +103,11 @@ def start(*, durable: bool = False, bin_dir: Path | None = None,
         os.chmod(folder, 0o755)
     run = lambda cmd: subprocess.run(_as_postgres(cmd), check=True,  # noqa: E731
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    options = [f"-k {folder}", "-c listen_addresses=127.0.0.1", "-c max_connections=200"]
+    if not durable:
+        options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+    options += [f"-c {setting}" for setting in settings]
+    log = Path(folder, "server.log")
     try:
         run([str(bin_dir / "initdb"), "-D", data, "-U", "postgres", "-A", "trust",
              "-E", "UTF8", "--no-locale", "--no-sync"])
@@ -110,16 +115,9 @@ def start(*, durable: bool = False, bin_dir: Path | None = None,
             # a port found free is free only until someone binds it: another
             # test's server may take it first, and then this one tries another
             port = _free_port()
-            options = [f"-p {port}", f"-k {folder}", "-c listen_addresses=127.0.0.1",
-                       "-c max_connections=200"]
-            if not durable:
-                options += ["-c fsync=off", "-c synchronous_commit=off",
-                            "-c full_page_writes=off"]
-            options += [f"-c {setting}" for setting in settings]
-            log = Path(folder, "server.log")
             try:
                 run([str(bin_dir / "pg_ctl"), "-D", data, "-l", str(log),
-                     "-o", " ".join(options), "-w", "-t", "60", "start"])
+                     "-o", " ".join([f"-p {port}", *options]), "-w", "-t", "60", "start"])
                 break
             except subprocess.CalledProcessError:
                 if attempt == 2 or not log.exists() or \
@@ -127,7 +125,6 @@ def start(*, durable: bool = False, bin_dir: Path | None = None,
                     raise
                 log.unlink()
     except subprocess.CalledProcessError as exc:
-        log = Path(folder, "server.log")
         detail = (exc.stderr or b"").decode(errors="replace")
         if log.exists():
             detail += log.read_text(errors="replace")[-2000:]
